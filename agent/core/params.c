@@ -1,0 +1,45 @@
+/* params.c - defaults of the routing policy (ARCHITECTURE.md, "Defaults"). */
+#include "params.h"
+
+#include <stddef.h>
+
+void core_params_defaults(struct core_params *p)
+{
+	*p = (struct core_params){
+		.affinity_ttl_ms = 300 * 1000,
+		.affinity_max_entries = 1000000,
+		.identity_ladder = { CORE_RUNG_SESSION, CORE_RUNG_PREFIX,
+				     CORE_RUNG_INSTALL, CORE_RUNG_CALLER },
+		.identity_ladder_len = 4,
+		.ewma_alpha = 0.3,
+		.cold_start_samples = 20,
+		.prior_ttfb_ms = 500,
+		.idle_reset_ms = 60 * 1000,
+		.sticky_tolerance = 2.5,
+		.load_factor = 1.5,
+		.cost_weight_per_ms = 0,
+		.breaker_window_ms = 10 * 1000,
+		.breaker_min_requests = 5,
+		.breaker_failure_ratio = 0.5,
+		.breaker_consecutive = 5,
+		.breaker_cooldown_ms = 5 * 1000,
+		.breaker_cooldown_max_ms = 300 * 1000,
+		.half_open_probes = 3,
+		.rate_limit_cooldown_ms = 60 * 1000,
+		.dead_key_retry_ms = 60 * 1000,
+		.poll_interval_ms = 200,
+		.snapshot_interval_ms = 10 * 1000,
+	};
+}
+
+const char *core_rung_name(enum core_rung r)
+{
+	static const char *const names[CORE_RUNG_COUNT] = {
+		[CORE_RUNG_SESSION] = "session",
+		[CORE_RUNG_PREFIX] = "prefix",
+		[CORE_RUNG_INSTALL] = "install",
+		[CORE_RUNG_CALLER] = "caller",
+		[CORE_RUNG_SRC] = "src",
+	};
+	return (unsigned)r < CORE_RUNG_COUNT ? names[r] : NULL;
+}

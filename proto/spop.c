@@ -1,0 +1,2 @@
+/* spop.c - placeholder until the codec lands. */
+#include "spop.h"
