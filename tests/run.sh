@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# tests/run.sh - the test command: installs what is missing, builds with
+# AddressSanitizer and UBSan, runs every suite, prints "N passed, N failed".
+#
+# Usage: tests/run.sh [meson test arguments, e.g. --suite proto]
+# Environment: WARMLANE_BUILD (build dir, default build/asan).
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+build=${WARMLANE_BUILD:-build/asan}
+
+# --- packages (Debian 12), installed only when missing ----------------------
+packages=(
+	meson ninja-build pkg-config gcc clang python3 curl
+	libuv1-dev libmsgpack-dev check libcyaml-dev libxxhash-dev
+	libmicrohttpd-dev libsystemd-dev
+	haproxy prometheus
+)
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+		missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "tests/run.sh: installing ${missing[*]}"
+	sudo=; [ "$(id -u)" -eq 0 ] || sudo=sudo
+	export DEBIAN_FRONTEND=noninteractive
+	$sudo apt-get update -qq
+	$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- HAProxy 3.x binaries beside Debian's 2.6 (cached in the build dir) ----
+if [ -x tests/haproxy/fetch-haproxy.sh ]; then
+	tests/haproxy/fetch-haproxy.sh "$build/haproxy" ||
+		echo "tests/run.sh: could not fetch HAProxy 3.x; e2e runs on 2.6 only" >&2
+fi
+
+# --- build ------------------------------------------------------------------
+if [ ! -f "$build/build.ninja" ]; then
+	meson setup "$build" -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+fi
+ninja -C "$build" >/dev/null || ninja -C "$build"
+
+# --- run --------------------------------------------------------------------
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+rc=0
+meson test -C "$build" --print-errorlogs "$@" || rc=$?
+
+# The summary is counted from meson's own log, one line per test.
+python3 - "$build/meson-logs/testlog.json" <<'PY'
+import json, sys
+ok = bad = skip = 0
+with open(sys.argv[1]) as f:
+    for line in f:
+        r = json.loads(line).get("result")
+        if r in ("OK", "EXPECTEDFAIL"):
+            ok += 1
+        elif r == "SKIP":
+            skip += 1
+        else:
+            bad += 1
+print(f"{ok} passed, {bad} failed" + (f", {skip} skipped" if skip else ""))
+PY
+exit $rc
