@@ -150,31 +150,47 @@ struct spop_writer {
 
 /* ---- varints ("peers" encoding, SPOE.txt 3.1.1) ---- */
 
-/* Encodes v into out (at most SPOP_VARINT_MAX_LEN bytes). Returns the bytes
- * written, or SPOP_NEED_MORE when cap is too small (nothing is written). */
+/* Encodes v into out (at most SPOP_VARINT_MAX_LEN bytes). Accepts every
+ * uint64_t. Returns the bytes written, or SPOP_NEED_MORE when cap is too
+ * small (nothing is written). */
 ptrdiff_t spop_varint_encode(uint64_t v, uint8_t *out, size_t cap);
 
-/* Decodes one varint. Returns bytes consumed, SPOP_NEED_MORE when len ends
- * inside it, SPOP_EPROTO for a run longer than SPOP_VARINT_MAX_LEN bytes or a
- * value that overflows 64 bits. */
+/* Decodes one varint from p[0..len). Returns bytes consumed (1..10) with *v
+ * set, SPOP_NEED_MORE when len ends inside it (len 0 included), SPOP_EPROTO
+ * for a run longer than SPOP_VARINT_MAX_LEN bytes (known as soon as the
+ * tenth byte has its continuation bit) or a value that overflows 64 bits.
+ * *v is written only on success. */
 ptrdiff_t spop_varint_decode(const uint8_t *p, size_t len, uint64_t *v);
+
+/* The number of bytes spop_varint_encode writes for v (1..10). */
+int spop_varint_size(uint64_t v);
 
 /* ---- typed data ---- */
 
-/* Decodes one typed value. Returns bytes consumed, SPOP_NEED_MORE when len
- * ends inside it, SPOP_EPROTO for an unknown type, a bad varint, or an
- * integer that does not fit its declared width. STRING/BINARY are views. */
+/* Decodes one typed value from p[0..len). Returns bytes consumed with *d
+ * set, SPOP_NEED_MORE when len ends inside it, SPOP_EPROTO for an unknown
+ * type (10-15), a bad varint, or an integer that does not fit its declared
+ * width. Integers are HAProxy's raw two's complement: INT32 must be a
+ * sign-extended value in [INT32_MIN, INT32_MAX] (-5 is 10 bytes, like
+ * INT64), UINT32 at most UINT32_MAX. BOOL's value is bit 4 of the type byte
+ * (0x11 true, 0x01 false); other flag bits are ignored, as HAProxy does.
+ * STRING/BINARY are views into p. *d is written only on success. */
 ptrdiff_t spop_data_decode(const uint8_t *p, size_t len, struct spop_data *d);
 
-/* Encodes one typed value. Returns bytes written or SPOP_NEED_MORE. */
+/* Encodes one typed value into out[0..cap). Signed values are written as
+ * sign-extended 64-bit two's complement, BOOL as 0x11/0x01. Returns bytes
+ * written, or SPOP_NEED_MORE when cap is too small or d->type is not a
+ * valid type (nothing is written then). */
 ptrdiff_t spop_data_encode(const struct spop_data *d, uint8_t *out, size_t cap);
 
-/* Convenience constructors for spop_data. */
+/* Convenience constructors for spop_data; string and binary are views of
+ * the caller's bytes. */
 struct spop_data spop_data_null(void);
 struct spop_data spop_data_bool(bool b);
 struct spop_data spop_data_int64(int64_t v);
 struct spop_data spop_data_uint32(uint32_t v);
 struct spop_data spop_data_string(const char *s, size_t len);
+struct spop_data spop_data_binary(const void *p, size_t len);
 
 /* ---- frames ---- */
 
@@ -183,22 +199,42 @@ struct spop_data spop_data_string(const char *s, size_t len);
  * are present, before waiting for the body. Rejects (SPOP_EPROTO, status):
  * length 0 or a header that does not fit in length (4), length above
  * max_frame_size (3), an unknown type (4), a fragment: FIN clear or type
- * UNSET (10). Returns 4 + length on success. */
+ * UNSET (10). Returns 4 + length on success, with *f set and f->payload
+ * pointing into buf; SPOP_NEED_MORE while fewer than 4 + length bytes are
+ * present. The ABORT and reserved flag bits are passed through in f->flags;
+ * stream and frame ids are not checked against the type (HELLO and
+ * DISCONNECT should carry 0, 0: the caller decides). *f is written only on
+ * success, *status only on SPOP_EPROTO. */
 ptrdiff_t spop_frame_decode(const uint8_t *buf, size_t len,
 			    uint32_t max_frame_size, struct spop_frame *f,
 			    enum spop_status *status);
 
-/* Starts a frame in w: reserves the length, writes type, flags, ids. */
+/* Initialises w over buf[0..cap) (the caller owns buf), empty. A NULL buf
+ * makes every append overflow. */
+void spop_writer_init(struct spop_writer *w, uint8_t *buf, size_t cap);
+
+/* Starts a frame at the current end of w (several frames may be built one
+ * after the other in one buffer): reserves the length, writes type, flags
+ * (big-endian) and the two ids as varints. */
+void spop_frame_start(struct spop_writer *w, enum spop_frame_type type,
+		      uint32_t flags, uint64_t stream_id, uint64_t frame_id);
+
+/* Starts a frame in w: spop_writer_init(w, buf, cap), then spop_frame_start:
+ * reserves the length, writes type, flags, ids. */
 void spop_frame_begin(struct spop_writer *w, uint8_t *buf, size_t cap,
 		      enum spop_frame_type type, uint32_t flags,
 		      uint64_t stream_id, uint64_t frame_id);
 
 /* Fills in the length of the frame begun in w. Returns the frame's total
- * size (including the length field) or SPOP_NEED_MORE on overflow. */
+ * size (including the length field) or SPOP_NEED_MORE on overflow (or when
+ * the length would not fit 32 bits). It does not know the negotiated
+ * max-frame-size: the caller compares the size with it. */
 ptrdiff_t spop_frame_finish(struct spop_writer *w);
 
 /* Appends raw bytes / a varint / a STRING body (varint length + bytes) /
- * a typed value / a KV pair (name as STRING body, then typed value). */
+ * a typed value / a KV pair (name as STRING body, then typed value; key is
+ * NUL-terminated). Each append is all or nothing: when it does not fit, w
+ * is left as it was and w->overflow is set. */
 void spop_put_bytes(struct spop_writer *w, const void *p, size_t len);
 void spop_put_varint(struct spop_writer *w, uint64_t v);
 void spop_put_str(struct spop_writer *w, const char *s, size_t len);
@@ -208,83 +244,125 @@ void spop_put_kv(struct spop_writer *w, const char *key,
 
 /* ---- payload readers ---- */
 
+/* Points r at the payload p[0..len) (a view: the caller keeps p alive). */
 void spop_reader_init(struct spop_reader *r, const uint8_t *p, size_t len);
 
 /* KV-list entry (HELLO, DISCONNECT). Returns 1 with key/value set, 0 at the
- * end of the payload, SPOP_EPROTO (status 4) on a malformed entry. */
+ * end of the payload, SPOP_EPROTO (status 4) on a malformed entry (an entry
+ * cut by the end of the payload included). The reader advances only when
+ * 1 is returned. */
 int spop_kv_next(struct spop_reader *r, struct spop_str *key,
 		 struct spop_data *val, enum spop_status *status);
 
-/* NOTIFY message header: name and argument count. Returns 1, 0 at the end of
- * the payload, or SPOP_EPROTO (status 4). The caller then reads exactly
- * nargs arguments with spop_arg_next. */
+/* NOTIFY message header: name (a STRING body) and the 1-byte argument
+ * count. Returns 1, 0 at the end of the payload, or SPOP_EPROTO (status 4)
+ * when the name or count is cut. The caller then reads exactly nargs
+ * arguments with spop_arg_next (or skips them with spop_msg_skip_args). */
 int spop_msg_next(struct spop_reader *r, struct spop_str *name,
 		  unsigned *nargs, enum spop_status *status);
 
-/* One NOTIFY argument: name (may be empty) and typed value. Returns 1 or
- * SPOP_EPROTO (status 4). */
+/* One NOTIFY argument: name (may be empty) and typed value (NULL for a
+ * missing sample). Returns 1 or SPOP_EPROTO (status 4), also when the
+ * payload ends where an argument was announced. */
 int spop_arg_next(struct spop_reader *r, struct spop_str *name,
 		  struct spop_data *val, enum spop_status *status);
 
-/* True when the view equals the NUL-terminated s exactly (never a prefix). */
+/* Skips nargs arguments. Returns 0, or SPOP_EPROTO (status 4) with r
+ * unchanged when one of them is malformed or missing. */
+int spop_msg_skip_args(struct spop_reader *r, unsigned nargs,
+		       enum spop_status *status);
+
+/* True when the comma-separated list contains token exactly, after
+ * trimming white space around each element ("pipelining" matches
+ * " pipelining ,async", never "pipeliningX"). */
+bool spop_list_has(struct spop_str list, const char *token);
+
+/* True when the view equals the NUL-terminated s exactly: lengths first,
+ * so "max" never matches "max-frame-size". */
 bool spop_str_eq(struct spop_str v, const char *s);
 
 /* ---- HELLO ---- */
 
 /* Parses a HAPROXY-HELLO payload. Unknown keys are skipped; keys match
- * exactly. Missing supported-versions, max-frame-size or capabilities are
- * SPOP_EPROTO with status 5, 6 or 7; a key with the wrong type is 4.
- * Returns 0 or SPOP_EPROTO. */
+ * exactly; when a key repeats, the last one wins. Missing
+ * supported-versions, max-frame-size or capabilities are SPOP_EPROTO with
+ * status 5, 6 or 7 (checked in that order); a malformed KV-list or a key
+ * with the wrong type is 4 (supported-versions, capabilities, engine-id
+ * STRING; healthcheck BOOL; max-frame-size any integer type whose value is
+ * in 0..UINT32_MAX, as HAProxy accepts). The cap_* flags are set from exact
+ * tokens of capabilities. Returns 0 with *h set (views into p), or
+ * SPOP_EPROTO; *h is written only on success. */
 int spop_hello_parse(const uint8_t *p, size_t len, struct spop_hello *h,
 		     enum spop_status *status);
 
-/* Negotiates the agent's answer: version "2.0" must be among
- * supported-versions (else 8); max-frame-size becomes min(ours, HAProxy's)
- * and must be >= SPOP_MIN_FRAME_SIZE (else 9). Returns 0 with *max_out set,
- * or SPOP_EPROTO. */
+/* Negotiates the agent's answer: version "2.0" must be an exact element of
+ * supported-versions (else 8; "2.0, 1.5" is fine, "2.00" or "2.1" are not);
+ * max-frame-size becomes min(ours, HAProxy's) and must be >=
+ * SPOP_MIN_FRAME_SIZE (else 9). A hello lacking a mandatory key gives 5, 6
+ * or 7 as spop_hello_parse does. Returns 0 with *max_out set, or
+ * SPOP_EPROTO. */
 int spop_hello_negotiate(const struct spop_hello *h, uint32_t our_max,
 			 uint32_t *max_out, enum spop_status *status);
 
-/* Encodes an AGENT-HELLO frame: version "2.0", max-frame-size, and
- * capabilities "pipelining" (or "" when pipelining is false). Returns the
- * frame size or SPOP_NEED_MORE. */
+/* Encodes an AGENT-HELLO frame (FIN, ids 0, 0): version "2.0",
+ * max-frame-size (UINT32), and capabilities "pipelining" (or "" when
+ * pipelining is false). Returns the frame size or SPOP_NEED_MORE (nothing
+ * written) when cap is too small. */
 ptrdiff_t spop_agent_hello_encode(uint8_t *out, size_t cap,
 				  uint32_t max_frame_size, bool pipelining);
 
 /* ---- ACK ---- */
 
-/* Begins an ACK frame echoing stream_id and frame_id. */
+/* Begins an ACK frame (FIN) echoing stream_id and frame_id in buf. Never
+ * finish an ACK without an action: HAProxy 3.1 hangs the stream on it. */
 void spop_ack_begin(struct spop_writer *w, uint8_t *buf, size_t cap,
 		    uint64_t stream_id, uint64_t frame_id);
 
-/* Appends a set-var action: 01 03 <scope> <name> <value>. */
+/* Appends a set-var action: 01 03 <scope> <name> <value>; the name is a
+ * STRING body (HAProxy prefixes it). All or nothing, like spop_put_*. */
 void spop_ack_set_var(struct spop_writer *w, enum spop_scope scope,
 		      const char *name, size_t name_len,
 		      const struct spop_data *value);
 
-/* Appends an unset-var action: 02 02 <scope> <name>. */
+/* Appends an unset-var action: 02 02 <scope> <name>. All or nothing. */
 void spop_ack_unset_var(struct spop_writer *w, enum spop_scope scope,
 			const char *name, size_t name_len);
 
 /* Finishes the ACK; same as spop_frame_finish. */
 ptrdiff_t spop_ack_finish(struct spop_writer *w);
 
+/* Reads one action of an ACK payload (for tests and tools: HAProxy is the
+ * one that parses ACKs). Accepts set-var with exactly 3 arguments and
+ * unset-var with exactly 2, scope 0..4; *value is NULL for unset-var.
+ * Returns 1, 0 at the end of the payload, or SPOP_EPROTO (status 4) for
+ * anything else. */
+int spop_action_next(struct spop_reader *r, enum spop_action *action,
+		     enum spop_scope *scope, struct spop_str *name,
+		     struct spop_data *value, enum spop_status *status);
+
 /* ---- DISCONNECT ---- */
 
-/* Encodes an AGENT-DISCONNECT with status-code and message (the standard
- * text of the status when message is NULL). Returns size or NEED_MORE. */
+/* Encodes an AGENT-DISCONNECT (FIN, ids 0, 0) with status-code (UINT32)
+ * and message (STRING; the standard text of the status when message is
+ * NULL, else NUL-terminated). Returns the frame size, or SPOP_NEED_MORE
+ * (nothing written) when cap is too small. */
 ptrdiff_t spop_disconnect_encode(uint8_t *out, size_t cap,
 				 enum spop_status status, const char *message);
 
 /* Parses a DISCONNECT payload. status-code defaults to SPOP_ERR_UNKNOWN and
- * message to empty when absent. Returns 0 or SPOP_EPROTO (status 4). */
+ * message to empty when absent; unknown keys are skipped. Rejects a
+ * malformed KV-list, a status-code that is not an integer in
+ * 0..UINT32_MAX, a message that is not a STRING. Returns 0 (outputs set,
+ * message a view into p) or SPOP_EPROTO (status 4, outputs untouched). */
 int spop_disconnect_parse(const uint8_t *p, size_t len, uint32_t *code,
 			  struct spop_str *message, enum spop_status *status);
 
-/* The standard text of a status code ("frame is too big", ...). */
+/* The standard text of a status code ("frame is too big", ...); "an unknown
+ * error occurred" for codes outside the table. A static string. */
 const char *spop_status_text(enum spop_status status);
 
-/* The frame type's name for logs ("NOTIFY", "HAPROXY-HELLO", ...). */
+/* The frame type's name for logs ("NOTIFY", "HAPROXY-HELLO", ...), or
+ * "UNKNOWN". A static string. */
 const char *spop_frame_type_name(unsigned type);
 
 #endif

@@ -1,2 +1,0 @@
-/* spop.c - placeholder until the codec lands. */
-#include "spop.h"

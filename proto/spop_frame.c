@@ -1,0 +1,371 @@
+/* spop_frame.c - SPOP frames, the frame writer, payload readers, ACKs. */
+#include <string.h>
+
+#include "spop.h"
+#include "spop_int.h"
+
+static bool known_type(unsigned t)
+{
+	switch (t) {
+	case SPOP_FRAME_UNSET:
+	case SPOP_FRAME_HAPROXY_HELLO:
+	case SPOP_FRAME_HAPROXY_DISCONNECT:
+	case SPOP_FRAME_NOTIFY:
+	case SPOP_FRAME_AGENT_HELLO:
+	case SPOP_FRAME_AGENT_DISCONNECT:
+	case SPOP_FRAME_ACK:
+		return true;
+	}
+	return false;
+}
+
+static uint32_t get_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	       (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static void put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+ptrdiff_t spop_frame_decode(const uint8_t *buf, size_t len,
+			    uint32_t max_frame_size, struct spop_frame *f,
+			    enum spop_status *status)
+{
+	const uint8_t *p, *end;
+	struct spop_frame out;
+	uint32_t flen;
+	ptrdiff_t r;
+
+	if (len < 4)
+		return SPOP_NEED_MORE;
+	flen = get_be32(buf);
+	/* Judge the length before waiting for a body it may announce wrongly:
+	 * a garbage length must not make the caller buffer gigabytes. */
+	if (flen > max_frame_size) {
+		*status = SPOP_ERR_TOO_BIG;
+		return SPOP_EPROTO;
+	}
+	if (flen == 0) {
+		*status = SPOP_ERR_INVALID;
+		return SPOP_EPROTO;
+	}
+	if (flen > len - 4)
+		return SPOP_NEED_MORE;
+
+	p = buf + 4;
+	end = p + flen;
+	memset(&out, 0, sizeof(out));
+	/* From here on the frame is complete: anything that runs past its end
+	 * is invalid, not incomplete. */
+	if (5 > (size_t)(end - p)) {
+		*status = SPOP_ERR_INVALID;
+		return SPOP_EPROTO;
+	}
+	out.type = (enum spop_frame_type)p[0];
+	out.flags = get_be32(p + 1);
+	p += 5;
+	r = spop_varint_decode(p, (size_t)(end - p), &out.stream_id);
+	if (r < 0) {
+		*status = SPOP_ERR_INVALID;
+		return SPOP_EPROTO;
+	}
+	p += r;
+	r = spop_varint_decode(p, (size_t)(end - p), &out.frame_id);
+	if (r < 0) {
+		*status = SPOP_ERR_INVALID;
+		return SPOP_EPROTO;
+	}
+	p += r;
+	if (!known_type(out.type)) {
+		*status = SPOP_ERR_INVALID;
+		return SPOP_EPROTO;
+	}
+	if (out.type == SPOP_FRAME_UNSET || !(out.flags & SPOP_FLAG_FIN)) {
+		*status = SPOP_ERR_FRAG_NOT_SUPPORTED;
+		return SPOP_EPROTO;
+	}
+	out.payload = p;
+	out.payload_len = (size_t)(end - p);
+	*f = out;
+	return (ptrdiff_t)flen + 4;
+}
+
+/* ---- writer ---- */
+
+void spop_writer_init(struct spop_writer *w, uint8_t *buf, size_t cap)
+{
+	w->buf = buf;
+	w->cap = buf ? cap : 0;
+	w->len = 0;
+	w->frame_start = 0;
+	w->overflow = false;
+}
+
+/* True when n more bytes fit; sets overflow otherwise. */
+static bool room(struct spop_writer *w, size_t n)
+{
+	if (w->overflow)
+		return false;
+	if (w->len > w->cap || n > w->cap - w->len) {
+		w->overflow = true;
+		return false;
+	}
+	return true;
+}
+
+void spop_put_bytes(struct spop_writer *w, const void *p, size_t len)
+{
+	if (!room(w, len))
+		return;
+	if (len)
+		memcpy(w->buf + w->len, p, len);
+	w->len += len;
+}
+
+void spop_put_varint(struct spop_writer *w, uint64_t v)
+{
+	uint8_t tmp[SPOP_VARINT_MAX_LEN];
+	ptrdiff_t n = spop_varint_encode(v, tmp, sizeof(tmp));
+
+	spop_put_bytes(w, tmp, (size_t)n);
+}
+
+void spop_put_str(struct spop_writer *w, const char *s, size_t len)
+{
+	if (!room(w, spop__str_size(len)))
+		return;
+	spop_put_varint(w, len);
+	spop_put_bytes(w, s, len);
+}
+
+void spop_put_data(struct spop_writer *w, const struct spop_data *d)
+{
+	ptrdiff_t n;
+
+	if (!room(w, spop__data_size(d)))
+		return;
+	n = spop_data_encode(d, w->buf + w->len, w->cap - w->len);
+	if (n < 0) {
+		w->overflow = true;
+		return;
+	}
+	w->len += (size_t)n;
+}
+
+void spop_put_kv(struct spop_writer *w, const char *key,
+		 const struct spop_data *d)
+{
+	size_t klen = strlen(key);
+
+	if (!room(w, spop__size_add(spop__str_size(klen), spop__data_size(d))))
+		return;
+	spop_put_str(w, key, klen);
+	spop_put_data(w, d);
+}
+
+void spop_frame_start(struct spop_writer *w, enum spop_frame_type type,
+		      uint32_t flags, uint64_t stream_id, uint64_t frame_id)
+{
+	uint8_t hdr[4 + 1 + 4 + 2 * SPOP_VARINT_MAX_LEN];
+	size_t n = 0;
+
+	memset(hdr, 0, 4); /* the length, filled in by spop_frame_finish */
+	n = 4;
+	hdr[n++] = (uint8_t)type;
+	put_be32(hdr + n, flags);
+	n += 4;
+	n += (size_t)spop_varint_encode(stream_id, hdr + n, sizeof(hdr) - n);
+	n += (size_t)spop_varint_encode(frame_id, hdr + n, sizeof(hdr) - n);
+	if (!w->overflow)
+		w->frame_start = w->len;
+	spop_put_bytes(w, hdr, n);
+}
+
+void spop_frame_begin(struct spop_writer *w, uint8_t *buf, size_t cap,
+		      enum spop_frame_type type, uint32_t flags,
+		      uint64_t stream_id, uint64_t frame_id)
+{
+	spop_writer_init(w, buf, cap);
+	spop_frame_start(w, type, flags, stream_id, frame_id);
+}
+
+ptrdiff_t spop_frame_finish(struct spop_writer *w)
+{
+	size_t total;
+
+	if (w->overflow || w->len < w->frame_start + 4)
+		return SPOP_NEED_MORE;
+	total = w->len - w->frame_start;
+	if (total - 4 > UINT32_MAX || total > (size_t)PTRDIFF_MAX) {
+		w->overflow = true;
+		return SPOP_NEED_MORE;
+	}
+	put_be32(w->buf + w->frame_start, (uint32_t)(total - 4));
+	return (ptrdiff_t)total;
+}
+
+/* ---- readers ---- */
+
+void spop_reader_init(struct spop_reader *r, const uint8_t *p, size_t len)
+{
+	r->p = p;
+	r->end = len ? p + len : p;
+}
+
+int spop_kv_next(struct spop_reader *r, struct spop_str *key,
+		 struct spop_data *val, enum spop_status *status)
+{
+	const uint8_t *p = r->p;
+	struct spop_str k;
+	struct spop_data v;
+	ptrdiff_t n;
+
+	if (p == r->end)
+		return 0;
+	if (spop__get_str(&p, r->end, &k) < 0)
+		goto invalid;
+	n = spop_data_decode(p, (size_t)(r->end - p), &v);
+	if (n < 0)
+		goto invalid;
+	r->p = p + n;
+	*key = k;
+	*val = v;
+	return 1;
+invalid:
+	*status = SPOP_ERR_INVALID;
+	return SPOP_EPROTO;
+}
+
+int spop_msg_next(struct spop_reader *r, struct spop_str *name,
+		  unsigned *nargs, enum spop_status *status)
+{
+	const uint8_t *p = r->p;
+	struct spop_str nm;
+
+	if (p == r->end)
+		return 0;
+	if (spop__get_str(&p, r->end, &nm) < 0 || p == r->end) {
+		*status = SPOP_ERR_INVALID;
+		return SPOP_EPROTO;
+	}
+	*nargs = *p++;
+	r->p = p;
+	*name = nm;
+	return 1;
+}
+
+int spop_arg_next(struct spop_reader *r, struct spop_str *name,
+		  struct spop_data *val, enum spop_status *status)
+{
+	/* Same layout as a KV entry, but the end of the payload is an error
+	 * here: the message announced one more argument. */
+	if (r->p == r->end) {
+		*status = SPOP_ERR_INVALID;
+		return SPOP_EPROTO;
+	}
+	return spop_kv_next(r, name, val, status);
+}
+
+int spop_msg_skip_args(struct spop_reader *r, unsigned nargs,
+		       enum spop_status *status)
+{
+	struct spop_reader t = *r;
+	struct spop_str name;
+	struct spop_data val;
+	unsigned i;
+
+	for (i = 0; i < nargs; i++)
+		if (spop_arg_next(&t, &name, &val, status) < 0)
+			return SPOP_EPROTO;
+	*r = t;
+	return 0;
+}
+
+/* ---- ACK ---- */
+
+void spop_ack_begin(struct spop_writer *w, uint8_t *buf, size_t cap,
+		    uint64_t stream_id, uint64_t frame_id)
+{
+	spop_frame_begin(w, buf, cap, SPOP_FRAME_ACK, SPOP_FLAG_FIN,
+			 stream_id, frame_id);
+}
+
+void spop_ack_set_var(struct spop_writer *w, enum spop_scope scope,
+		      const char *name, size_t name_len,
+		      const struct spop_data *value)
+{
+	const uint8_t hdr[3] = { SPOP_ACT_SET_VAR, 3, (uint8_t)scope };
+
+	if (!room(w, spop__size_add(3 + spop__str_size(name_len),
+				    spop__data_size(value))))
+		return;
+	spop_put_bytes(w, hdr, sizeof(hdr));
+	spop_put_str(w, name, name_len);
+	spop_put_data(w, value);
+}
+
+void spop_ack_unset_var(struct spop_writer *w, enum spop_scope scope,
+			const char *name, size_t name_len)
+{
+	const uint8_t hdr[3] = { SPOP_ACT_UNSET_VAR, 2, (uint8_t)scope };
+
+	if (!room(w, spop__size_add(3, spop__str_size(name_len))))
+		return;
+	spop_put_bytes(w, hdr, sizeof(hdr));
+	spop_put_str(w, name, name_len);
+}
+
+ptrdiff_t spop_ack_finish(struct spop_writer *w)
+{
+	return spop_frame_finish(w);
+}
+
+int spop_action_next(struct spop_reader *r, enum spop_action *action,
+		     enum spop_scope *scope, struct spop_str *name,
+		     struct spop_data *value, enum spop_status *status)
+{
+	const uint8_t *p = r->p, *end = r->end;
+	struct spop_data v = spop_data_null();
+	struct spop_str nm;
+	uint8_t act, nb, sc;
+	ptrdiff_t n;
+
+	if (p == end)
+		return 0;
+	if (3 > (size_t)(end - p))
+		goto invalid;
+	act = p[0];
+	nb = p[1];
+	sc = p[2];
+	p += 3;
+	if (sc > SPOP_SCOPE_RES)
+		goto invalid;
+	if (act == SPOP_ACT_SET_VAR && nb == 3) {
+		if (spop__get_str(&p, end, &nm) < 0)
+			goto invalid;
+		n = spop_data_decode(p, (size_t)(end - p), &v);
+		if (n < 0)
+			goto invalid;
+		p += n;
+	} else if (act == SPOP_ACT_UNSET_VAR && nb == 2) {
+		if (spop__get_str(&p, end, &nm) < 0)
+			goto invalid;
+	} else {
+		goto invalid;
+	}
+	r->p = p;
+	*action = (enum spop_action)act;
+	*scope = (enum spop_scope)sc;
+	*name = nm;
+	*value = v;
+	return 1;
+invalid:
+	*status = SPOP_ERR_INVALID;
+	return SPOP_EPROTO;
+}

@@ -1,0 +1,32 @@
+/* spop_int.h - helpers shared by the codec's files; not part of the API. */
+#ifndef WARMLANE_SPOP_INT_H
+#define WARMLANE_SPOP_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spop.h"
+
+/* Bytes taken by a STRING body (varint length + bytes). Saturates at
+ * SIZE_MAX so a size sum built from it cannot wrap. */
+static inline size_t spop__str_size(size_t len)
+{
+	size_t v = (size_t)spop_varint_size(len);
+
+	return len > SIZE_MAX - v ? SIZE_MAX : v + len;
+}
+
+/* Adds two sizes, saturating at SIZE_MAX (never fits any buffer). */
+static inline size_t spop__size_add(size_t a, size_t b)
+{
+	return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+/* Reads a STRING body (varint length + bytes) at [*pp, end). Moves *pp and
+ * sets *s only on success. Returns 0, SPOP_NEED_MORE or SPOP_EPROTO. */
+int spop__get_str(const uint8_t **pp, const uint8_t *end, struct spop_str *s);
+
+/* Bytes spop_data_encode writes for d (SIZE_MAX for an unknown type). */
+size_t spop__data_size(const struct spop_data *d);
+
+#endif
