@@ -40,6 +40,9 @@ struct core_params {
 	uint32_t half_open_probes;         /* 3 */
 	uint64_t rate_limit_cooldown_ms;   /* 60 s */
 	uint64_t dead_key_retry_ms;        /* 60 s */
+	/* Not in the table: 404s in a row for one endpoint+model before it
+	 * counts as not serving that model (for dead_key_retry_ms). 0: never. */
+	uint32_t model_mismatch_404s;      /* 3 */
 	uint64_t poll_interval_ms;         /* 200 ms (agent) */
 	uint64_t snapshot_interval_ms;     /* 10 s (agent) */
 };

@@ -1,0 +1,242 @@
+/* affinity.c - the affinity map: open addressing with backward-shift deletion, LRU list, lazy TTL. */
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE /* madvise(MADV_HUGEPAGE) */
+#endif
+#include "affinity.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+_Static_assert(sizeof(struct affinity_entry) <= 64,
+	       "an affinity entry must fit in 64 bytes");
+_Static_assert(sizeof(struct affinity_entry) + 2 * sizeof(struct affinity_slot) <= 64,
+	       "entry plus its index share must fit in 64 bytes");
+
+/* Keys are hashes already, but tests and callers may pass small integers:
+ * a finalizer spreads every bit over the home slot and the tag (the same
+ * as affinity_prefetch's). */
+static inline uint64_t mix(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	return k;
+}
+
+/* A full map is read at random: on Linux, ask for huge pages so that a
+ * lookup costs its cache misses and not also page-table walks. Only the
+ * 2 MiB-aligned interior is advised; failure is harmless. */
+static void advise_huge(void *p, size_t len)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+	const uintptr_t huge = (uintptr_t)2 << 20;
+	uintptr_t start = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+	uintptr_t end = ((uintptr_t)p + len) & ~(huge - 1);
+	if (end > start)
+		(void)madvise((void *)start, end - start, MADV_HUGEPAGE);
+#else
+	(void)p;
+	(void)len;
+#endif
+}
+
+int affinity_init(struct affinity *a, uint32_t cap, uint64_t ttl_ms)
+{
+	memset(a, 0, sizeof(*a));
+	if (cap == 0 || cap > (1u << 30))
+		return -EINVAL;
+	uint64_t n = 16;
+	while (n < 2ull * cap)
+		n *= 2;
+	a->e = calloc(cap, sizeof(*a->e));
+	a->slots = calloc((size_t)n, sizeof(*a->slots));
+	if (a->e == NULL || a->slots == NULL) {
+		affinity_finish(a);
+		return -ENOMEM;
+	}
+	advise_huge(a->e, (size_t)cap * sizeof(*a->e));
+	advise_huge(a->slots, (size_t)n * sizeof(*a->slots));
+	a->mask = (uint32_t)(n - 1);
+	a->cap = cap;
+	a->free_head = AFFINITY_NIL;
+	a->lru_head = AFFINITY_NIL;
+	a->lru_tail = AFFINITY_NIL;
+	a->ttl_ms = ttl_ms;
+	return 0;
+}
+
+void affinity_finish(struct affinity *a)
+{
+	free(a->e);
+	a->e = NULL;
+	free(a->slots);
+	a->slots = NULL;
+	memset(a, 0, sizeof(*a));
+}
+
+static void lru_unlink(struct affinity *a, uint32_t i)
+{
+	struct affinity_entry *x = &a->e[i];
+	if (x->prev != AFFINITY_NIL)
+		a->e[x->prev].next = x->next;
+	else
+		a->lru_head = x->next;
+	if (x->next != AFFINITY_NIL)
+		a->e[x->next].prev = x->prev;
+	else
+		a->lru_tail = x->prev;
+}
+
+static void lru_push_head(struct affinity *a, uint32_t i)
+{
+	struct affinity_entry *x = &a->e[i];
+	x->prev = AFFINITY_NIL;
+	x->next = a->lru_head;
+	if (a->lru_head != AFFINITY_NIL)
+		a->e[a->lru_head].prev = i;
+	else
+		a->lru_tail = i;
+	a->lru_head = i;
+}
+
+/* Slot of key, or AFFINITY_NIL. */
+static uint32_t find_slot(const struct affinity *a, uint64_t key)
+{
+	uint64_t h = mix(key);
+	uint32_t tag = (uint32_t)(h >> 32);
+	for (uint32_t i = (uint32_t)h & a->mask;; i = (i + 1) & a->mask) {
+		const struct affinity_slot *s = &a->slots[i];
+		if (s->ref == 0)
+			return AFFINITY_NIL;
+		if (s->tag == tag && a->e[s->ref - 1].key == key)
+			return i;
+	}
+}
+
+/* Empties slot i (backward shift: no tombstones, probes stay short), and
+ * returns its entry to the free list. */
+static void remove_at(struct affinity *a, uint32_t i)
+{
+	uint32_t ent = a->slots[i].ref - 1;
+
+	lru_unlink(a, ent);
+	a->e[ent].next = a->free_head;
+	a->free_head = ent;
+	a->used--;
+	for (uint32_t j = i;;) {
+		j = (j + 1) & a->mask;
+		uint32_t ref = a->slots[j].ref;
+		if (ref == 0)
+			break;
+		uint32_t home = (uint32_t)mix(a->e[ref - 1].key) & a->mask;
+		bool stays = i <= j ? (home > i && home <= j)
+				    : (home > i || home <= j);
+		if (!stays) {
+			a->slots[i] = a->slots[j];
+			i = j;
+		}
+	}
+	a->slots[i] = (struct affinity_slot){ 0, 0 };
+}
+
+static bool expired(const struct affinity *a, const struct affinity_entry *x,
+		    uint64_t now_ms)
+{
+	return now_ms > x->last_ms && now_ms - x->last_ms >= a->ttl_ms;
+}
+
+bool affinity_get(struct affinity *a, uint64_t key, uint64_t now_ms,
+		  uint32_t *endpoint, uint32_t *gen)
+{
+	uint32_t i = find_slot(a, key);
+	if (i != AFFINITY_NIL) {
+		const struct affinity_entry *x = &a->e[a->slots[i].ref - 1];
+		if (!expired(a, x, now_ms)) {
+			*endpoint = x->endpoint;
+			*gen = x->gen;
+			a->hits++;
+			return true;
+		}
+		remove_at(a, i);
+		a->expirations++;
+	}
+	a->misses++;
+	return false;
+}
+
+uint32_t affinity_expire(struct affinity *a, uint64_t now_ms, uint32_t max)
+{
+	uint32_t n = 0;
+	while (n < max && a->lru_tail != AFFINITY_NIL &&
+	       expired(a, &a->e[a->lru_tail], now_ms)) {
+		uint32_t i = find_slot(a, a->e[a->lru_tail].key);
+		assert(i != AFFINITY_NIL);
+		remove_at(a, i);
+		a->expirations++;
+		n++;
+	}
+	return n;
+}
+
+void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
+		  uint32_t gen, uint64_t last_ms)
+{
+	uint32_t i = find_slot(a, key);
+	if (i != AFFINITY_NIL) {
+		uint32_t ent = a->slots[i].ref - 1;
+		struct affinity_entry *x = &a->e[ent];
+		x->endpoint = endpoint;
+		x->gen = gen;
+		x->last_ms = last_ms;
+		if (a->lru_head != ent) {
+			lru_unlink(a, ent);
+			lru_push_head(a, ent);
+		}
+		return;
+	}
+	/* A little housekeeping per insert keeps expired entries from
+	 * occupying the map until it fills. */
+	affinity_expire(a, last_ms, 2);
+	if (a->used == a->cap) {
+		uint32_t s = find_slot(a, a->e[a->lru_tail].key);
+		assert(s != AFFINITY_NIL);
+		remove_at(a, s);
+		a->evictions++;
+	}
+	uint32_t ent;
+	if (a->free_head != AFFINITY_NIL) {
+		ent = a->free_head;
+		a->free_head = a->e[ent].next;
+	} else {
+		ent = a->high++;
+	}
+	a->e[ent] = (struct affinity_entry){
+		.key = key, .last_ms = last_ms, .endpoint = endpoint, .gen = gen,
+	};
+	lru_push_head(a, ent);
+	a->used++;
+	uint64_t h = mix(key);
+	uint32_t j = (uint32_t)h & a->mask;
+	while (a->slots[j].ref != 0)
+		j = (j + 1) & a->mask;
+	a->slots[j] = (struct affinity_slot){ (uint32_t)(h >> 32), ent + 1 };
+}
+
+bool affinity_remove(struct affinity *a, uint64_t key, uint32_t endpoint)
+{
+	uint32_t i = find_slot(a, key);
+	if (i == AFFINITY_NIL)
+		return false;
+	if (endpoint != AFFINITY_NIL &&
+	    a->e[a->slots[i].ref - 1].endpoint != endpoint)
+		return false;
+	remove_at(a, i);
+	return true;
+}

@@ -1,0 +1,104 @@
+/* affinity.h - the affinity map: 64-bit key -> endpoint, fixed capacity, idle TTL, LRU eviction. */
+#ifndef WARMLANE_CORE_AFFINITY_H
+#define WARMLANE_CORE_AFFINITY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define AFFINITY_NIL UINT32_MAX
+
+/* One entry: 32 bytes, in a stable array (indices never move, so the LRU
+ * list links by index). */
+struct affinity_entry {
+	uint64_t key;
+	uint64_t last_ms;   /* last refresh */
+	uint32_t prev;      /* LRU neighbours; AFFINITY_NIL at the ends */
+	uint32_t next;      /* (free list link when unused) */
+	uint32_t endpoint;
+	uint32_t gen;       /* endpoint generation when stored */
+};
+
+/* One slot of the open-addressing index: 8 bytes, at most half full. */
+struct affinity_slot {
+	uint32_t tag;       /* high half of the key's mixed hash */
+	uint32_t ref;       /* entry index + 1; 0: empty */
+};
+
+struct affinity {
+	struct affinity_entry *e;
+	struct affinity_slot *slots;
+	uint32_t mask;          /* slots - 1 */
+	uint32_t cap;           /* entries */
+	uint32_t used;          /* live entries */
+	uint32_t high;          /* entries ever handed out */
+	uint32_t free_head;     /* recycled entries */
+	uint32_t lru_head;      /* most recent */
+	uint32_t lru_tail;      /* least recent */
+	uint64_t ttl_ms;
+	uint64_t hits, misses, evictions, expirations;
+};
+
+/* Bytes the map holds per entry of capacity (entry plus its index
+ * share). */
+#define AFFINITY_BYTES_PER_ENTRY(a) \
+	(sizeof(struct affinity_entry) + \
+	 (double)((a)->mask + 1) * sizeof(struct affinity_slot) / (a)->cap)
+
+/* Allocates a map of cap entries (1 .. 2^30) with an idle TTL. Memory is
+ * zeroed lazily by the system, so resident size grows with use. Returns 0,
+ * -EINVAL or -ENOMEM. */
+int affinity_init(struct affinity *a, uint32_t cap, uint64_t ttl_ms);
+
+/* Frees what a owns; a may be zeroed. */
+void affinity_finish(struct affinity *a);
+
+/* Looks key up at now_ms. A live entry gives true with *endpoint and *gen
+ * set (counted as a hit; the entry is not refreshed). An expired entry is
+ * dropped. Counts a miss otherwise. */
+bool affinity_get(struct affinity *a, uint64_t key, uint64_t now_ms,
+		  uint32_t *endpoint, uint32_t *gen);
+
+/* Starts loading the index slot of key into the cache, so that a lookup
+ * issued after some other work finds it there. */
+static inline void affinity_prefetch(const struct affinity *a, uint64_t key)
+{
+#if defined(__GNUC__)
+	uint64_t k = key;
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	__builtin_prefetch(&a->slots[(uint32_t)k & a->mask]);
+#else
+	(void)a;
+	(void)key;
+#endif
+}
+
+/* Maps key to endpoint/gen, fresh at last_ms, most recently used. A full
+ * map first drops its least recently used entry. Never allocates. */
+void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
+		  uint32_t gen, uint64_t last_ms);
+
+/* Drops key's entry; if endpoint is not AFFINITY_NIL, only when the entry
+ * points to it. Returns true when an entry was dropped. */
+bool affinity_remove(struct affinity *a, uint64_t key, uint32_t endpoint);
+
+/* Drops up to max entries idle past the TTL, oldest first. Returns how
+ * many. */
+uint32_t affinity_expire(struct affinity *a, uint64_t now_ms, uint32_t max);
+
+/* The entries from least to most recent: start with affinity_oldest, go on
+ * with affinity_newer; AFFINITY_NIL ends. */
+static inline uint32_t affinity_oldest(const struct affinity *a)
+{
+	return a->lru_tail;
+}
+
+static inline uint32_t affinity_newer(const struct affinity *a, uint32_t i)
+{
+	return a->e[i].prev;
+}
+
+#endif

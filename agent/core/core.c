@@ -1,0 +1,1035 @@
+/* core.c - decide() and observe(): the routing policy of ARCHITECTURE.md over the pool, map, hash and breakers. */
+#include "core.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "affinity.h"
+#include "breaker.h"
+#include "pool.h"
+#include "rendezvous.h"
+
+#define VIEW_SLOTS 4    /* candidate sets cached: one per model in use */
+#define MODEL_NONE (-1) /* the request names no model */
+#define MODEL_ANY  (-2) /* a model no endpoint lists: all-model ones only */
+
+/* The candidate set of one model and its aggregates. Built by a pass over
+ * the pool, then reused until something that decides candidacy changes
+ * (core.version) or a time-based exclusion ends (horizon_ms): a warm hit
+ * then costs O(1) plus, when some EWMA changed, half a walk of the EWMA
+ * order, instead of a pass over every endpoint. */
+struct view {
+	bool valid;
+	int model;
+	uint64_t version;        /* core.version when built */
+	uint64_t horizon_ms;     /* rebuild at or after this time */
+	uint64_t used;           /* for replacement */
+	uint32_t n;              /* candidates */
+	uint32_t serving;        /* endpoints serving the model */
+	uint32_t fallback;       /* breaker-only exclusion reopening first */
+	uint32_t n_warm[CORE_KIND_COUNT];
+	double total_w;
+	uint64_t total_if;       /* kept current by set_in_flight */
+	uint64_t median_version[CORE_KIND_COUNT];
+	double median[CORE_KIND_COUNT];
+	uint32_t *cand;          /* n slot indices */
+	uint64_t *member;        /* bitset over slots */
+};
+
+struct core {
+	struct core_params p;
+	struct pool pool;
+	struct affinity aff;
+	uint64_t version;        /* bumped by anything that changes candidacy */
+	uint64_t ewma_version;   /* bumped by every EWMA change */
+	uint64_t view_clock;
+	/* Per-decision scratch and views, sized to the pool's slots. */
+	uint32_t scratch_cap;
+	struct rdv_item *items;
+	struct view views[VIEW_SLOTS];
+	/* Slots sorted by EWMA, per kind, kept so by observe: the median of
+	 * the candidates is then a partial walk, not a selection. */
+	uint32_t *order[CORE_KIND_COUNT];
+	uint32_t *rank[CORE_KIND_COUNT]; /* position of a slot in order */
+	uint32_t order_n;
+	uint64_t decisions[CORE_REASON_COUNT];
+	uint64_t outcomes[CORE_OUTCOME_COUNT];
+};
+
+void core_rng_seed(struct core_rng *rng, uint64_t seed)
+{
+	rng->state = seed;
+}
+
+uint64_t core_rng_next(struct core_rng *rng)
+{
+	uint64_t z = (rng->state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+uint64_t core_hash_bytes(const void *p, size_t len)
+{
+	return XXH3_64bits(p, len);
+}
+
+struct core_str core_str_c(const char *s)
+{
+	return (struct core_str){ s, s ? strlen(s) : 0 };
+}
+
+const char *core_reason_name(enum core_reason r)
+{
+	static const char *const names[CORE_REASON_COUNT] = {
+		[CORE_REASON_AFFINITY] = "affinity",
+		[CORE_REASON_HASH] = "hash",
+		[CORE_REASON_SPILL] = "spill",
+		[CORE_REASON_P2C] = "p2c",
+		[CORE_REASON_COOLDOWN_FALLBACK] = "cooldown_fallback",
+		[CORE_REASON_NO_MODEL] = "no_model",
+		[CORE_REASON_NONE] = "none",
+	};
+	return (unsigned)r < CORE_REASON_COUNT ? names[r] : "unknown";
+}
+
+const char *core_outcome_name(enum core_outcome o)
+{
+	static const char *const names[CORE_OUTCOME_COUNT] = {
+		[CORE_OUTCOME_SUCCESS] = "success",
+		[CORE_OUTCOME_NEUTRAL] = "neutral",
+		[CORE_OUTCOME_FAILURE] = "failure",
+		[CORE_OUTCOME_RATE_LIMITED] = "rate_limited",
+		[CORE_OUTCOME_KEY_DEAD] = "key_dead",
+		[CORE_OUTCOME_INVALID] = "invalid",
+	};
+	return (unsigned)o < CORE_OUTCOME_COUNT ? names[o] : "unknown";
+}
+
+const char *core_breaker_name(enum core_breaker b)
+{
+	static const char *const names[CORE_BREAKER_COUNT] = {
+		[CORE_BREAKER_CLOSED] = "closed",
+		[CORE_BREAKER_OPEN] = "open",
+		[CORE_BREAKER_HALF_OPEN] = "half_open",
+	};
+	return (unsigned)b < CORE_BREAKER_COUNT ? names[b] : "unknown";
+}
+
+const char *core_admin_name(enum core_admin a)
+{
+	static const char *const names[CORE_ADMIN_COUNT] = {
+		[CORE_ADMIN_ENABLED] = "enabled",
+		[CORE_ADMIN_MAINT] = "maint",
+		[CORE_ADMIN_DRAIN] = "drain",
+		[CORE_ADMIN_DOWN] = "down",
+		[CORE_ADMIN_NOLB] = "nolb",
+	};
+	return (unsigned)a < CORE_ADMIN_COUNT ? names[a] : "unknown";
+}
+
+enum core_outcome core_status_class(int status)
+{
+	if (status < 100 || status > 599)
+		return CORE_OUTCOME_INVALID;
+	if (status < 400)
+		return CORE_OUTCOME_SUCCESS;
+	switch (status) {
+	case 401:
+	case 403:
+		return CORE_OUTCOME_KEY_DEAD;
+	case 408:
+		return CORE_OUTCOME_FAILURE;
+	case 429:
+		return CORE_OUTCOME_RATE_LIMITED;
+	default:
+		return status < 500 ? CORE_OUTCOME_NEUTRAL : CORE_OUTCOME_FAILURE;
+	}
+}
+
+static bool finite_ge(double v, double min)
+{
+	return isfinite(v) && v >= min;
+}
+
+static int check_params(const struct core_params *p)
+{
+	if (p->affinity_max_entries == 0 || p->affinity_max_entries > (1u << 30))
+		return -EINVAL;
+	if (p->identity_ladder_len > CORE_RUNG_COUNT)
+		return -EINVAL;
+	for (unsigned i = 0; i < p->identity_ladder_len; i++)
+		if ((unsigned)p->identity_ladder[i] >= CORE_RUNG_COUNT)
+			return -EINVAL;
+	if (!isfinite(p->ewma_alpha) || p->ewma_alpha <= 0 || p->ewma_alpha > 1)
+		return -EINVAL;
+	if (!finite_ge(p->prior_ttfb_ms, 0) || !finite_ge(p->sticky_tolerance, 0) ||
+	    !finite_ge(p->load_factor, 1) || !finite_ge(p->cost_weight_per_ms, 0) ||
+	    !finite_ge(p->breaker_failure_ratio, 0) || p->breaker_failure_ratio > 1)
+		return -EINVAL;
+	return 0;
+}
+
+int core_create(struct core **out, const struct core_params *p)
+{
+	struct core_params defaults;
+	if (p == NULL) {
+		core_params_defaults(&defaults);
+		p = &defaults;
+	}
+	int rc = check_params(p);
+	if (rc < 0)
+		return rc;
+	struct core *c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return -ENOMEM;
+	c->p = *p;
+	pool_init(&c->pool);
+	rc = affinity_init(&c->aff, p->affinity_max_entries, p->affinity_ttl_ms);
+	if (rc < 0) {
+		free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void core_destroy(struct core *c)
+{
+	if (c == NULL)
+		return;
+	affinity_finish(&c->aff);
+	pool_finish(&c->pool);
+	free(c->items);
+	for (int v = 0; v < VIEW_SLOTS; v++) {
+		free(c->views[v].cand);
+		free(c->views[v].member);
+	}
+	for (int k = 0; k < CORE_KIND_COUNT; k++) {
+		free(c->order[k]);
+		free(c->rank[k]);
+	}
+	free(c);
+}
+
+const struct core_params *core_params(const struct core *c)
+{
+	return &c->p;
+}
+
+int core_set_params(struct core *c, const struct core_params *p)
+{
+	int rc = check_params(p);
+	if (rc < 0)
+		return rc;
+	if (p->affinity_max_entries != c->aff.cap) {
+		struct affinity n;
+		rc = affinity_init(&n, p->affinity_max_entries, p->affinity_ttl_ms);
+		if (rc < 0)
+			return rc;
+		/* Oldest first: a smaller map keeps the most recent. */
+		for (uint32_t i = affinity_oldest(&c->aff); i != AFFINITY_NIL;
+		     i = affinity_newer(&c->aff, i)) {
+			const struct affinity_entry *x = &c->aff.e[i];
+			affinity_put(&n, x->key, x->endpoint, x->gen, x->last_ms);
+		}
+		n.hits = c->aff.hits;
+		n.misses = c->aff.misses;
+		n.evictions += c->aff.evictions;
+		n.expirations += c->aff.expirations;
+		affinity_finish(&c->aff);
+		c->aff = n;
+	}
+	c->p = *p;
+	c->aff.ttl_ms = p->affinity_ttl_ms;
+	c->version++;
+	c->ewma_version++;
+	return 0;
+}
+
+static int grow(void *pp, size_t n, size_t size)
+{
+	void **p = pp;
+	void *q = realloc(*p, n * size);
+	if (q == NULL)
+		return -ENOMEM;
+	*p = q;
+	return 0;
+}
+
+/* Grows the decision scratch to the pool's slots (pool changes only). */
+static int scratch_fit(struct core *c)
+{
+	uint32_t n = c->pool.cap;
+	if (n <= c->scratch_cap)
+		return 0;
+	size_t words = (n + 63) / 64;
+	if (grow(&c->items, n, sizeof(*c->items)) < 0)
+		return -ENOMEM;
+	for (int v = 0; v < VIEW_SLOTS; v++) {
+		c->views[v].valid = false;
+		if (grow(&c->views[v].cand, n, sizeof(uint32_t)) < 0 ||
+		    grow(&c->views[v].member, words, sizeof(uint64_t)) < 0)
+			return -ENOMEM;
+	}
+	for (int k = 0; k < CORE_KIND_COUNT; k++)
+		if (grow(&c->order[k], n, sizeof(*c->order[k])) < 0 ||
+		    grow(&c->rank[k], n, sizeof(*c->rank[k])) < 0)
+			return -ENOMEM;
+	c->scratch_cap = n;
+	return 0;
+}
+
+/* Moves slot i of kind k to its place in the EWMA order. */
+static void order_fix(struct core *c, unsigned k, uint32_t i)
+{
+	uint32_t *o = c->order[k], *r = c->rank[k];
+	const struct pool_endpoint *ep = c->pool.ep;
+	double v = ep[i].ewma[k];
+	uint32_t at = r[i];
+	while (at > 0 && ep[o[at - 1]].ewma[k] > v) {
+		o[at] = o[at - 1];
+		r[o[at]] = at;
+		at--;
+	}
+	while (at + 1 < c->order_n && ep[o[at + 1]].ewma[k] < v) {
+		o[at] = o[at + 1];
+		r[o[at]] = at;
+		at++;
+	}
+	o[at] = i;
+	r[i] = at;
+}
+
+/* Rebuilds the EWMA orders over every slot by insertion sort (pool
+ * changes only; a few hundred slots). */
+static void order_rebuild(struct core *c)
+{
+	const struct pool_endpoint *ep = c->pool.ep;
+	c->order_n = c->pool.end;
+	for (unsigned k = 0; k < CORE_KIND_COUNT; k++) {
+		uint32_t *o = c->order[k];
+		for (uint32_t i = 0; i < c->order_n; i++) {
+			uint32_t j = i;
+			while (j > 0 && ep[o[j - 1]].ewma[k] > ep[i].ewma[k]) {
+				o[j] = o[j - 1];
+				j--;
+			}
+			o[j] = i;
+		}
+		for (uint32_t i = 0; i < c->order_n; i++)
+			c->rank[k][o[i]] = i;
+	}
+}
+
+static inline bool view_has(const struct view *v, uint32_t i)
+{
+	return (v->member[i / 64] >> (i % 64)) & 1u;
+}
+
+/* Sets slot i's in-flight count, keeping the views' totals current. */
+static void set_in_flight(struct core *c, uint32_t i, uint32_t value)
+{
+	struct pool_endpoint *e = &c->pool.ep[i];
+	for (int k = 0; k < VIEW_SLOTS; k++) {
+		struct view *v = &c->views[k];
+		if (v->valid && view_has(v, i))
+			v->total_if = v->total_if - e->in_flight + value;
+	}
+	e->in_flight = value;
+}
+
+int core_endpoint_add(struct core *c, const struct core_endpoint_config *cfg,
+		      uint64_t now_ms)
+{
+	int idx = pool_add(&c->pool, cfg, now_ms);
+	if (idx < 0)
+		return idx;
+	int rc = scratch_fit(c);
+	if (rc < 0) {
+		pool_remove(&c->pool, idx);
+		return rc;
+	}
+	order_rebuild(c);
+	c->version++;
+	return idx;
+}
+
+int core_endpoint_update(struct core *c, int idx,
+			 const struct core_endpoint_config *cfg)
+{
+	int rc = pool_update(&c->pool, idx, cfg);
+	c->version++;
+	return rc;
+}
+
+int core_endpoint_remove(struct core *c, int idx)
+{
+	int rc = pool_remove(&c->pool, idx);
+	if (rc == 0) {
+		order_rebuild(c);
+		c->version++;
+	}
+	return rc;
+}
+
+int core_endpoint_find(const struct core *c, struct core_str backend,
+		       struct core_str server, struct core_str key_id)
+{
+	return pool_find(&c->pool, backend, server, key_id);
+}
+
+int core_endpoint_find_path(const struct core *c, struct core_str path,
+			    struct core_str key_id)
+{
+	const char *slash = path.ptr ? memchr(path.ptr, '/', path.len) : NULL;
+	if (slash == NULL)
+		return -ENOENT;
+	size_t bl = (size_t)(slash - path.ptr);
+	struct core_str b = { path.ptr, bl };
+	struct core_str s = { slash + 1, path.len - bl - 1 };
+	return pool_find(&c->pool, b, s, key_id);
+}
+
+int core_endpoint_next(const struct core *c, int prev)
+{
+	for (uint32_t i = prev < 0 ? 0 : (uint32_t)prev + 1; i < c->pool.end; i++)
+		if (c->pool.ep[i].live)
+			return (int)i;
+	return -1;
+}
+
+int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
+		       uint32_t scur_plus_qcur, uint64_t now_ms)
+{
+	(void)now_ms;
+	struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	uint8_t a = (unsigned)admin < CORE_ADMIN_COUNT ? (uint8_t)admin
+						       : (uint8_t)CORE_ADMIN_DOWN;
+	if (a != e->admin) {
+		e->admin = a;
+		c->version++;
+	}
+	set_in_flight(c, (uint32_t)idx, scur_plus_qcur);
+	return 0;
+}
+
+int core_endpoint_complete(struct core *c, int idx)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	if (e->in_flight > 0)
+		set_in_flight(c, (uint32_t)idx, e->in_flight - 1);
+	return 0;
+}
+
+int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
+		       struct core_endpoint_info *out)
+{
+	const struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	*out = (struct core_endpoint_info){
+		.backend = e->backend,
+		.server = e->server,
+		.key_id = e->key_id,
+		.weight = e->weight,
+		.cost_per_mtok = e->cost_per_mtok,
+		.disabled = e->disabled,
+		.admin = (enum core_admin)e->admin,
+		.in_flight = e->in_flight,
+		.decisions = e->decisions,
+	};
+	for (int k = 0; k < CORE_KIND_COUNT; k++) {
+		out->ewma_ms[k] = e->ewma[k];
+		out->samples[k] = e->samples[k];
+	}
+	out->breaker = breaker_state(&e->br, now_ms, &out->cooldown_left_ms);
+	out->dead_key_left_ms = e->dead_until_ms > now_ms ?
+				e->dead_until_ms - now_ms : 0;
+	breaker_counts(&e->br, &c->p, now_ms, &out->window_ok, &out->window_fail);
+	memcpy(out->outcomes, e->outcomes, sizeof(out->outcomes));
+	return 0;
+}
+
+bool core_identity(const struct core *c, const struct core_request *req,
+		   uint64_t *akey)
+{
+	for (unsigned i = 0; i < c->p.identity_ladder_len; i++) {
+		const struct core_id *id = NULL;
+		enum core_rung r = c->p.identity_ladder[i];
+		switch (r) {
+		case CORE_RUNG_SESSION:
+			id = &req->session;
+			break;
+		case CORE_RUNG_PREFIX:
+			/* The longest window present is the most specific. */
+			for (int k = 2; k >= 0 && id == NULL; k--)
+				if (req->prefix[k].present)
+					id = &req->prefix[k];
+			break;
+		case CORE_RUNG_INSTALL:
+			id = &req->install;
+			break;
+		case CORE_RUNG_CALLER:
+			id = &req->caller;
+			break;
+		case CORE_RUNG_SRC:
+			id = &req->src;
+			break;
+		default:
+			break;
+		}
+		if (id != NULL && id->present) {
+			uint8_t b[8];
+			for (int k = 0; k < 8; k++)
+				b[k] = (uint8_t)(id->hash >> (8 * k));
+			*akey = XXH3_64bits_withSeed(b, sizeof(b), (uint64_t)r + 1);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Idle past idle_reset: its latency is unknown again (a scaled-to-zero
+ * backend, or one that was left because it was slow). */
+static inline bool idle(const struct core *c, const struct pool_endpoint *e,
+			uint64_t now_ms)
+{
+	return e->seen && c->p.idle_reset_ms > 0 &&
+	       now_ms - e->last_seen_ms >= c->p.idle_reset_ms;
+}
+
+static inline bool warm(const struct core *c, const struct pool_endpoint *e,
+			unsigned kind)
+{
+	return e->samples[kind] > 0 && e->samples[kind] >= c->p.cold_start_samples;
+}
+
+static inline uint64_t min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Builds v, the candidate set of model at now_ms: step 1 of the decision
+ * (exclusions, cheapest and most permanent first), and the earliest time
+ * at which one of its time-based exclusions or warm states ends. */
+static void view_build(struct core *c, struct view *v, int model,
+		       uint64_t now_ms)
+{
+	struct pool *pool = &c->pool;
+	bool changed = false;
+	uint64_t fallback_at = UINT64_MAX;
+
+	memset(v->member, 0, ((c->scratch_cap + 63) / 64) * sizeof(uint64_t));
+	v->model = model;
+	v->n = 0;
+	v->serving = 0;
+	v->fallback = UINT32_MAX;
+	v->total_w = 0;
+	v->total_if = 0;
+	v->horizon_ms = UINT64_MAX;
+	for (int k = 0; k < CORE_KIND_COUNT; k++) {
+		v->n_warm[k] = 0;
+		v->median_version[k] = c->ewma_version - 1;
+	}
+	for (uint32_t i = 0; i < pool->end; i++) {
+		struct pool_endpoint *e = &pool->ep[i];
+		if (!e->live)
+			continue;
+		if (model == MODEL_ANY ? !e->all_models : !pool_serves(e, model))
+			continue;
+		v->serving++;
+		/* Warm state ends with idle_reset. */
+		if ((e->samples[0] | e->samples[1]) != 0 && e->seen &&
+		    c->p.idle_reset_ms > 0) {
+			if (idle(c, e, now_ms)) {
+				e->samples[CORE_KIND_PLAIN] = 0;
+				e->samples[CORE_KIND_STREAM] = 0;
+				changed = true;
+			} else {
+				v->horizon_ms = min_u64(v->horizon_ms,
+							e->last_seen_ms + c->p.idle_reset_ms);
+			}
+		}
+		if (e->disabled || e->admin != CORE_ADMIN_ENABLED)
+			continue;
+		if (model >= 0 && e->has_mismatch) {
+			if (pool_mismatched(e, model, now_ms)) {
+				for (int k = 0; k < POOL_MISMATCH_SLOTS; k++)
+					if (e->mismatch[k].model == (uint16_t)model)
+						v->horizon_ms = min_u64(v->horizon_ms,
+									e->mismatch[k].until_ms);
+				continue;
+			}
+		}
+		if (now_ms < e->dead_until_ms) {
+			v->horizon_ms = min_u64(v->horizon_ms, e->dead_until_ms);
+			continue;
+		}
+		uint8_t before = e->br.state;
+		enum breaker_admit adm = breaker_admit(&e->br, &c->p, now_ms);
+		changed |= e->br.state != before;
+		if (e->br.state == CORE_BREAKER_OPEN)
+			v->horizon_ms = min_u64(v->horizon_ms, e->br.open_until_ms);
+		else if (e->br.state == CORE_BREAKER_HALF_OPEN && e->br.probes_out > 0)
+			v->horizon_ms = min_u64(v->horizon_ms,
+						e->br.last_probe_ms + c->p.breaker_window_ms);
+		if (adm == BREAKER_ADMIT_NO) {
+			uint64_t at = e->br.state == CORE_BREAKER_OPEN ?
+				      e->br.open_until_ms : 0;
+			if (at < fallback_at) {
+				fallback_at = at;
+				v->fallback = i;
+			}
+			continue;
+		}
+		v->cand[v->n++] = i;
+		v->member[i / 64] |= 1ull << (i % 64);
+		v->total_w += e->weight;
+		v->total_if += e->in_flight;
+		for (int k = 0; k < CORE_KIND_COUNT; k++)
+			v->n_warm[k] += warm(c, e, (unsigned)k);
+	}
+	if (changed)
+		c->version++; /* other views saw the old states */
+	v->version = c->version;
+	v->valid = true;
+}
+
+/* The view of model at now_ms, rebuilt when stale. */
+static struct view *view_get(struct core *c, int model, uint64_t now_ms)
+{
+	struct view *v = NULL, *victim = &c->views[0];
+	for (int k = 0; k < VIEW_SLOTS; k++) {
+		struct view *w = &c->views[k];
+		if (w->valid && w->model == model) {
+			v = w;
+			break;
+		}
+		if (!w->valid || (victim->valid && w->used < victim->used))
+			victim = w;
+	}
+	if (v == NULL)
+		v = victim;
+	if (!v->valid || v->model != model || v->version != c->version ||
+	    now_ms >= v->horizon_ms)
+		view_build(c, v, model, now_ms);
+	v->used = ++c->view_clock;
+	return v;
+}
+
+/* The median EWMA of kind over the warm candidates of v: a walk of the
+ * EWMA order up to its middle, cached until some EWMA changes. With no
+ * warm candidate, the prior. */
+static double view_median(struct core *c, struct view *v, unsigned kind)
+{
+	uint32_t n = v->n_warm[kind];
+	if (n == 0)
+		return c->p.prior_ttfb_ms;
+	if (v->median_version[kind] == c->ewma_version)
+		return v->median[kind];
+	uint32_t lo_at = (n - 1) / 2, hi_at = n / 2, seen = 0;
+	double lo = 0, med = 0;
+	const uint32_t *o = c->order[kind];
+	for (uint32_t j = 0; j < c->order_n; j++) {
+		const struct pool_endpoint *e = &c->pool.ep[o[j]];
+		if (!view_has(v, o[j]) || !warm(c, e, kind))
+			continue;
+		if (seen == lo_at)
+			lo = e->ewma[kind];
+		if (seen == hi_at) {
+			med = (lo + e->ewma[kind]) / 2;
+			break;
+		}
+		seen++;
+	}
+	v->median[kind] = med;
+	v->median_version[kind] = c->ewma_version;
+	return med;
+}
+
+/* What one decision reads besides the view. */
+struct pick {
+	const struct view *v;
+	unsigned kind;
+	double median;
+	double tolerated;  /* sticky_tolerance x median */
+};
+
+/* The EWMA the decision uses: its own once warm, else the median. */
+static inline double eff_ewma(const struct core *c, const struct pool_endpoint *e,
+			      const struct pick *k)
+{
+	return warm(c, e, k->kind) ? e->ewma[k->kind] : k->median;
+}
+
+/* Step 5: in_flight + 1 <= ceil(load_factor x (total + 1) x w / W). */
+static inline bool within_bound(const struct core *c,
+				const struct pool_endpoint *e,
+				const struct pick *k)
+{
+	double cap = c->p.load_factor * ((double)k->v->total_if + 1) *
+		     e->weight / k->v->total_w;
+	/* The tiny shrink keeps a product that should be an integer from
+	 * rounding up to the next one. */
+	return (double)e->in_flight + 1 <= ceil(cap * (1 - 1e-12));
+}
+
+static inline bool fast_enough(const struct core *c,
+			       const struct pool_endpoint *e,
+			       const struct pick *k)
+{
+	return eff_ewma(c, e, k) <= k->tolerated;
+}
+
+/* Predicted cost for power of two choices. */
+static double p2c_cost(const struct core *c, const struct pool_endpoint *e,
+		       const struct pick *k, uint64_t now_ms)
+{
+	uint32_t ok, fail;
+	breaker_counts(&e->br, &c->p, now_ms, &ok, &fail);
+	double rate = (ok + 1.0) / (ok + fail + 1.0);
+	double cost = (e->in_flight + 1.0) * eff_ewma(c, e, k) /
+		      (e->weight * rate);
+	if (c->p.cost_weight_per_ms > 0)
+		cost += e->cost_per_mtok / c->p.cost_weight_per_ms;
+	return cost;
+}
+
+/* Step 6: two distinct candidates at random, the cheaper. */
+static uint32_t p2c(const struct core *c, const struct pick *k,
+		    struct core_rng *rng, uint64_t now_ms)
+{
+	const struct view *v = k->v;
+	if (v->n == 1)
+		return v->cand[0];
+	uint32_t i = (uint32_t)(core_rng_next(rng) % v->n);
+	uint32_t j = (uint32_t)(core_rng_next(rng) % (v->n - 1));
+	if (j >= i)
+		j++;
+	const struct pool_endpoint *a = &c->pool.ep[v->cand[i]];
+	const struct pool_endpoint *b = &c->pool.ep[v->cand[j]];
+	return p2c_cost(c, b, k, now_ms) < p2c_cost(c, a, k, now_ms) ?
+	       v->cand[j] : v->cand[i];
+}
+
+static void commit(struct core *c, uint32_t idx, enum core_reason reason,
+		   uint64_t now_ms, struct core_decision *out)
+{
+	struct pool_endpoint *e = &c->pool.ep[idx];
+	set_in_flight(c, idx, e->in_flight + 1);
+	e->decisions++;
+	if (e->br.state == CORE_BREAKER_HALF_OPEN) {
+		breaker_routed(&e->br, now_ms);
+		c->version++; /* a probe slot is taken */
+	}
+	out->endpoint = (int)idx;
+	out->reason = reason;
+	out->backend = e->backend;
+	out->server = e->server;
+	out->key_id = e->key_id;
+	c->decisions[reason]++;
+}
+
+void core_decide(struct core *c, const struct core_request *req,
+		 uint64_t now_ms, struct core_rng *rng,
+		 struct core_decision *out)
+{
+	*out = (struct core_decision){ .endpoint = -1, .reason = CORE_REASON_NONE };
+	out->has_akey = core_identity(c, req, &out->akey);
+
+	struct pool *pool = &c->pool;
+	if (pool->live == 0) {
+		c->decisions[CORE_REASON_NONE]++;
+		return;
+	}
+
+	/* The map lookup is the likely cache miss: start it now, use it
+	 * after the candidates. */
+	if (out->has_akey)
+		affinity_prefetch(&c->aff, out->akey);
+
+	int model = MODEL_NONE;
+	if (req->model.len > 0) {
+		model = pool_model_find(pool, req->model.ptr, req->model.len);
+		if (model < 0)
+			model = MODEL_ANY;
+	}
+
+	/* 1. Candidates. */
+	struct view *v = view_get(c, model, now_ms);
+	if (v->serving == 0) {
+		enum core_reason r = req->model.len > 0 ? CORE_REASON_NO_MODEL
+							: CORE_REASON_NONE;
+		out->reason = r;
+		c->decisions[r]++;
+		return;
+	}
+	if (v->n == 0) {
+		/* 7. Only breakers exclude them all: the first to reopen. */
+		if (v->fallback != UINT32_MAX)
+			commit(c, v->fallback, CORE_REASON_COOLDOWN_FALLBACK, now_ms, out);
+		else
+			c->decisions[CORE_REASON_NONE]++;
+		return;
+	}
+	/* 8. Cold endpoints borrow the median of the warm ones. */
+	struct pick k = { .v = v, .kind = req->stream ? CORE_KIND_STREAM : CORE_KIND_PLAIN };
+	k.median = view_median(c, v, k.kind);
+	k.tolerated = c->p.sticky_tolerance * k.median;
+
+	if (!out->has_akey) {
+		commit(c, p2c(c, &k, rng, now_ms), CORE_REASON_P2C, now_ms, out);
+		return;
+	}
+
+	/* 2-3. The key's warm entry, if any, and whether it is a warm hit. */
+	uint32_t warm_idx = UINT32_MAX;
+	uint32_t ep, gen;
+	if (affinity_get(&c->aff, out->akey, now_ms, &ep, &gen)) {
+		const struct pool_endpoint *e = pool_get(pool, (int)ep);
+		if (e != NULL && e->gen == gen)
+			warm_idx = ep;
+		else /* its endpoint was removed */
+			affinity_remove(&c->aff, out->akey, ep);
+	}
+	if (warm_idx != UINT32_MAX && view_has(v, warm_idx)) {
+		const struct pool_endpoint *e = &pool->ep[warm_idx];
+		if (e->br.state == CORE_BREAKER_CLOSED && fast_enough(c, e, &k) &&
+		    within_bound(c, e, &k)) {
+			commit(c, warm_idx, CORE_REASON_AFFINITY, now_ms, out);
+			return;
+		}
+	}
+
+	/* 4-5. Rendezvous ranking, walked until one is healthy and within
+	 * the load bound. */
+	uint32_t best = 0;
+	for (uint32_t i = 0; i < v->n; i++) {
+		const struct pool_endpoint *e = &pool->ep[v->cand[i]];
+		c->items[i] = (struct rdv_item){
+			rdv_cost(out->akey, e->rdv_seed, e->inv_weight), v->cand[i],
+		};
+		if (rdv_before(&c->items[i], &c->items[best]))
+			best = i;
+	}
+	/* The first choice usually takes it: only then is a heap built. */
+	struct rdv_item it = c->items[best];
+	const struct pool_endpoint *first = &pool->ep[it.endpoint];
+	if (fast_enough(c, first, &k) && within_bound(c, first, &k)) {
+		commit(c, it.endpoint, CORE_REASON_HASH, now_ms, out);
+		return;
+	}
+	c->items[best] = c->items[v->n - 1];
+	struct rdv_rank rank;
+	rdv_rank_init(&rank, c->items, v->n - 1);
+	while (rdv_rank_next(&rank, &it) == 0) {
+		const struct pool_endpoint *e = &pool->ep[it.endpoint];
+		if (fast_enough(c, e, &k) && within_bound(c, e, &k)) {
+			commit(c, it.endpoint, CORE_REASON_HASH, now_ms, out);
+			return;
+		}
+	}
+
+	/* 6. Spill. */
+	commit(c, p2c(c, &k, rng, now_ms), CORE_REASON_SPILL, now_ms, out);
+}
+
+int core_observe(struct core *c, const struct core_feedback *fb,
+		 uint64_t now_ms)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, fb->endpoint);
+	if (e == NULL)
+		return -ENOENT;
+	enum core_outcome o = core_status_class(fb->status);
+	if (o == CORE_OUTCOME_INVALID)
+		return -EINVAL;
+	c->outcomes[o]++;
+	e->outcomes[o]++;
+
+	/* After idle_reset without feedback the endpoint starts cold again,
+	 * and its first answer (a scaled-to-zero backend waking up) says
+	 * nothing. */
+	bool after_idle = idle(c, e, now_ms);
+	if (after_idle && (e->samples[0] | e->samples[1]) != 0) {
+		e->samples[CORE_KIND_PLAIN] = 0;
+		e->samples[CORE_KIND_STREAM] = 0;
+		c->version++;
+	}
+	e->seen = true;
+	e->last_seen_ms = now_ms;
+	int model = fb->model.len > 0 ?
+		    pool_model_find(&c->pool, fb->model.ptr, fb->model.len) : -1;
+	unsigned kind = fb->stream ? CORE_KIND_STREAM : CORE_KIND_PLAIN;
+	uint8_t state = e->br.state;
+
+	switch (o) {
+	case CORE_OUTCOME_SUCCESS:
+		breaker_success(&e->br, &c->p, now_ms);
+		if (fb->tr_ms >= 0 && !after_idle) {
+			double x = (double)fb->tr_ms;
+			if (e->samples[kind] == 0)
+				e->ewma[kind] = x;
+			else
+				e->ewma[kind] += c->p.ewma_alpha * (x - e->ewma[kind]);
+			if (e->samples[kind] < UINT32_MAX)
+				e->samples[kind]++;
+			if (e->samples[kind] == 1 ||
+			    e->samples[kind] == c->p.cold_start_samples)
+				c->version++; /* it just became warm */
+			c->ewma_version++;
+			order_fix(c, kind, (uint32_t)fb->endpoint);
+		}
+		if (fb->has_akey)
+			affinity_put(&c->aff, fb->akey, (uint32_t)fb->endpoint,
+				     e->gen, now_ms);
+		if (e->has_mismatch && model >= 0) {
+			pool_note_served(e, model);
+			c->version++;
+		}
+		break;
+	case CORE_OUTCOME_NEUTRAL:
+		breaker_neutral(&e->br);
+		if (fb->status == 404 && model >= 0) {
+			pool_note_404(e, model, c->p.model_mismatch_404s,
+				      c->p.dead_key_retry_ms, now_ms);
+			c->version++;
+		}
+		break;
+	case CORE_OUTCOME_FAILURE:
+		breaker_failure(&e->br, &c->p, now_ms);
+		if (fb->has_akey)
+			affinity_remove(&c->aff, fb->akey, (uint32_t)fb->endpoint);
+		break;
+	case CORE_OUTCOME_RATE_LIMITED:
+		breaker_rate_limited(&e->br, fb->retry_after_ms >= 0 ?
+				     (uint64_t)fb->retry_after_ms :
+				     c->p.rate_limit_cooldown_ms, now_ms);
+		c->version++; /* even OPEN to OPEN: the cooldown moved */
+		break;
+	case CORE_OUTCOME_KEY_DEAD:
+		breaker_neutral(&e->br);
+		e->dead_until_ms = now_ms + c->p.dead_key_retry_ms;
+		c->version++;
+		break;
+	default:
+		break;
+	}
+	/* Any breaker change, or a probe slot freed or taken. */
+	if (e->br.state != state || state == CORE_BREAKER_HALF_OPEN)
+		c->version++;
+	return 0;
+}
+
+void core_stats(const struct core *c, struct core_stats *out)
+{
+	*out = (struct core_stats){
+		.endpoints = c->pool.live,
+		.affinity_entries = c->aff.used,
+		.affinity_capacity = c->aff.cap,
+		.affinity_bytes = (uint64_t)c->aff.cap * sizeof(struct affinity_entry) +
+				  ((uint64_t)c->aff.mask + 1) * sizeof(struct affinity_slot),
+		.affinity_hits = c->aff.hits,
+		.affinity_misses = c->aff.misses,
+		.affinity_evictions = c->aff.evictions,
+		.affinity_expirations = c->aff.expirations,
+	};
+	memcpy(out->decisions, c->decisions, sizeof(out->decisions));
+	memcpy(out->outcomes, c->outcomes, sizeof(out->outcomes));
+}
+
+uint32_t core_affinity_expire(struct core *c, uint64_t now_ms, uint32_t max)
+{
+	return affinity_expire(&c->aff, now_ms, max);
+}
+
+int core_affinity_export(const struct core *c, uint64_t now_ms,
+			 core_affinity_fn fn, void *arg)
+{
+	const struct affinity *a = &c->aff;
+	for (uint32_t i = affinity_oldest(a); i != AFFINITY_NIL;
+	     i = affinity_newer(a, i)) {
+		const struct affinity_entry *x = &a->e[i];
+		const struct pool_endpoint *e = pool_get(&c->pool, (int)x->endpoint);
+		uint64_t idle = now_ms > x->last_ms ? now_ms - x->last_ms : 0;
+		if (e == NULL || e->gen != x->gen || idle >= a->ttl_ms)
+			continue;
+		struct core_affinity_record rec = {
+			.akey = x->key, .endpoint = (int)x->endpoint, .idle_ms = idle,
+		};
+		int rc = fn(arg, &rec);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+int core_affinity_import(struct core *c, const struct core_affinity_record *rec,
+			 uint64_t now_ms)
+{
+	const struct pool_endpoint *e = pool_get(&c->pool, rec->endpoint);
+	if (e == NULL)
+		return -ENOENT;
+	if (rec->idle_ms >= c->aff.ttl_ms)
+		return -ESTALE;
+	uint64_t last = now_ms > rec->idle_ms ? now_ms - rec->idle_ms : 0;
+	affinity_put(&c->aff, rec->akey, (uint32_t)rec->endpoint, e->gen, last);
+	return 0;
+}
+
+int core_endpoint_stats_export(const struct core *c, int idx, uint64_t now_ms,
+			       struct core_endpoint_stats *out)
+{
+	const struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	*out = (struct core_endpoint_stats){ .trips = e->br.trips };
+	for (int k = 0; k < CORE_KIND_COUNT; k++) {
+		out->ewma_ms[k] = e->ewma[k];
+		out->samples[k] = e->samples[k];
+	}
+	out->breaker = breaker_state(&e->br, now_ms, &out->cooldown_left_ms);
+	out->dead_key_left_ms = e->dead_until_ms > now_ms ?
+				e->dead_until_ms - now_ms : 0;
+	out->idle_ms = e->seen && now_ms > e->last_seen_ms ?
+		       now_ms - e->last_seen_ms : 0;
+	return 0;
+}
+
+int core_endpoint_stats_import(struct core *c, int idx, uint64_t now_ms,
+			       const struct core_endpoint_stats *st)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	for (int k = 0; k < CORE_KIND_COUNT; k++)
+		if (!finite_ge(st->ewma_ms[k], 0))
+			return -EINVAL;
+	if ((unsigned)st->breaker >= CORE_BREAKER_COUNT)
+		return -EINVAL;
+	for (int k = 0; k < CORE_KIND_COUNT; k++) {
+		e->ewma[k] = st->ewma_ms[k];
+		e->samples[k] = st->samples[k];
+	}
+	order_fix(c, CORE_KIND_PLAIN, (uint32_t)idx);
+	order_fix(c, CORE_KIND_STREAM, (uint32_t)idx);
+	c->version++;
+	c->ewma_version++;
+	breaker_restore(&e->br, st->breaker, st->trips, st->cooldown_left_ms,
+			now_ms);
+	e->dead_until_ms = st->dead_key_left_ms ? now_ms + st->dead_key_left_ms : 0;
+	if (st->idle_ms > 0) {
+		e->seen = true;
+		e->last_seen_ms = now_ms > st->idle_ms ? now_ms - st->idle_ms : 0;
+	}
+	return 0;
+}

@@ -1,0 +1,379 @@
+/* core.h - warmlane's routing core: which endpoint serves a request, and what its answer teaches.
+ *
+ * The rules are ARCHITECTURE.md's "The decision (core)", parameters are
+ * struct core_params (params.h). The core is pure C: it has no clock, no
+ * random source, no I/O and no globals; it is not thread-safe (one core per
+ * thread, as the agent's single loop uses it).
+ *
+ * Time: every now_ms is milliseconds of a monotonic clock owned by the
+ * caller (uv_now() in the agent, virtual time in the simulator). It must not
+ * decrease from one call to the next on the same core; its origin is
+ * arbitrary (0 is fine). Wall-clock time appears only in
+ * core_parse_retry_after, to resolve an HTTP date.
+ *
+ * Randomness: core_decide draws from a struct core_rng the caller owns
+ * (splitmix64, seeded with core_rng_seed). Only power-of-two-choices draws,
+ * so a seeded run is reproducible decision for decision.
+ *
+ * Memory: core_create allocates the affinity map (capacity
+ * affinity_max_entries, 32-byte entries plus an 8-byte-slot index at most
+ * half full: under 64 bytes per entry); adding endpoints may allocate.
+ * core_decide, core_observe, core_endpoint_sync, core_endpoint_complete,
+ * the finders and the introspection calls never allocate.
+ *
+ * Endpoints are named by an index (>= 0) returned by core_endpoint_add and
+ * valid until core_endpoint_remove; a removed index may be reused by a later
+ * add, never while the old one is still known to the map (generations).
+ */
+#ifndef WARMLANE_CORE_H
+#define WARMLANE_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "params.h"
+
+/* A string view: ptr need not be NUL-terminated; len 0 means absent. */
+struct core_str {
+	const char *ptr;
+	size_t len;
+};
+
+/* Why an endpoint was chosen (or not), as named in the ACK, metrics, logs
+ * and docs. The order is the agent's enum route_reason without its rr. */
+enum core_reason {
+	CORE_REASON_AFFINITY = 0,          /* warm entry of the affinity map */
+	CORE_REASON_HASH,                  /* weighted rendezvous hashing */
+	CORE_REASON_SPILL,                 /* every hashed choice over bound */
+	CORE_REASON_P2C,                   /* no identity: two random choices */
+	CORE_REASON_COOLDOWN_FALLBACK,     /* only breakers excluded all */
+	CORE_REASON_NO_MODEL,              /* no endpoint serves the model */
+	CORE_REASON_NONE,                  /* nothing usable: HAProxy balances */
+	CORE_REASON_COUNT
+};
+
+/* Admin and health state of a server as HAProxy reports it. Anything but
+ * ENABLED excludes the endpoint. */
+enum core_admin {
+	CORE_ADMIN_ENABLED = 0,
+	CORE_ADMIN_MAINT,
+	CORE_ADMIN_DRAIN,
+	CORE_ADMIN_DOWN,
+	CORE_ADMIN_NOLB,
+	CORE_ADMIN_COUNT
+};
+
+enum core_breaker {
+	CORE_BREAKER_CLOSED = 0,
+	CORE_BREAKER_OPEN,
+	CORE_BREAKER_HALF_OPEN,
+	CORE_BREAKER_COUNT
+};
+
+/* What a response status means to the core (core_status_class). */
+enum core_outcome {
+	CORE_OUTCOME_SUCCESS = 0,  /* 1xx-3xx: EWMA, map refresh */
+	CORE_OUTCOME_NEUTRAL,      /* other 4xx; 404 also notes a model mismatch */
+	CORE_OUTCOME_FAILURE,      /* 5xx (HAProxy's own included), 408 */
+	CORE_OUTCOME_RATE_LIMITED, /* 429: breaker OPEN for Retry-After */
+	CORE_OUTCOME_KEY_DEAD,     /* 401, 403: endpoint+key excluded */
+	CORE_OUTCOME_INVALID,      /* not an HTTP status (< 100 or > 599) */
+	CORE_OUTCOME_COUNT
+};
+
+/* Request kinds: one EWMA each (headers time of a streamed request and a
+ * whole non-streamed generation are different quantities). */
+enum core_kind {
+	CORE_KIND_PLAIN = 0,
+	CORE_KIND_STREAM = 1,
+	CORE_KIND_COUNT
+};
+
+/* The caller-owned random source: splitmix64. */
+struct core_rng {
+	uint64_t state;
+};
+
+/* Seeds rng; any seed (0 included) gives a full-period sequence. */
+void core_rng_seed(struct core_rng *rng, uint64_t seed);
+
+/* Next 64 random bits; advances rng. */
+uint64_t core_rng_next(struct core_rng *rng);
+
+/* One rung of identity: present or not, and the value hashed by the caller
+ * (core_hash_bytes of the SPOE argument's bytes, or any stable 64-bit
+ * value). Equal hashes on different rungs give different affinity keys. */
+struct core_id {
+	bool present;
+	uint64_t hash;
+};
+
+/* One `route` message. */
+struct core_request {
+	struct core_id session;
+	struct core_id prefix[3];  /* 1, 4, 8 KiB windows; longest present used */
+	struct core_id install;
+	struct core_id caller;
+	struct core_id src;        /* used only if the ladder holds "src" */
+	struct core_str model;     /* len 0: no model, every endpoint serves */
+	bool stream;
+};
+
+/* The answer to one request. Names are owned by the core, NUL-terminated,
+ * and valid until that endpoint is updated or removed; NULL when unset. */
+struct core_decision {
+	int endpoint;              /* index, or -1 when none */
+	enum core_reason reason;
+	const char *backend;
+	const char *server;
+	const char *key_id;        /* NULL when the endpoint has no key */
+	bool has_akey;             /* false: the request had no identity */
+	uint64_t akey;             /* affinity key, echoed back in feedback */
+};
+
+/* One `feedback` message. */
+struct core_feedback {
+	int endpoint;              /* core_endpoint_find* of its server */
+	int status;                /* HTTP status */
+	int64_t tr_ms;             /* time to response headers; < 0: unknown */
+	int64_t retry_after_ms;    /* 429 cooldown; < 0: absent */
+	bool stream;               /* kind of the request */
+	bool has_akey;             /* akey echoed by HAProxy */
+	uint64_t akey;
+	struct core_str model;     /* optional: lets a 404 note a mismatch */
+};
+
+/* An endpoint as configured (warmlane's config plus HAProxy's names). */
+struct core_endpoint_config {
+	const char *backend;          /* required, non-empty, NUL-terminated */
+	const char *server;           /* required, non-empty */
+	const char *key_id;           /* NULL or "": no upstream key */
+	const char *const *models;    /* n_models names; 0 models: serves all */
+	size_t n_models;
+	double weight;                /* > 0 (config default 1) */
+	double cost_per_mtok;         /* >= 0 */
+	bool disabled;                /* excluded by config */
+};
+
+/* An endpoint's state, for metrics and logs. Pointers as in core_decision. */
+struct core_endpoint_info {
+	const char *backend;
+	const char *server;
+	const char *key_id;
+	double weight;
+	double cost_per_mtok;
+	bool disabled;
+	enum core_admin admin;
+	uint32_t in_flight;
+	double ewma_ms[CORE_KIND_COUNT];     /* own EWMA (0 before samples) */
+	uint32_t samples[CORE_KIND_COUNT];   /* successes that entered it */
+	enum core_breaker breaker;
+	uint64_t cooldown_left_ms;           /* OPEN: until HALF_OPEN */
+	uint64_t dead_key_left_ms;           /* 401/403: until retried */
+	uint32_t window_ok, window_fail;     /* over breaker_window */
+	uint64_t outcomes[CORE_OUTCOME_COUNT];
+	uint64_t decisions;                  /* requests routed to it */
+};
+
+/* Whole-core counters. */
+struct core_stats {
+	uint64_t decisions[CORE_REASON_COUNT];
+	uint64_t outcomes[CORE_OUTCOME_COUNT];
+	uint32_t endpoints;
+	uint32_t affinity_entries;
+	uint32_t affinity_capacity;
+	uint64_t affinity_bytes;       /* allocated: entries plus their index */
+	uint64_t affinity_hits;        /* lookups that found a live entry */
+	uint64_t affinity_misses;
+	uint64_t affinity_evictions;   /* LRU, map full */
+	uint64_t affinity_expirations; /* idle past affinity_ttl */
+};
+
+/* Persistent statistics of an endpoint (state snapshot). Times are
+ * durations from now, so a snapshot survives a restart of the clock. */
+struct core_endpoint_stats {
+	double ewma_ms[CORE_KIND_COUNT];
+	uint32_t samples[CORE_KIND_COUNT];
+	enum core_breaker breaker;
+	uint32_t trips;               /* consecutive trips: cooldown doubling */
+	uint64_t cooldown_left_ms;
+	uint64_t dead_key_left_ms;
+	uint64_t idle_ms;             /* since the last feedback; 0: never */
+};
+
+/* One affinity entry (state snapshot). */
+struct core_affinity_record {
+	uint64_t akey;
+	int endpoint;
+	uint64_t idle_ms;             /* since last refreshed */
+};
+
+/* Called once per entry by core_affinity_export, oldest first; a non-zero
+ * return stops the walk and is returned by core_affinity_export. */
+typedef int (*core_affinity_fn)(void *arg,
+				const struct core_affinity_record *rec);
+
+struct core;
+
+/* Creates a core with a copy of p (NULL: defaults). Rejects (-EINVAL)
+ * affinity_max_entries of 0 or above 2^30, ewma_alpha outside (0, 1],
+ * load_factor < 1, negative tolerances or ratios, an identity ladder longer
+ * than CORE_RUNG_COUNT or naming an unknown rung. Returns 0 with *out set,
+ * or -EINVAL / -ENOMEM. Release with core_destroy. */
+int core_create(struct core **out, const struct core_params *p);
+
+/* Frees c and everything it owns. Accepts NULL. */
+void core_destroy(struct core *c);
+
+/* Replaces the parameters (SIGHUP reload); state is kept. A new
+ * affinity_max_entries rebuilds the map, keeping the most recent entries.
+ * Returns 0, -EINVAL (as core_create; c unchanged) or -ENOMEM (c
+ * unchanged). */
+int core_set_params(struct core *c, const struct core_params *p);
+
+/* The parameters in use (owned by c). */
+const struct core_params *core_params(const struct core *c);
+
+/* Adds an endpoint; the core copies every string. The triple backend,
+ * server, key_id must be new. Rejects missing names, weight <= 0 or not
+ * finite, negative cost (-EINVAL), a duplicate (-EEXIST), more than 256
+ * distinct model names in the pool (-ENOSPC). Returns the index (>= 0) or
+ * -errno. Its state starts cold: ENABLED, no samples, breaker CLOSED. */
+int core_endpoint_add(struct core *c, const struct core_endpoint_config *cfg,
+		      uint64_t now_ms);
+
+/* Changes models, weight, cost and disabled of endpoint idx, keeping its
+ * state; cfg's names must be the endpoint's own (else -EINVAL). Returns 0,
+ * -ENOENT, -EINVAL, -ENOSPC or -ENOMEM (then nothing changed). Names from
+ * earlier decisions stay valid. */
+int core_endpoint_update(struct core *c, int idx,
+			 const struct core_endpoint_config *cfg);
+
+/* Removes endpoint idx in O(1) (plus freeing its names): map entries that
+ * pointed to it are dropped lazily. Returns 0 or -ENOENT. */
+int core_endpoint_remove(struct core *c, int idx);
+
+/* Index of the endpoint named backend/server/key_id (key_id len 0: the one
+ * without a key), or -ENOENT. Exact matches only. */
+int core_endpoint_find(const struct core *c, struct core_str backend,
+		       struct core_str server, struct core_str key_id);
+
+/* Same with "backend/server" in one string (HAProxy's be_name/srv_name as
+ * the feedback message sends it). -ENOENT also when there is no '/'. */
+int core_endpoint_find_path(const struct core *c, struct core_str path,
+			    struct core_str key_id);
+
+/* First live index after prev (prev -1: the first), or -1 at the end. */
+int core_endpoint_next(const struct core *c, int prev);
+
+/* Runtime-API poll of endpoint idx: admin/health state and in-flight =
+ * scur + qcur. Returns 0 or -ENOENT. Never allocates. */
+int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
+		       uint32_t scur_plus_qcur, uint64_t now_ms);
+
+/* End of a stream on endpoint idx (log input): in-flight - 1, not below
+ * 0. Returns 0 or -ENOENT. */
+int core_endpoint_complete(struct core *c, int idx);
+
+/* Fills *out with endpoint idx's state at now_ms. Returns 0 or -ENOENT. */
+int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
+		       struct core_endpoint_info *out);
+
+/* Decides one request at now_ms; *out is always filled. The chosen
+ * endpoint's in-flight count rises by one (a HALF_OPEN one also takes a
+ * probe slot). Draws from rng only for p2c and spill. Never allocates. */
+void core_decide(struct core *c, const struct core_request *req,
+		 uint64_t now_ms, struct core_rng *rng,
+		 struct core_decision *out);
+
+/* The affinity key of req under the ladder, as core_decide computes it:
+ * xxh3-64 of the first present rung's hash (8 bytes, little-endian), seeded
+ * with the rung number + 1.
+ * Returns true with *akey set, false when no rung of the ladder is
+ * present. */
+bool core_identity(const struct core *c, const struct core_request *req,
+		   uint64_t *akey);
+
+/* Takes one response into account (see ARCHITECTURE.md, "Feedback"):
+ * - success: the EWMA of fb->stream's kind (when tr_ms >= 0), the map entry
+ *   akey -> endpoint refreshed; the first answer after idle_reset without
+ *   feedback is not used and the endpoint starts cold again;
+ * - failure (5xx, 408): breaker failure, akey's entry evicted if it points
+ *   here; never enters the EWMA;
+ * - 429: breaker OPEN for retry_after_ms (>= 0) else rate_limit_cooldown;
+ * - 401/403: this endpoint (backend/server/key) excluded for dead_key_retry;
+ * - other 4xx: neutral; model_mismatch_404s 404s in a row for fb->model
+ *   exclude the endpoint for that model for dead_key_retry.
+ * Returns 0; -ENOENT when fb->endpoint is not a live endpoint; -EINVAL when
+ * the status is not an HTTP status (nothing changed). In-flight is not
+ * decremented: response headers are not completion. Never allocates. */
+int core_observe(struct core *c, const struct core_feedback *fb,
+		 uint64_t now_ms);
+
+/* The class of an HTTP status (see enum core_outcome). */
+enum core_outcome core_status_class(int status);
+
+/* Parses HAProxy's %Tr as a STRING (2.6): decimal digits, or "-1" (no
+ * server time, returned as -1). Leading/trailing spaces are rejected, as
+ * are signs other than that "-1", empty strings and values above 2^53.
+ * An INT64 (3.x) needs no parsing: use it as is. Returns 0 with *ms set, or
+ * -EINVAL. */
+int core_parse_tr(struct core_str s, int64_t *ms);
+
+/* Parses a Retry-After header value: delay-seconds (digits) or an HTTP
+ * date in any of RFC 9110's three forms (IMF-fixdate, RFC 850, asctime),
+ * resolved against now_unix_s (the caller's wall clock, seconds since the
+ * epoch). A date in the past gives 0. Surrounding spaces are ignored.
+ * Returns 0 with *delay_ms set, or -EINVAL. */
+int core_parse_retry_after(struct core_str s, int64_t now_unix_s,
+			   int64_t *delay_ms);
+
+/* xxh3-64 of len bytes, for identity values (struct core_id). */
+uint64_t core_hash_bytes(const void *p, size_t len);
+
+/* A view of the NUL-terminated s (NULL gives the empty view). */
+struct core_str core_str_c(const char *s);
+
+/* The reason's name ("affinity", "hash", ...), or "unknown". */
+const char *core_reason_name(enum core_reason r);
+
+/* The outcome's name ("success", "neutral", ...), or "unknown". */
+const char *core_outcome_name(enum core_outcome o);
+
+/* The breaker state's name ("closed", "open", "half_open"), or "unknown". */
+const char *core_breaker_name(enum core_breaker b);
+
+/* The admin state's name ("enabled", "maint", ...), or "unknown". */
+const char *core_admin_name(enum core_admin a);
+
+/* Fills *out with the counters. */
+void core_stats(const struct core *c, struct core_stats *out);
+
+/* Drops up to max entries idle past affinity_ttl, oldest first (lookups
+ * drop them anyway; this keeps the size metric honest). Returns how many. */
+uint32_t core_affinity_expire(struct core *c, uint64_t now_ms, uint32_t max);
+
+/* Walks the live affinity entries, oldest first, calling fn on each.
+ * Importing them in that order restores the LRU order. Returns 0 or fn's
+ * first non-zero return. The map must not be changed during the walk. */
+int core_affinity_export(const struct core *c, uint64_t now_ms,
+			 core_affinity_fn fn, void *arg);
+
+/* Inserts one record (LRU: it becomes the most recent). Returns 0, -ENOENT
+ * for an unknown endpoint, -ESTALE when idle_ms has reached affinity_ttl
+ * (not inserted). A full map evicts its least recently used entry. */
+int core_affinity_import(struct core *c, const struct core_affinity_record *rec,
+			 uint64_t now_ms);
+
+/* Fills *out with endpoint idx's persistent statistics. 0 or -ENOENT. */
+int core_endpoint_stats_export(const struct core *c, int idx, uint64_t now_ms,
+			       struct core_endpoint_stats *out);
+
+/* Restores endpoint idx's statistics from *st (EWMAs, samples, breaker
+ * with its remaining cooldown, dead key). Rejects negative or non-finite
+ * EWMAs and unknown breaker states (-EINVAL). 0, -ENOENT or -EINVAL. */
+int core_endpoint_stats_import(struct core *c, int idx, uint64_t now_ms,
+			       const struct core_endpoint_stats *st);
+
+#endif

@@ -1,0 +1,128 @@
+/* pool.h - the endpoint pool: endpoints by stable index, with names, models, weights and state. */
+#ifndef WARMLANE_CORE_POOL_H
+#define WARMLANE_CORE_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "breaker.h"
+#include "core.h"
+
+#define POOL_MAX_MODELS     256   /* distinct model names in a pool */
+#define POOL_MODEL_WORDS    (POOL_MAX_MODELS / 64)
+#define POOL_MODEL_SLOTS    512   /* model name index, a power of two */
+#define POOL_MISMATCH_SLOTS 4     /* models with 404s noted per endpoint */
+#define POOL_NO_MODEL       0xffffu
+
+/* 404s seen for one endpoint and model. */
+struct pool_mismatch {
+	uint64_t until_ms;  /* excluded until then once count reached */
+	uint16_t model;     /* model id, POOL_NO_MODEL when free */
+	uint16_t count;     /* 404s in a row */
+};
+
+struct pool_endpoint {
+	/* Read for every candidate of every decision: the first cache line. */
+	bool live;
+	bool disabled;          /* by config */
+	bool all_models;        /* no model list: serves every model */
+	bool has_mismatch;      /* some mismatch slot is in use */
+	bool seen;              /* some feedback arrived */
+	uint8_t admin;          /* enum core_admin */
+	uint32_t in_flight;
+	uint32_t samples[CORE_KIND_COUNT];
+	double weight;
+	double ewma[CORE_KIND_COUNT];
+	uint64_t dead_until_ms; /* 401/403: key excluded until then */
+	uint64_t last_seen_ms;
+	uint64_t models[POOL_MODEL_WORDS];
+	/* Second line: the breaker's state, then what a miss or p2c reads. */
+	struct breaker br;
+	double inv_weight;
+	uint64_t rdv_seed;      /* from the names: equal in every agent */
+	double cost_per_mtok;
+	uint32_t gen;           /* bumped on removal: map entries die with it */
+	/* Feedback and introspection. */
+	struct pool_mismatch mismatch[POOL_MISMATCH_SLOTS];
+	uint64_t name_hash;
+	char *backend;
+	char *server;
+	char *key_id;           /* NULL: no key */
+	uint64_t outcomes[CORE_OUTCOME_COUNT];
+	uint64_t decisions;
+};
+
+struct pool_model {
+	char *name;
+	size_t len;
+	uint64_t hash;
+	uint32_t refs;          /* endpoints serving it; 0: free for reuse */
+};
+
+struct pool {
+	struct pool_endpoint *ep;
+	uint32_t cap;           /* slots allocated */
+	uint32_t end;           /* one past the highest slot ever used */
+	uint32_t live;          /* live endpoints */
+	uint32_t *by_name;      /* open addressing on name_hash: index + 1 */
+	uint32_t name_mask;
+	struct pool_model models[POOL_MAX_MODELS];
+	uint32_t n_models;      /* ids handed out (some may be free) */
+	uint16_t model_slots[POOL_MODEL_SLOTS]; /* id + 1, 0 empty */
+	uint64_t version;       /* bumped by add, update, remove */
+};
+
+/* Empties p (nothing allocated until the first add). */
+void pool_init(struct pool *p);
+
+/* Frees what p owns; p may be half-built. */
+void pool_finish(struct pool *p);
+
+/* Adds an endpoint (see core_endpoint_add for what is rejected). Returns
+ * its index or -EINVAL, -EEXIST, -ENOSPC, -ENOMEM. */
+int pool_add(struct pool *p, const struct core_endpoint_config *cfg,
+	     uint64_t now_ms);
+
+/* Replaces models, weight, cost and disabled of idx (names must match).
+ * 0, -ENOENT, -EINVAL, -ENOSPC or -ENOMEM (nothing changed). */
+int pool_update(struct pool *p, int idx, const struct core_endpoint_config *cfg);
+
+/* Removes idx: frees its names, bumps its generation. 0 or -ENOENT. */
+int pool_remove(struct pool *p, int idx);
+
+/* Index of backend/server/key (key len 0: no key), or -ENOENT. */
+int pool_find(const struct pool *p, struct core_str backend,
+	      struct core_str server, struct core_str key);
+
+/* Id of a model name, or -1 when no endpoint ever named it. */
+int pool_model_find(const struct pool *p, const char *name, size_t len);
+
+/* The live endpoint idx, or NULL. */
+static inline struct pool_endpoint *pool_get(const struct pool *p, int idx)
+{
+	if (idx < 0 || (uint32_t)idx >= p->end || !p->ep[idx].live)
+		return NULL;
+	return &p->ep[idx];
+}
+
+/* Whether e serves model id (-1: no model in the request). */
+static inline bool pool_serves(const struct pool_endpoint *e, int model)
+{
+	if (model < 0 || e->all_models)
+		return true;
+	return (e->models[(unsigned)model / 64] >> ((unsigned)model % 64)) & 1u;
+}
+
+/* Whether 404s exclude e for model at now_ms. */
+bool pool_mismatched(const struct pool_endpoint *e, int model, uint64_t now_ms);
+
+/* Notes a 404 of e for model: after `threshold` in a row (0: never) e is
+ * excluded for that model for `duration_ms`. */
+void pool_note_404(struct pool_endpoint *e, int model, uint32_t threshold,
+		   uint64_t duration_ms, uint64_t now_ms);
+
+/* A success of e for model clears its 404 run. */
+void pool_note_served(struct pool_endpoint *e, int model);
+
+#endif

@@ -1,0 +1,1711 @@
+/* test_core.c - core: decide() and observe() rules and the properties of ARCHITECTURE.md. */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "fixture.h"
+
+/* ---- candidates and exclusions ---------------------------------------- */
+
+START_TEST(admin_states_exclude)
+{
+	static const enum core_admin states[] = {
+		CORE_ADMIN_MAINT, CORE_ADMIN_DRAIN, CORE_ADMIN_DOWN, CORE_ADMIN_NOLB,
+	};
+	struct fx f;
+	fx_init(&f, 2, NULL);
+	ck_assert_int_eq(core_endpoint_sync(f.c, f.ep[0], states[_i], 0, f.now), 0);
+	for (uint64_t k = 0; k < 200; k++) {
+		struct core_request r = fx_session(k);
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_eq(d.endpoint, f.ep[1]);
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	/* Back to enabled: it serves again. */
+	core_endpoint_sync(f.c, f.ep[0], CORE_ADMIN_ENABLED, 0, f.now);
+	int seen0 = 0;
+	for (uint64_t k = 0; k < 200; k++) {
+		struct core_request r = fx_session(k);
+		struct core_decision d = fx_decide(&f, &r);
+		seen0 += d.endpoint == f.ep[0];
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	ck_assert_int_gt(seen0, 50);
+	/* Every endpoint excluded by admin state: none, HAProxy balances. */
+	core_endpoint_sync(f.c, f.ep[0], states[_i], 0, f.now);
+	core_endpoint_sync(f.c, f.ep[1], CORE_ADMIN_MAINT, 0, f.now);
+	struct core_request r = fx_session(1);
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.endpoint, -1);
+	ck_assert_int_eq(d.reason, CORE_REASON_NONE);
+	ck_assert_ptr_null(d.server);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(config_disabled_excludes)
+{
+	struct fx f;
+	fx_init(&f, 2, NULL);
+	struct core_endpoint_config cfg = {
+		.backend = "be", .server = "s0", .weight = 1, .disabled = true,
+	};
+	ck_assert_int_eq(core_endpoint_update(f.c, f.ep[0], &cfg), 0);
+	for (uint64_t k = 0; k < 100; k++) {
+		struct core_decision d = fx_decide(&f, &(struct core_request){ 0 });
+		ck_assert_int_eq(d.endpoint, f.ep[1]);
+	}
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(models_and_no_model)
+{
+	struct fx f;
+	fx_init(&f, 0, NULL);
+	int a = fx_add(&f, "a", NULL, 1, "llama");
+	int b = fx_add(&f, "b", NULL, 1, "qwen");
+	struct core_request r = fx_session(7);
+	r.model = core_str_c("llama");
+	for (int i = 0; i < 50; i++) {
+		r.session.hash = (uint64_t)i;
+		ck_assert_int_eq(fx_decide(&f, &r).endpoint, a);
+	}
+	r.model = core_str_c("qwen");
+	ck_assert_int_eq(fx_decide(&f, &r).endpoint, b);
+	/* A prefix of a name is not the name. */
+	r.model = (struct core_str){ "qwen", 3 };
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_NO_MODEL);
+	ck_assert_int_eq(d.endpoint, -1);
+	ck_assert(d.has_akey);
+	r.model = core_str_c("mistral");
+	ck_assert_int_eq(fx_decide(&f, &r).reason, CORE_REASON_NO_MODEL);
+	/* No model in the request: every endpoint is a candidate. */
+	r.model = (struct core_str){ 0 };
+	int seen[2] = { 0, 0 };
+	for (int i = 0; i < 100; i++) {
+		r.session.hash = (uint64_t)i;
+		d = fx_decide(&f, &r);
+		seen[d.endpoint == b]++;
+	}
+	ck_assert_int_gt(seen[0], 0);
+	ck_assert_int_gt(seen[1], 0);
+	/* An endpoint without a model list serves any model, unknown ones too. */
+	int any = fx_add(&f, "any", NULL, 1, NULL);
+	r.model = core_str_c("mistral");
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.endpoint, any);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(empty_pool_none)
+{
+	struct fx f;
+	fx_init(&f, 0, NULL);
+	struct core_request r = fx_session(1);
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_NONE);
+	ck_assert_int_eq(d.endpoint, -1);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(model_mismatch_after_404s)
+{
+	struct fx f;
+	fx_init(&f, 0, NULL);
+	const char *both[2] = { "llama", "qwen" };
+	struct core_endpoint_config cfg = {
+		.backend = "be", .server = "a", .models = both, .n_models = 2,
+		.weight = 100,
+	};
+	int a = core_endpoint_add(f.c, &cfg, f.now);
+	int b = fx_add(&f, "b", NULL, 1, "llama");
+	struct core_feedback fb = {
+		.endpoint = a, .status = 404, .tr_ms = 3, .retry_after_ms = -1,
+		.model = core_str_c("llama"),
+	};
+	struct core_request r = { .model = core_str_c("llama") };
+	/* Two 404s are not yet a mismatch (threshold 3). */
+	ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+	ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+	int to_a = 0;
+	for (int i = 0; i < 100; i++) {
+		struct core_decision d = fx_decide(&f, &r);
+		to_a += d.endpoint == a;
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	ck_assert_int_gt(to_a, 0);
+	ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+	for (int i = 0; i < 100; i++) {
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_eq(d.endpoint, b);
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	/* The other model of a is unaffected; a 404 is not a breaker failure. */
+	r.model = core_str_c("qwen");
+	ck_assert_int_eq(fx_decide(&f, &r).endpoint, a);
+	ck_assert_int_eq(fx_info(&f, a).breaker, CORE_BREAKER_CLOSED);
+	/* Retried after dead_key_retry. */
+	f.now += f.p.dead_key_retry_ms;
+	r.model = core_str_c("llama");
+	to_a = 0;
+	for (int i = 0; i < 100; i++) {
+		struct core_decision d = fx_decide(&f, &r);
+		to_a += d.endpoint == a;
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	ck_assert_int_gt(to_a, 0);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(dead_key_only_that_key)
+{
+	/* One server reached with two upstream keys, and another server. */
+	struct fx f;
+	fx_init(&f, 0, NULL);
+	int k1 = fx_add(&f, "s0", "key1", 1, NULL);
+	int k2 = fx_add(&f, "s0", "key2", 1, NULL);
+	int other = fx_add(&f, "s1", NULL, 1, NULL);
+	ck_assert_int_eq(fx_observe(&f, k1, 401, 5, false, 0, false), 0);
+	int seen[3] = { 0, 0, 0 };
+	for (uint64_t k = 0; k < 600; k++) {
+		struct core_request r = fx_session(k);
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_ne(d.endpoint, k1);
+		seen[d.endpoint == k2 ? 1 : d.endpoint == other ? 2 : 0]++;
+		if (d.endpoint == k2)
+			ck_assert_str_eq(d.key_id, "key2");
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	ck_assert_int_eq(seen[0], 0);
+	ck_assert_int_gt(seen[1], 150);
+	ck_assert_int_gt(seen[2], 150);
+	ck_assert_uint_gt(fx_info(&f, k1).dead_key_left_ms, 0);
+	ck_assert_int_eq(fx_info(&f, k2).dead_key_left_ms, 0);
+	/* 403 too; and the key is retried after dead_key_retry. */
+	ck_assert_int_eq(fx_observe(&f, k2, 403, 5, false, 0, false), 0);
+	struct core_request r = fx_session(3);
+	ck_assert_int_eq(fx_decide(&f, &r).endpoint, other);
+	f.now += f.p.dead_key_retry_ms;
+	int back = 0;
+	for (uint64_t k = 0; k < 300; k++) {
+		r = fx_session(k);
+		struct core_decision d = fx_decide(&f, &r);
+		back += d.endpoint == k1 || d.endpoint == k2;
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	ck_assert_int_gt(back, 100);
+	fx_finish(&f);
+}
+END_TEST
+
+/* ---- identity ladder ---------------------------------------------------- */
+
+START_TEST(ladder_order)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	uint64_t a, b;
+	struct core_request r = {
+		.session = { true, 1 }, .prefix = { { true, 2 }, { true, 3 }, { false, 0 } },
+		.install = { true, 4 }, .caller = { true, 5 }, .src = { true, 6 },
+	};
+	struct core_request only;
+	ck_assert(core_identity(f.c, &r, &a));
+	only = (struct core_request){ .session = { true, 1 } };
+	ck_assert(core_identity(f.c, &only, &b));
+	ck_assert_uint_eq(a, b);
+	/* Longest prefix present. */
+	r.session.present = false;
+	ck_assert(core_identity(f.c, &r, &a));
+	only = (struct core_request){ .prefix = { { false, 0 }, { true, 3 }, { false, 0 } } };
+	ck_assert(core_identity(f.c, &only, &b));
+	ck_assert_uint_eq(a, b);
+	r.prefix[2] = (struct core_id){ true, 9 };
+	ck_assert(core_identity(f.c, &r, &b));
+	ck_assert_uint_ne(a, b);
+	/* install, then caller. */
+	memset(r.prefix, 0, sizeof(r.prefix));
+	ck_assert(core_identity(f.c, &r, &a));
+	only = (struct core_request){ .install = { true, 4 } };
+	ck_assert(core_identity(f.c, &only, &b));
+	ck_assert_uint_eq(a, b);
+	r.install.present = false;
+	ck_assert(core_identity(f.c, &r, &a));
+	only = (struct core_request){ .caller = { true, 5 } };
+	ck_assert(core_identity(f.c, &only, &b));
+	ck_assert_uint_eq(a, b);
+	/* Equal values on different rungs are different keys. */
+	struct core_request s = { .session = { true, 5 } };
+	ck_assert(core_identity(f.c, &s, &b));
+	ck_assert_uint_ne(a, b);
+	/* src is off by default: no identity, p2c. */
+	r.caller.present = false;
+	ck_assert(!core_identity(f.c, &r, &a));
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert(!d.has_akey);
+	ck_assert_int_eq(d.reason, CORE_REASON_P2C);
+	fx_finish(&f);
+
+	/* A ladder with src, and caller before session. */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.identity_ladder[0] = CORE_RUNG_CALLER;
+	p.identity_ladder[1] = CORE_RUNG_SESSION;
+	p.identity_ladder[2] = CORE_RUNG_SRC;
+	p.identity_ladder_len = 3;
+	fx_init(&f, 4, &p);
+	r = (struct core_request){ .session = { true, 1 }, .caller = { true, 5 },
+				   .src = { true, 6 } };
+	ck_assert(core_identity(f.c, &r, &a));
+	only = (struct core_request){ .caller = { true, 5 } };
+	ck_assert(core_identity(f.c, &only, &b));
+	ck_assert_uint_eq(a, b);
+	only = (struct core_request){ .src = { true, 6 } };
+	ck_assert(core_identity(f.c, &only, &b));
+	d = fx_decide(&f, &only);
+	ck_assert(d.has_akey);
+	ck_assert_uint_eq(d.akey, b);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	fx_finish(&f);
+}
+END_TEST
+
+/* ---- affinity, rendezvous ----------------------------------------------- */
+
+START_TEST(session_returns_and_survives_ttl)
+{
+	struct fx f;
+	fx_init(&f, 8, NULL);
+	struct core_request r = fx_session(0xabcdef);
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	ck_assert(d.has_akey);
+	int first = d.endpoint;
+	ck_assert_ptr_nonnull(d.server);
+	fx_feedback(&f, &d, 200, 450, false);
+	core_endpoint_complete(f.c, d.endpoint);
+	for (int turn = 0; turn < 15; turn++) {
+		f.now += 20000;
+		d = fx_decide(&f, &r);
+		ck_assert_int_eq(d.endpoint, first);
+		ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+		fx_feedback(&f, &d, 200, 450, false);
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	/* Idle past the TTL: the entry is gone, rendezvous finds it again. */
+	f.now += f.p.affinity_ttl_ms + 1;
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	ck_assert_int_eq(d.endpoint, first);
+	struct core_stats st;
+	core_stats(f.c, &st);
+	ck_assert_uint_eq(st.affinity_expirations, 1);
+	ck_assert_uint_eq(st.decisions[CORE_REASON_AFFINITY], 15);
+	ck_assert_uint_eq(st.decisions[CORE_REASON_HASH], 2);
+	fx_finish(&f);
+}
+END_TEST
+
+static void add_in_order(struct fx *f, const int *order, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "s%d", order[i]);
+		f->ep[order[i]] = fx_add(f, name, NULL, 1.0 + order[i] % 3, NULL);
+	}
+	f->n = n;
+}
+
+START_TEST(independent_cores_agree)
+{
+	static const int fwd[8] = { 0, 1, 2, 3, 4, 5, 6, 7 };
+	static const int rev[8] = { 7, 5, 3, 1, 6, 4, 2, 0 };
+	struct fx a, b;
+	fx_init(&a, 0, NULL);
+	fx_init(&b, 0, NULL);
+	core_rng_seed(&b.rng, 4242); /* their randomness differs */
+	b.now = 77;                   /* and so do their clocks */
+	add_in_order(&a, fwd, 8);
+	add_in_order(&b, rev, 8);
+	for (uint64_t k = 0; k < 5000; k++) {
+		struct core_request r = fx_session(k * 0x9e3779b97f4a7c15ull);
+		struct core_decision da = fx_decide(&a, &r);
+		struct core_decision db = fx_decide(&b, &r);
+		ck_assert_int_eq(da.reason, CORE_REASON_HASH);
+		ck_assert_int_eq(db.reason, CORE_REASON_HASH);
+		ck_assert_str_eq(da.server, db.server);
+		ck_assert_uint_eq(da.akey, db.akey);
+		core_endpoint_complete(a.c, da.endpoint);
+		core_endpoint_complete(b.c, db.endpoint);
+	}
+	fx_finish(&a);
+	fx_finish(&b);
+}
+END_TEST
+
+#define NKEYS 100000
+
+static void route_all(struct fx *f, char (*out)[8])
+{
+	for (uint64_t k = 0; k < NKEYS; k++) {
+		struct core_request r = fx_session(k);
+		struct core_decision d = fx_decide(f, &r);
+		ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+		snprintf(out[k], 8, "%s", d.server);
+		core_endpoint_complete(f->c, d.endpoint);
+	}
+}
+
+START_TEST(add_ninth_moves_about_a_ninth)
+{
+	static char before[NKEYS][8], after[NKEYS][8];
+	struct fx f;
+	fx_init(&f, 8, NULL);
+	route_all(&f, before);
+	fx_add(&f, "s8", NULL, 1.0, NULL);
+	route_all(&f, after);
+	int moved = 0;
+	for (int k = 0; k < NKEYS; k++) {
+		if (strcmp(before[k], after[k]) != 0) {
+			moved++;
+			/* Keys move only to the newcomer. */
+			ck_assert_str_eq(after[k], "s8");
+		}
+	}
+	ck_assert_int_ge(moved, NKEYS * 5 / 100);
+	ck_assert_int_le(moved, NKEYS * 20 / 100);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(remove_moves_only_its_keys)
+{
+	static char before[NKEYS][8], after[NKEYS][8];
+	struct fx f;
+	fx_init(&f, 9, NULL);
+	route_all(&f, before);
+	ck_assert_int_eq(core_endpoint_remove(f.c, f.ep[4]), 0);
+	route_all(&f, after);
+	int moved = 0;
+	for (int k = 0; k < NKEYS; k++) {
+		if (strcmp(before[k], "s4") == 0) {
+			ck_assert_str_ne(after[k], "s4");
+			moved++;
+		} else {
+			ck_assert_str_eq(before[k], after[k]);
+		}
+	}
+	ck_assert_int_gt(moved, NKEYS / 20);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(weights_share)
+{
+	struct fx f;
+	fx_init(&f, 0, NULL);
+	int a = fx_add(&f, "a", NULL, 1, NULL);
+	int b = fx_add(&f, "b", NULL, 3, NULL);
+	int n[2] = { 0, 0 };
+	for (uint64_t k = 0; k < 40000; k++) {
+		struct core_request r = fx_session(k);
+		struct core_decision d = fx_decide(&f, &r);
+		n[d.endpoint == b]++;
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	(void)a;
+	double share = n[1] / 40000.0;
+	ck_assert_double_ge(share, 0.73);
+	ck_assert_double_le(share, 0.77);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(warm_hit_needs_tolerance)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	for (int i = 0; i < 4; i++)
+		fx_warm(&f, f.ep[i], 500, 25);
+	struct core_request r = fx_session(99);
+	struct core_decision d = fx_decide(&f, &r);
+	int home = d.endpoint;
+	fx_feedback(&f, &d, 200, 500, false);
+	core_endpoint_complete(f.c, home);
+	/* 2x the median: still sticky. */
+	fx_warm(&f, home, 1000, 30);
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+	ck_assert_int_eq(d.endpoint, home);
+	core_endpoint_complete(f.c, home);
+	/* 3x the median: left, for the next of its ranking. */
+	fx_warm(&f, home, 1500, 30);
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	ck_assert_int_ne(d.endpoint, home);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(warm_hit_needs_closed_breaker_and_bound)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	struct core_request r = fx_session(5);
+	struct core_decision d = fx_decide(&f, &r);
+	int home = d.endpoint;
+	fx_feedback(&f, &d, 200, 500, false);
+	core_endpoint_complete(f.c, home);
+	/* Over the bound: 10 in flight where 1.5 x (10 + 1) / 4 rounds up
+	 * to 5. */
+	core_endpoint_sync(f.c, home, CORE_ADMIN_ENABLED, 10, f.now);
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	ck_assert_int_ne(d.endpoint, home);
+	core_endpoint_complete(f.c, d.endpoint);
+	core_endpoint_sync(f.c, home, CORE_ADMIN_ENABLED, 0, f.now);
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+	core_endpoint_complete(f.c, home);
+	/* Rate-limited, then HALF_OPEN: not a warm hit, but its hash probe. */
+	struct core_feedback fb = { .endpoint = home, .status = 429, .tr_ms = 1,
+				    .retry_after_ms = 1000 };
+	ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+	d = fx_decide(&f, &r);
+	ck_assert_int_ne(d.endpoint, home);
+	core_endpoint_complete(f.c, d.endpoint);
+	f.now += 1000;
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.endpoint, home);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	ck_assert_int_eq(fx_info(&f, home).breaker, CORE_BREAKER_HALF_OPEN);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(failure_evicts_entry)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	struct core_request r = fx_session(11);
+	struct core_decision d = fx_decide(&f, &r);
+	fx_feedback(&f, &d, 200, 300, false);
+	core_endpoint_complete(f.c, d.endpoint);
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+	fx_feedback(&f, &d, 503, -1, false);
+	core_endpoint_complete(f.c, d.endpoint);
+	struct core_stats st;
+	core_stats(f.c, &st);
+	ck_assert_uint_eq(st.affinity_entries, 0);
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(removed_endpoint_entries_die)
+{
+	struct fx f;
+	fx_init(&f, 3, NULL);
+	struct core_request r = fx_session(12);
+	struct core_decision d = fx_decide(&f, &r);
+	int home = d.endpoint;
+	fx_feedback(&f, &d, 200, 300, false);
+	core_endpoint_complete(f.c, home);
+	char name[8];
+	snprintf(name, sizeof(name), "%s", d.server);
+	ck_assert_int_eq(core_endpoint_remove(f.c, home), 0);
+	ck_assert_int_eq(fx_observe(&f, home, 200, 1, false, 0, false), -ENOENT);
+	/* A newcomer reuses the slot, but not the old map entry. */
+	int n = fx_add(&f, "newcomer", NULL, 1, NULL);
+	ck_assert_int_eq(n, home);
+	d = fx_decide(&f, &r);
+	ck_assert_int_ne(d.reason, CORE_REASON_AFFINITY);
+	struct core_stats st;
+	core_stats(f.c, &st);
+	ck_assert_uint_eq(st.affinity_entries, 0);
+	fx_finish(&f);
+}
+END_TEST
+
+/* ---- load bound, spill, p2c, cold start ---------------------------------- */
+
+START_TEST(hot_keys_stay_within_bound)
+{
+	/* A hot key set (3 keys, then 30) and nothing completes: in-flight
+	 * only grows. Bounded loads cap every endpoint at load_factor times
+	 * the mean (rounded up), after every decision. */
+	static const uint64_t hot[] = { 3, 30 };
+	struct fx f;
+	fx_init(&f, 8, NULL);
+	uint32_t total = 0, mx = 0;
+	for (int i = 0; i < 2400; i++) {
+		struct core_request r = fx_session((uint64_t)i % hot[_i]);
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_ge(d.endpoint, 0);
+		ck_assert(d.reason == CORE_REASON_HASH || d.reason == CORE_REASON_AFFINITY);
+		if (i % 10 == 0)
+			fx_feedback(&f, &d, 200, 400, false);
+		total++;
+		mx = 0;
+		for (int k = 0; k < 8; k++) {
+			uint32_t v = fx_info(&f, f.ep[k]).in_flight;
+			mx = v > mx ? v : mx;
+		}
+		ck_assert_uint_le(mx, (uint32_t)ceil(f.p.load_factor * total / 8));
+	}
+	ck_assert_uint_eq(total, 2400);
+	ck_assert_double_le(mx / (total / 8.0), f.p.load_factor);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(spill_when_all_hashed_choices_fail)
+{
+	struct fx f;
+	fx_init(&f, 0, NULL);
+	int a = fx_add(&f, "a", NULL, 8, NULL);
+	int b = fx_add(&f, "b", NULL, 1, NULL);
+	int c = fx_add(&f, "c", NULL, 1, NULL);
+	fx_warm(&f, a, 10000, 25); /* far too slow */
+	fx_warm(&f, b, 500, 25);
+	fx_warm(&f, c, 500, 25);
+	core_endpoint_sync(f.c, b, CORE_ADMIN_ENABLED, 5, f.now);
+	core_endpoint_sync(f.c, c, CORE_ADMIN_ENABLED, 5, f.now);
+	/* Predicted cost: a is 1 x 10000 / 8, b and c 6 x 500 / 1: a wins
+	 * whenever the two choices include it (two draws in three). */
+	int to_a = 0;
+	for (uint64_t k = 0; k < 300; k++) {
+		struct core_request r = fx_session(k);
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_eq(d.reason, CORE_REASON_SPILL);
+		to_a += d.endpoint == a;
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	ck_assert_int_gt(to_a, 150);
+	ck_assert_int_lt(to_a, 250);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(p2c_spreads_without_identity)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	int n[4] = { 0 };
+	for (int i = 0; i < 20000; i++) {
+		struct core_decision d = fx_decide(&f, &(struct core_request){ 0 });
+		ck_assert_int_eq(d.reason, CORE_REASON_P2C);
+		ck_assert(!d.has_akey);
+		n[fx_which(&f, d.endpoint)]++;
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_ge(n[i], 5000 - 400);
+		ck_assert_int_le(n[i], 5000 + 400);
+	}
+	/* Nothing completes: the two choices keep in-flight level. */
+	fx_finish(&f);
+	fx_init(&f, 4, NULL);
+	for (int i = 0; i < 4000; i++)
+		fx_decide(&f, &(struct core_request){ 0 });
+	for (int i = 0; i < 4; i++) {
+		uint32_t v = fx_info(&f, f.ep[i]).in_flight;
+		ck_assert_uint_ge(v, 900);
+		ck_assert_uint_le(v, 1100);
+	}
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(p2c_prefers_fast_and_cheap)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	struct fx f;
+	fx_init(&f, 2, &p);
+	fx_warm(&f, f.ep[0], 200, 25);
+	fx_warm(&f, f.ep[1], 2000, 25);
+	int fast = 0;
+	for (int i = 0; i < 1000; i++) {
+		struct core_decision d = fx_decide(&f, &(struct core_request){ 0 });
+		fast += d.endpoint == f.ep[0];
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	ck_assert_int_eq(fast, 1000);
+	fx_finish(&f);
+
+	/* Cost: ignored at cost_weight_per_ms 0, decisive when set. */
+	for (int w = 0; w < 2; w++) {
+		p.cost_weight_per_ms = w ? 0.001 : 0;
+		fx_init(&f, 0, &p);
+		int cheap = fx_add(&f, "cheap", NULL, 1, NULL);
+		const char *none = NULL;
+		struct core_endpoint_config cfg = {
+			.backend = "be", .server = "dear", .weight = 1,
+			.cost_per_mtok = 15, .models = &none, .n_models = 0,
+		};
+		int dear = core_endpoint_add(f.c, &cfg, f.now);
+		ck_assert_int_ge(dear, 0);
+		int n = 0;
+		for (int i = 0; i < 1000; i++) {
+			struct core_decision d = fx_decide(&f, &(struct core_request){ 0 });
+			n += d.endpoint == cheap;
+			core_endpoint_complete(f.c, d.endpoint);
+		}
+		if (w)
+			ck_assert_int_eq(n, 1000);
+		else
+			ck_assert(n > 400 && n < 600);
+		fx_finish(&f);
+	}
+}
+END_TEST
+
+START_TEST(cold_endpoint_share_near_weight)
+{
+	struct fx f;
+	fx_init(&f, 8, NULL);
+	for (int i = 0; i < 8; i++)
+		fx_warm(&f, f.ep[i], 500 + 20 * i, 25);
+	int cold = fx_add(&f, "cold", NULL, 2, NULL);
+	/* New sessions, each in flight for 20 requests' time. */
+	int pending[20];
+	int np = 0, to_cold = 0, total = 0;
+	uint64_t k = 1;
+	while (fx_info(&f, cold).samples[CORE_KIND_PLAIN] < f.p.cold_start_samples) {
+		struct core_request r = fx_session(k++);
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_ge(d.endpoint, 0);
+		total++;
+		to_cold += d.endpoint == cold;
+		fx_feedback(&f, &d, 200, 300, false); /* it is fast */
+		if (np == 20) {
+			core_endpoint_complete(f.c, pending[0]);
+			memmove(pending, pending + 1, sizeof(pending[0]) * 19);
+			np--;
+		}
+		pending[np++] = d.endpoint;
+		f.now += 10;
+		ck_assert_int_lt(total, 2000);
+	}
+	/* Weight 2 of 10: about 20% of new keys. */
+	double share = (double)to_cold / total;
+	ck_assert_double_ge(share, 0.10);
+	ck_assert_double_le(share, 0.30);
+	fx_finish(&f);
+
+	/* The same through p2c: its prior is the median, so neither flooded
+	 * though fast nor starved though unknown. */
+	fx_init(&f, 8, NULL);
+	for (int i = 0; i < 8; i++)
+		fx_warm(&f, f.ep[i], 500 + 20 * i, 25);
+	cold = fx_add(&f, "cold", NULL, 1, NULL);
+	np = 0;
+	to_cold = 0;
+	total = 0;
+	while (fx_info(&f, cold).samples[CORE_KIND_PLAIN] < f.p.cold_start_samples) {
+		struct core_decision d = fx_decide(&f, &(struct core_request){ 0 });
+		total++;
+		to_cold += d.endpoint == cold;
+		fx_feedback(&f, &d, 200, d.endpoint == cold ? 100 : 510, false);
+		if (np == 20) {
+			core_endpoint_complete(f.c, pending[0]);
+			memmove(pending, pending + 1, sizeof(pending[0]) * 19);
+			np--;
+		}
+		pending[np++] = d.endpoint;
+		ck_assert_int_lt(total, 2000);
+	}
+	share = (double)to_cold / total;
+	ck_assert_double_ge(share, 0.05);
+	ck_assert_double_le(share, 0.25);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(prior_when_none_warm)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.prior_ttfb_ms = 500;
+	struct fx f;
+	fx_init(&f, 2, &p);
+	/* One warm at 2000: the median is 2000, the cold one borrows it. */
+	fx_warm(&f, f.ep[0], 2000, 25);
+	int n = 0;
+	for (int i = 0; i < 2000; i++) {
+		struct core_decision d = fx_decide(&f, &(struct core_request){ 0 });
+		n += d.endpoint == f.ep[1];
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	ck_assert(n > 800 && n < 1200);
+	fx_finish(&f);
+}
+END_TEST
+
+/* ---- feedback ------------------------------------------------------------ */
+
+START_TEST(ewma_from_successes_only)
+{
+	struct fx f;
+	fx_init(&f, 2, NULL);
+	int e = f.ep[0];
+	fx_observe(&f, e, 200, 1000, false, 0, false);
+	ck_assert_double_eq_tol(fx_info(&f, e).ewma_ms[CORE_KIND_PLAIN], 1000, 1e-9);
+	fx_observe(&f, e, 200, 2000, false, 0, false);
+	ck_assert_double_eq_tol(fx_info(&f, e).ewma_ms[CORE_KIND_PLAIN],
+				1000 + 0.3 * 1000, 1e-9);
+	/* Failures, 4xx, unknown tr: no change. */
+	static const int statuses[] = { 500, 502, 503, 504, 408, 400, 404, 422,
+					429, 401, 403 };
+	for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++)
+		fx_observe(&f, e, statuses[i], 1, false, 0, false);
+	fx_observe(&f, e, 200, -1, false, 0, false);
+	struct core_endpoint_info in = fx_info(&f, e);
+	ck_assert_double_eq_tol(in.ewma_ms[CORE_KIND_PLAIN], 1300, 1e-9);
+	ck_assert_uint_eq(in.samples[CORE_KIND_PLAIN], 2);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_SUCCESS], 3);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_FAILURE], 5);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_NEUTRAL], 3);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_RATE_LIMITED], 1);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_KEY_DEAD], 2);
+	ck_assert_int_eq(fx_observe(&f, e, 99, 1, false, 0, false), -EINVAL);
+	ck_assert_int_eq(fx_observe(&f, e, 600, 1, false, 0, false), -EINVAL);
+	ck_assert_int_eq(fx_observe(&f, 99, 200, 1, false, 0, false), -ENOENT);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(four_xx_is_neutral)
+{
+	struct fx f;
+	fx_init(&f, 2, NULL);
+	int e = f.ep[0];
+	fx_warm(&f, e, 700, 3);
+	struct core_endpoint_info before = fx_info(&f, e);
+	for (int i = 0; i < 200; i++)
+		fx_observe(&f, e, 400 + (i % 3 == 0 ? 0 : i % 3 == 1 ? 22 : 4), 2,
+			   false, 0, i % 2);
+	struct core_endpoint_info after = fx_info(&f, e);
+	ck_assert_int_eq(after.breaker, CORE_BREAKER_CLOSED);
+	ck_assert_double_eq(after.ewma_ms[0], before.ewma_ms[0]);
+	ck_assert_double_eq(after.ewma_ms[1], before.ewma_ms[1]);
+	ck_assert_uint_eq(after.window_fail, 0);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(stream_and_plain_ewmas_apart)
+{
+	struct fx f;
+	fx_init(&f, 1, NULL);
+	int e = f.ep[0];
+	for (int i = 0; i < 50; i++) {
+		fx_observe(&f, e, 200, 120, false, 0, true);
+		fx_observe(&f, e, 200, 8000, false, 0, false);
+	}
+	struct core_endpoint_info in = fx_info(&f, e);
+	ck_assert_double_eq_tol(in.ewma_ms[CORE_KIND_STREAM], 120, 1e-6);
+	ck_assert_double_eq_tol(in.ewma_ms[CORE_KIND_PLAIN], 8000, 1e-6);
+	ck_assert_uint_eq(in.samples[CORE_KIND_STREAM], 50);
+	ck_assert_uint_eq(in.samples[CORE_KIND_PLAIN], 50);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(first_sample_after_idle_dropped)
+{
+	struct fx f;
+	fx_init(&f, 1, NULL);
+	int e = f.ep[0];
+	fx_warm(&f, e, 400, 25);
+	f.now += f.p.idle_reset_ms;
+	fx_observe(&f, e, 200, 30000, false, 0, false); /* cold boot */
+	struct core_endpoint_info in = fx_info(&f, e);
+	ck_assert_double_eq_tol(in.ewma_ms[CORE_KIND_PLAIN], 400, 1e-6);
+	ck_assert_uint_eq(in.samples[CORE_KIND_PLAIN], 0); /* cold again */
+	f.now += 1000;
+	fx_observe(&f, e, 200, 450, false, 0, false);
+	in = fx_info(&f, e);
+	ck_assert_double_eq_tol(in.ewma_ms[CORE_KIND_PLAIN], 450, 1e-6);
+	ck_assert_uint_eq(in.samples[CORE_KIND_PLAIN], 1);
+	/* Just under the idle time: used. */
+	f.now += f.p.idle_reset_ms - 1;
+	fx_observe(&f, e, 200, 550, false, 0, false);
+	ck_assert_uint_eq(fx_info(&f, e).samples[CORE_KIND_PLAIN], 2);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(in_flight_rules)
+{
+	struct fx f;
+	fx_init(&f, 1, NULL);
+	int e = f.ep[0];
+	ck_assert_int_eq(core_endpoint_sync(f.c, e, CORE_ADMIN_ENABLED, 7, f.now), 0);
+	ck_assert_uint_eq(fx_info(&f, e).in_flight, 7);
+	struct core_decision d = fx_decide(&f, &(struct core_request){ 0 });
+	ck_assert_uint_eq(fx_info(&f, e).in_flight, 8);
+	fx_feedback(&f, &d, 200, 10, false); /* headers are not completion */
+	ck_assert_uint_eq(fx_info(&f, e).in_flight, 8);
+	for (int i = 0; i < 10; i++)
+		ck_assert_int_eq(core_endpoint_complete(f.c, e), 0);
+	ck_assert_uint_eq(fx_info(&f, e).in_flight, 0);
+	ck_assert_int_eq(core_endpoint_sync(f.c, e, CORE_ADMIN_ENABLED, 3, f.now), 0);
+	ck_assert_uint_eq(fx_info(&f, e).in_flight, 3);
+	ck_assert_int_eq(core_endpoint_complete(f.c, 5), -ENOENT);
+	ck_assert_int_eq(core_endpoint_sync(f.c, 5, CORE_ADMIN_ENABLED, 0, f.now), -ENOENT);
+	fx_finish(&f);
+}
+END_TEST
+
+/* ---- breakers through decide -------------------------------------------- */
+
+START_TEST(fast_failure_trap)
+{
+	struct fx f;
+	fx_init(&f, 8, NULL);
+	int bad = f.ep[3];
+	struct core_rng work;
+	core_rng_seed(&work, 7);
+	int total = 0, to_bad = 0, after_first = -1, after_20 = 0, bad_20 = 0;
+	bool tripped = false;
+	int tripped_total = 0, tripped_bad = 0;
+	for (int i = 0; i < 60000; i++) {
+		struct core_request r = { 0 };
+		if (i % 4 != 0) /* three in four requests come with a session */
+			r = fx_session(core_rng_next(&work) % 2000);
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_ge(d.endpoint, 0);
+		total++;
+		if (d.endpoint == bad) {
+			to_bad++;
+			fx_feedback(&f, &d, 500, 1, false); /* instant 500 */
+			if (after_first < 0)
+				after_first = 0;
+		} else {
+			fx_feedback(&f, &d, 200, 400 + (int64_t)(core_rng_next(&work) % 200), false);
+		}
+		core_endpoint_complete(f.c, d.endpoint);
+		if (after_first >= 0 && after_first++ >= 20) {
+			after_20++;
+			bad_20 += d.endpoint == bad;
+		}
+		if (tripped) {
+			tripped_total++;
+			tripped_bad += d.endpoint == bad;
+		}
+		if (fx_info(&f, bad).breaker != CORE_BREAKER_CLOSED)
+			tripped = true;
+		f.now += 10;
+	}
+	ck_assert(tripped);
+	ck_assert_double_lt((double)tripped_bad / tripped_total, 0.01);
+	ck_assert_double_lt((double)bad_20 / after_20, 0.01);
+	(void)to_bad;
+	fx_finish(&f);
+}
+END_TEST
+
+/* A response that comes back later: the requests of a window overlap. */
+struct pend {
+	uint64_t due;
+	struct core_decision d;
+};
+
+START_TEST(rate_limit_retry_after_holds)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	int lim = f.ep[1];
+	struct pend q[64];
+	int nq = 0;
+	uint64_t first_429 = 0;
+	int during = 0, probes_in_window = 0, max_probes = 0;
+	uint64_t window_end = 0;
+	bool closed_again = false;
+	struct core_rng work;
+	core_rng_seed(&work, 3);
+	int64_t ra;
+	ck_assert_int_eq(core_parse_retry_after(core_str_c("30"), 0, &ra), 0);
+	for (int i = 0; i < 40000; i++) { /* 400 s */
+		/* Deliver the answers that are due (2 s of latency). */
+		for (int j = 0; j < nq;) {
+			if (q[j].due > f.now) {
+				j++;
+				continue;
+			}
+			struct core_decision *d = &q[j].d;
+			struct core_feedback fb = {
+				.endpoint = d->endpoint, .status = 200, .tr_ms = 300,
+				.retry_after_ms = -1, .has_akey = d->has_akey,
+				.akey = d->akey,
+			};
+			if (d->endpoint == lim) {
+				fb.status = 429;
+				fb.retry_after_ms = ra;
+				if (first_429 == 0) {
+					first_429 = f.now;
+					window_end = f.now + (uint64_t)ra;
+				} else if (f.now >= window_end) {
+					window_end = f.now + (uint64_t)ra;
+				}
+			}
+			ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+			core_endpoint_complete(f.c, d->endpoint);
+			q[j] = q[--nq];
+		}
+		struct core_request r = { 0 };
+		if (i % 2)
+			r = fx_session(core_rng_next(&work) % 500);
+		struct core_decision d = fx_decide(&f, &r);
+		if (d.endpoint == lim && first_429 != 0) {
+			if (f.now < first_429 + (uint64_t)ra)
+				during++;
+			probes_in_window++;
+		}
+		if (first_429 != 0 && fx_info(&f, lim).breaker == CORE_BREAKER_CLOSED)
+			closed_again = true;
+		if (f.now >= window_end && probes_in_window > 0) {
+			max_probes = probes_in_window > max_probes ? probes_in_window : max_probes;
+			probes_in_window = 0;
+		}
+		if (nq < 64) {
+			q[nq++] = (struct pend){ f.now + 2000, d };
+		} else {
+			core_endpoint_complete(f.c, d.endpoint);
+		}
+		f.now += 10;
+	}
+	ck_assert_uint_gt(first_429, 0);
+	ck_assert_int_eq(during, 0);
+	ck_assert_int_le(max_probes, (int)f.p.half_open_probes);
+	ck_assert(!closed_again);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(rate_limit_default_cooldown)
+{
+	struct fx f;
+	fx_init(&f, 2, NULL);
+	int e = f.ep[0];
+	fx_observe(&f, e, 429, 2, false, 0, false); /* no Retry-After */
+	struct core_endpoint_info in = fx_info(&f, e);
+	ck_assert_int_eq(in.breaker, CORE_BREAKER_OPEN);
+	ck_assert_uint_eq(in.cooldown_left_ms, f.p.rate_limit_cooldown_ms);
+	/* A shorter Retry-After does not shorten it. */
+	struct core_feedback fb = { .endpoint = e, .status = 429, .tr_ms = 1,
+				    .retry_after_ms = 1000 };
+	core_observe(f.c, &fb, f.now);
+	ck_assert_uint_eq(fx_info(&f, e).cooldown_left_ms, f.p.rate_limit_cooldown_ms);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(breaker_open_half_open_probes)
+{
+	struct fx f;
+	fx_init(&f, 3, NULL);
+	int e = f.ep[0];
+	for (int i = 0; i < 5; i++)
+		fx_observe(&f, e, 502, -1, false, 0, false);
+	struct core_endpoint_info in = fx_info(&f, e);
+	ck_assert_int_eq(in.breaker, CORE_BREAKER_OPEN);
+	ck_assert_uint_eq(in.cooldown_left_ms, f.p.breaker_cooldown_ms);
+	for (uint64_t k = 0; k < 300; k++) {
+		struct core_request r = fx_session(k);
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_ne(d.endpoint, e);
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	/* Cooldown over: at most half_open_probes at once. */
+	f.now += f.p.breaker_cooldown_ms;
+	int probes = 0;
+	for (uint64_t k = 0; k < 300; k++) {
+		struct core_request r = fx_session(k);
+		struct core_decision d = fx_decide(&f, &r);
+		probes += d.endpoint == e;
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	ck_assert_int_eq(probes, (int)f.p.half_open_probes);
+	ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_HALF_OPEN);
+	/* One probe fails: OPEN with the doubled cooldown. */
+	fx_observe(&f, e, 500, 3, false, 0, false);
+	in = fx_info(&f, e);
+	ck_assert_int_eq(in.breaker, CORE_BREAKER_OPEN);
+	ck_assert_uint_eq(in.cooldown_left_ms, 2 * f.p.breaker_cooldown_ms);
+	/* Next time all probes succeed: CLOSED. */
+	f.now += 2 * f.p.breaker_cooldown_ms;
+	for (unsigned i = 0; i < f.p.half_open_probes; i++) {
+		struct core_request r = fx_session(1000 + i);
+		struct core_decision d;
+		do {
+			r.session.hash += 7919;
+			d = fx_decide(&f, &r);
+			core_endpoint_complete(f.c, d.endpoint);
+		} while (d.endpoint != e);
+		ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_HALF_OPEN);
+		fx_observe(&f, e, 200, 100, false, 0, false);
+	}
+	ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_CLOSED);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(lost_probes_are_released)
+{
+	struct fx f;
+	fx_init(&f, 2, NULL);
+	int e = f.ep[0];
+	fx_observe(&f, e, 429, 2, false, 0, false);
+	f.now += f.p.rate_limit_cooldown_ms;
+	int probes = 0;
+	for (int i = 0; i < 100; i++) {
+		struct core_decision d = fx_decide(&f, &(struct core_request){ 0 });
+		probes += d.endpoint == e;
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	ck_assert_int_eq(probes, 3);
+	/* No feedback ever came (HAProxy answered itself): after a window,
+	 * new probes may go. */
+	f.now += f.p.breaker_window_ms;
+	probes = 0;
+	for (int i = 0; i < 100; i++) {
+		struct core_decision d = fx_decide(&f, &(struct core_request){ 0 });
+		probes += d.endpoint == e;
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	ck_assert_int_eq(probes, 3);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(cooldown_fallback_first_to_reopen)
+{
+	struct fx f;
+	fx_init(&f, 3, NULL);
+	struct core_feedback fb = { .status = 429, .tr_ms = 1 };
+	fb.endpoint = f.ep[0];
+	fb.retry_after_ms = 30000;
+	core_observe(f.c, &fb, f.now);
+	fb.endpoint = f.ep[1];
+	fb.retry_after_ms = 10000;
+	core_observe(f.c, &fb, f.now);
+	fb.endpoint = f.ep[2];
+	fb.retry_after_ms = 20000;
+	core_observe(f.c, &fb, f.now);
+	struct core_request r = fx_session(1);
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_COOLDOWN_FALLBACK);
+	ck_assert_int_eq(d.endpoint, f.ep[1]);
+	ck_assert_str_eq(d.server, "s1");
+	/* Not when something else excluded one: s1 in MAINT, others open. */
+	core_endpoint_sync(f.c, f.ep[1], CORE_ADMIN_MAINT, 0, f.now);
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_COOLDOWN_FALLBACK);
+	ck_assert_int_eq(d.endpoint, f.ep[2]);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(slow_endpoint_loses_sessions_spread)
+{
+	struct fx f;
+	fx_init(&f, 8, NULL);
+	enum { NS = 800 };
+	int home[NS];
+	struct core_rng work;
+	core_rng_seed(&work, 11);
+	/* Warm-up: 25 rounds of every session at 500 ms. */
+	for (int round = 0; round < 25; round++) {
+		for (int s = 0; s < NS; s++) {
+			struct core_request r = fx_session((uint64_t)s + 1);
+			struct core_decision d = fx_decide(&f, &r);
+			home[s] = d.endpoint;
+			fx_feedback(&f, &d, 200, 450 + (int64_t)(core_rng_next(&work) % 100), false);
+			core_endpoint_complete(f.c, d.endpoint);
+		}
+		f.now += 1000;
+	}
+	int slow = home[0];
+	int on_slow = 0;
+	for (int s = 0; s < NS; s++)
+		on_slow += home[s] == slow;
+	ck_assert_int_gt(on_slow, 40);
+	/* It becomes 5x slower. Its sessions stay while its EWMA is within
+	 * 2.5x the median, then leave, spread over the others. */
+	int dest[FX_MAX] = { 0 };
+	bool left_while_fast = false;
+	for (int round = 0; round < 20; round++) {
+		for (int s = 0; s < NS; s++) {
+			/* The median of the others is at least their minimum. */
+			double ewma = fx_info(&f, slow).ewma_ms[CORE_KIND_PLAIN];
+			double lo = INFINITY;
+			for (int i = 0; i < 8; i++) {
+				double o = fx_info(&f, f.ep[i]).ewma_ms[CORE_KIND_PLAIN];
+				if (f.ep[i] != slow && o < lo)
+					lo = o;
+			}
+			struct core_request r = fx_session((uint64_t)s + 1);
+			struct core_decision d = fx_decide(&f, &r);
+			if (home[s] == slow && d.endpoint != slow &&
+			    ewma <= f.p.sticky_tolerance * lo)
+				left_while_fast = true;
+			if (round == 19 && home[s] == slow)
+				dest[d.endpoint]++;
+			int64_t tr = 450 + (int64_t)(core_rng_next(&work) % 100);
+			fx_feedback(&f, &d, 200, d.endpoint == slow ? 5 * tr : tr, false);
+			core_endpoint_complete(f.c, d.endpoint);
+		}
+		f.now += 1000;
+	}
+	ck_assert(!left_while_fast);
+	ck_assert_double_gt(fx_info(&f, slow).ewma_ms[CORE_KIND_PLAIN], 2.5 * 500);
+	ck_assert_int_eq(dest[slow], 0);
+	int maxd = 0, distinct = 0;
+	for (int i = 0; i < FX_MAX; i++) {
+		maxd = dest[i] > maxd ? dest[i] : maxd;
+		distinct += dest[i] > 0;
+	}
+	ck_assert_int_ge(distinct, 5);
+	ck_assert_int_lt(maxd, on_slow / 2);
+	fx_finish(&f);
+}
+END_TEST
+
+/* ---- pool changes, introspection, snapshots ------------------------------ */
+
+START_TEST(pool_changes_keep_state)
+{
+	struct fx f;
+	fx_init(&f, 3, NULL);
+	fx_warm(&f, f.ep[0], 321, 25);
+	fx_observe(&f, f.ep[2], 429, 1, false, 0, false);
+	ck_assert_int_eq(fx_add(&f, "s3", NULL, 2, NULL), 3);
+	ck_assert_int_eq(core_endpoint_remove(f.c, f.ep[1]), 0);
+	ck_assert_int_eq(core_endpoint_remove(f.c, f.ep[1]), -ENOENT);
+	struct core_endpoint_info in = fx_info(&f, f.ep[0]);
+	ck_assert_double_eq_tol(in.ewma_ms[0], 321, 1e-9);
+	ck_assert_uint_eq(in.samples[0], 25);
+	ck_assert_int_eq(fx_info(&f, f.ep[2]).breaker, CORE_BREAKER_OPEN);
+	/* Update: new weight and models, same state. */
+	const char *models[2] = { "m1", "m2" };
+	struct core_endpoint_config cfg = {
+		.backend = "be", .server = "s0", .weight = 5, .models = models,
+		.n_models = 2, .cost_per_mtok = 1.5,
+	};
+	ck_assert_int_eq(core_endpoint_update(f.c, f.ep[0], &cfg), 0);
+	in = fx_info(&f, f.ep[0]);
+	ck_assert_double_eq(in.weight, 5);
+	ck_assert_double_eq(in.cost_per_mtok, 1.5);
+	ck_assert_double_eq_tol(in.ewma_ms[0], 321, 1e-9);
+	/* Not its names: refused. */
+	cfg.server = "s2";
+	ck_assert_int_eq(core_endpoint_update(f.c, f.ep[0], &cfg), -EINVAL);
+	/* Iteration sees the live ones. */
+	int n = 0;
+	for (int i = core_endpoint_next(f.c, -1); i >= 0; i = core_endpoint_next(f.c, i))
+		n++;
+	ck_assert_int_eq(n, 3);
+	struct core_stats st;
+	core_stats(f.c, &st);
+	ck_assert_uint_eq(st.endpoints, 3);
+	/* Slot 1 is reused. */
+	ck_assert_int_eq(fx_add(&f, "s9", NULL, 1, NULL), f.ep[1]);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(pool_rejects)
+{
+	struct fx f;
+	fx_init(&f, 0, NULL);
+	fx_add(&f, "s0", NULL, 1, "x");
+	const char *x = "x";
+	struct core_endpoint_config cfg = { .backend = "be", .server = "s0", .weight = 1,
+					    .models = &x, .n_models = 1 };
+	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -EEXIST);
+	cfg.key_id = "";
+	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -EEXIST);
+	cfg.key_id = "k";
+	ck_assert_int_ge(core_endpoint_add(f.c, &cfg, f.now), 0);
+	cfg.server = "x";
+	cfg.weight = 0;
+	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -EINVAL);
+	cfg.weight = NAN;
+	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -EINVAL);
+	cfg.weight = 1;
+	cfg.cost_per_mtok = -1;
+	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -EINVAL);
+	cfg.cost_per_mtok = 0;
+	cfg.server = "";
+	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -EINVAL);
+	cfg.server = NULL;
+	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -EINVAL);
+	/* 256 distinct models at most; freed names are reused. */
+	char names[300][8];
+	const char *ptrs[300];
+	for (int i = 0; i < 300; i++) {
+		snprintf(names[i], sizeof(names[i]), "m%d", i);
+		ptrs[i] = names[i];
+	}
+	cfg = (struct core_endpoint_config){ .backend = "be", .server = "big",
+		.weight = 1, .models = ptrs, .n_models = 255 }; /* + "x" */
+	int big = core_endpoint_add(f.c, &cfg, f.now);
+	ck_assert_int_ge(big, 0);
+	cfg.server = "big2";
+	cfg.models = ptrs + 256;
+	cfg.n_models = 1;
+	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -ENOSPC);
+	ck_assert_int_eq(core_endpoint_remove(f.c, big), 0);
+	ck_assert_int_ge(core_endpoint_add(f.c, &cfg, f.now), 0);
+	struct core_request r = { .model = core_str_c("m256") };
+	ck_assert_str_eq(fx_decide(&f, &r).server, "big2");
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(find_by_names)
+{
+	struct fx f;
+	fx_init(&f, 0, NULL);
+	int a = fx_add(&f, "web1", NULL, 1, NULL);
+	int b = fx_add(&f, "web1", "k2", 1, NULL);
+	int c = fx_add(&f, "web2", NULL, 1, NULL);
+	struct core_str none = { 0 };
+	ck_assert_int_eq(core_endpoint_find(f.c, core_str_c("be"), core_str_c("web1"), none), a);
+	ck_assert_int_eq(core_endpoint_find(f.c, core_str_c("be"), core_str_c("web1"),
+					    core_str_c("k2")), b);
+	ck_assert_int_eq(core_endpoint_find_path(f.c, core_str_c("be/web2"), none), c);
+	ck_assert_int_eq(core_endpoint_find_path(f.c, core_str_c("be/web"), none), -ENOENT);
+	ck_assert_int_eq(core_endpoint_find_path(f.c, core_str_c("bexweb2"), none), -ENOENT);
+	ck_assert_int_eq(core_endpoint_find_path(f.c, (struct core_str){ "be/web2x", 7 },
+						 none), c);
+	ck_assert_int_eq(core_endpoint_find(f.c, core_str_c("be"), core_str_c("web1"),
+					    core_str_c("k")), -ENOENT);
+	core_endpoint_remove(f.c, a);
+	ck_assert_int_eq(core_endpoint_find_path(f.c, core_str_c("be/web1"), none), -ENOENT);
+	ck_assert_int_eq(core_endpoint_find_path(f.c, core_str_c("be/web2"), none), c);
+	ck_assert_int_eq(core_endpoint_find(f.c, core_str_c("be"), core_str_c("web1"),
+					    core_str_c("k2")), b);
+	/* Many endpoints: every one found after removals in between. */
+	char name[16];
+	int idx[200];
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		idx[i] = fx_add(&f, name, NULL, 1, NULL);
+	}
+	for (int i = 0; i < 200; i += 3)
+		core_endpoint_remove(f.c, idx[i]);
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		int got = core_endpoint_find(f.c, core_str_c("be"), core_str_c(name), none);
+		ck_assert_int_eq(got, i % 3 == 0 ? -ENOENT : idx[i]);
+	}
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(stats_by_reason)
+{
+	struct fx f;
+	fx_init(&f, 2, NULL);
+	struct core_request r = fx_session(1);
+	struct core_decision d = fx_decide(&f, &r);
+	fx_feedback(&f, &d, 200, 100, false);
+	fx_decide(&f, &r);
+	fx_decide(&f, &(struct core_request){ 0 });
+	r.model = core_str_c("nope");
+	core_endpoint_update(f.c, f.ep[0], &(struct core_endpoint_config){
+		.backend = "be", .server = "s0", .weight = 1,
+		.models = (const char *const[]){ "m" }, .n_models = 1 });
+	core_endpoint_update(f.c, f.ep[1], &(struct core_endpoint_config){
+		.backend = "be", .server = "s1", .weight = 1,
+		.models = (const char *const[]){ "m" }, .n_models = 1 });
+	fx_decide(&f, &r);
+	struct core_stats st;
+	core_stats(f.c, &st);
+	ck_assert_uint_eq(st.decisions[CORE_REASON_HASH], 1);
+	ck_assert_uint_eq(st.decisions[CORE_REASON_AFFINITY], 1);
+	ck_assert_uint_eq(st.decisions[CORE_REASON_P2C], 1);
+	ck_assert_uint_eq(st.decisions[CORE_REASON_NO_MODEL], 1);
+	ck_assert_uint_eq(st.outcomes[CORE_OUTCOME_SUCCESS], 1);
+	ck_assert_uint_eq(st.affinity_entries, 1);
+	ck_assert_uint_eq(st.affinity_hits, 1);
+	ck_assert_uint_eq(st.affinity_misses, 1);
+	ck_assert_uint_eq(st.affinity_capacity, 1000000);
+	ck_assert_str_eq(core_reason_name(CORE_REASON_COOLDOWN_FALLBACK), "cooldown_fallback");
+	ck_assert_str_eq(core_reason_name(CORE_REASON_NO_MODEL), "no_model");
+	ck_assert_str_eq(core_reason_name((enum core_reason)99), "unknown");
+	ck_assert_str_eq(core_breaker_name(CORE_BREAKER_HALF_OPEN), "half_open");
+	ck_assert_str_eq(core_admin_name(CORE_ADMIN_NOLB), "nolb");
+	ck_assert_str_eq(core_outcome_name(CORE_OUTCOME_KEY_DEAD), "key_dead");
+	fx_finish(&f);
+}
+END_TEST
+
+struct sink {
+	struct core_affinity_record rec[64];
+	int n;
+};
+
+static int collect(void *arg, const struct core_affinity_record *rec)
+{
+	struct sink *s = arg;
+	if (s->n == 64)
+		return -1;
+	s->rec[s->n++] = *rec;
+	return 0;
+}
+
+START_TEST(snapshot_round_trip)
+{
+	struct fx a, b;
+	fx_init(&a, 3, NULL);
+	fx_init(&b, 0, NULL);
+	b.now = 5; /* a restart: another clock origin */
+	for (uint64_t k = 0; k < 10; k++) {
+		struct core_request r = fx_session(k);
+		struct core_decision d = fx_decide(&a, &r);
+		fx_feedback(&a, &d, 200, 100 + (int64_t)k, false);
+		a.now += 1000;
+	}
+	fx_warm(&a, a.ep[1], 777, 25);
+	fx_observe(&a, a.ep[2], 429, 1, false, 0, false);
+	struct sink s = { .n = 0 };
+	ck_assert_int_eq(core_affinity_export(a.c, a.now, collect, &s), 0);
+	ck_assert_int_eq(s.n, 10);
+	ck_assert_uint_eq(s.rec[0].akey, fx_decide(&a, &(struct core_request){
+		.session = { true, 0 } }).akey);
+	ck_assert_uint_eq(s.rec[0].idle_ms, 10000); /* oldest first */
+	/* Endpoints by name in the new core (other order, other indices). */
+	fx_add(&b, "s2", NULL, 1, NULL);
+	fx_add(&b, "s1", NULL, 1, NULL);
+	fx_add(&b, "s0", NULL, 1, NULL);
+	for (int i = 0; i < 3; i++) {
+		struct core_endpoint_info in = fx_info(&a, a.ep[i]);
+		int j = core_endpoint_find(b.c, core_str_c(in.backend),
+					   core_str_c(in.server), (struct core_str){ 0 });
+		struct core_endpoint_stats st;
+		ck_assert_int_eq(core_endpoint_stats_export(a.c, a.ep[i], a.now, &st), 0);
+		ck_assert_int_eq(core_endpoint_stats_import(b.c, j, b.now, &st), 0);
+		for (int k = 0; k < s.n; k++)
+			if (s.rec[k].endpoint == a.ep[i])
+				s.rec[k].endpoint = -100 - j;
+	}
+	for (int k = 0; k < s.n; k++) {
+		s.rec[k].endpoint = -100 - s.rec[k].endpoint;
+		ck_assert_int_eq(core_affinity_import(b.c, &s.rec[k], b.now), 0);
+	}
+	struct core_endpoint_info in = fx_info(&b, 1);
+	ck_assert_str_eq(in.server, "s1");
+	ck_assert_double_eq(in.ewma_ms[0], fx_info(&a, a.ep[1]).ewma_ms[0]);
+	ck_assert_double_eq_tol(in.ewma_ms[0], 777, 1);
+	in = fx_info(&b, 0);
+	ck_assert_str_eq(in.server, "s2");
+	ck_assert_int_eq(in.breaker, CORE_BREAKER_OPEN);
+	ck_assert_uint_eq(in.cooldown_left_ms, b.p.rate_limit_cooldown_ms);
+	/* The same sessions hit the same servers, warm. */
+	for (uint64_t k = 0; k < 10; k++) {
+		struct core_request r = fx_session(k);
+		struct core_decision da = fx_decide(&a, &r);
+		struct core_decision db = fx_decide(&b, &r);
+		ck_assert_str_eq(da.server, db.server);
+		ck_assert_int_eq(db.reason, da.reason);
+	}
+	/* Stale and unknown records are refused. */
+	struct core_affinity_record old = { .akey = 1, .endpoint = 0,
+					    .idle_ms = b.p.affinity_ttl_ms };
+	ck_assert_int_eq(core_affinity_import(b.c, &old, b.now), -ESTALE);
+	old.idle_ms = 0;
+	old.endpoint = 17;
+	ck_assert_int_eq(core_affinity_import(b.c, &old, b.now), -ENOENT);
+	struct core_endpoint_stats bad = { .ewma_ms = { -1, 0 } };
+	ck_assert_int_eq(core_endpoint_stats_import(b.c, 0, b.now, &bad), -EINVAL);
+	/* A callback's error stops the walk. */
+	s.n = 64;
+	ck_assert_int_eq(core_affinity_export(a.c, a.now, collect, &s), -1);
+	fx_finish(&a);
+	fx_finish(&b);
+}
+END_TEST
+
+START_TEST(params_checked_and_reloaded)
+{
+	struct core_params p;
+	struct core *c = NULL;
+	core_params_defaults(&p);
+	p.ewma_alpha = 0;
+	ck_assert_int_eq(core_create(&c, &p), -EINVAL);
+	core_params_defaults(&p);
+	p.load_factor = 0.5;
+	ck_assert_int_eq(core_create(&c, &p), -EINVAL);
+	core_params_defaults(&p);
+	p.affinity_max_entries = 0;
+	ck_assert_int_eq(core_create(&c, &p), -EINVAL);
+	core_params_defaults(&p);
+	p.identity_ladder[0] = (enum core_rung)9;
+	ck_assert_int_eq(core_create(&c, &p), -EINVAL);
+	core_destroy(NULL);
+	ck_assert_int_eq(core_create(&c, NULL), 0);
+	ck_assert_uint_eq(core_params(c)->affinity_max_entries, 1000000);
+	core_destroy(c);
+
+	/* Reload: a smaller map keeps the most recent entries. */
+	struct fx f;
+	core_params_defaults(&p);
+	p.affinity_max_entries = 100;
+	fx_init(&f, 2, &p);
+	for (uint64_t k = 0; k < 100; k++) {
+		struct core_request r = fx_session(k);
+		struct core_decision d = fx_decide(&f, &r);
+		fx_feedback(&f, &d, 200, 100, false);
+		f.now++;
+	}
+	p.affinity_max_entries = 10;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	struct core_stats st;
+	core_stats(f.c, &st);
+	ck_assert_uint_eq(st.affinity_entries, 10);
+	ck_assert_uint_eq(st.affinity_capacity, 10);
+	struct core_request r = fx_session(99);
+	ck_assert_int_eq(fx_decide(&f, &r).reason, CORE_REASON_AFFINITY);
+	r = fx_session(0);
+	ck_assert_int_eq(fx_decide(&f, &r).reason, CORE_REASON_HASH);
+	p.ewma_alpha = 2;
+	ck_assert_int_eq(core_set_params(f.c, &p), -EINVAL);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(defaults_match_architecture)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	ck_assert_uint_eq(p.affinity_ttl_ms, 300000);
+	ck_assert_uint_eq(p.affinity_max_entries, 1000000);
+	ck_assert_uint_eq(p.identity_ladder_len, 4);
+	ck_assert_int_eq(p.identity_ladder[0], CORE_RUNG_SESSION);
+	ck_assert_int_eq(p.identity_ladder[1], CORE_RUNG_PREFIX);
+	ck_assert_int_eq(p.identity_ladder[2], CORE_RUNG_INSTALL);
+	ck_assert_int_eq(p.identity_ladder[3], CORE_RUNG_CALLER);
+	ck_assert_double_eq(p.ewma_alpha, 0.3);
+	ck_assert_uint_eq(p.cold_start_samples, 20);
+	ck_assert_double_eq(p.prior_ttfb_ms, 500);
+	ck_assert_uint_eq(p.idle_reset_ms, 60000);
+	ck_assert_double_eq(p.sticky_tolerance, 2.5);
+	ck_assert_double_eq(p.load_factor, 1.5);
+	ck_assert_double_eq(p.cost_weight_per_ms, 0);
+	ck_assert_uint_eq(p.breaker_window_ms, 10000);
+	ck_assert_uint_eq(p.breaker_min_requests, 5);
+	ck_assert_double_eq(p.breaker_failure_ratio, 0.5);
+	ck_assert_uint_eq(p.breaker_consecutive, 5);
+	ck_assert_uint_eq(p.breaker_cooldown_ms, 5000);
+	ck_assert_uint_eq(p.breaker_cooldown_max_ms, 300000);
+	ck_assert_uint_eq(p.half_open_probes, 3);
+	ck_assert_uint_eq(p.rate_limit_cooldown_ms, 60000);
+	ck_assert_uint_eq(p.dead_key_retry_ms, 60000);
+	ck_assert_uint_eq(p.poll_interval_ms, 200);
+	ck_assert_uint_eq(p.snapshot_interval_ms, 10000);
+}
+END_TEST
+
+/* ---- cached candidate sets ------------------------------------------------ */
+
+/* Applies the same random history to two cores, one of which is forced to
+ * rebuild its candidate sets and medians before every decision (a no-op
+ * core_set_params invalidates them): any missed invalidation in the
+ * caching shows up as a different decision. */
+START_TEST(cached_views_match_rebuilt)
+{
+	struct fx a, b;
+	fx_init(&a, 0, NULL);
+	fx_init(&b, 0, NULL);
+	static const char *const models[][2] = {
+		{ "m1", NULL }, { "m1", "m2" }, { "m2", NULL }, { NULL, NULL },
+		{ "m1", NULL }, { "m2", "m1" },
+	};
+	for (int i = 0; i < 6; i++) {
+		char name[8];
+		snprintf(name, sizeof(name), "s%d", i);
+		const char *ms[2] = { models[i][0], models[i][1] };
+		size_t n = ms[0] == NULL ? 0 : ms[1] == NULL ? 1 : 2;
+		struct core_endpoint_config cfg = {
+			.backend = "be", .server = name, .models = ms, .n_models = n,
+			.weight = 1 + i % 3, .cost_per_mtok = i,
+		};
+		a.ep[i] = core_endpoint_add(a.c, &cfg, a.now);
+		b.ep[i] = core_endpoint_add(b.c, &cfg, b.now);
+	}
+	struct core_rng w;
+	core_rng_seed(&w, (uint64_t)_i + 100);
+	static const int statuses[] = { 200, 200, 200, 200, 200, 200, 200, 500,
+					503, 429, 401, 404, 400, 200, 408, 200 };
+	static const char *const req_models[] = { NULL, "m1", "m2", "m3" };
+	struct core_decision last[16];
+	int nlast = 0;
+	for (int step = 0; step < 20000; step++) {
+		uint64_t r = core_rng_next(&w);
+		switch (r % 16) {
+		case 0: /* time passes, sometimes a lot */
+			a.now += r % 7 == 0 ? (r >> 8) % 90000 : (r >> 8) % 300;
+			b.now = a.now;
+			break;
+		case 1: { /* a poll */
+			int e = (int)((r >> 8) % 6);
+			enum core_admin ad = (r >> 16) % 9 == 0 ? CORE_ADMIN_MAINT
+								 : CORE_ADMIN_ENABLED;
+			uint32_t v = (uint32_t)((r >> 24) % (e == 1 ? 3 : 40));
+			core_endpoint_sync(a.c, a.ep[e], ad, v, a.now);
+			core_endpoint_sync(b.c, b.ep[e], ad, v, b.now);
+			break;
+		}
+		case 2:
+		case 3:
+		case 4: { /* feedback of a recent decision */
+			if (nlast == 0)
+				break;
+			struct core_decision *d = &last[(r >> 8) % (uint64_t)nlast];
+			if (d->endpoint < 0)
+				break;
+			struct core_feedback fb = {
+				.endpoint = d->endpoint,
+				.status = statuses[(r >> 16) % 16],
+				.tr_ms = (int64_t)((r >> 24) % 2000) *
+					 (d->endpoint == a.ep[1] ? 6 : 1),
+				.retry_after_ms = (r >> 40) % 2 ? (int64_t)((r >> 42) % 20000) : -1,
+				.stream = (r >> 50) & 1,
+				.has_akey = d->has_akey, .akey = d->akey,
+				.model = core_str_c(req_models[(r >> 52) % 4]),
+			};
+			ck_assert_int_eq(core_observe(a.c, &fb, a.now),
+					 core_observe(b.c, &fb, b.now));
+			break;
+		}
+		case 5: { /* end of a stream */
+			int e = (int)((r >> 8) % 6);
+			core_endpoint_complete(a.c, a.ep[e]);
+			core_endpoint_complete(b.c, b.ep[e]);
+			break;
+		}
+		default: { /* a request */
+			struct core_request req = { .stream = (r >> 8) & 1 };
+			if ((r >> 9) % 4 != 0)
+				req = fx_session((r >> 12) % 40);
+			req.model = core_str_c(req_models[(r >> 20) % 4]);
+			ck_assert_int_eq(core_set_params(b.c, &b.p), 0);
+			struct core_decision da = fx_decide(&a, &req);
+			struct core_decision db = fx_decide(&b, &req);
+			ck_assert_int_eq(da.endpoint, db.endpoint);
+			ck_assert_int_eq(da.reason, db.reason);
+			last[nlast < 16 ? nlast++ : (int)((r >> 30) % 16)] = da;
+			break;
+		}
+		}
+	}
+	struct core_stats sa, sb;
+	core_stats(a.c, &sa);
+	core_stats(b.c, &sb);
+	ck_assert_mem_eq(sa.decisions, sb.decisions, sizeof(sa.decisions));
+	/* The history went through most paths (spill needs a rarer
+	 * conjunction: its own test has it). */
+	for (int r = 0; r < CORE_REASON_COUNT; r++)
+		if (r != CORE_REASON_NONE && r != CORE_REASON_NO_MODEL &&
+		    r != CORE_REASON_SPILL)
+			ck_assert_msg(sa.decisions[r] > 0, "no %s", core_reason_name((enum core_reason)r));
+	fx_finish(&a);
+	fx_finish(&b);
+}
+END_TEST
+
+static Suite *core_suite(void)
+{
+	Suite *s = suite_create("core");
+	TCase *tc = tcase_create("candidates");
+	tcase_add_loop_test(tc, admin_states_exclude, 0, 4);
+	tcase_add_test(tc, config_disabled_excludes);
+	tcase_add_test(tc, models_and_no_model);
+	tcase_add_test(tc, empty_pool_none);
+	tcase_add_test(tc, model_mismatch_after_404s);
+	tcase_add_test(tc, dead_key_only_that_key);
+	tcase_add_test(tc, ladder_order);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("affinity");
+	tcase_add_test(tc, session_returns_and_survives_ttl);
+	tcase_add_test(tc, independent_cores_agree);
+	tcase_add_test(tc, add_ninth_moves_about_a_ninth);
+	tcase_add_test(tc, remove_moves_only_its_keys);
+	tcase_add_test(tc, weights_share);
+	tcase_add_test(tc, warm_hit_needs_tolerance);
+	tcase_add_test(tc, warm_hit_needs_closed_breaker_and_bound);
+	tcase_add_test(tc, failure_evicts_entry);
+	tcase_add_test(tc, removed_endpoint_entries_die);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("load");
+	tcase_add_loop_test(tc, hot_keys_stay_within_bound, 0, 2);
+	tcase_add_test(tc, spill_when_all_hashed_choices_fail);
+	tcase_add_test(tc, p2c_spreads_without_identity);
+	tcase_add_test(tc, p2c_prefers_fast_and_cheap);
+	tcase_add_test(tc, cold_endpoint_share_near_weight);
+	tcase_add_test(tc, prior_when_none_warm);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("feedback");
+	tcase_add_test(tc, ewma_from_successes_only);
+	tcase_add_test(tc, four_xx_is_neutral);
+	tcase_add_test(tc, stream_and_plain_ewmas_apart);
+	tcase_add_test(tc, first_sample_after_idle_dropped);
+	tcase_add_test(tc, in_flight_rules);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("breakers");
+	tcase_add_test(tc, fast_failure_trap);
+	tcase_add_test(tc, rate_limit_retry_after_holds);
+	tcase_add_test(tc, rate_limit_default_cooldown);
+	tcase_add_test(tc, breaker_open_half_open_probes);
+	tcase_add_test(tc, lost_probes_are_released);
+	tcase_add_test(tc, cooldown_fallback_first_to_reopen);
+	tcase_add_test(tc, slow_endpoint_loses_sessions_spread);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("pool");
+	tcase_add_test(tc, pool_changes_keep_state);
+	tcase_add_test(tc, pool_rejects);
+	tcase_add_test(tc, find_by_names);
+	tcase_add_test(tc, stats_by_reason);
+	tcase_add_test(tc, snapshot_round_trip);
+	tcase_add_test(tc, params_checked_and_reloaded);
+	tcase_add_test(tc, defaults_match_architecture);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("cache");
+	tcase_add_loop_test(tc, cached_views_match_rebuilt, 0, 4);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(core_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_SILENT);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
