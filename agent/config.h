@@ -1,0 +1,116 @@
+/* config.h - warmlane's configuration: defaults, YAML loading, checks. */
+#ifndef WARMLANE_CONFIG_H
+#define WARMLANE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+#include "params.h"
+
+#define CONFIG_DEFAULT_LISTEN         "unix:/var/lib/haproxy/warmlane/spoa.sock"
+#define CONFIG_DEFAULT_SOCKET_MODE    0660u
+#define CONFIG_DEFAULT_MAX_FRAME_SIZE 65532u /* tune.bufsize 65536 - 4 */
+#define CONFIG_MIN_FRAME_SIZE         256u
+#define CONFIG_MAX_FRAME_SIZE         1048576u
+#define CONFIG_DEFAULT_METRICS        "127.0.0.1:9901"
+#define CONFIG_DEFAULT_RUNTIME_SOCKET "/run/haproxy/warmlane.sock"
+#define CONFIG_DEFAULT_STATE_FILE     "/var/lib/warmlane/state.msgpack"
+/* Longest backend, server, key or model name accepted: keeps every ACK far
+ * below the smallest frame HAProxy may negotiate (see notify.c). */
+#define CONFIG_NAME_MAX               128
+#define CONFIG_UNIX_PATH_MAX          107 /* sun_path minus the NUL */
+
+enum config_listen_kind {
+	CONFIG_LISTEN_UNIX,
+	CONFIG_LISTEN_TCP,
+};
+
+/* One listen address, parsed from "unix:PATH[,mode=0660]" or
+ * "tcp:HOST:PORT" (HOST: IPv4, [IPv6], localhost or *). */
+struct config_listen {
+	enum config_listen_kind kind;
+	char path[CONFIG_UNIX_PATH_MAX + 1]; /* unix */
+	unsigned mode;                       /* unix: permission bits */
+	char host[64];                       /* tcp: numeric, no brackets */
+	uint16_t port;                       /* tcp */
+	bool ipv6;                           /* tcp */
+	char text[160];                      /* canonical form, for logs */
+};
+
+/* A HOST:PORT address (metrics). */
+struct config_hostport {
+	char host[64];
+	uint16_t port;
+	bool ipv6;
+};
+
+/* One inference server, keyed by HAProxy's backend/server names. */
+struct config_endpoint {
+	char *backend;
+	char *server;
+	char **models;        /* empty: serves every model */
+	size_t n_models;
+	double weight;        /* > 0, default 1 */
+	double cost_per_mtok; /* >= 0, default 0 */
+	char **keys;          /* upstream key ids; the first is used */
+	size_t n_keys;
+};
+
+struct config {
+	enum log_level log_level;
+	struct config_listen *listen;
+	size_t n_listen;
+	uint32_t max_frame_size;
+	char *metrics_listen;           /* "" disables the metrics endpoint */
+	struct config_hostport metrics; /* parsed metrics_listen */
+	char *runtime_socket;           /* "" disables runtime-API polling */
+	char **runtime_backends;        /* empty: the endpoints' backends */
+	size_t n_runtime_backends;
+	char *state_file;               /* "" disables snapshots */
+	struct core_params params;      /* policy, poll and snapshot periods */
+	struct config_endpoint *endpoints;
+	size_t n_endpoints;
+};
+
+/* Fills cfg with the defaults of ARCHITECTURE.md (no endpoints, the default
+ * socket). Returns 0 or -ENOMEM. Release with config_finish. */
+int config_init(struct config *cfg);
+
+/* Frees what cfg owns; cfg may be zeroed or half-built. */
+void config_finish(struct config *cfg);
+
+/* Loads the YAML file at path over the defaults. On success, replaces *cfg
+ * (finishing the old contents) and returns 0. On failure *cfg is untouched,
+ * err holds one line per problem ("PATH:LINE:COL: message" for the first
+ * syntax or schema error, "PATH: field.path: message" for every semantic
+ * one) and the return is -EINVAL, or -errno when the file cannot be read. */
+int config_load_file(struct config *cfg, const char *path, char *err,
+		     size_t errlen);
+
+/* Same as config_load_file on an in-memory document; name labels messages. */
+int config_load_data(struct config *cfg, const char *name, const char *data,
+		     size_t len, char *err, size_t errlen);
+
+/* Replaces cfg's listen list with the n addresses (the --listen options).
+ * Returns 0, -EINVAL (err names the bad address) or -ENOMEM. */
+int config_set_listen(struct config *cfg, const char *const *addrs, size_t n,
+		      char *err, size_t errlen);
+
+/* Parses a duration with a unit: "200ms", "5s", "1.5m", "1h" (digits, an
+ * optional fraction, then ms, s, m or h; nothing else). Returns 0, -ERANGE
+ * when the value is not a whole number of milliseconds, or -EINVAL for
+ * anything else (overflow included). */
+int config_parse_duration(const char *s, uint64_t *ms);
+
+/* Parses one listen address (see struct config_listen). Returns 0 or
+ * -EINVAL with a reason in err. */
+int config_parse_listen(const char *s, struct config_listen *out, char *err,
+			size_t errlen);
+
+/* Parses "HOST:PORT" as for tcp: listen addresses. Returns 0 or -EINVAL. */
+int config_parse_hostport(const char *s, struct config_hostport *out,
+			  char *err, size_t errlen);
+
+#endif

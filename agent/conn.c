@@ -1,0 +1,479 @@
+/* conn.c - one SPOP connection on libuv: reassembly, HELLO, NOTIFY/ACK, close. */
+#include "conn.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "notify.h"
+#include "server.h"
+#include "spop.h"
+
+static void conn_close_cb(uv_handle_t *h);
+static void conn_process(struct conn *c);
+
+/* ---- write buffers ----------------------------------------------------- */
+
+static bool wbuf_available(const struct conn *c)
+{
+	return c->free_wbufs != NULL || c->n_wbufs < CONN_WBUF_MAX;
+}
+
+/* A free buffer, or NULL when CONN_WBUF_MAX are in flight. `reserve` allows
+ * one more, so that an AGENT-DISCONNECT can always be queued. */
+static struct conn_wbuf *wbuf_get(struct conn *c, bool reserve)
+{
+	struct conn_wbuf *wb = c->free_wbufs;
+	if (wb != NULL) {
+		c->free_wbufs = wb->next;
+		return wb;
+	}
+	if (c->n_wbufs >= CONN_WBUF_MAX + (reserve ? 1u : 0u))
+		return NULL;
+	wb = malloc(sizeof(*wb));
+	if (wb == NULL)
+		return NULL;
+	wb->conn = c;
+	c->n_wbufs++;
+	return wb;
+}
+
+static void wbuf_put(struct conn *c, struct conn_wbuf *wb)
+{
+	wb->next = c->free_wbufs;
+	c->free_wbufs = wb;
+}
+
+/* The largest frame this connection may send: the negotiated size bounds
+ * the length field, which excludes its own 4 bytes. */
+static size_t conn_out_cap(const struct conn *c)
+{
+	size_t cap = (size_t)c->max_frame + 4;
+	return cap < CONN_WBUF_SIZE ? cap : CONN_WBUF_SIZE;
+}
+
+static void conn_write_cb(uv_write_t *req, int status)
+{
+	struct conn_wbuf *wb = container_of(req, struct conn_wbuf, req);
+	struct conn *c = wb->conn;
+	c->pending_writes--;
+	wbuf_put(c, wb);
+
+	if (uv_is_closing(&c->h.handle))
+		return; /* cancelled by the close: nothing more to do */
+	if (status < 0) {
+		if (status != UV_EPIPE && status != UV_ECONNRESET)
+			c->srv->stats.io_errors++;
+		log_debug("write failed", "conn=%" PRIu64 " error=%s", c->id,
+			  uv_err_name(status));
+		conn_abort(c);
+		return;
+	}
+	if (c->stalled) {
+		c->stalled = false;
+		conn_process(c);
+	}
+}
+
+/* Queues one frame with a single uv_write (SPOP.md: split frames caused
+ * resets on HAProxy 3.2). Returns 0, or a libuv error after which the
+ * connection is closing. */
+static int conn_send(struct conn *c, struct conn_wbuf *wb, size_t len,
+		     enum stats_frame kind)
+{
+	uv_buf_t buf = uv_buf_init((char *)wb->data, (unsigned)len);
+	int r = uv_write(&wb->req, &c->h.stream, &buf, 1, conn_write_cb);
+	if (r < 0) {
+		wbuf_put(c, wb);
+		log_debug("write failed", "conn=%" PRIu64 " error=%s", c->id,
+			  uv_err_name(r));
+		conn_abort(c);
+		return r;
+	}
+	c->pending_writes++;
+	c->srv->stats.frames[kind]++;
+	return 0;
+}
+
+/* ---- closing ------------------------------------------------------------ */
+
+void conn_abort(struct conn *c)
+{
+	c->state = CONN_CLOSING;
+	c->reading = false;
+	if (!uv_is_closing(&c->h.handle))
+		uv_close(&c->h.handle, conn_close_cb);
+}
+
+static void conn_shutdown_cb(uv_shutdown_t *req, int status)
+{
+	struct conn *c = container_of(req, struct conn, shutdown_req);
+	(void)status;
+	if (!uv_is_closing(&c->h.handle))
+		uv_close(&c->h.handle, conn_close_cb);
+}
+
+/* Closes once the queued writes are flushed: uv_shutdown waits for them,
+ * where uv_close would cancel them (and the DISCONNECT with them). */
+static void conn_finish(struct conn *c)
+{
+	c->state = CONN_CLOSING;
+	if (c->reading) {
+		uv_read_stop(&c->h.stream);
+		c->reading = false;
+	}
+	if (uv_is_closing(&c->h.handle))
+		return;
+	if (uv_shutdown(&c->shutdown_req, &c->h.stream, conn_shutdown_cb) < 0)
+		uv_close(&c->h.handle, conn_close_cb);
+}
+
+/* Sends AGENT-DISCONNECT with status (and message, or the standard text)
+ * and closes after it is written. */
+static void conn_disconnect(struct conn *c, enum spop_status status,
+			    const char *message)
+{
+	if (c->state == CONN_CLOSING)
+		return;
+	struct conn_wbuf *wb = wbuf_get(c, true);
+	if (wb == NULL) {
+		conn_abort(c);
+		return;
+	}
+	ptrdiff_t n = spop_disconnect_encode(wb->data, conn_out_cap(c), status,
+					     message);
+	if (n <= 0) {
+		wbuf_put(c, wb);
+		conn_abort(c);
+		return;
+	}
+	c->srv->stats.disconnects_sent[stats_status_index(status)]++;
+	if (conn_send(c, wb, (size_t)n, STATS_FRAME_AGENT_DISCONNECT) < 0)
+		return;
+	conn_finish(c);
+}
+
+/* At most this many protocol-error lines a second; the rest are counted
+ * and reported once the second is over. */
+#define CONN_ERRLOG_PER_SECOND 10
+
+/* A protocol error: logged, answered with its status, connection closed. */
+static void conn_fail(struct conn *c, enum spop_status status,
+		      const char *why)
+{
+	struct server *s = c->srv;
+	uint64_t second = uv_now(s->loop) / 1000;
+	if (second != s->errlog_second) {
+		if (s->errlog_suppressed > 0)
+			log_warn("protocol error lines suppressed",
+				 "count=%" PRIu64, s->errlog_suppressed);
+		s->errlog_second = second;
+		s->errlog_lines = 0;
+		s->errlog_suppressed = 0;
+	}
+	if (s->errlog_lines < CONN_ERRLOG_PER_SECOND) {
+		char q[160];
+		const char *text = why != NULL ? why : spop_status_text(status);
+		s->errlog_lines++;
+		log_warn("protocol error, disconnecting",
+			 "conn=%" PRIu64 " status=%u error=%s", c->id,
+			 (unsigned)status,
+			 log_quote(q, sizeof(q), text, strlen(text)));
+	} else {
+		s->errlog_suppressed++;
+	}
+	conn_disconnect(c, status, why);
+}
+
+static void conn_close_cb(uv_handle_t *h)
+{
+	struct conn *c = container_of(h, struct conn, h.handle);
+	/* libuv has run every write callback (ECANCELED for the unsent) before
+	 * this one, so every buffer is back on the free list. */
+	while (c->free_wbufs != NULL) {
+		struct conn_wbuf *wb = c->free_wbufs;
+		c->free_wbufs = wb->next;
+		free(wb);
+	}
+	free(c->rbuf);
+	c->rbuf = NULL;
+	server_conn_closed(c->srv, c);
+	free(c);
+}
+
+/* ---- frames --------------------------------------------------------------- */
+
+static void conn_on_hello(struct conn *c, const struct spop_frame *f)
+{
+	struct spop_hello h;
+	enum spop_status st;
+	uint32_t max;
+
+	if (c->state != CONN_HELLO) {
+		conn_fail(c, SPOP_ERR_INVALID, "HAPROXY-HELLO after the handshake");
+		return;
+	}
+	if (spop_hello_parse(f->payload, f->payload_len, &h, &st) < 0 ||
+	    spop_hello_negotiate(&h, c->srv->cfg->max_frame_size, &max, &st) < 0) {
+		conn_fail(c, st, NULL);
+		return;
+	}
+	struct conn_wbuf *wb = wbuf_get(c, false);
+	if (wb == NULL) { /* cannot happen: checked before decoding */
+		conn_abort(c);
+		return;
+	}
+	/* Only pipelining: 3.1+ ignores async and fragmentation, and 2.6
+	 * would otherwise send fragments this agent does not reassemble. */
+	ptrdiff_t n = spop_agent_hello_encode(wb->data, CONN_WBUF_SIZE, max, true);
+	if (n <= 0) {
+		wbuf_put(c, wb);
+		conn_fail(c, SPOP_ERR_RES, NULL);
+		return;
+	}
+	if (conn_send(c, wb, (size_t)n, STATS_FRAME_AGENT_HELLO) < 0)
+		return;
+	c->state = CONN_READY;
+	c->max_frame = max;
+	c->healthcheck = h.healthcheck;
+	if (h.healthcheck)
+		c->srv->stats.healthchecks++;
+	if (log_enabled(LOG_LEVEL_DEBUG)) {
+		char q[96];
+		log_debug("hello", "conn=%" PRIu64 " max_frame_size=%" PRIu32
+			  " healthcheck=%s engine_id=%s",
+			  c->id, max, h.healthcheck ? "true" : "false",
+			  log_quote(q, sizeof(q), (const char *)h.engine_id.ptr,
+				    h.engine_id.len));
+	}
+}
+
+static void conn_on_notify(struct conn *c, const struct spop_frame *f)
+{
+	if (c->state != CONN_READY) {
+		conn_fail(c, SPOP_ERR_INVALID, "NOTIFY before HELLO");
+		return;
+	}
+	struct conn_wbuf *wb = wbuf_get(c, false);
+	if (wb == NULL) {
+		conn_abort(c);
+		return;
+	}
+	struct notify_ctx ctx = {
+		.route = &c->srv->route,
+		.stats = &c->srv->stats,
+		.now_ms = uv_now(c->srv->loop),
+		.conn_id = c->id,
+	};
+	struct notify_deferred later;
+	enum spop_status st = SPOP_ERR_INVALID;
+	ptrdiff_t n = notify_handle(&ctx, f, wb->data, conn_out_cap(c), &later,
+				    &st);
+	if (n <= 0) {
+		wbuf_put(c, wb);
+		conn_fail(c, st, st == SPOP_ERR_INVALID ? "malformed NOTIFY payload"
+							: NULL);
+		return;
+	}
+	if (conn_send(c, wb, (size_t)n, STATS_FRAME_ACK) < 0)
+		return;
+	/* After the ACK is queued and before the read buffer moves: the
+	 * deferred feedback holds views into this frame. */
+	notify_run_deferred(&ctx, &later);
+}
+
+static void conn_on_disconnect(struct conn *c, const struct spop_frame *f)
+{
+	uint32_t code = SPOP_ERR_UNKNOWN;
+	struct spop_str msg = { (const uint8_t *)"", 0 };
+	enum spop_status st;
+	if (spop_disconnect_parse(f->payload, f->payload_len, &code, &msg,
+				  &st) < 0)
+		code = SPOP_ERR_UNKNOWN;
+	c->srv->stats.disconnects_received[stats_status_index(code)]++;
+	char q[160];
+	log_write(code == SPOP_ERR_NONE ? LOG_LEVEL_DEBUG : LOG_LEVEL_INFO,
+		  "HAProxy disconnected", "conn=%" PRIu64 " status=%" PRIu32
+		  " message=%s", c->id, code,
+		  log_quote(q, sizeof(q), (const char *)msg.ptr, msg.len));
+	conn_disconnect(c, SPOP_ERR_NONE, NULL);
+}
+
+static void conn_on_frame(struct conn *c, const struct spop_frame *f)
+{
+	switch (f->type) {
+	case SPOP_FRAME_HAPROXY_HELLO:
+		c->srv->stats.frames[STATS_FRAME_HAPROXY_HELLO]++;
+		conn_on_hello(c, f);
+		break;
+	case SPOP_FRAME_NOTIFY:
+		c->srv->stats.frames[STATS_FRAME_NOTIFY]++;
+		conn_on_notify(c, f);
+		break;
+	case SPOP_FRAME_HAPROXY_DISCONNECT:
+		c->srv->stats.frames[STATS_FRAME_HAPROXY_DISCONNECT]++;
+		conn_on_disconnect(c, f);
+		break;
+	default:
+		/* An agent's own frame types coming back. */
+		conn_fail(c, SPOP_ERR_INVALID, "unexpected frame type");
+		break;
+	}
+}
+
+/* Handles every complete frame in the read buffer, keeps the partial tail,
+ * and decides whether to keep reading. */
+static void conn_process(struct conn *c)
+{
+	size_t off = 0;
+
+	while (c->state != CONN_CLOSING) {
+		/* Every frame is answered by one frame: without a free write
+		 * buffer, stop here and let the peer wait (backpressure). */
+		if (!wbuf_available(c)) {
+			if (!c->stalled)
+				c->srv->stats.read_stalls++;
+			c->stalled = true;
+			break;
+		}
+		struct spop_frame f;
+		enum spop_status st = SPOP_ERR_INVALID;
+		ptrdiff_t n = spop_frame_decode(c->rbuf + off, c->rlen - off,
+						c->max_frame, &f, &st);
+		if (n == SPOP_NEED_MORE)
+			break;
+		if (n < 0) {
+			/* Oversized frames are refused from their length
+			 * field alone: their body is never read. */
+			conn_fail(c, st, NULL);
+			break;
+		}
+		conn_on_frame(c, &f);
+		off += (size_t)n;
+	}
+	if (c->state == CONN_CLOSING)
+		return;
+
+	if (off > 0) {
+		memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+		c->rlen -= off;
+	}
+	if (c->draining) {
+		if (!c->stalled)
+			conn_disconnect(c, SPOP_ERR_NONE, "agent shutting down");
+		return;
+	}
+	if (c->stalled && c->reading) {
+		uv_read_stop(&c->h.stream);
+		c->reading = false;
+	} else if (!c->stalled && !c->reading) {
+		conn_start(c);
+	}
+}
+
+/* ---- reading ---------------------------------------------------------- */
+
+static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	struct conn *c = container_of(h, struct conn, h.handle);
+	(void)suggested;
+	/* The buffer holds a whole frame of the largest size allowed, and
+	 * complete frames are consumed before the next read: the tail left
+	 * is always shorter than the buffer. */
+	*buf = uv_buf_init((char *)c->rbuf + c->rlen,
+			   (unsigned)(c->rcap - c->rlen));
+}
+
+static void conn_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+	struct conn *c = container_of(st, struct conn, h.stream);
+	(void)buf;
+
+	if (nread > 0) {
+		c->rlen += (size_t)nread;
+		conn_process(c);
+		return;
+	}
+	if (nread == 0)
+		return; /* EAGAIN */
+	if (nread == UV_EOF) {
+		log_debug("connection closed by peer", "conn=%" PRIu64, c->id);
+		conn_finish(c); /* flush the ACKs already queued */
+		return;
+	}
+	if (nread == UV_ECONNRESET) {
+		log_debug("connection reset by peer", "conn=%" PRIu64, c->id);
+		conn_abort(c);
+		return;
+	}
+	c->srv->stats.io_errors++;
+	log_warn("read failed", "conn=%" PRIu64 " error=%s", c->id,
+		 uv_err_name((int)nread));
+	conn_abort(c);
+}
+
+int conn_start(struct conn *c)
+{
+	if (c->reading || c->state == CONN_CLOSING)
+		return 0;
+	int r = uv_read_start(&c->h.stream, conn_alloc_cb, conn_read_cb);
+	if (r < 0) {
+		log_warn("cannot read", "conn=%" PRIu64 " error=%s", c->id,
+			 uv_err_name(r));
+		conn_abort(c);
+		return r;
+	}
+	c->reading = true;
+	return 0;
+}
+
+void conn_drain(struct conn *c)
+{
+	if (c->state == CONN_CLOSING)
+		return;
+	c->draining = true;
+	if (c->reading) {
+		uv_read_stop(&c->h.stream);
+		c->reading = false;
+	}
+	/* Complete frames are handled as soon as they are read, so only a
+	 * stalled connection still has some; its write callback finishes. */
+	if (!c->stalled)
+		conn_disconnect(c, SPOP_ERR_NONE, "agent shutting down");
+}
+
+int conn_create(struct server *srv, bool tcp, struct conn **out)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	if (c == NULL)
+		return -ENOMEM;
+	c->rcap = (size_t)srv->cfg->max_frame_size + 4;
+	c->rbuf = malloc(c->rcap);
+	if (c->rbuf == NULL) {
+		free(c);
+		return -ENOMEM;
+	}
+	c->srv = srv;
+	c->is_tcp = tcp;
+	c->state = CONN_HELLO;
+	c->max_frame = srv->cfg->max_frame_size;
+	c->id = ++srv->next_conn_id;
+	int r = tcp ? uv_tcp_init(srv->loop, &c->h.tcp)
+		    : uv_pipe_init(srv->loop, &c->h.pipe, 0);
+	if (r < 0) {
+		free(c->rbuf);
+		free(c);
+		return r;
+	}
+	/* From here the close callback owns c: link it so that it finds it. */
+	c->next = srv->conns;
+	if (srv->conns != NULL)
+		srv->conns->prev = c;
+	srv->conns = c;
+	srv->stats.conn_accepted++;
+	srv->stats.conn_active++;
+	*out = c;
+	return 0;
+}

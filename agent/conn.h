@@ -1,0 +1,79 @@
+/* conn.h - one SPOP connection: frame reassembly, HELLO, NOTIFY/ACK. */
+#ifndef WARMLANE_CONN_H
+#define WARMLANE_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct server;
+
+/* Every frame the agent sends (AGENT-HELLO, ACK, AGENT-DISCONNECT) fits in
+ * one of these: names in the config are at most CONFIG_NAME_MAX bytes, so
+ * the largest ACK is under 700 bytes. */
+#define CONN_WBUF_SIZE 2048
+/* Writes in flight per connection before reading pauses (backpressure).
+ * HAProxy keeps at most 20 NOTIFYs outstanding per connection
+ * (max-waiting-frames), so a well-behaved peer never reaches it. */
+#define CONN_WBUF_MAX 32
+
+/* A write buffer: lives from uv_write until its callback, then goes back to
+ * the connection's free list (allocated on first need, reused after). */
+struct conn_wbuf {
+	uv_write_t req;
+	struct conn *conn;
+	struct conn_wbuf *next;
+	uint8_t data[CONN_WBUF_SIZE];
+};
+
+enum conn_state {
+	CONN_HELLO,   /* waiting for HAPROXY-HELLO */
+	CONN_READY,   /* HELLO done: NOTIFY/ACK */
+	CONN_CLOSING, /* a DISCONNECT is queued or the handle is closing */
+};
+
+struct conn {
+	union {
+		uv_handle_t handle;
+		uv_stream_t stream;
+		uv_pipe_t pipe;
+		uv_tcp_t tcp;
+	} h;
+	uv_shutdown_t shutdown_req;
+	struct server *srv;
+	struct conn *prev, *next; /* the server's list */
+	uint64_t id;
+	enum conn_state state;
+	bool is_tcp;
+	bool reading;     /* uv_read_start in effect */
+	bool stalled;     /* a frame waits for a free write buffer */
+	bool draining;    /* server stopping: finish what was read, then go */
+	bool healthcheck; /* the HELLO was a health check */
+	uint32_t max_frame; /* decode limit: ours, then the negotiated one */
+	struct conn_wbuf *free_wbufs;
+	unsigned n_wbufs;        /* allocated */
+	unsigned pending_writes; /* in flight */
+	uint8_t *rbuf;           /* max_frame_size + 4 bytes */
+	size_t rcap, rlen;
+};
+
+/* Allocates a connection of srv and initialises its handle (a pipe, or a
+ * TCP handle when tcp) on srv's loop; the caller then accepts or opens an
+ * fd into c->h and calls conn_start. From here on the memory is freed only
+ * by the handle's close callback: on a later failure call conn_abort.
+ * Returns 0 or -ENOMEM (nothing to close then). */
+int conn_create(struct server *srv, bool tcp, struct conn **out);
+
+/* Starts reading. Returns 0, or a libuv error after which the connection
+ * is already closing. */
+int conn_start(struct conn *c);
+
+/* For a stopping server: frames already read are answered, then an
+ * AGENT-DISCONNECT (status 0) is sent and the connection closes. */
+void conn_drain(struct conn *c);
+
+/* Closes at once; queued writes are cancelled. Idempotent. */
+void conn_abort(struct conn *c);
+
+#endif

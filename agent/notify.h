@@ -1,0 +1,50 @@
+/* notify.h - NOTIFY frames: messages dispatched by name, the ACK built. */
+#ifndef WARMLANE_NOTIFY_H
+#define WARMLANE_NOTIFY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "route.h"
+#include "spop.h"
+#include "stats.h"
+
+/* Feedback messages kept per frame to apply after the ACK is queued. */
+#define NOTIFY_MAX_DEFERRED 4
+
+/* The variable set by ACKs that have nothing else to say (feedback,
+ * unknown messages, an empty NOTIFY): BOOL true. HAProxy 3.1 hangs on an
+ * ACK without actions, so there is always one. */
+#define NOTIFY_ACK_VAR "ack"
+
+/* Work to do once the ACK is on its way: the feedback messages of the
+ * frame (views into the frame's payload: run before the read buffer moves). */
+struct notify_deferred {
+	struct route_feedback fb[NOTIFY_MAX_DEFERRED];
+	unsigned n;
+};
+
+/* What a NOTIFY needs from the connection. */
+struct notify_ctx {
+	struct route *route;
+	struct stats *stats;
+	uint64_t now_ms;  /* uv_now */
+	uint64_t conn_id; /* for log lines */
+};
+
+/* Handles the NOTIFY frame f: each message is dispatched by exact name
+ * (`route`, `feedback`; anything else is counted and acknowledged) and
+ * the ACK, echoing f's stream-id and frame-id, is written into out[0..cap)
+ * (cap: the negotiated max-frame-size + 4 at most). Should the answer not
+ * fit, a minimal ACK setting only `ack` is sent instead. Returns the ACK's
+ * size, or SPOP_EPROTO with *status (4) for a malformed payload. Feedback
+ * is stored in *later for notify_run_deferred. No allocation. */
+ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
+			uint8_t *out, size_t cap, struct notify_deferred *later,
+			enum spop_status *status);
+
+/* Applies the feedback stored by notify_handle, then empties later. */
+void notify_run_deferred(struct notify_ctx *ctx,
+			 struct notify_deferred *later);
+
+#endif

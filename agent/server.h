@@ -1,0 +1,87 @@
+/* server.h - the SPOP server: listeners, the connection set, stopping. */
+#ifndef WARMLANE_SERVER_H
+#define WARMLANE_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "config.h"
+#include "route.h"
+#include "stats.h"
+
+#define container_of(ptr, type, member) \
+	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+struct conn;
+struct server;
+
+typedef void (*server_stopped_cb)(struct server *s, void *arg);
+
+/* One bound address. */
+struct server_listener {
+	union {
+		uv_handle_t handle;
+		uv_stream_t stream;
+		uv_pipe_t pipe;
+		uv_tcp_t tcp;
+	} h;
+	struct server *srv;
+	struct server_listener *next;
+	struct config_listen addr;
+	bool unlink_on_close; /* a unix socket file this process created */
+};
+
+struct server {
+	uv_loop_t *loop;
+	const struct config *cfg;
+	struct route route;
+	struct stats stats;
+	struct server_listener *listeners;
+	struct conn *conns;
+	uint64_t next_conn_id;
+	bool stopping;
+	bool stopped; /* on_stopped was called */
+	bool timer_active;
+	uv_timer_t stop_timer;
+	server_stopped_cb on_stopped;
+	void *on_stopped_arg;
+	/* Protocol-error log lines in the current second, and those left out:
+	 * a misconfigured HAProxy can reconnect thousands of times a second. */
+	uint64_t errlog_second;
+	unsigned errlog_lines;
+	uint64_t errlog_suppressed;
+};
+
+/* Initialises s on loop with cfg (which must outlive s). No handle is
+ * created yet. Returns 0 or -errno. */
+int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg);
+
+/* Binds every address of cfg->listen. A unix socket file that exists is
+ * replaced only when nothing answers on it; a live one is an error
+ * (-EADDRINUSE). On failure err says which address and why, and listeners
+ * already bound are left for server_stop to close. Returns 0 or -errno. */
+int server_listen(struct server *s, char *err, size_t errlen);
+
+/* Serves an already connected stream socket (a socketpair end in tests,
+ * an inherited fd). The server owns fd from then on, even on failure.
+ * Returns 0 or -errno. */
+int server_adopt_fd(struct server *s, int fd);
+
+/* Stops accepting (listeners closed, socket files removed), lets each
+ * connection answer what it has read and send AGENT-DISCONNECT status 0,
+ * and closes whatever is left after grace_ms. cb (may be NULL) runs once
+ * every handle of s is closed: the loop then has nothing of s left. A
+ * second call closes every connection at once. */
+void server_stop(struct server *s, uint64_t grace_ms, server_stopped_cb cb,
+		 void *arg);
+
+/* Releases what server_init set up; call after the loop has run the
+ * close callbacks (after server_stop's cb). */
+void server_finish(struct server *s);
+
+/* For conn.c: the connection's handle is closed; unlink it and account. */
+void server_conn_closed(struct server *s, struct conn *c);
+
+#endif

@@ -1,0 +1,56 @@
+/* stats.h - SPOP counters of the agent, read by the metrics endpoint. */
+#ifndef WARMLANE_STATS_H
+#define WARMLANE_STATS_H
+
+#include <stdint.h>
+
+#include "route.h"
+#include "spop.h"
+
+/* Frame types counted, both directions in one array. */
+enum stats_frame {
+	STATS_FRAME_HAPROXY_HELLO = 0,
+	STATS_FRAME_HAPROXY_DISCONNECT,
+	STATS_FRAME_NOTIFY,
+	STATS_FRAME_AGENT_HELLO,
+	STATS_FRAME_AGENT_DISCONNECT,
+	STATS_FRAME_ACK,
+	STATS_FRAME_COUNT
+};
+
+/* DISCONNECT statuses 0..13 have their own slot; 99 and any other share
+ * the last one. */
+#define STATS_STATUS_COUNT 15
+
+/* Monotonic counters (and one gauge) of one server; plain integers, since
+ * the agent is single-threaded. */
+struct stats {
+	uint64_t conn_accepted;
+	uint64_t conn_closed;
+	uint64_t conn_active;  /* gauge */
+	uint64_t healthchecks; /* health-check HELLOs answered */
+	uint64_t frames[STATS_FRAME_COUNT];
+	/* AGENT-DISCONNECTs sent, by status: protocol errors (status > 0)
+	 * and orderly closes (0). */
+	uint64_t disconnects_sent[STATS_STATUS_COUNT];
+	/* HAPROXY-DISCONNECTs received, by the status HAProxy gave. */
+	uint64_t disconnects_received[STATS_STATUS_COUNT];
+	uint64_t msgs_route;
+	uint64_t msgs_feedback;
+	uint64_t msgs_unknown;
+	uint64_t reasons[ROUTE_REASON_COUNT]; /* route decisions by reason */
+	uint64_t ack_fallbacks; /* ACKs cut down to fit the frame size */
+	uint64_t read_stalls;   /* times reading paused for backpressure */
+	uint64_t io_errors;     /* read or write errors other than EOF/RST */
+};
+
+/* The slot of a DISCONNECT status in the arrays above. */
+unsigned stats_status_index(uint32_t status);
+
+/* The status code a slot stands for (99 for the last one). */
+uint32_t stats_status_code(unsigned index);
+
+/* The wire name of a counted frame type ("NOTIFY", ...). */
+const char *stats_frame_name(enum stats_frame f);
+
+#endif

@@ -1,0 +1,828 @@
+/* test_conn.c - agent: SPOP connections driven through a socketpair. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "notify.h"
+
+static const char *const two_endpoints =
+	"endpoints:\n"
+	"  - {backend: llm, server: gpu1, models: [m1], keys: [team-a, team-b]}\n"
+	"  - {backend: llm, server: gpu2, models: [m1, m2]}\n";
+
+static uint8_t frame_buf[65536];
+
+/* Sends a normal HELLO and checks the AGENT-HELLO. */
+static void do_hello(struct harness *h, struct client *c, uint32_t max,
+		     uint32_t expect_max)
+{
+	struct fb *f = calloc(1, sizeof(*f));
+	fb_hello(f, max);
+	client_send(h, c, f->b, f->len);
+	free(f);
+
+	ptrdiff_t n = client_frame(h, c, frame_buf, sizeof(frame_buf), 2000);
+	ck_assert_int_gt(n, 0);
+	struct spop_frame fr;
+	answer_decode(frame_buf, (size_t)n, &fr);
+	ck_assert_int_eq(fr.type, SPOP_FRAME_AGENT_HELLO);
+	ck_assert_uint_eq(fr.stream_id, 0);
+	ck_assert_uint_eq(fr.frame_id, 0);
+
+	struct spop_reader r;
+	struct spop_str key;
+	struct spop_data val;
+	enum spop_status st;
+	bool version = false, size = false, caps = false;
+	spop_reader_init(&r, fr.payload, fr.payload_len);
+	while (spop_kv_next(&r, &key, &val, &st) == 1) {
+		if (spop_str_eq(key, "version")) {
+			ck_assert_int_eq(val.type, SPOP_DATA_STRING);
+			ck_assert(spop_str_eq(val.u.str, "2.0"));
+			version = true;
+		} else if (spop_str_eq(key, "max-frame-size")) {
+			ck_assert_int_eq(val.type, SPOP_DATA_UINT32);
+			ck_assert_uint_eq(val.u.u32, expect_max);
+			size = true;
+		} else if (spop_str_eq(key, "capabilities")) {
+			ck_assert_int_eq(val.type, SPOP_DATA_STRING);
+			ck_assert(spop_str_eq(val.u.str, "pipelining"));
+			caps = true;
+		}
+	}
+	ck_assert(version && size && caps);
+}
+
+static void read_ack(struct harness *h, struct client *c, uint64_t sid,
+		     uint64_t fid, struct ack_vars *vars)
+{
+	ptrdiff_t n = client_frame(h, c, frame_buf, sizeof(frame_buf), 2000);
+	ck_assert_msg(n > 0, "no ACK for %llu/%llu", (unsigned long long)sid,
+		      (unsigned long long)fid);
+	answer_ack(frame_buf, (size_t)n, sid, fid, vars);
+}
+
+/* ---- HELLO ---- */
+
+START_TEST(hello_normal)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	ck_assert_uint_eq(h.srv.stats.frames[STATS_FRAME_HAPROXY_HELLO], 1);
+	ck_assert_uint_eq(h.srv.stats.frames[STATS_FRAME_AGENT_HELLO], 1);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+/* The agent answers the smaller of the two sizes, and then holds HAProxy
+ * to it. */
+START_TEST(hello_smaller_frame_size)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 1024, 1024);
+
+	struct fb *p = calloc(1, sizeof(*p)), *f = calloc(1, sizeof(*f));
+	fb_str(p, "unknown");
+	fb_u8(p, 1);
+	fb_str(p, "blob");
+	fb_u8(p, SPOP_DATA_BINARY);
+	fb_varint(p, 1100);
+	memset(p->b + p->len, 'x', 1100);
+	p->len += 1100;
+	fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, 1, 1, p);
+	client_send(&h, c, f->b, f->len);
+	expect_disconnect(&h, c, SPOP_ERR_TOO_BIG);
+	free(p);
+	free(f);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(hello_agent_smaller)
+{
+	struct harness h;
+	harness_init(&h, "max_frame_size: 4096\n");
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 4096);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(hello_healthcheck)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	struct client *c = harness_client(&h, 0);
+	struct fb *p = calloc(1, sizeof(*p)), *f = calloc(1, sizeof(*f));
+	fb_kv_str(p, "supported-versions", "2.0");
+	fb_kv_u32(p, "max-frame-size", 16380);
+	fb_kv_str(p, "capabilities", "");
+	fb_kv_bool(p, "healthcheck", true);
+	fb_frame(f, SPOP_FRAME_HAPROXY_HELLO, SPOP_FLAG_FIN, 0, 0, p);
+	client_send(&h, c, f->b, f->len);
+
+	ptrdiff_t n = client_frame(&h, c, frame_buf, sizeof(frame_buf), 2000);
+	ck_assert_int_gt(n, 0);
+	struct spop_frame fr;
+	answer_decode(frame_buf, (size_t)n, &fr);
+	ck_assert_int_eq(fr.type, SPOP_FRAME_AGENT_HELLO);
+	ck_assert_uint_eq(h.srv.stats.healthchecks, 1);
+
+	/* HAProxy closes after the check: a normal close, nothing sent. */
+	client_free(c);
+	for (int i = 0; i < 100 && h.srv.stats.conn_active > 0; i++)
+		harness_pump(&h);
+	ck_assert_uint_eq(h.srv.stats.conn_active, 0);
+	ck_assert_uint_eq(h.srv.stats.conn_closed, 1);
+	ck_assert_uint_eq(h.srv.stats.io_errors, 0);
+	free(p);
+	free(f);
+	harness_finish(&h);
+}
+END_TEST
+
+/* HELLOs that must be refused, with the status of each. */
+static const struct {
+	const char *versions; /* NULL: key absent */
+	long max;             /* -1: key absent */
+	const char *caps;     /* NULL: key absent */
+	uint32_t status;
+} bad_hellos[] = {
+	{ NULL, 16380, "pipelining", SPOP_ERR_NO_VSN },
+	{ "2.0", -1, "pipelining", SPOP_ERR_NO_FRAME_SIZE },
+	{ "2.0", 16380, NULL, SPOP_ERR_NO_CAP },
+	{ "1.0", 16380, "pipelining", SPOP_ERR_BAD_VSN },
+	{ "2.1", 16380, "pipelining", SPOP_ERR_BAD_VSN },
+	{ "2.0", 255, "pipelining", SPOP_ERR_BAD_FRAME_SIZE },
+	{ "2.0", 0, "pipelining", SPOP_ERR_BAD_FRAME_SIZE },
+};
+
+START_TEST(hello_refused)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	struct client *c = harness_client(&h, 0);
+	struct fb *p = calloc(1, sizeof(*p)), *f = calloc(1, sizeof(*f));
+	if (bad_hellos[_i].versions != NULL)
+		fb_kv_str(p, "supported-versions", bad_hellos[_i].versions);
+	if (bad_hellos[_i].max >= 0)
+		fb_kv_u32(p, "max-frame-size", (uint32_t)bad_hellos[_i].max);
+	if (bad_hellos[_i].caps != NULL)
+		fb_kv_str(p, "capabilities", bad_hellos[_i].caps);
+	fb_frame(f, SPOP_FRAME_HAPROXY_HELLO, SPOP_FLAG_FIN, 0, 0, p);
+	client_send(&h, c, f->b, f->len);
+	expect_disconnect(&h, c, bad_hellos[_i].status);
+	unsigned idx = stats_status_index(bad_hellos[_i].status);
+	ck_assert_uint_eq(h.srv.stats.disconnects_sent[idx], 1);
+	free(p);
+	free(f);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(hello_twice)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	struct fb *f = calloc(1, sizeof(*f));
+	fb_hello(f, 16380);
+	client_send(&h, c, f->b, f->len);
+	expect_disconnect(&h, c, SPOP_ERR_INVALID);
+	free(f);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+/* ---- NOTIFY / ACK ---- */
+
+/* Stream and frame ids across the varint sizes, 0 included: 2.6 sends
+ * stream-id 0, 3.x odd stream ids. */
+static const uint64_t ids[][2] = {
+	{ 0, 0 },	   { 0, 1 },	       { 1, 1 },
+	{ 3, 1 },	   { 239, 240 },       { 240, 239 },
+	{ 2287, 2288 },	   { 264431, 264432 }, { 0xFFFFFFFFull, 7 },
+	{ UINT64_MAX, UINT64_MAX - 1 },
+};
+#define NIDS (sizeof(ids) / sizeof(ids[0]))
+
+START_TEST(notify_pipelined_ids)
+{
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+
+	/* All NOTIFYs in one write: coalesced frames, many outstanding. */
+	struct fb *f = calloc(1, sizeof(*f));
+	const char *const kv[] = { "model", "m1", NULL };
+	for (size_t i = 0; i < NIDS; i++)
+		fb_route(f, ids[i][0], ids[i][1], kv);
+	client_send(&h, c, f->b, f->len);
+	for (size_t i = 0; i < NIDS; i++) {
+		struct ack_vars v;
+		read_ack(&h, c, ids[i][0], ids[i][1], &v);
+		ck_assert_str_eq(ack_str(&v, "reason"), "rr");
+	}
+	ck_assert_uint_eq(h.srv.stats.frames[STATS_FRAME_ACK], NIDS);
+	free(f);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+/* HELLO and three NOTIFYs fed one byte at a time. */
+START_TEST(notify_byte_by_byte)
+{
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *c = harness_client(&h, 0);
+	struct fb *f = calloc(1, sizeof(*f));
+	fb_hello(f, 16380);
+	const char *const kv[] = { "session", "s1", "model", "m2", NULL };
+	fb_route(f, 0, 1, kv);
+	fb_route(f, 300, 2, kv);
+	fb_route(f, 5, 3, kv);
+	for (size_t i = 0; i < f->len; i++)
+		client_send(&h, c, f->b + i, 1);
+
+	ptrdiff_t n = client_frame(&h, c, frame_buf, sizeof(frame_buf), 2000);
+	ck_assert_int_gt(n, 0);
+	struct spop_frame fr;
+	answer_decode(frame_buf, (size_t)n, &fr);
+	ck_assert_int_eq(fr.type, SPOP_FRAME_AGENT_HELLO);
+	struct ack_vars v;
+	read_ack(&h, c, 0, 1, &v);
+	ck_assert_str_eq(ack_str(&v, "server"), "gpu2");
+	read_ack(&h, c, 300, 2, &v);
+	read_ack(&h, c, 5, 3, &v);
+	free(f);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+/* Frames cut at every offset of a two-frame stream, sent in two writes. */
+START_TEST(notify_split_everywhere)
+{
+	struct fb *f = calloc(1, sizeof(*f));
+	fb_hello(f, 16380);
+	const char *const kv[] = { "model", "m1", NULL };
+	fb_route(f, 7, 9, kv);
+	for (size_t cut = 1; cut < f->len; cut += 3) {
+		struct harness h;
+		harness_init(&h, two_endpoints);
+		struct client *c = harness_client(&h, 0);
+		client_send(&h, c, f->b, cut);
+		client_send(&h, c, f->b + cut, f->len - cut);
+		ptrdiff_t n = client_frame(&h, c, frame_buf, sizeof(frame_buf), 2000);
+		ck_assert_int_gt(n, 0);
+		struct ack_vars v;
+		read_ack(&h, c, 7, 9, &v);
+		client_free(c);
+		harness_finish(&h);
+	}
+	free(f);
+}
+END_TEST
+
+/* ---- protocol errors ---- */
+
+START_TEST(error_oversized_length)
+{
+	/* Before HELLO the limit is the agent's own size: one byte more is
+	 * refused from its 4 bytes, no body sent. */
+	struct harness h;
+	harness_init(&h, NULL);
+	struct client *c = harness_client(&h, 0);
+	const uint32_t over = CONFIG_DEFAULT_MAX_FRAME_SIZE + 1;
+	const uint8_t len[4] = { (uint8_t)(over >> 24), (uint8_t)(over >> 16),
+				 (uint8_t)(over >> 8), (uint8_t)over };
+	client_send(&h, c, len, sizeof(len));
+	expect_disconnect(&h, c, SPOP_ERR_TOO_BIG);
+	client_free(c);
+
+	/* The garbage length seen in production. */
+	struct client *d = harness_client(&h, 0);
+	do_hello(&h, d, 16380, 16380);
+	const uint8_t huge[4] = { 0x16, 0x02, 0xf2, 0x46 };
+	client_send(&h, d, huge, sizeof(huge));
+	expect_disconnect(&h, d, SPOP_ERR_TOO_BIG);
+	client_free(d);
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(error_zero_length)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	struct client *c = harness_client(&h, 0);
+	const uint8_t zero[4] = { 0, 0, 0, 0 };
+	client_send(&h, c, zero, sizeof(zero));
+	expect_disconnect(&h, c, SPOP_ERR_INVALID);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(error_unknown_type)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	const uint8_t types[] = { 50, SPOP_FRAME_ACK, SPOP_FRAME_AGENT_HELLO };
+	for (size_t i = 0; i < sizeof(types); i++) {
+		struct client *c = harness_client(&h, 0);
+		do_hello(&h, c, 16380, 16380);
+		struct fb *f = calloc(1, sizeof(*f));
+		fb_frame(f, types[i], SPOP_FLAG_FIN, 1, 1, NULL);
+		client_send(&h, c, f->b, f->len);
+		expect_disconnect(&h, c, SPOP_ERR_INVALID);
+		free(f);
+		client_free(c);
+	}
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(error_fragment)
+{
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	/* A NOTIFY without FIN, then an UNSET continuation frame. */
+	for (int k = 0; k < 2; k++) {
+		struct client *c = harness_client(&h, 0);
+		do_hello(&h, c, 16380, 16380);
+		struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
+		fb_str(p, "route");
+		fb_u8(p, 0);
+		fb_frame(f, k == 0 ? SPOP_FRAME_NOTIFY : SPOP_FRAME_UNSET,
+			 k == 0 ? 0 : SPOP_FLAG_FIN, 1, 1, p);
+		client_send(&h, c, f->b, f->len);
+		expect_disconnect(&h, c, SPOP_ERR_FRAG_NOT_SUPPORTED);
+		free(f);
+		free(p);
+		client_free(c);
+	}
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(error_notify_before_hello)
+{
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *c = harness_client(&h, 0);
+	struct fb *f = calloc(1, sizeof(*f));
+	const char *const kv[] = { "model", "m1", NULL };
+	fb_route(f, 1, 1, kv);
+	client_send(&h, c, f->b, f->len);
+	expect_disconnect(&h, c, SPOP_ERR_INVALID);
+	ck_assert_uint_eq(h.srv.stats.frames[STATS_FRAME_ACK], 0);
+	free(f);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(error_malformed_notify)
+{
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	/* Announces 2 arguments, carries 1. */
+	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
+	fb_str(p, "route");
+	fb_u8(p, 2);
+	fb_kv_str(p, "model", "m1");
+	fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, 1, 1, p);
+	client_send(&h, c, f->b, f->len);
+	expect_disconnect(&h, c, SPOP_ERR_INVALID);
+	free(f);
+	free(p);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(haproxy_disconnect)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
+	fb_kv_u32(p, "status-code", SPOP_ERR_TIMEOUT);
+	fb_kv_str(p, "message", "a timeout occurred");
+	fb_frame(f, SPOP_FRAME_HAPROXY_DISCONNECT, SPOP_FLAG_FIN, 0, 0, p);
+	client_send(&h, c, f->b, f->len);
+	expect_disconnect(&h, c, SPOP_ERR_NONE);
+	ck_assert_uint_eq(h.srv.stats.disconnects_received[SPOP_ERR_TIMEOUT], 1);
+	free(f);
+	free(p);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+/* One connection's protocol error leaves the others alone. */
+START_TEST(error_isolated)
+{
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *good = harness_client(&h, 0);
+	struct client *bad = harness_client(&h, 0);
+	do_hello(&h, good, 16380, 16380);
+	do_hello(&h, bad, 16380, 16380);
+
+	const uint8_t garbage[] = { 0, 0, 0, 5, 0xee, 0, 0, 0, 1 };
+	client_send(&h, bad, garbage, sizeof(garbage));
+	expect_disconnect(&h, bad, SPOP_ERR_INVALID);
+
+	struct fb *f = calloc(1, sizeof(*f));
+	const char *const kv[] = { "model", "m1", NULL };
+	fb_route(f, 11, 1, kv);
+	client_send(&h, good, f->b, f->len);
+	struct ack_vars v;
+	read_ack(&h, good, 11, 1, &v);
+	ck_assert_str_eq(ack_str(&v, "reason"), "rr");
+	ck_assert_uint_eq(h.srv.stats.conn_active, 1);
+	free(f);
+	client_free(good);
+	client_free(bad);
+	harness_finish(&h);
+}
+END_TEST
+
+/* ---- route and feedback ---- */
+
+START_TEST(route_round_robin)
+{
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+
+	struct fb *f = calloc(1, sizeof(*f));
+	const char *const kv[] = { "session", "abc", "model", "m1", NULL };
+	for (int i = 0; i < 4; i++)
+		fb_route(f, 0, (uint64_t)i + 1, kv);
+	client_send(&h, c, f->b, f->len);
+
+	const char *akey = NULL;
+	char first_akey[32] = "";
+	for (int i = 0; i < 4; i++) {
+		struct ack_vars v;
+		read_ack(&h, c, 0, (uint64_t)i + 1, &v);
+		ck_assert_str_eq(ack_str(&v, "backend"), "llm");
+		ck_assert_str_eq(ack_str(&v, "server"), i % 2 == 0 ? "gpu1" : "gpu2");
+		ck_assert_str_eq(ack_str(&v, "reason"), "rr");
+		if (i % 2 == 0)
+			ck_assert_str_eq(ack_str(&v, "key"), "team-a");
+		else
+			ck_assert(!ack_has(&v, "key"));
+		akey = ack_str(&v, "akey");
+		ck_assert_ptr_nonnull(akey);
+		ck_assert_uint_eq(strlen(akey), 16);
+		ck_assert_uint_eq(strspn(akey, "0123456789abcdef"), 16);
+		if (i == 0)
+			strcpy(first_akey, akey);
+		else /* the same session, the same affinity key */
+			ck_assert_str_eq(akey, first_akey);
+		ck_assert(!ack_has(&v, "ack"));
+	}
+	ck_assert_uint_eq(h.srv.stats.msgs_route, 4);
+	ck_assert_uint_eq(h.srv.stats.reasons[ROUTE_RR], 4);
+	free(f);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(route_model_filter)
+{
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+
+	struct fb *f = calloc(1, sizeof(*f));
+	const char *const m2[] = { "model", "m2", NULL };
+	const char *const m9[] = { "model", "m9", "install", "i-1", NULL };
+	const char *const none[] = { NULL };
+	fb_route(f, 1, 1, m2);
+	fb_route(f, 1, 2, m2);
+	fb_route(f, 1, 3, m9);
+	fb_route(f, 1, 4, none);
+	fb_route(f, 1, 5, none);
+	client_send(&h, c, f->b, f->len);
+
+	struct ack_vars v;
+	read_ack(&h, c, 1, 1, &v);
+	ck_assert_str_eq(ack_str(&v, "server"), "gpu2");
+	read_ack(&h, c, 1, 2, &v);
+	ck_assert_str_eq(ack_str(&v, "server"), "gpu2");
+	read_ack(&h, c, 1, 3, &v);
+	ck_assert_str_eq(ack_str(&v, "reason"), "no_model");
+	ck_assert(!ack_has(&v, "backend"));
+	ck_assert(!ack_has(&v, "server"));
+	ck_assert_ptr_nonnull(ack_str(&v, "akey"));
+	/* No model argument: every endpoint, still in turn. */
+	read_ack(&h, c, 1, 4, &v);
+	const char *s4 = ack_str(&v, "server");
+	ck_assert_ptr_nonnull(s4);
+	char first[16];
+	strcpy(first, s4);
+	ck_assert(!ack_has(&v, "akey")); /* no identity argument */
+	read_ack(&h, c, 1, 5, &v);
+	ck_assert_str_ne(ack_str(&v, "server"), first);
+	ck_assert_uint_eq(h.srv.stats.reasons[ROUTE_NO_MODEL], 1);
+	free(f);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(route_no_endpoints)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	struct fb *f = calloc(1, sizeof(*f));
+	const char *const kv[] = { "model", "m1", NULL };
+	fb_route(f, 2, 3, kv);
+	client_send(&h, c, f->b, f->len);
+	struct ack_vars v;
+	read_ack(&h, c, 2, 3, &v);
+	ck_assert_str_eq(ack_str(&v, "reason"), "none");
+	ck_assert(!ack_has(&v, "backend"));
+	ck_assert(!ack_has(&v, "server"));
+	free(f);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+/* HAProxy sends absent samples as NULL and numbers as INT64: any type is
+ * accepted for any argument. */
+START_TEST(route_any_types)
+{
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
+	fb_str(p, "route");
+	fb_u8(p, 5);
+	fb_str(p, "session");
+	fb_u8(p, SPOP_DATA_NULL);
+	fb_str(p, "prefix1");
+	fb_u8(p, SPOP_DATA_INT64);
+	fb_varint(p, UINT64_MAX - 4); /* -5 */
+	fb_str(p, "src");
+	fb_u8(p, SPOP_DATA_IPV4);
+	fb_bytes(p, "\x7f\x00\x00\x01", 4);
+	fb_str(p, "stream");
+	fb_u8(p, 0x11);
+	fb_str(p, "");
+	fb_u8(p, SPOP_DATA_STRING);
+	fb_str(p, "positional");
+	fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, 9, 9, p);
+	client_send(&h, c, f->b, f->len);
+	struct ack_vars v;
+	read_ack(&h, c, 9, 9, &v);
+	ck_assert_str_eq(ack_str(&v, "reason"), "rr");
+	ck_assert_ptr_nonnull(ack_str(&v, "akey")); /* from prefix1 */
+	free(f);
+	free(p);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+static void fb_msg_header(struct fb *p, const char *name, uint8_t nargs)
+{
+	fb_str(p, name);
+	fb_u8(p, nargs);
+}
+
+START_TEST(feedback_and_unknown_acked)
+{
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+
+	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
+	/* feedback as HAProxy 2.6 sends it */
+	fb_msg_header(p, "feedback", 5);
+	fb_kv_str(p, "server", "llm/gpu1");
+	fb_str(p, "status");
+	fb_u8(p, SPOP_DATA_INT64);
+	fb_varint(p, 200);
+	fb_kv_str(p, "tr", "-1");
+	fb_str(p, "retry_after");
+	fb_u8(p, SPOP_DATA_NULL);
+	fb_kv_str(p, "akey", "0123456789abcdef");
+	fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, 3, 1, p);
+
+	p->len = 0;
+	fb_msg_header(p, "something-new", 1);
+	fb_kv_str(p, "x", "y");
+	fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, 5, 1, p);
+
+	/* Both in one frame, a prefix of a known name, and no message. */
+	p->len = 0;
+	fb_msg_header(p, "feedback", 0);
+	fb_msg_header(p, "rout", 0);
+	fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, 7, 1, p);
+	fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, 9, 1, NULL);
+	client_send(&h, c, f->b, f->len);
+
+	static const uint64_t sids[] = { 3, 5, 7, 9 };
+	for (size_t i = 0; i < 4; i++) {
+		struct ack_vars v;
+		read_ack(&h, c, sids[i], 1, &v);
+		ck_assert_uint_eq(v.n, 1); /* one `ack`, never twice */
+		ck_assert_str_eq(v.v[0].name, NOTIFY_ACK_VAR);
+		ck_assert_int_eq(v.v[0].val.type, SPOP_DATA_BOOL);
+		ck_assert(v.v[0].val.u.b);
+		ck_assert(!ack_has(&v, "reason"));
+	}
+	ck_assert_uint_eq(h.srv.stats.msgs_feedback, 2);
+	ck_assert_uint_eq(h.srv.stats.msgs_unknown, 2);
+	ck_assert_uint_eq(h.srv.stats.msgs_route, 0);
+	ck_assert_uint_eq(h.srv.stats.conn_active, 1);
+	free(f);
+	free(p);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+/* A peer that does not read: the agent stops reading at CONN_WBUF_MAX
+ * writes in flight, and answers everything once the peer reads again. */
+START_TEST(backpressure)
+{
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *c = harness_client(&h, 4096);
+	do_hello(&h, c, 16380, 16380);
+
+	enum { N = 3000 };
+	struct fb *f = calloc(1, sizeof(*f));
+	const char *const kv[] = { "model", "m1", NULL };
+	uint64_t sent = 0, got = 0;
+	while (sent < N) {
+		f->len = 0;
+		for (int i = 0; i < 100; i++, sent++)
+			fb_route(f, sent, 1, kv);
+		client_send(&h, c, f->b, f->len);
+	}
+	ck_assert_uint_gt(h.srv.stats.read_stalls, 0);
+	while (got < N) {
+		struct ack_vars v;
+		read_ack(&h, c, got, 1, &v);
+		got++;
+	}
+	ck_assert_uint_eq(h.srv.stats.frames[STATS_FRAME_ACK], N);
+	free(f);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+/* Several connections pipelining at once, their frames interleaved in
+ * time: each gets exactly its own answers, in its own order. */
+START_TEST(many_connections_interleaved)
+{
+	enum { NC = 8, PER = 60 };
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *c[NC];
+	for (int i = 0; i < NC; i++) {
+		c[i] = harness_client(&h, 0);
+		do_hello(&h, c[i], 16380, 16380);
+	}
+	struct fb *f = calloc(1, sizeof(*f));
+	const char *const kv[] = { "model", "m1", NULL };
+	for (int round = 0; round < PER; round += 10) {
+		for (int i = 0; i < NC; i++) {
+			f->len = 0;
+			for (int k = round; k < round + 10; k++)
+				fb_route(f, (uint64_t)i * 1000 + (uint64_t)k,
+					 (uint64_t)k, kv);
+			/* Cut each batch in two writes mid-frame. */
+			client_send(&h, c[i], f->b, f->len / 2 + 3);
+			client_send(&h, c[i], f->b + f->len / 2 + 3,
+				    f->len - f->len / 2 - 3);
+		}
+	}
+	for (int i = 0; i < NC; i++) {
+		for (int k = 0; k < PER; k++) {
+			struct ack_vars v;
+			read_ack(&h, c[i], (uint64_t)i * 1000 + (uint64_t)k,
+				 (uint64_t)k, &v);
+		}
+		client_free(c[i]);
+	}
+	ck_assert_uint_eq(h.srv.stats.frames[STATS_FRAME_ACK], NC * PER);
+	ck_assert_uint_eq(h.srv.stats.conn_accepted, NC);
+	free(f);
+	harness_finish(&h);
+}
+END_TEST
+
+/* ---- stopping ---- */
+
+static bool stopped_flag;
+static void on_stopped(struct server *s, void *arg)
+{
+	(void)s;
+	(void)arg;
+	stopped_flag = true;
+}
+
+START_TEST(stop_drains)
+{
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	struct fb *f = calloc(1, sizeof(*f));
+	const char *const kv[] = { "model", "m1", NULL };
+	fb_route(f, 4, 4, kv);
+	client_send(&h, c, f->b, f->len);
+
+	stopped_flag = false;
+	server_stop(&h.srv, 1000, on_stopped, NULL);
+	h.stopped = false;
+	struct ack_vars v;
+	read_ack(&h, c, 4, 4, &v);
+	expect_disconnect(&h, c, SPOP_ERR_NONE);
+	for (int i = 0; i < 100 && !stopped_flag; i++)
+		harness_pump(&h);
+	ck_assert(stopped_flag);
+	h.stopped = true;
+	free(f);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+static Suite *agent_suite(void)
+{
+	Suite *s = suite_create("agent-conn");
+	TCase *tc = tcase_create("conn");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, hello_normal);
+	tcase_add_test(tc, hello_smaller_frame_size);
+	tcase_add_test(tc, hello_agent_smaller);
+	tcase_add_test(tc, hello_healthcheck);
+	tcase_add_loop_test(tc, hello_refused, 0,
+			    (int)(sizeof(bad_hellos) / sizeof(bad_hellos[0])));
+	tcase_add_test(tc, hello_twice);
+	tcase_add_test(tc, notify_pipelined_ids);
+	tcase_add_test(tc, notify_byte_by_byte);
+	tcase_add_test(tc, notify_split_everywhere);
+	tcase_add_test(tc, error_oversized_length);
+	tcase_add_test(tc, error_zero_length);
+	tcase_add_test(tc, error_unknown_type);
+	tcase_add_test(tc, error_fragment);
+	tcase_add_test(tc, error_notify_before_hello);
+	tcase_add_test(tc, error_malformed_notify);
+	tcase_add_test(tc, haproxy_disconnect);
+	tcase_add_test(tc, error_isolated);
+	tcase_add_test(tc, route_round_robin);
+	tcase_add_test(tc, route_model_filter);
+	tcase_add_test(tc, route_no_endpoints);
+	tcase_add_test(tc, route_any_types);
+	tcase_add_test(tc, feedback_and_unknown_acked);
+	tcase_add_test(tc, backpressure);
+	tcase_add_test(tc, many_connections_interleaved);
+	tcase_add_test(tc, stop_drains);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(agent_suite());
+	srunner_run_all(sr, CK_SILENT);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

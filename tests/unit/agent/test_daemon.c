@@ -1,0 +1,283 @@
+/* test_daemon.c - agent: the warmlane binary itself: command line, a real
+ * socket, SIGTERM ending in AGENT-DISCONNECT and exit 0. Its path is argv[1]. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+extern char **environ;
+
+static const char *warmlane;
+static char dir[64], sock[96], logpath[96], addr[128];
+
+static void setup(void)
+{
+	make_temp_dir(dir, sizeof(dir));
+	snprintf(sock, sizeof(sock), "%s/spoa.sock", dir);
+	snprintf(logpath, sizeof(logpath), "%s/stderr.log", dir);
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+}
+
+static void teardown(void)
+{
+	unlink(sock);
+	unlink(logpath);
+	rmdir(dir);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+	nanosleep(&ts, NULL);
+}
+
+/* Starts warmlane with argv (NULL-terminated, without argv[0]); stdout and
+ * stderr go to logpath. */
+static pid_t spawn(const char *const *args)
+{
+	const char *argv[16] = { warmlane };
+	size_t n = 1;
+	for (; args[n - 1] != NULL; n++)
+		argv[n] = args[n - 1];
+	argv[n] = NULL;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, logpath,
+					 O_WRONLY | O_CREAT | O_APPEND, 0600);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	pid_t pid;
+	int r = posix_spawn(&pid, warmlane, &fa, NULL, (char *const *)argv,
+			    environ);
+	posix_spawn_file_actions_destroy(&fa);
+	ck_assert_msg(r == 0, "spawn %s: %s", warmlane, strerror(r));
+	return pid;
+}
+
+/* Waits up to ms for pid; returns its exit status, -1 on timeout, -2 when
+ * it died of a signal. */
+static int wait_exit(pid_t pid, long ms)
+{
+	for (long t = 0; t <= ms; t += 10) {
+		int st;
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : -2;
+		sleep_ms(10);
+	}
+	return -1;
+}
+
+static bool log_has(const char *needle)
+{
+	static char buf[65536];
+	FILE *f = fopen(logpath, "r");
+	if (f == NULL)
+		return false;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, needle) != NULL;
+}
+
+static int connect_when_ready(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	for (int i = 0; i < 300; i++) {
+		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		ck_assert_int_ge(fd, 0);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			struct timeval tv = { 3, 0 };
+			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+			return fd;
+		}
+		close(fd);
+		sleep_ms(10);
+	}
+	ck_abort_msg("warmlane did not listen on %s", path);
+	return -1;
+}
+
+/* Reads one frame, blocking (with the socket's timeout); 0 on EOF. */
+static ptrdiff_t read_frame(int fd, uint8_t *buf, size_t cap)
+{
+	size_t have = 0, want = 4;
+	while (have < want) {
+		ssize_t r = read(fd, buf + have, want - have);
+		if (r == 0)
+			return 0;
+		ck_assert_msg(r > 0, "read: %s", strerror(errno));
+		have += (size_t)r;
+		if (have == 4) {
+			want = 4 + (((size_t)buf[0] << 24) | ((size_t)buf[1] << 16) |
+				    ((size_t)buf[2] << 8) | buf[3]);
+			ck_assert_uint_le(want, cap);
+		}
+	}
+	return (ptrdiff_t)have;
+}
+
+START_TEST(serve_then_sigterm)
+{
+	const char *const args[] = { "--listen", addr, "--log-level", "debug", NULL };
+	pid_t pid = spawn(args);
+	int fd = connect_when_ready(sock);
+
+	struct fb *f = calloc(1, sizeof(*f));
+	fb_hello(f, 16380);
+	const char *const kv[] = { "session", "s", NULL };
+	fb_route(f, 0, 1, kv);
+	ck_assert_int_eq(write(fd, f->b, f->len), (ssize_t)f->len);
+	free(f);
+
+	static uint8_t buf[65536];
+	ptrdiff_t n = read_frame(fd, buf, sizeof(buf));
+	ck_assert_int_gt(n, 0);
+	struct spop_frame fr;
+	answer_decode(buf, (size_t)n, &fr);
+	ck_assert_int_eq(fr.type, SPOP_FRAME_AGENT_HELLO);
+	n = read_frame(fd, buf, sizeof(buf));
+	struct ack_vars v;
+	answer_ack(buf, (size_t)n, 0, 1, &v);
+	ck_assert_str_eq(ack_str(&v, "reason"), "none");
+
+	ck_assert_int_eq(kill(pid, SIGTERM), 0);
+	n = read_frame(fd, buf, sizeof(buf));
+	ck_assert_int_gt(n, 0);
+	ck_assert_uint_eq(answer_disconnect_status(buf, (size_t)n), 0);
+	ck_assert_int_eq(read_frame(fd, buf, sizeof(buf)), 0);
+	close(fd);
+	ck_assert_int_eq(wait_exit(pid, 3000), 0);
+	ck_assert_int_eq(access(sock, F_OK), -1);
+	ck_assert(log_has("level=info msg=listening"));
+	ck_assert(log_has("level=debug msg=route"));
+	ck_assert(log_has("msg=stopped"));
+}
+END_TEST
+
+/* SIGINT with no connection, and SIGPIPE ignored: a client that vanishes
+ * with answers pending does not kill the agent. */
+START_TEST(vanishing_client_then_sigint)
+{
+	const char *const args[] = { "--listen", addr, NULL };
+	pid_t pid = spawn(args);
+	int fd = connect_when_ready(sock);
+	struct fb *f = calloc(1, sizeof(*f));
+	fb_hello(f, 16380);
+	for (int i = 0; i < 200; i++) {
+		const char *const kv[] = { "model", "m", NULL };
+		fb_route(f, (uint64_t)i, 1, kv);
+	}
+	ck_assert_int_eq(write(fd, f->b, f->len), (ssize_t)f->len);
+	free(f);
+	close(fd);
+	sleep_ms(100);
+	ck_assert_int_eq(wait_exit(pid, 0), -1); /* still running */
+	ck_assert_int_eq(kill(pid, SIGINT), 0);
+	ck_assert_int_eq(wait_exit(pid, 3000), 0);
+}
+END_TEST
+
+START_TEST(second_instance_refused)
+{
+	const char *const args[] = { "--listen", addr, NULL };
+	pid_t first = spawn(args);
+	int fd = connect_when_ready(sock);
+	close(fd);
+	pid_t second = spawn(args);
+	ck_assert_int_eq(wait_exit(second, 3000), 1);
+	ck_assert(log_has("another process is listening on this socket"));
+	kill(first, SIGTERM);
+	ck_assert_int_eq(wait_exit(first, 3000), 0);
+}
+END_TEST
+
+START_TEST(check_config_reports_all)
+{
+	char cfg[128];
+	snprintf(cfg, sizeof(cfg), "%s/bad.yaml", dir);
+	FILE *f = fopen(cfg, "w");
+	fputs("policy:\n  ewma_alpha: 2\n  half_open_probes: 0\n"
+	      "endpoints:\n  - {backend: b}\n", f);
+	fclose(f);
+	const char *const args[] = { "--check-config", cfg, NULL };
+	pid_t pid = spawn(args);
+	ck_assert_int_eq(wait_exit(pid, 3000), 1);
+	ck_assert(log_has("bad.yaml: policy.ewma_alpha: must be in (0, 1], got 2"));
+	ck_assert(log_has("bad.yaml: policy.half_open_probes: must be between 1"));
+	ck_assert(log_has("bad.yaml: endpoints[0].server: required"));
+
+	/* Starting on it fails the same way. */
+	const char *const run[] = { "--config", cfg, "--listen", addr, NULL };
+	pid = spawn(run);
+	ck_assert_int_eq(wait_exit(pid, 3000), 1);
+
+	f = fopen(cfg, "w");
+	fputs("log_level: warn\n", f);
+	fclose(f);
+	pid = spawn(args);
+	ck_assert_int_eq(wait_exit(pid, 3000), 0);
+	ck_assert(log_has("bad.yaml: ok\n"));
+	unlink(cfg);
+}
+END_TEST
+
+START_TEST(command_line)
+{
+	const char *const version[] = { "--version", NULL };
+	ck_assert_int_eq(wait_exit(spawn(version), 3000), 0);
+	ck_assert(log_has("warmlane "));
+	const char *const help[] = { "--help", NULL };
+	ck_assert_int_eq(wait_exit(spawn(help), 3000), 0);
+	ck_assert(log_has("--check-config FILE"));
+	const char *const bad_level[] = { "--log-level", "loud", NULL };
+	ck_assert_int_eq(wait_exit(spawn(bad_level), 3000), 2);
+	const char *const bad_listen[] = { "--listen", "udp:1.2.3.4:5", NULL };
+	ck_assert_int_eq(wait_exit(spawn(bad_listen), 3000), 2);
+	const char *const extra[] = { "stray", NULL };
+	ck_assert_int_eq(wait_exit(spawn(extra), 3000), 2);
+}
+END_TEST
+
+static Suite *daemon_suite(void)
+{
+	Suite *s = suite_create("agent-daemon");
+	TCase *tc = tcase_create("daemon");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, serve_then_sigterm);
+	tcase_add_test(tc, vanishing_client_then_sigint);
+	tcase_add_test(tc, second_instance_refused);
+	tcase_add_test(tc, check_config_reports_all);
+	tcase_add_test(tc, command_line);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s PATH-TO-WARMLANE\n", argv[0]);
+		return EXIT_FAILURE;
+	}
+	warmlane = argv[1];
+	SRunner *sr = srunner_create(daemon_suite());
+	srunner_run_all(sr, CK_SILENT);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

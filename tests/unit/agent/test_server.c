@@ -1,0 +1,241 @@
+/* test_server.c - agent: listeners on real sockets, stale and live socket
+ * files, socket mode, TCP, and the stop that removes the socket. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char dir[64], sock[96], err[512];
+
+static void setup(void)
+{
+	make_temp_dir(dir, sizeof(dir));
+	snprintf(sock, sizeof(sock), "%s/spoa.sock", dir);
+}
+
+static void teardown(void)
+{
+	unlink(sock);
+	rmdir(dir);
+}
+
+static int unix_listen_fd(const char *path, bool do_listen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	if (do_listen)
+		ck_assert_int_eq(listen(fd, 1), 0);
+	return fd;
+}
+
+/* A client of the real listener, wrapped as a harness client. */
+static struct client *connect_unix(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	struct client *c = calloc(1, sizeof(*c));
+	c->fd = fd;
+	return c;
+}
+
+static void config_listen(struct harness *h, const char *addr)
+{
+	const char *a[] = { addr };
+	char why[256];
+	ck_assert_int_eq(config_set_listen(&h->cfg, a, 1, why, sizeof(why)), 0);
+}
+
+static void hello_roundtrip(struct harness *h, struct client *c)
+{
+	static uint8_t buf[4096];
+	struct fb *f = calloc(1, sizeof(*f));
+	fb_hello(f, 16380);
+	const char *const kv[] = { "model", "m", NULL };
+	fb_route(f, 1, 1, kv);
+	client_send(h, c, f->b, f->len);
+	free(f);
+	ptrdiff_t n = client_frame(h, c, buf, sizeof(buf), 2000);
+	ck_assert_int_gt(n, 0);
+	n = client_frame(h, c, buf, sizeof(buf), 2000);
+	ck_assert_int_gt(n, 0);
+	struct ack_vars v;
+	answer_ack(buf, (size_t)n, 1, 1, &v);
+	ck_assert_str_eq(ack_str(&v, "reason"), "none");
+}
+
+START_TEST(unix_listen_and_mode)
+{
+	struct harness h;
+	char addr[256];
+	harness_init(&h, NULL);
+	snprintf(addr, sizeof(addr), "unix:%s,mode=0640", sock);
+	config_listen(&h, addr);
+	ck_assert_int_eq(server_listen(&h.srv, err, sizeof(err)), 0);
+	struct stat st;
+	ck_assert_int_eq(stat(sock, &st), 0);
+	ck_assert(S_ISSOCK(st.st_mode));
+	ck_assert_uint_eq(st.st_mode & 0777, 0640);
+
+	struct client *c = connect_unix(sock);
+	hello_roundtrip(&h, c);
+	client_free(c);
+	harness_finish(&h);
+	/* Stopping removes the socket file. */
+	ck_assert_int_eq(access(sock, F_OK), -1);
+}
+END_TEST
+
+START_TEST(unix_default_mode)
+{
+	struct harness h;
+	char addr[256];
+	harness_init(&h, NULL);
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	config_listen(&h, addr);
+	mode_t old = umask(0);
+	ck_assert_int_eq(server_listen(&h.srv, err, sizeof(err)), 0);
+	umask(old);
+	struct stat st;
+	ck_assert_int_eq(stat(sock, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 0777, 0660);
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(unix_stale_replaced)
+{
+	/* A socket file nobody listens on, as a crashed agent leaves. */
+	int fd = unix_listen_fd(sock, false);
+	close(fd);
+	struct harness h;
+	char addr[256];
+	harness_init(&h, NULL);
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	config_listen(&h, addr);
+	ck_assert_msg(server_listen(&h.srv, err, sizeof(err)) == 0, "%s", err);
+	struct client *c = connect_unix(sock);
+	hello_roundtrip(&h, c);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(unix_live_refused)
+{
+	int fd = unix_listen_fd(sock, true);
+	struct harness h;
+	char addr[256];
+	harness_init(&h, NULL);
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	config_listen(&h, addr);
+	ck_assert_int_eq(server_listen(&h.srv, err, sizeof(err)), -EADDRINUSE);
+	ck_assert(strstr(err, "another process is listening") != NULL);
+	harness_finish(&h);
+	/* The other process keeps its socket. */
+	ck_assert_int_eq(access(sock, F_OK), 0);
+	close(fd);
+}
+END_TEST
+
+START_TEST(unix_not_a_socket)
+{
+	FILE *f = fopen(sock, "w");
+	ck_assert_ptr_nonnull(f);
+	fclose(f);
+	struct harness h;
+	char addr[256];
+	harness_init(&h, NULL);
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	config_listen(&h, addr);
+	ck_assert_int_eq(server_listen(&h.srv, err, sizeof(err)), -EEXIST);
+	ck_assert(strstr(err, "not a socket") != NULL);
+	harness_finish(&h);
+	ck_assert_int_eq(access(sock, F_OK), 0);
+}
+END_TEST
+
+START_TEST(unix_missing_directory)
+{
+	struct harness h;
+	char addr[256];
+	harness_init(&h, NULL);
+	snprintf(addr, sizeof(addr), "unix:%s/nodir/spoa.sock", dir);
+	config_listen(&h, addr);
+	ck_assert_int_lt(server_listen(&h.srv, err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, "directory") != NULL, "%s", err);
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(tcp_listen)
+{
+	/* A port the kernel just handed out, most likely still free. */
+	int probe = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	ck_assert_int_eq(bind(probe, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	socklen_t sl = sizeof(sa);
+	ck_assert_int_eq(getsockname(probe, (struct sockaddr *)&sa, &sl), 0);
+	unsigned port = ntohs(sa.sin_port);
+	close(probe);
+
+	struct harness h;
+	char addr[64];
+	harness_init(&h, NULL);
+	snprintf(addr, sizeof(addr), "tcp:127.0.0.1:%u", port);
+	config_listen(&h, addr);
+	ck_assert_msg(server_listen(&h.srv, err, sizeof(err)) == 0, "%s", err);
+
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	struct client *c = calloc(1, sizeof(*c));
+	c->fd = fd;
+	hello_roundtrip(&h, c);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+static Suite *server_suite(void)
+{
+	Suite *s = suite_create("agent-server");
+	TCase *tc = tcase_create("server");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, unix_listen_and_mode);
+	tcase_add_test(tc, unix_default_mode);
+	tcase_add_test(tc, unix_stale_replaced);
+	tcase_add_test(tc, unix_live_refused);
+	tcase_add_test(tc, unix_not_a_socket);
+	tcase_add_test(tc, unix_missing_directory);
+	tcase_add_test(tc, tcp_listen);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(server_suite());
+	srunner_run_all(sr, CK_SILENT);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
