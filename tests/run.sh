@@ -13,9 +13,9 @@ build=${WARMLANE_BUILD:-build/asan}
 # --- packages (Debian 12), installed only when missing ----------------------
 packages=(
 	meson ninja-build pkg-config gcc clang python3 curl
-	libuv1-dev libmsgpack-dev check libcyaml-dev libxxhash-dev
+	libuv1-dev libmsgpack-dev check libcyaml-dev libyaml-dev libxxhash-dev
 	libmicrohttpd-dev libsystemd-dev
-	haproxy prometheus
+	haproxy
 )
 missing=()
 for p in "${packages[@]}"; do
