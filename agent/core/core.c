@@ -672,11 +672,14 @@ static inline double eff_ewma(const struct core *c, const struct pool_endpoint *
 	return warm(c, e, k->kind) ? e->ewma[k->kind] : k->median;
 }
 
-/* Step 5: in_flight + 1 <= ceil(load_factor x (total + 1) x w / W). */
+/* Step 5: in_flight + 1 <= ceil(load_factor x (total + 1) x w / W), or
+ * in_flight < load_floor (a floor so that light load never scatters keys). */
 static inline bool within_bound(const struct core *c,
 				const struct pool_endpoint *e,
 				const struct pick *k)
 {
+	if (e->in_flight < c->p.load_floor)
+		return true;
 	double cap = c->p.load_factor * ((double)k->v->total_if + 1) *
 		     e->weight / k->v->total_w;
 	/* The tiny shrink keeps a product that should be an integer from

@@ -17,6 +17,7 @@ void core_params_defaults(struct core_params *p)
 		.idle_reset_ms = 60 * 1000,
 		.sticky_tolerance = 2.5,
 		.load_factor = 1.5,
+		.load_floor = 4,
 		.cost_weight_per_ms = 0,
 		.breaker_window_ms = 10 * 1000,
 		.breaker_min_requests = 5,

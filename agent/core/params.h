@@ -30,6 +30,12 @@ struct core_params {
 	uint64_t idle_reset_ms;            /* 60 s */
 	double sticky_tolerance;           /* 2.5 */
 	double load_factor;                /* 1.5 */
+	/* Not in the table: in-flight requests an endpoint may always hold
+	 * whatever the bound says. At low load the bound alone is too tight
+	 * for LLM servers, which batch many requests: with 4 endpoints and one
+	 * request in flight, ceil(1.5 x 2 / 4) = 1 would move a second session
+	 * off its warm endpoint. */
+	uint32_t load_floor;               /* 4 */
 	double cost_weight_per_ms;         /* 0: cost ignored */
 	uint64_t breaker_window_ms;        /* 10 s */
 	uint32_t breaker_min_requests;     /* 5 */

@@ -563,11 +563,49 @@ START_TEST(hot_keys_stay_within_bound)
 			uint32_t v = fx_info(&f, f.ep[k]).in_flight;
 			mx = v > mx ? v : mx;
 		}
-		ck_assert_uint_le(mx, (uint32_t)ceil(f.p.load_factor * total / 8));
+		uint32_t bound = (uint32_t)ceil(f.p.load_factor * total / 8);
+		ck_assert_uint_le(mx, bound > f.p.load_floor ? bound : f.p.load_floor);
 	}
 	ck_assert_uint_eq(total, 2400);
 	ck_assert_double_le(mx / (total / 8.0), f.p.load_factor);
 	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(light_load_keeps_keys_home)
+{
+	/* Two sessions whose rendezvous choice is the same endpoint, on an
+	 * idle pool of 4: the second, decided while the first is in flight,
+	 * stays on it (load_floor). With the bound alone (load_floor 0),
+	 * ceil(1.5 x 2 / 4) = 1 moves it away. */
+	for (int floor = 0; floor < 2; floor++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		p.load_floor = floor ? 4 : 0;
+		struct fx f;
+		fx_init(&f, 4, &p);
+		struct core_request a = fx_session(1);
+		struct core_decision da = fx_decide(&f, &a);
+		uint64_t s = 2;
+		struct fx g;
+		fx_init(&g, 4, &p); /* a twin with nothing in flight */
+		for (; s < 1000; s++) {
+			struct core_request b = fx_session(s);
+			if (fx_decide(&g, &b).endpoint == da.endpoint)
+				break;
+		}
+		fx_finish(&g);
+		ck_assert_uint_lt(s, 1000);
+		struct core_request b = fx_session(s);
+		struct core_decision db = fx_decide(&f, &b);
+		if (floor) {
+			ck_assert_int_eq(db.endpoint, da.endpoint);
+			ck_assert_int_eq(db.reason, CORE_REASON_HASH);
+		} else {
+			ck_assert_int_ne(db.endpoint, da.endpoint);
+		}
+		fx_finish(&f);
+	}
 }
 END_TEST
 
@@ -1657,6 +1695,7 @@ static Suite *core_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("load");
+	tcase_add_test(tc, light_load_keeps_keys_home);
 	tcase_add_loop_test(tc, hot_keys_stay_within_bound, 0, 2);
 	tcase_add_test(tc, spill_when_all_hashed_choices_fail);
 	tcase_add_test(tc, p2c_spreads_without_identity);
