@@ -261,10 +261,12 @@ static void conn_on_notify(struct conn *c, const struct spop_frame *f)
 		conn_abort(c);
 		return;
 	}
+	uint64_t now = uv_now(c->srv->loop);
 	struct notify_ctx ctx = {
 		.route = &c->srv->route,
 		.stats = &c->srv->stats,
-		.now_ms = uv_now(c->srv->loop),
+		.now_ms = now,
+		.now_unix_s = route_wall_s(&c->srv->route, now),
 		.conn_id = c->id,
 	};
 	struct notify_deferred later;

@@ -9,7 +9,11 @@
 
 #include "config.h"
 #include "log.h"
+#include "metrics.h"
+#include "runtime.h"
+#include "sdnotify.h"
 #include "server.h"
+#include "snapshot.h"
 #include "warmlane_version.h"
 
 /* How long a stopping agent lets connections finish before closing them. */
@@ -47,6 +51,11 @@ static void usage(FILE *f)
 struct app {
 	uv_loop_t *loop;
 	struct server srv;
+	struct metrics metrics; /* zeroed: metrics_stop is a no-op */
+	struct runtime runtime; /* zeroed: runtime_stop is a no-op */
+	struct snapshot_writer snap; /* zeroed: snapshot_writer_stop too */
+	struct sdnotify sd;     /* zeroed: sdnotify_stop too */
+	bool save_on_exit;      /* stopped by a signal: write the snapshot */
 	uv_signal_t sig_term, sig_int, sig_hup;
 };
 
@@ -54,6 +63,11 @@ static void main_on_stopped(struct server *s, void *arg)
 {
 	struct app *app = arg;
 	(void)s;
+	/* Scrapes are answered until the SPOP side is done. */
+	metrics_stop(&app->metrics, NULL, NULL);
+	runtime_stop(&app->runtime);
+	snapshot_writer_stop(&app->snap);
+	sdnotify_stop(&app->sd);
 	/* The signal handles are what keeps the loop running now. */
 	uv_close((uv_handle_t *)&app->sig_term, NULL);
 	uv_close((uv_handle_t *)&app->sig_int, NULL);
@@ -70,6 +84,8 @@ static void main_on_signal(uv_signal_t *h, int signum)
 	}
 	log_info(app->srv.stopping ? "stopping now" : "stopping", "signal=%s",
 		 signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	sdnotify_stopping(&app->sd);
+	app->save_on_exit = true;
 	server_stop(&app->srv, MAIN_GRACE_MS, main_on_stopped, app);
 }
 
@@ -128,17 +144,32 @@ static int main_run(struct config *cfg)
 		log_error("cannot initialise the server", NULL);
 		return EXIT_FAILURE;
 	}
+	/* State from the last run, before the first request. */
+	snapshot_restore(app.srv.route.core, cfg->state_file, uv_now(app.loop));
 	int r = server_listen(&app.srv, err, sizeof(err));
+	if (r == 0 && cfg->metrics_listen[0] != '\0')
+		r = metrics_start(&app.metrics, app.loop, &cfg->metrics,
+				  &app.srv, err, sizeof(err));
 	if (r < 0) {
 		char q[600];
 		log_error("cannot listen", "error=%s",
 			  log_quote(q, sizeof(q), err, strlen(err)));
+		metrics_stop(&app.metrics, NULL, NULL);
 		server_stop(&app.srv, 0, NULL, NULL);
 		uv_run(app.loop, UV_RUN_DEFAULT);
 		server_finish(&app.srv);
 		uv_loop_close(app.loop);
 		return EXIT_FAILURE;
 	}
+	/* The poller starts once the agent is reachable: until its first
+	 * answer the configured endpoints are the pool. */
+	r = runtime_init(&app.runtime, app.loop, &app.srv.route,
+			 &app.srv.stats, cfg);
+	if (r == 0)
+		r = runtime_start(&app.runtime);
+	if (r < 0)
+		log_error("cannot start the runtime API poller; routing on configured endpoints",
+			  "error=%s", uv_err_name(r));
 	r = main_signals(&app);
 	if (r < 0) {
 		log_error("cannot install signal handlers", "error=%s",
@@ -149,9 +180,24 @@ static int main_run(struct config *cfg)
 		log_info("started", "version=%s endpoints=%zu max_frame_size=%u",
 			 WARMLANE_VERSION, cfg->n_endpoints,
 			 (unsigned)cfg->max_frame_size);
+		r = snapshot_writer_start(&app.snap, app.loop, app.srv.route.core,
+					  cfg->state_file,
+					  cfg->params.snapshot_interval_ms);
+		if (r < 0)
+			log_error("cannot start periodic snapshots", "error=%s",
+				  uv_err_name(r));
+		r = sdnotify_start(&app.sd, app.loop, &app.srv.stats);
+		if (r < 0)
+			log_error("cannot start systemd notifications", "error=%s",
+				  uv_err_name(r));
 	}
 
 	uv_run(app.loop, UV_RUN_DEFAULT);
+	if (app.save_on_exit) {
+		uv_update_time(app.loop);
+		snapshot_save(app.srv.route.core, cfg->state_file, uv_now(app.loop));
+	}
+	runtime_finish(&app.runtime);
 	server_finish(&app.srv);
 	uv_loop_close(app.loop);
 	if (rc == EXIT_SUCCESS)

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <string.h>
+#include <uv.h>
 
 #include "log.h"
 
@@ -57,7 +58,11 @@ static int notify_route(struct notify_ctx *ctx, struct spop_reader *r,
 	}
 
 	struct route_decision d;
+	/* The decision alone, not the parsing around it: the histogram is
+	 * there to catch a policy that stops being microseconds. */
+	uint64_t t0 = uv_hrtime();
 	route_decide(ctx->route, &req, &d);
+	stats_histogram_observe(&ctx->stats->decide_latency, uv_hrtime() - t0);
 	ctx->stats->msgs_route++;
 	ctx->stats->reasons[d.reason]++;
 
@@ -88,7 +93,8 @@ static int notify_feedback(struct notify_ctx *ctx, struct spop_reader *r,
 			   unsigned nargs, struct notify_ack *ack,
 			   enum spop_status *status)
 {
-	struct route_feedback fb = { .now_ms = ctx->now_ms };
+	struct route_feedback fb = { .now_ms = ctx->now_ms,
+				     .now_unix_s = ctx->now_unix_s };
 	for (int i = 0; i < ROUTE_FB_COUNT; i++)
 		fb.args[i] = spop_data_null();
 	for (unsigned i = 0; i < nargs; i++) {

@@ -29,6 +29,7 @@ struct notify_ctx {
 	struct route *route;
 	struct stats *stats;
 	uint64_t now_ms;  /* uv_now */
+	int64_t now_unix_s; /* wall clock (route_wall_s), for Retry-After */
 	uint64_t conn_id; /* for log lines */
 };
 

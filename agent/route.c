@@ -1,10 +1,18 @@
-/* route.c - round-robin routing scaffold, until agent/core is wired in. */
+/* route.c - the agent's side of the decision: SPOE arguments in, core_decide and core_observe, variables out. */
 #include "route.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
 
 #include "config.h"
+#include "log.h"
+
+_Static_assert((int)ROUTE_REASON_COUNT == (int)CORE_REASON_COUNT,
+	       "route reasons mirror the core's");
 
 static const char *const route_arg_names[ROUTE_ARG_COUNT] = {
 	[ROUTE_ARG_SESSION] = "session", [ROUTE_ARG_PREFIX1] = "prefix1",
@@ -18,18 +26,7 @@ static const char *const route_fb_names[ROUTE_FB_COUNT] = {
 	[ROUTE_FB_SERVER] = "server",	    [ROUTE_FB_STATUS] = "status",
 	[ROUTE_FB_TR] = "tr",		    [ROUTE_FB_RETRY_AFTER] = "retry_after",
 	[ROUTE_FB_KEY] = "key",		    [ROUTE_FB_AKEY] = "akey",
-	[ROUTE_FB_STREAM] = "stream",
-};
-
-static const char *const route_reason_names[ROUTE_REASON_COUNT] = {
-	[ROUTE_AFFINITY] = "affinity",
-	[ROUTE_HASH] = "hash",
-	[ROUTE_SPILL] = "spill",
-	[ROUTE_P2C] = "p2c",
-	[ROUTE_COOLDOWN_FALLBACK] = "cooldown_fallback",
-	[ROUTE_NO_MODEL] = "no_model",
-	[ROUTE_NONE] = "none",
-	[ROUTE_RR] = "rr",
+	[ROUTE_FB_STREAM] = "stream",	    [ROUTE_FB_MODEL] = "model",
 };
 
 int route_arg_lookup(struct spop_str name)
@@ -52,19 +49,149 @@ const char *route_reason_name(enum route_reason reason)
 {
 	if ((unsigned)reason >= ROUTE_REASON_COUNT)
 		return "unknown";
-	return route_reason_names[reason];
+	return core_reason_name((enum core_reason)reason);
+}
+
+/* ---- endpoints ---------------------------------------------------------- */
+
+static bool str_is(struct core_str a, const char *b)
+{
+	size_t n = strlen(b);
+	return a.len == n && memcmp(a.ptr, b, n) == 0;
+}
+
+const struct config_endpoint *route_config_find(const struct route *r,
+						struct core_str backend,
+						struct core_str server)
+{
+	for (size_t i = 0; i < r->cfg->n_endpoints; i++) {
+		const struct config_endpoint *ep = &r->cfg->endpoints[i];
+		if (str_is(backend, ep->backend) && str_is(server, ep->server))
+			return ep;
+	}
+	return NULL;
+}
+
+unsigned route_server_find(const struct route *r, struct core_str backend,
+			   struct core_str server, int *idx, unsigned max)
+{
+	const struct config_endpoint *ep = route_config_find(r, backend, server);
+	size_t nk = ep != NULL ? ep->n_keys : 0;
+	unsigned n = 0;
+	if (nk == 0) {
+		int i = core_endpoint_find(r->core, backend, server,
+					   (struct core_str){ NULL, 0 });
+		if (i >= 0 && max > 0)
+			idx[n++] = i;
+		return n;
+	}
+	for (size_t k = 0; k < nk && n < max; k++) {
+		int i = core_endpoint_find(r->core, backend, server,
+					   core_str_c(ep->keys[k]));
+		if (i >= 0)
+			idx[n++] = i;
+	}
+	return n;
+}
+
+/* Adds one core endpoint; an existing one counts as not added. */
+static int route_add_one(struct route *r, const char *backend,
+			 const char *server, const char *key,
+			 const struct config_endpoint *ep, uint64_t now_ms)
+{
+	struct core_endpoint_config ec = {
+		.backend = backend,
+		.server = server,
+		.key_id = key,
+		.models = ep != NULL ? (const char *const *)ep->models : NULL,
+		.n_models = ep != NULL ? ep->n_models : 0,
+		.weight = ep != NULL ? ep->weight : 1.0,
+		.cost_per_mtok = ep != NULL ? ep->cost_per_mtok : 0.0,
+	};
+	int i = core_endpoint_add(r->core, &ec, now_ms);
+	if (i == -EEXIST)
+		return 0;
+	return i < 0 ? i : 1;
+}
+
+int route_server_add(struct route *r, struct core_str backend,
+		     struct core_str server, uint64_t now_ms)
+{
+	char b[CONFIG_NAME_MAX + 1], s[CONFIG_NAME_MAX + 1];
+	if (backend.len == 0 || server.len == 0)
+		return -EINVAL;
+	if (backend.len > CONFIG_NAME_MAX || server.len > CONFIG_NAME_MAX)
+		return -ENAMETOOLONG;
+	memcpy(b, backend.ptr, backend.len);
+	b[backend.len] = '\0';
+	memcpy(s, server.ptr, server.len);
+	s[server.len] = '\0';
+
+	const struct config_endpoint *ep = route_config_find(r, backend, server);
+	if (ep == NULL || ep->n_keys == 0)
+		return route_add_one(r, b, s, NULL, ep, now_ms);
+	int added = 0;
+	for (size_t k = 0; k < ep->n_keys; k++) {
+		int a = route_add_one(r, b, s, ep->keys[k], ep, now_ms);
+		if (a < 0)
+			return a;
+		added += a;
+	}
+	return added;
 }
 
 int route_init(struct route *r, const struct config *cfg)
 {
 	*r = (struct route){ .cfg = cfg };
+	int e = core_create(&r->core, &cfg->params);
+	if (e < 0) {
+		r->core = NULL;
+		return e;
+	}
+	/* Per process: two agents beside one HAProxy, or a restart, draw
+	 * different p2c samples (what keeps them from herding). */
+	core_rng_seed(&r->rng, uv_hrtime() ^ ((uint64_t)getpid() << 32) ^
+				       (uint64_t)time(NULL));
+
+	for (size_t i = 0; i < cfg->n_endpoints; i++) {
+		const struct config_endpoint *ep = &cfg->endpoints[i];
+		size_t nk = ep->n_keys > 0 ? ep->n_keys : 1;
+		for (size_t k = 0; k < nk; k++) {
+			const char *key = ep->n_keys > 0 ? ep->keys[k] : NULL;
+			int a = route_add_one(r, ep->backend, ep->server, key,
+					      ep, 0);
+			if (a == -ENOMEM) {
+				route_finish(r);
+				return a;
+			}
+			if (a <= 0)
+				log_warn("endpoint not added", "backend=%s server=%s key=%s error=%s",
+					 ep->backend, ep->server,
+					 key != NULL ? key : "-",
+					 a == 0 ? "duplicate" : strerror(-a));
+		}
+	}
 	return 0;
 }
 
 void route_finish(struct route *r)
 {
+	core_destroy(r->core);
+	r->core = NULL;
 	r->cfg = NULL;
 }
+
+int64_t route_wall_s(struct route *r, uint64_t now_ms)
+{
+	if (!r->wall_valid || r->wall_at_ms != now_ms) {
+		r->wall_s = (int64_t)time(NULL);
+		r->wall_at_ms = now_ms;
+		r->wall_valid = true;
+	}
+	return r->wall_s;
+}
+
+/* ---- route -------------------------------------------------------------- */
 
 static bool arg_present(const struct spop_data *d)
 {
@@ -81,142 +208,228 @@ static bool arg_present(const struct spop_data *d)
 	}
 }
 
-/* Hashes the value's bytes, not its encoding, so a prefix key sent as
- * INT64 and one sent as UINT64 agree. The rung seeds the hash. */
-static uint64_t hash_arg(const struct spop_data *d, uint64_t seed)
+/* A 64-bit id of the value, not of its encoding: a prefix key HAProxy
+ * sends as INT64 (xxh64) is used as it is, and agrees with the same number
+ * as UINT64. The core hashes it again with the rung. */
+static struct core_id arg_id(const struct spop_data *d)
 {
-	uint8_t b[8];
-	uint64_t v;
+	static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+					      0xff, 0xff };
+	struct core_id id = { .present = arg_present(d) };
+	if (!id.present)
+		return id;
 	switch (d->type) {
 	case SPOP_DATA_STRING:
 	case SPOP_DATA_BINARY:
-		return XXH3_64bits_withSeed(d->u.str.ptr, d->u.str.len, seed);
+		id.hash = core_hash_bytes(d->u.str.ptr, d->u.str.len);
+		break;
 	case SPOP_DATA_IPV4:
-		return XXH3_64bits_withSeed(d->u.ipv4, 4, seed);
+		id.hash = core_hash_bytes(d->u.ipv4, 4);
+		break;
 	case SPOP_DATA_IPV6:
-		return XXH3_64bits_withSeed(d->u.ipv6, 16, seed);
+		/* The same client over a dual-stack listener. */
+		if (memcmp(d->u.ipv6, v4mapped, sizeof(v4mapped)) == 0)
+			id.hash = core_hash_bytes(d->u.ipv6 + 12, 4);
+		else
+			id.hash = core_hash_bytes(d->u.ipv6, 16);
+		break;
 	case SPOP_DATA_BOOL:
-		v = d->u.b;
+		id.hash = d->u.b;
 		break;
 	case SPOP_DATA_INT32:
-		v = (uint64_t)(int64_t)d->u.i32;
+		id.hash = (uint64_t)(int64_t)d->u.i32;
 		break;
 	case SPOP_DATA_UINT32:
-		v = d->u.u32;
+		id.hash = d->u.u32;
 		break;
 	case SPOP_DATA_INT64:
-		v = (uint64_t)d->u.i64;
+		id.hash = (uint64_t)d->u.i64;
 		break;
 	default:
-		v = d->u.u64;
+		id.hash = d->u.u64;
 		break;
 	}
-	for (int i = 0; i < 8; i++)
-		b[i] = (uint8_t)(v >> (8 * i));
-	return XXH3_64bits_withSeed(b, sizeof(b), seed);
+	return id;
 }
 
-bool route_identity(const struct route_request *req,
-		    const enum core_rung *ladder, unsigned ladder_len,
-		    uint64_t *key)
+static struct core_str arg_str(const struct spop_data *d)
 {
-	for (unsigned i = 0; i < ladder_len; i++) {
-		const struct spop_data *d = NULL;
-		switch (ladder[i]) {
-		case CORE_RUNG_SESSION:
-			d = &req->args[ROUTE_ARG_SESSION];
-			break;
-		case CORE_RUNG_PREFIX:
-			/* The longest window present is the most specific. */
-			for (int a = ROUTE_ARG_PREFIX3; a >= ROUTE_ARG_PREFIX1; a--) {
-				if (arg_present(&req->args[a])) {
-					d = &req->args[a];
-					break;
-				}
-			}
-			break;
-		case CORE_RUNG_INSTALL:
-			d = &req->args[ROUTE_ARG_INSTALL];
-			break;
-		case CORE_RUNG_CALLER:
-			d = &req->args[ROUTE_ARG_CALLER];
-			break;
-		case CORE_RUNG_SRC:
-			d = &req->args[ROUTE_ARG_SRC];
-			break;
-		default:
-			break;
-		}
-		if (d != NULL && arg_present(d)) {
-			*key = hash_arg(d, (uint64_t)ladder[i] + 1);
-			return true;
-		}
-	}
-	return false;
+	if ((d->type == SPOP_DATA_STRING || d->type == SPOP_DATA_BINARY) &&
+	    d->u.str.len > 0)
+		return (struct core_str){ (const char *)d->u.str.ptr,
+					  d->u.str.len };
+	return (struct core_str){ NULL, 0 };
 }
 
-static bool endpoint_serves(const struct config_endpoint *ep,
-			    const struct spop_data *model)
+/* Integers of any width as int64; false for other types. */
+static bool arg_int(const struct spop_data *d, int64_t *v)
 {
-	if (ep->n_models == 0)
+	switch (d->type) {
+	case SPOP_DATA_INT32:
+		*v = d->u.i32;
 		return true;
-	for (size_t i = 0; i < ep->n_models; i++) {
-		size_t n = strlen(ep->models[i]);
-		if (n == model->u.str.len &&
-		    memcmp(ep->models[i], model->u.str.ptr, n) == 0)
-			return true;
+	case SPOP_DATA_UINT32:
+		*v = d->u.u32;
+		return true;
+	case SPOP_DATA_INT64:
+		*v = d->u.i64;
+		return true;
+	case SPOP_DATA_UINT64:
+		*v = d->u.u64 > INT64_MAX ? INT64_MAX : (int64_t)d->u.u64;
+		return true;
+	default:
+		return false;
 	}
-	return false;
+}
+
+static bool arg_bool(const struct spop_data *d)
+{
+	int64_t v;
+	if (d->type == SPOP_DATA_BOOL)
+		return d->u.b;
+	if (arg_int(d, &v))
+		return v != 0;
+	return str_is(arg_str(d), "true");
+}
+
+void route_request_core(const struct route_request *req,
+			struct core_request *out)
+{
+	*out = (struct core_request){
+		.session = arg_id(&req->args[ROUTE_ARG_SESSION]),
+		.prefix = { arg_id(&req->args[ROUTE_ARG_PREFIX1]),
+			    arg_id(&req->args[ROUTE_ARG_PREFIX2]),
+			    arg_id(&req->args[ROUTE_ARG_PREFIX3]) },
+		.install = arg_id(&req->args[ROUTE_ARG_INSTALL]),
+		.caller = arg_id(&req->args[ROUTE_ARG_CALLER]),
+		.src = arg_id(&req->args[ROUTE_ARG_SRC]),
+		.model = arg_str(&req->args[ROUTE_ARG_MODEL]),
+		.stream = arg_bool(&req->args[ROUTE_ARG_STREAM]),
+	};
 }
 
 void route_decide(struct route *r, const struct route_request *req,
 		  struct route_decision *out)
 {
-	const struct config *cfg = r->cfg;
-	*out = (struct route_decision){ .reason = ROUTE_NONE };
-
-	out->has_akey = route_identity(req, cfg->params.identity_ladder,
-				       cfg->params.identity_ladder_len,
-				       &out->akey);
-
-	if (cfg->n_endpoints == 0)
-		return;
-
-	/* A model that is not a non-empty string cannot be matched against
-	 * names: treat it as absent rather than refuse the request. */
-	const struct spop_data *model = &req->args[ROUTE_ARG_MODEL];
-	bool by_model = (model->type == SPOP_DATA_STRING ||
-			 model->type == SPOP_DATA_BINARY) &&
-			model->u.str.len > 0;
-
-	/* Two passes instead of a candidate array: no allocation, and the
-	 * endpoint list is short. */
-	size_t n = 0;
-	for (size_t i = 0; i < cfg->n_endpoints; i++)
-		if (!by_model || endpoint_serves(&cfg->endpoints[i], model))
-			n++;
-	if (n == 0) {
-		out->reason = ROUTE_NO_MODEL;
-		return;
+	struct core_request cr;
+	struct core_decision d;
+	route_request_core(req, &cr);
+	core_decide(r->core, &cr, req->now_ms, &r->rng, &d);
+	*out = (struct route_decision){
+		.reason = (enum route_reason)d.reason,
+		.backend = d.backend,
+		.server = d.server,
+		.key = d.key_id,
+		.has_akey = d.has_akey,
+		.akey = d.akey,
+	};
+	if (d.endpoint < 0) { /* no endpoint: no variable but the reason */
+		out->backend = out->server = out->key = NULL;
 	}
-	size_t k = (size_t)(r->rr_next++ % n);
-	for (size_t i = 0; i < cfg->n_endpoints; i++) {
-		const struct config_endpoint *ep = &cfg->endpoints[i];
-		if (by_model && !endpoint_serves(ep, model))
-			continue;
-		if (k-- == 0) {
-			out->reason = ROUTE_RR;
-			out->backend = ep->backend;
-			out->server = ep->server;
-			out->key = ep->n_keys > 0 ? ep->keys[0] : NULL;
-			return;
-		}
+}
+
+/* ---- feedback ----------------------------------------------------------- */
+
+/* 16 hex digits (either case) as warmlane wrote them. */
+static bool parse_akey(struct core_str s, uint64_t *v)
+{
+	if (s.len != 16)
+		return false;
+	uint64_t x = 0;
+	for (size_t i = 0; i < 16; i++) {
+		char c = s.ptr[i];
+		unsigned d;
+		if (c >= '0' && c <= '9')
+			d = (unsigned)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			d = (unsigned)(c - 'a' + 10);
+		else if (c >= 'A' && c <= 'F')
+			d = (unsigned)(c - 'A' + 10);
+		else
+			return false;
+		x = x << 4 | d;
 	}
+	*v = x;
+	return true;
+}
+
+/* An HTTP status as an integer or 3 decimal digits; -1 otherwise. */
+static int parse_status(const struct spop_data *d)
+{
+	int64_t v;
+	if (arg_int(d, &v))
+		return v >= 0 && v <= 999 ? (int)v : -1;
+	struct core_str s = arg_str(d);
+	if (s.len != 3)
+		return -1;
+	int x = 0;
+	for (size_t i = 0; i < 3; i++) {
+		if (s.ptr[i] < '0' || s.ptr[i] > '9')
+			return -1;
+		x = x * 10 + (s.ptr[i] - '0');
+	}
+	return x;
 }
 
 void route_feedback(struct route *r, const struct route_feedback *fb)
 {
-	/* Round-robin learns nothing; the core's observe() goes here. */
-	(void)r;
-	(void)fb;
+	const struct spop_data *a = fb->args;
+	struct core_feedback cf = {
+		.tr_ms = -1,
+		.retry_after_ms = -1,
+		.stream = arg_bool(&a[ROUTE_FB_STREAM]),
+		.model = arg_str(&a[ROUTE_FB_MODEL]),
+	};
+
+	cf.endpoint = core_endpoint_find_path(r->core, arg_str(&a[ROUTE_FB_SERVER]),
+					      arg_str(&a[ROUTE_FB_KEY]));
+	if (cf.endpoint < 0) {
+		/* HAProxy's own choice (agent down, a fail-open request), a
+		 * server removed since, or no server at all. */
+		r->fb.unknown_server++;
+		return;
+	}
+	/* A request that does not stream gets its headers with its whole
+	 * body: that is its completion, so it leaves the in-flight count now
+	 * rather than at the next runtime-API poll (back-to-back turns of an
+	 * agent loop would otherwise pile up as load on their warm endpoint).
+	 * A streamed request is still running: its end comes from the poll. */
+	if (!cf.stream)
+		core_endpoint_complete(r->core, cf.endpoint);
+
+	cf.status = parse_status(&a[ROUTE_FB_STATUS]);
+	if (core_status_class(cf.status) == CORE_OUTCOME_INVALID) {
+		r->fb.bad_status++;
+		return;
+	}
+
+	int64_t v;
+	struct core_str s;
+	if (arg_int(&a[ROUTE_FB_TR], &v)) {
+		cf.tr_ms = v < 0 ? -1 : v;
+	} else if ((s = arg_str(&a[ROUTE_FB_TR])).len > 0) {
+		if (core_parse_tr(s, &cf.tr_ms) < 0) {
+			r->fb.bad_tr++;
+			cf.tr_ms = -1;
+		}
+	}
+
+	if ((s = arg_str(&a[ROUTE_FB_RETRY_AFTER])).len > 0) {
+		if (core_parse_retry_after(s, fb->now_unix_s,
+					   &cf.retry_after_ms) < 0) {
+			r->fb.bad_retry_after++;
+			cf.retry_after_ms = -1;
+		}
+	} else if (arg_int(&a[ROUTE_FB_RETRY_AFTER], &v) && v >= 0) {
+		cf.retry_after_ms = v > INT64_MAX / 1000 ? INT64_MAX : v * 1000;
+	}
+
+	if ((s = arg_str(&a[ROUTE_FB_AKEY])).len > 0) {
+		cf.has_akey = parse_akey(s, &cf.akey);
+		if (!cf.has_akey)
+			r->fb.bad_akey++;
+	}
+
+	if (core_observe(r->core, &cf, fb->now_ms) == -EINVAL)
+		r->fb.bad_status++;
 }

@@ -6,24 +6,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "params.h"
+#include "core.h"
 #include "spop.h"
 
 struct config;
+struct config_endpoint;
 
 /* Why an endpoint was chosen, as named in the ACK, metrics, logs and docs
- * (ARCHITECTURE.md, "The decision"). ROUTE_RR is the scaffold used until
- * the core is wired in; the others are the core's. */
+ * (ARCHITECTURE.md, "The decision"): the core's reasons, same numbers. */
 enum route_reason {
-	ROUTE_AFFINITY = 0,
-	ROUTE_HASH,
-	ROUTE_SPILL,
-	ROUTE_P2C,
-	ROUTE_COOLDOWN_FALLBACK,
-	ROUTE_NO_MODEL,
-	ROUTE_NONE,
-	ROUTE_RR,
-	ROUTE_REASON_COUNT
+	ROUTE_AFFINITY = CORE_REASON_AFFINITY,
+	ROUTE_HASH = CORE_REASON_HASH,
+	ROUTE_SPILL = CORE_REASON_SPILL,
+	ROUTE_P2C = CORE_REASON_P2C,
+	ROUTE_COOLDOWN_FALLBACK = CORE_REASON_COOLDOWN_FALLBACK,
+	ROUTE_NO_MODEL = CORE_REASON_NO_MODEL,
+	ROUTE_NONE = CORE_REASON_NONE,
+	ROUTE_REASON_COUNT = CORE_REASON_COUNT
 };
 
 /* Arguments of the `route` message, by their SPOE names. */
@@ -50,6 +49,7 @@ enum route_fb_arg {
 	ROUTE_FB_KEY,
 	ROUTE_FB_AKEY,
 	ROUTE_FB_STREAM,
+	ROUTE_FB_MODEL, /* optional: lets 404s note a model mismatch */
 	ROUTE_FB_COUNT
 };
 
@@ -61,8 +61,8 @@ struct route_request {
 	uint64_t now_ms; /* uv_now of the loop */
 };
 
-/* The answer. Names point into the configuration (valid until it is
- * replaced); NULL when the variable is not to be set. */
+/* The answer. Names are the core's (valid until that endpoint is updated
+ * or removed: use them at once); NULL when the variable is not to be set. */
 struct route_decision {
 	enum route_reason reason;
 	const char *backend;
@@ -76,31 +76,85 @@ struct route_decision {
 struct route_feedback {
 	struct spop_data args[ROUTE_FB_COUNT];
 	uint64_t now_ms;
+	int64_t now_unix_s; /* wall clock, for Retry-After dates only */
+};
+
+/* Feedback that taught the core nothing, by cause. */
+struct route_fb_stats {
+	uint64_t unknown_server; /* server/key not in the pool (or no server) */
+	uint64_t bad_status;     /* status absent or not an HTTP status */
+	uint64_t bad_tr;         /* tr present but unparsable: used as unknown */
+	uint64_t bad_retry_after;/* unparsable Retry-After: default cooldown */
+	uint64_t bad_akey;       /* akey not 16 hex digits: ignored */
 };
 
 struct route {
 	const struct config *cfg;
-	uint64_t rr_next; /* round-robin position */
+	struct core *core;     /* the policy; metrics read it (core_stats...) */
+	struct core_rng rng;   /* seeded per process by route_init */
+	struct route_fb_stats fb;
+	uint64_t wall_at_ms;   /* uv_now when wall_s was read (route_wall_s) */
+	int64_t wall_s;
+	bool wall_valid;
 };
 
-/* Binds r to cfg (which must outlive r or be rebound). Returns 0. */
+/* Creates r's core from cfg->params and adds cfg's endpoints: one core
+ * endpoint per key id of a config endpoint (one without key when it has
+ * none). cfg must outlive r. The RNG is seeded from the time and the pid.
+ * Returns 0, or -EINVAL (parameters the core refuses) / -ENOMEM with
+ * nothing to release. A config endpoint the core refuses is logged and
+ * skipped. */
 int route_init(struct route *r, const struct config *cfg);
 
-/* Releases what r holds (nothing yet; kept for the core's state). */
+/* Destroys the core; r may be zeroed or finished already. */
 void route_finish(struct route *r);
 
-/* Decides one request. Until the core is wired in: round-robin over the
- * endpoints serving req's model (every endpoint when no model is given, an
- * endpoint without models serving every model), reason ROUTE_RR;
- * ROUTE_NO_MODEL with no endpoint when none serves it; ROUTE_NONE when no
- * endpoint is configured. akey is set whenever an identity argument of the
- * ladder is present. Never allocates. */
+/* Decides one request through core_decide (see route_request_core for the
+ * arguments). Never allocates. */
 void route_decide(struct route *r, const struct route_request *req,
 		  struct route_decision *out);
 
-/* Takes one feedback into account (called after its ACK is queued). A
- * no-op until the core is wired in. */
+/* Takes one feedback into account through core_observe (called after its
+ * ACK is queued). server "backend/server" and key name the endpoint; status
+ * (integer or decimal STRING), tr (INT64, or STRING as %Tr: "-1" unknown),
+ * retry_after (STRING: seconds or HTTP date, against fb->now_unix_s), akey
+ * (16 hex digits), stream (BOOL) and model are used when present. Feedback
+ * the core cannot use is counted in r->fb, never an error. A request that
+ * does not stream is complete once its headers are in: it leaves the
+ * endpoint's in-flight count here. */
 void route_feedback(struct route *r, const struct route_feedback *fb);
+
+/* Maps req's SPOE arguments to a core request. Identities: any type; NULL,
+ * an empty STRING or BINARY are absent; integers of any width give their
+ * value (so INT64 and UINT64 of the same number agree), STRING and BINARY
+ * the xxh3 of their bytes, IPV4 and IPV6 of their address bytes (an
+ * IPv4-mapped IPv6 as the IPv4). model: a non-empty STRING or BINARY (a
+ * view into req), else absent. stream: BOOL true, a non-zero integer or
+ * the STRING "true". */
+void route_request_core(const struct route_request *req,
+			struct core_request *out);
+
+/* The wall clock in seconds, read at most once per distinct now_ms (the
+ * loop's uv_now): one clock read per loop iteration, not per message. */
+int64_t route_wall_s(struct route *r, uint64_t now_ms);
+
+/* The config endpoint named backend/server, or NULL. */
+const struct config_endpoint *route_config_find(const struct route *r,
+						struct core_str backend,
+						struct core_str server);
+
+/* Core indexes of server backend/server: one per key id of its config
+ * entry (the keyless one without an entry), written to idx[0..max).
+ * Returns how many exist in the core (0 when none). */
+unsigned route_server_find(const struct route *r, struct core_str backend,
+			   struct core_str server, int *idx, unsigned max);
+
+/* Adds server backend/server to the core, with its config entry's
+ * metadata (one endpoint per key) or the defaults (weight 1, every model,
+ * no key). Endpoints already there are kept. Returns how many were added,
+ * or -errno from core_endpoint_add (those added before stay). */
+int route_server_add(struct route *r, struct core_str backend,
+		     struct core_str server, uint64_t now_ms);
 
 /* Index of a route argument by exact name, or -1. */
 int route_arg_lookup(struct spop_str name);
@@ -108,15 +162,7 @@ int route_arg_lookup(struct spop_str name);
 /* Index of a feedback argument by exact name, or -1. */
 int route_fb_arg_lookup(struct spop_str name);
 
-/* The reason's name ("rr", "no_model", ...), or "unknown". */
+/* The reason's name ("affinity", "no_model", ...), or "unknown". */
 const char *route_reason_name(enum route_reason reason);
-
-/* The affinity key of req under ladder: the first present rung ("prefix"
- * meaning the longest prefix key present), hashed with the rung so equal
- * values of different rungs differ. Absent: NULL, or an empty STRING or
- * BINARY. Returns true with *key set, false when no rung is present. */
-bool route_identity(const struct route_request *req,
-		    const enum core_rung *ladder, unsigned ladder_len,
-		    uint64_t *key);
 
 #endif

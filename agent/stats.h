@@ -18,6 +18,20 @@ enum stats_frame {
 	STATS_FRAME_COUNT
 };
 
+/* Upper bounds of the decision-latency buckets, in nanoseconds (1 us to
+ * 1 ms: a decision is microseconds, a millisecond is already a bug); one
+ * more bucket holds everything above. */
+#define STATS_LATENCY_BUCKETS 10
+extern const uint64_t stats_latency_bounds_ns[STATS_LATENCY_BUCKETS];
+
+/* A fixed-bucket histogram of durations: counts per bucket (not
+ * cumulative; the last slot is +Inf) and the sum. */
+struct stats_histogram {
+	uint64_t buckets[STATS_LATENCY_BUCKETS + 1];
+	uint64_t count;
+	uint64_t sum_ns;
+};
+
 /* DISCONNECT statuses 0..13 have their own slot; 99 and any other share
  * the last one. */
 #define STATS_STATUS_COUNT 15
@@ -42,7 +56,13 @@ struct stats {
 	uint64_t ack_fallbacks; /* ACKs cut down to fit the frame size */
 	uint64_t read_stalls;   /* times reading paused for backpressure */
 	uint64_t io_errors;     /* read or write errors other than EOF/RST */
+	struct stats_histogram decide_latency; /* route_decide, uv_hrtime */
+	uint64_t runtime_polls;         /* runtime-API polls started */
+	uint64_t runtime_poll_failures; /* polls that got no usable answer */
 };
+
+/* Counts one duration of ns nanoseconds into h. No allocation. */
+void stats_histogram_observe(struct stats_histogram *h, uint64_t ns);
 
 /* The slot of a DISCONNECT status in the arrays above. */
 unsigned stats_status_index(uint32_t status);

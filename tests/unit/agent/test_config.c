@@ -41,6 +41,7 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert_uint_eq(a->idle_reset_ms, b->idle_reset_ms);
 	ck_assert_double_eq(a->sticky_tolerance, b->sticky_tolerance);
 	ck_assert_double_eq(a->load_factor, b->load_factor);
+	ck_assert_uint_eq(a->load_floor, b->load_floor);
 	ck_assert_double_eq(a->cost_weight_per_ms, b->cost_weight_per_ms);
 	ck_assert_uint_eq(a->breaker_window_ms, b->breaker_window_ms);
 	ck_assert_uint_eq(a->breaker_min_requests, b->breaker_min_requests);
@@ -107,6 +108,7 @@ static const char full_yaml[] =
 	"  idle_reset: 2m\n"
 	"  sticky_tolerance: 3\n"
 	"  load_factor: 1.25\n"
+	"  load_floor: 2\n"
 	"  cost_weight_per_ms: 0.01\n"
 	"  breaker_window: 30s\n"
 	"  breaker_min_requests: 10\n"
@@ -165,6 +167,7 @@ START_TEST(full_file)
 	ck_assert_uint_eq(p->idle_reset_ms, 120000);
 	ck_assert_double_eq(p->sticky_tolerance, 3.0);
 	ck_assert_double_eq(p->load_factor, 1.25);
+	ck_assert_uint_eq(p->load_floor, 2);
 	ck_assert_double_eq(p->cost_weight_per_ms, 0.01);
 	ck_assert_uint_eq(p->breaker_window_ms, 30000);
 	ck_assert_uint_eq(p->breaker_min_requests, 10);

@@ -233,7 +233,8 @@ START_TEST(notify_pipelined_ids)
 	for (size_t i = 0; i < NIDS; i++) {
 		struct ack_vars v;
 		read_ack(&h, c, ids[i][0], ids[i][1], &v);
-		ck_assert_str_eq(ack_str(&v, "reason"), "rr");
+		/* no identity argument: power of two choices */
+		ck_assert_str_eq(ack_str(&v, "reason"), "p2c");
 	}
 	ck_assert_uint_eq(h.srv.stats.frames[STATS_FRAME_ACK], NIDS);
 	free(f);
@@ -457,7 +458,7 @@ START_TEST(error_isolated)
 	client_send(&h, good, f->b, f->len);
 	struct ack_vars v;
 	read_ack(&h, good, 11, 1, &v);
-	ck_assert_str_eq(ack_str(&v, "reason"), "rr");
+	ck_assert_str_eq(ack_str(&v, "reason"), "p2c");
 	ck_assert_uint_eq(h.srv.stats.conn_active, 1);
 	free(f);
 	client_free(good);
@@ -468,44 +469,118 @@ END_TEST
 
 /* ---- route and feedback ---- */
 
-START_TEST(route_round_robin)
+/* In-flight back to 0, as a runtime-API poll of an idle HAProxy would:
+ * decisions alone only raise it (responses are not completions). */
+static void idle_poll(struct harness *h)
+{
+	struct core *core = h->srv.route.core;
+	for (int i = core_endpoint_next(core, -1); i >= 0;
+	     i = core_endpoint_next(core, i))
+		core_endpoint_sync(core, i, CORE_ADMIN_ENABLED, 0,
+				   uv_now(&h->loop));
+}
+
+/* A feedback message for backend/server (key and akey may be NULL). */
+static void fb_feedback(struct fb *f, uint64_t sid, const char *server,
+			const char *key, const char *akey, int status)
+{
+	struct fb *p = calloc(1, sizeof(*p));
+	fb_str(p, "feedback");
+	fb_u8(p, (uint8_t)(3 + (key != NULL) + (akey != NULL)));
+	fb_kv_str(p, "server", server);
+	fb_str(p, "status");
+	fb_u8(p, SPOP_DATA_INT64);
+	fb_varint(p, (uint64_t)status);
+	fb_kv_str(p, "tr", status < 500 ? "150" : "-1");
+	if (key != NULL)
+		fb_kv_str(p, "key", key);
+	if (akey != NULL)
+		fb_kv_str(p, "akey", akey);
+	fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, 1, p);
+	free(p);
+}
+
+/* One route message for session abc, its ACK into v. */
+static void route_session(struct harness *h, struct client *c, uint64_t sid,
+			  struct ack_vars *v)
+{
+	struct fb *f = calloc(1, sizeof(*f));
+	const char *const kv[] = { "session", "abc", "model", "m1", NULL };
+	fb_route(f, sid, 1, kv);
+	client_send(h, c, f->b, f->len);
+	read_ack(h, c, sid, 1, v);
+	free(f);
+}
+
+static void send_feedback(struct harness *h, struct client *c, uint64_t sid,
+			  const char *server, const char *key, const char *akey,
+			  int status)
+{
+	struct fb *f = calloc(1, sizeof(*f));
+	struct ack_vars v;
+	fb_feedback(f, sid, server, key, akey, status);
+	client_send(h, c, f->b, f->len);
+	read_ack(h, c, sid, 1, &v); /* the feedback is applied by now */
+	ck_assert(ack_has(&v, NOTIFY_ACK_VAR));
+	free(f);
+}
+
+/* A session returns to its server once a success is fed back; five 500s
+ * from that server move it elsewhere. */
+START_TEST(route_session_sticks)
 {
 	struct harness h;
 	harness_init(&h, two_endpoints);
 	struct client *c = harness_client(&h, 0);
 	do_hello(&h, c, 16380, 16380);
 
-	struct fb *f = calloc(1, sizeof(*f));
-	const char *const kv[] = { "session", "abc", "model", "m1", NULL };
-	for (int i = 0; i < 4; i++)
-		fb_route(f, 0, (uint64_t)i + 1, kv);
-	client_send(&h, c, f->b, f->len);
+	struct ack_vars v;
+	route_session(&h, c, 1, &v);
+	ck_assert_str_eq(ack_str(&v, "reason"), "hash");
+	ck_assert_str_eq(ack_str(&v, "backend"), "llm");
+	char server[32], path[64], key[32] = "", akey[32];
+	strcpy(server, ack_str(&v, "server"));
+	if (ack_has(&v, "key")) /* gpu1's keys are team-a and team-b */
+		strcpy(key, ack_str(&v, "key"));
+	ck_assert(strcmp(server, "gpu1") == 0 ? key[0] != '\0' : key[0] == '\0');
+	strcpy(akey, ack_str(&v, "akey"));
+	ck_assert_uint_eq(strlen(akey), 16);
+	ck_assert_uint_eq(strspn(akey, "0123456789abcdef"), 16);
+	ck_assert(!ack_has(&v, "ack"));
+	snprintf(path, sizeof(path), "llm/%s", server);
 
-	const char *akey = NULL;
-	char first_akey[32] = "";
-	for (int i = 0; i < 4; i++) {
-		struct ack_vars v;
-		read_ack(&h, c, 0, (uint64_t)i + 1, &v);
-		ck_assert_str_eq(ack_str(&v, "backend"), "llm");
-		ck_assert_str_eq(ack_str(&v, "server"), i % 2 == 0 ? "gpu1" : "gpu2");
-		ck_assert_str_eq(ack_str(&v, "reason"), "rr");
-		if (i % 2 == 0)
-			ck_assert_str_eq(ack_str(&v, "key"), "team-a");
-		else
-			ck_assert(!ack_has(&v, "key"));
-		akey = ack_str(&v, "akey");
-		ck_assert_ptr_nonnull(akey);
-		ck_assert_uint_eq(strlen(akey), 16);
-		ck_assert_uint_eq(strspn(akey, "0123456789abcdef"), 16);
-		if (i == 0)
-			strcpy(first_akey, akey);
-		else /* the same session, the same affinity key */
-			ck_assert_str_eq(akey, first_akey);
-		ck_assert(!ack_has(&v, "ack"));
+	send_feedback(&h, c, 2, path, key[0] ? key : NULL, akey, 200);
+	for (uint64_t i = 0; i < 3; i++) {
+		idle_poll(&h);
+		route_session(&h, c, 10 + i, &v);
+		ck_assert_str_eq(ack_str(&v, "reason"), "affinity");
+		ck_assert_str_eq(ack_str(&v, "server"), server);
+		ck_assert_str_eq(ack_str(&v, "akey"), akey);
+		if (key[0])
+			ck_assert_str_eq(ack_str(&v, "key"), key);
 	}
-	ck_assert_uint_eq(h.srv.stats.msgs_route, 4);
-	ck_assert_uint_eq(h.srv.stats.reasons[ROUTE_RR], 4);
-	free(f);
+	ck_assert_uint_eq(h.srv.stats.reasons[ROUTE_AFFINITY], 3);
+	ck_assert_uint_eq(h.srv.stats.reasons[ROUTE_HASH], 1);
+
+	for (uint64_t i = 0; i < 5; i++)
+		send_feedback(&h, c, 20 + i, path, key[0] ? key : NULL, akey, 500);
+	idle_poll(&h);
+	route_session(&h, c, 30, &v);
+	ck_assert_str_ne(ack_str(&v, "reason"), "affinity");
+	/* Another endpoint: another server, or gpu1 with its other key. */
+	const char *k2 = ack_has(&v, "key") ? ack_str(&v, "key") : "";
+	ck_assert(strcmp(ack_str(&v, "server"), server) != 0 ||
+		  strcmp(k2, key) != 0);
+	struct core_stats cs;
+	core_stats(h.srv.route.core, &cs);
+	ck_assert_uint_eq(cs.outcomes[CORE_OUTCOME_SUCCESS], 1);
+	ck_assert_uint_eq(cs.outcomes[CORE_OUTCOME_FAILURE], 5);
+	ck_assert_uint_eq(h.srv.route.fb.unknown_server, 0);
+
+	/* Feedback about a server warmlane does not know: counted only. */
+	send_feedback(&h, c, 40, "llm/gpu9", NULL, NULL, 200);
+	ck_assert_uint_eq(h.srv.route.fb.unknown_server, 1);
+	ck_assert_uint_eq(h.srv.stats.conn_active, 1);
 	client_free(c);
 	harness_finish(&h);
 }
@@ -539,16 +614,17 @@ START_TEST(route_model_filter)
 	ck_assert(!ack_has(&v, "backend"));
 	ck_assert(!ack_has(&v, "server"));
 	ck_assert_ptr_nonnull(ack_str(&v, "akey"));
-	/* No model argument: every endpoint, still in turn. */
-	read_ack(&h, c, 1, 4, &v);
-	const char *s4 = ack_str(&v, "server");
-	ck_assert_ptr_nonnull(s4);
-	char first[16];
-	strcpy(first, s4);
-	ck_assert(!ack_has(&v, "akey")); /* no identity argument */
-	read_ack(&h, c, 1, 5, &v);
-	ck_assert_str_ne(ack_str(&v, "server"), first);
+	/* No model argument: every endpoint; no identity: p2c. */
+	for (uint64_t fid = 4; fid <= 5; fid++) {
+		read_ack(&h, c, 1, fid, &v);
+		const char *s4 = ack_str(&v, "server");
+		ck_assert_ptr_nonnull(s4);
+		ck_assert(strcmp(s4, "gpu1") == 0 || strcmp(s4, "gpu2") == 0);
+		ck_assert_str_eq(ack_str(&v, "reason"), "p2c");
+		ck_assert(!ack_has(&v, "akey")); /* no identity argument */
+	}
 	ck_assert_uint_eq(h.srv.stats.reasons[ROUTE_NO_MODEL], 1);
+	ck_assert_uint_eq(h.srv.stats.reasons[ROUTE_P2C], 4); /* m2 twice too */
 	free(f);
 	client_free(c);
 	harness_finish(&h);
@@ -604,7 +680,7 @@ START_TEST(route_any_types)
 	client_send(&h, c, f->b, f->len);
 	struct ack_vars v;
 	read_ack(&h, c, 9, 9, &v);
-	ck_assert_str_eq(ack_str(&v, "reason"), "rr");
+	ck_assert_str_eq(ack_str(&v, "reason"), "hash");
 	ck_assert_ptr_nonnull(ack_str(&v, "akey")); /* from prefix1 */
 	free(f);
 	free(p);
@@ -663,6 +739,8 @@ START_TEST(feedback_and_unknown_acked)
 		ck_assert(!ack_has(&v, "reason"));
 	}
 	ck_assert_uint_eq(h.srv.stats.msgs_feedback, 2);
+	/* llm/gpu1 without a key (gpu1 has two) and no server at all. */
+	ck_assert_uint_eq(h.srv.route.fb.unknown_server, 2);
 	ck_assert_uint_eq(h.srv.stats.msgs_unknown, 2);
 	ck_assert_uint_eq(h.srv.stats.msgs_route, 0);
 	ck_assert_uint_eq(h.srv.stats.conn_active, 1);
@@ -806,7 +884,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, error_malformed_notify);
 	tcase_add_test(tc, haproxy_disconnect);
 	tcase_add_test(tc, error_isolated);
-	tcase_add_test(tc, route_round_robin);
+	tcase_add_test(tc, route_session_sticks);
 	tcase_add_test(tc, route_model_filter);
 	tcase_add_test(tc, route_no_endpoints);
 	tcase_add_test(tc, route_any_types);

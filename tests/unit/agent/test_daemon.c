@@ -22,7 +22,7 @@
 extern char **environ;
 
 static const char *warmlane;
-static char dir[64], sock[96], logpath[96], addr[128];
+static char dir[64], sock[96], logpath[96], addr[128], basecfg[96];
 
 static void setup(void)
 {
@@ -30,12 +30,20 @@ static void setup(void)
 	snprintf(sock, sizeof(sock), "%s/spoa.sock", dir);
 	snprintf(logpath, sizeof(logpath), "%s/stderr.log", dir);
 	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	/* No metrics port: the default 127.0.0.1:9901 would make parallel
+	 * runs collide (agent-promtool covers the binary's metrics). */
+	snprintf(basecfg, sizeof(basecfg), "%s/base.yaml", dir);
+	FILE *f = fopen(basecfg, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("metrics: { listen: \"\" }\n", f);
+	fclose(f);
 }
 
 static void teardown(void)
 {
 	unlink(sock);
 	unlink(logpath);
+	unlink(basecfg);
 	rmdir(dir);
 }
 
@@ -45,14 +53,15 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-/* Starts warmlane with argv (NULL-terminated, without argv[0]); stdout and
- * stderr go to logpath. */
+/* Starts warmlane with argv (NULL-terminated, without argv[0]) after
+ * --config basecfg (a later --config wins); stdout and stderr go to
+ * logpath. */
 static pid_t spawn(const char *const *args)
 {
-	const char *argv[16] = { warmlane };
-	size_t n = 1;
-	for (; args[n - 1] != NULL; n++)
-		argv[n] = args[n - 1];
+	const char *argv[16] = { warmlane, "--config", basecfg };
+	size_t n = 3;
+	for (; args[n - 3] != NULL; n++)
+		argv[n] = args[n - 3];
 	argv[n] = NULL;
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);

@@ -1,4 +1,4 @@
-/* test_route.c - agent: round-robin decisions, affinity keys, ACK building, logs. */
+/* test_route.c - agent: the core through route_decide/route_feedback, argument mapping, ACK building, logs. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +31,40 @@ static struct spop_data str(const char *s)
 	return spop_data_string(s, strlen(s));
 }
 
-START_TEST(rr_by_model)
+static void fb_init(struct route_feedback *fb)
+{
+	memset(fb, 0, sizeof(*fb));
+	for (int i = 0; i < ROUTE_FB_COUNT; i++)
+		fb->args[i] = spop_data_null();
+}
+
+/* The feedback HAProxy sends after a response from d's server. */
+static void fb_for(struct route_feedback *fb, const struct route_decision *d,
+		   int status, char *path, char *akey)
+{
+	fb_init(fb);
+	snprintf(path, 300, "%s/%s", d->backend, d->server);
+	fb->args[ROUTE_FB_SERVER] = str(path);
+	fb->args[ROUTE_FB_STATUS] = spop_data_int64(status);
+	fb->args[ROUTE_FB_TR] = str("120");
+	if (d->key != NULL)
+		fb->args[ROUTE_FB_KEY] = str(d->key);
+	if (d->has_akey) {
+		snprintf(akey, 17, "%016llx", (unsigned long long)d->akey);
+		fb->args[ROUTE_FB_AKEY] = str(akey);
+	}
+}
+
+/* In-flight back to 0 everywhere, as a runtime-API poll of an idle
+ * HAProxy would: decisions alone only raise it. */
+static void idle_poll(struct route *r)
+{
+	for (int i = core_endpoint_next(r->core, -1); i >= 0;
+	     i = core_endpoint_next(r->core, i))
+		core_endpoint_sync(r->core, i, CORE_ADMIN_ENABLED, 0, 0);
+}
+
+START_TEST(core_by_model)
 {
 	struct config cfg;
 	struct route r;
@@ -40,62 +73,74 @@ START_TEST(rr_by_model)
 	load(&cfg, "endpoints:\n"
 		   "  - {backend: a, server: s1, models: [m1]}\n"
 		   "  - {backend: a, server: s2}\n"
-		   "  - {backend: b, server: s3, models: [m2], keys: [k3]}\n");
-	route_init(&r, &cfg);
+		   "  - {backend: b, server: s3, models: [m2], keys: [k3, k4]}\n");
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	ck_assert_ptr_nonnull(r.core);
+	/* One core endpoint per key id. */
+	struct core_stats cs;
+	core_stats(r.core, &cs);
+	ck_assert_uint_eq(cs.endpoints, 4);
 	req_init(&req);
 
-	/* m1: s1 and s2 (no models: every model). */
+	/* m1: s1 and s2 (no models: every model); no identity: p2c. */
 	req.args[ROUTE_ARG_MODEL] = str("m1");
-	const char *seen[4];
-	for (int i = 0; i < 4; i++) {
+	bool s1 = false, s2 = false;
+	for (int i = 0; i < 64; i++) {
 		route_decide(&r, &req, &d);
-		ck_assert_int_eq(d.reason, ROUTE_RR);
+		ck_assert_int_eq(d.reason, ROUTE_P2C);
+		ck_assert(!d.has_akey);
 		ck_assert_str_eq(d.backend, "a");
-		seen[i] = d.server;
 		ck_assert_ptr_null(d.key);
+		s1 |= strcmp(d.server, "s1") == 0;
+		s2 |= strcmp(d.server, "s2") == 0;
+		ck_assert(strcmp(d.server, "s1") == 0 || strcmp(d.server, "s2") == 0);
+		idle_poll(&r);
 	}
-	ck_assert_str_ne(seen[0], seen[1]);
-	ck_assert_str_eq(seen[0], seen[2]);
-	ck_assert_str_eq(seen[1], seen[3]);
+	ck_assert(s1 && s2);
 
-	/* m2: s2 and s3; s3 carries its first key. */
+	/* m2: s2 and s3, s3 with one of its keys. */
 	req.args[ROUTE_ARG_MODEL] = str("m2");
 	int s3 = 0;
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 64; i++) {
 		route_decide(&r, &req, &d);
 		if (strcmp(d.server, "s3") == 0) {
 			s3++;
-			ck_assert_str_eq(d.key, "k3");
+			ck_assert(strcmp(d.key, "k3") == 0 || strcmp(d.key, "k4") == 0);
 			ck_assert_str_eq(d.backend, "b");
 		} else {
 			ck_assert_str_eq(d.server, "s2");
+			ck_assert_ptr_null(d.key);
 		}
+		idle_poll(&r);
 	}
-	ck_assert_int_eq(s3, 2);
+	ck_assert_int_gt(s3, 0);
 
-	/* A model name matches exactly, not as a prefix. */
+	/* A model name matches exactly, not as a prefix: "m" has only s2. */
 	req.args[ROUTE_ARG_MODEL] = str("m");
 	route_decide(&r, &req, &d);
 	ck_assert_str_eq(d.server, "s2");
-
-	/* No endpoint without models this time: m9 has no server. */
 	route_finish(&r);
+	route_finish(&r); /* twice is fine */
 	config_finish(&cfg);
 
 	load(&cfg, "endpoints:\n  - {backend: a, server: s1, models: [m1]}\n");
 	route_init(&r, &cfg);
 	req.args[ROUTE_ARG_MODEL] = str("m9");
+	req.args[ROUTE_ARG_SESSION] = str("sess");
 	route_decide(&r, &req, &d);
 	ck_assert_int_eq(d.reason, ROUTE_NO_MODEL);
 	ck_assert_ptr_null(d.backend);
 	ck_assert_ptr_null(d.server);
+	ck_assert_ptr_null(d.key);
+	ck_assert(d.has_akey); /* the identity is still named */
 	/* A model of another type or empty counts as absent. */
 	req.args[ROUTE_ARG_MODEL] = spop_data_int64(7);
 	route_decide(&r, &req, &d);
-	ck_assert_int_eq(d.reason, ROUTE_RR);
+	ck_assert_int_eq(d.reason, ROUTE_HASH);
+	ck_assert_str_eq(d.server, "s1");
 	req.args[ROUTE_ARG_MODEL] = str("");
 	route_decide(&r, &req, &d);
-	ck_assert_int_eq(d.reason, ROUTE_RR);
+	ck_assert_str_eq(d.server, "s1");
 	route_finish(&r);
 	config_finish(&cfg);
 
@@ -109,59 +154,351 @@ START_TEST(rr_by_model)
 }
 END_TEST
 
-START_TEST(identity_ladder)
-{
-	const enum core_rung dflt[] = { CORE_RUNG_SESSION, CORE_RUNG_PREFIX,
-					CORE_RUNG_INSTALL, CORE_RUNG_CALLER };
-	struct route_request req;
-	uint64_t k_session, k_p1, k_p3, k_install, k_caller, k;
-	req_init(&req);
-	ck_assert(!route_identity(&req, dflt, 4, &k));
+static const char *const three =
+	"endpoints:\n"
+	"  - {backend: llm, server: g1, keys: [ka]}\n"
+	"  - {backend: llm, server: g2}\n"
+	"  - {backend: llm, server: g3}\n";
 
-	/* src is not a default rung. */
+/* A session sticks to its server once a success is fed back; five 500s
+ * open that server's breaker and the session moves. */
+START_TEST(affinity_and_breaker)
+{
+	struct config cfg;
+	struct route r;
+	struct route_request req;
+	struct route_decision d;
+	struct route_feedback fb;
+	char path[300], akey[17], first[64];
+	load(&cfg, three);
+	route_init(&r, &cfg);
+	req_init(&req);
+	req.args[ROUTE_ARG_SESSION] = str("conversation-1");
+	req.now_ms = 1000;
+
+	route_decide(&r, &req, &d);
+	ck_assert_int_eq(d.reason, ROUTE_HASH);
+	ck_assert(d.has_akey);
+	snprintf(first, sizeof(first), "%s", d.server);
+	fb_for(&fb, &d, 200, path, akey);
+	fb.now_ms = 1100;
+	route_feedback(&r, &fb);
+	idle_poll(&r);
+
+	for (int i = 0; i < 5; i++) {
+		req.now_ms = 2000 + (uint64_t)i * 100;
+		route_decide(&r, &req, &d);
+		ck_assert_int_eq(d.reason, ROUTE_AFFINITY);
+		ck_assert_str_eq(d.server, first);
+		idle_poll(&r);
+	}
+	struct core_stats cs;
+	core_stats(r.core, &cs);
+	ck_assert_uint_eq(cs.outcomes[CORE_OUTCOME_SUCCESS], 1);
+	ck_assert_uint_eq(cs.affinity_hits, 5);
+
+	/* 500 x5 on that server: its breaker opens, the session leaves. */
+	int idx = core_endpoint_find_path(r.core, core_str_c(path),
+					  core_str_c(d.key));
+	ck_assert_int_ge(idx, 0);
+	for (int i = 0; i < 5; i++) {
+		fb_for(&fb, &d, 500, path, akey);
+		fb.args[ROUTE_FB_TR] = str("-1");
+		fb.now_ms = 3000 + (uint64_t)i;
+		route_feedback(&r, &fb);
+	}
+	struct core_endpoint_info info;
+	ck_assert_int_eq(core_endpoint_info(r.core, idx, 3010, &info), 0);
+	ck_assert_int_eq(info.breaker, CORE_BREAKER_OPEN);
+	ck_assert_uint_eq(info.outcomes[CORE_OUTCOME_FAILURE], 5);
+	for (int i = 0; i < 20; i++) {
+		req.now_ms = 3100 + (uint64_t)i;
+		route_decide(&r, &req, &d);
+		ck_assert_str_ne(d.server, first);
+		idle_poll(&r);
+	}
+	/* Nothing else was miscounted. */
+	ck_assert_uint_eq(r.fb.unknown_server, 0);
+	ck_assert_uint_eq(r.fb.bad_status, 0);
+	ck_assert_uint_eq(r.fb.bad_tr, 0);
+	ck_assert_uint_eq(r.fb.bad_akey, 0);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+/* A session's turns back to back (an agent loop), no runtime-API poll in
+ * between: the non-streamed ones leave the in-flight count at their
+ * feedback, so the session stays home; streamed ones stay counted. */
+START_TEST(feedback_completes_non_streamed)
+{
+	struct config cfg;
+	struct route r;
+	struct route_request req;
+	struct route_decision d;
+	struct route_feedback fb;
+	char path[300], akey[17], first[64];
+	load(&cfg, three);
+	route_init(&r, &cfg);
+	req_init(&req);
+	req.args[ROUTE_ARG_SESSION] = str("agent-loop");
+	for (int turn = 0; turn < 20; turn++) {
+		req.now_ms = 1000 + (uint64_t)turn * 10;
+		route_decide(&r, &req, &d);
+		if (turn == 0)
+			snprintf(first, sizeof(first), "%s", d.server);
+		ck_assert_str_eq(d.server, first);
+		ck_assert_int_eq(d.reason, turn == 0 ? ROUTE_HASH : ROUTE_AFFINITY);
+		fb_for(&fb, &d, 200, path, akey);
+		fb.now_ms = req.now_ms + 5;
+		route_feedback(&r, &fb);
+	}
+	int idx = core_endpoint_find_path(r.core, core_str_c(path),
+					  core_str_c(d.key));
+	struct core_endpoint_info info;
+	ck_assert_int_eq(core_endpoint_info(r.core, idx, 2000, &info), 0);
+	ck_assert_uint_eq(info.in_flight, 0);
+
+	/* Streamed: the headers are not the end; the count stays. */
+	route_decide(&r, &req, &d);
+	fb_for(&fb, &d, 200, path, akey);
+	fb.args[ROUTE_FB_STREAM] = spop_data_bool(true);
+	route_feedback(&r, &fb);
+	ck_assert_int_eq(core_endpoint_info(r.core, idx, 2000, &info), 0);
+	ck_assert_uint_eq(info.in_flight, 1);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+/* Feedback arguments in every form HAProxy sends them. */
+START_TEST(feedback_forms)
+{
+	struct config cfg;
+	struct route r;
+	struct route_feedback fb;
+	struct core_endpoint_info info;
+	load(&cfg, three);
+	route_init(&r, &cfg);
+	int g2 = core_endpoint_find_path(r.core, core_str_c("llm/g2"),
+					 core_str_c(NULL));
+	int g1 = core_endpoint_find_path(r.core, core_str_c("llm/g1"),
+					 core_str_c("ka"));
+	ck_assert_int_ge(g2, 0);
+	ck_assert_int_ge(g1, 0);
+
+	/* Unknown server, no server, a key the server lacks: counted. */
+	fb_init(&fb);
+	fb.args[ROUTE_FB_SERVER] = str("llm/g9");
+	fb.args[ROUTE_FB_STATUS] = spop_data_int64(200);
+	route_feedback(&r, &fb);
+	fb.args[ROUTE_FB_SERVER] = spop_data_null();
+	route_feedback(&r, &fb);
+	fb.args[ROUTE_FB_SERVER] = str("llm/g1"); /* g1 only has key ka */
+	route_feedback(&r, &fb);
+	fb.args[ROUTE_FB_SERVER] = str("g2"); /* no backend */
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(r.fb.unknown_server, 4);
+
+	/* Status as a STRING, tr as an INT64 (3.x) and as a STRING (2.6). */
+	fb.args[ROUTE_FB_SERVER] = str("llm/g2");
+	fb.args[ROUTE_FB_STATUS] = str("200");
+	fb.args[ROUTE_FB_TR] = spop_data_int64(250);
+	fb.now_ms = 100;
+	route_feedback(&r, &fb);
+	fb.args[ROUTE_FB_STATUS] = spop_data_int64(200);
+	fb.args[ROUTE_FB_TR] = str("350");
+	fb.now_ms = 200;
+	route_feedback(&r, &fb);
+	ck_assert_int_eq(core_endpoint_info(r.core, g2, 200, &info), 0);
+	ck_assert_uint_eq(info.outcomes[CORE_OUTCOME_SUCCESS], 2);
+	ck_assert_uint_eq(info.samples[CORE_KIND_PLAIN], 2);
+	ck_assert(info.ewma_ms[CORE_KIND_PLAIN] > 250.0 &&
+		  info.ewma_ms[CORE_KIND_PLAIN] < 350.0);
+	/* stream true: the other EWMA. */
+	fb.args[ROUTE_FB_STREAM] = spop_data_bool(true);
+	fb.now_ms = 300;
+	route_feedback(&r, &fb);
+	ck_assert_int_eq(core_endpoint_info(r.core, g2, 300, &info), 0);
+	ck_assert_uint_eq(info.samples[CORE_KIND_STREAM], 1);
+	fb.args[ROUTE_FB_STREAM] = spop_data_null();
+
+	/* Garbage: counted, the response still counted where it can be. */
+	fb.args[ROUTE_FB_TR] = str("12ms");
+	fb.args[ROUTE_FB_AKEY] = str("not-hex");
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(r.fb.bad_tr, 1);
+	ck_assert_uint_eq(r.fb.bad_akey, 1);
+	fb.args[ROUTE_FB_STATUS] = str("2x0");
+	route_feedback(&r, &fb);
+	fb.args[ROUTE_FB_STATUS] = spop_data_int64(42);
+	route_feedback(&r, &fb);
+	fb.args[ROUTE_FB_STATUS] = spop_data_null();
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(r.fb.bad_status, 3);
+
+	/* 429 with Retry-After in seconds: the breaker opens for 7 s. */
+	fb_init(&fb);
+	fb.args[ROUTE_FB_SERVER] = str("llm/g1");
+	fb.args[ROUTE_FB_KEY] = str("ka");
+	fb.args[ROUTE_FB_STATUS] = spop_data_int64(429);
+	fb.args[ROUTE_FB_RETRY_AFTER] = str("7");
+	fb.now_ms = 1000;
+	route_feedback(&r, &fb);
+	ck_assert_int_eq(core_endpoint_info(r.core, g1, 1000, &info), 0);
+	ck_assert_int_eq(info.breaker, CORE_BREAKER_OPEN);
+	ck_assert_uint_eq(info.cooldown_left_ms, 7000);
+
+	/* ... and as an HTTP date, against the wall clock passed in. */
+	fb.args[ROUTE_FB_SERVER] = str("llm/g3");
+	fb.args[ROUTE_FB_KEY] = spop_data_null();
+	fb.args[ROUTE_FB_RETRY_AFTER] = str("Sun, 06 Nov 1994 08:49:37 GMT");
+	fb.now_unix_s = 784111777 - 20; /* 08:49:17 */
+	route_feedback(&r, &fb);
+	int g3 = core_endpoint_find_path(r.core, core_str_c("llm/g3"),
+					 core_str_c(NULL));
+	ck_assert_int_eq(core_endpoint_info(r.core, g3, 1000, &info), 0);
+	ck_assert_int_eq(info.breaker, CORE_BREAKER_OPEN);
+	ck_assert_uint_eq(info.cooldown_left_ms, 20000);
+	ck_assert_uint_eq(r.fb.bad_retry_after, 0);
+
+	/* 401 on g1/ka: that key is dead for a while. */
+	fb.args[ROUTE_FB_SERVER] = str("llm/g1");
+	fb.args[ROUTE_FB_KEY] = str("ka");
+	fb.args[ROUTE_FB_STATUS] = spop_data_int64(401);
+	fb.args[ROUTE_FB_RETRY_AFTER] = spop_data_null();
+	route_feedback(&r, &fb);
+	ck_assert_int_eq(core_endpoint_info(r.core, g1, 1000, &info), 0);
+	ck_assert_uint_gt(info.dead_key_left_ms, 0);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+START_TEST(request_mapping)
+{
+	struct route_request req;
+	struct core_request cr, cr2;
+	req_init(&req);
+	route_request_core(&req, &cr);
+	ck_assert(!cr.session.present && !cr.prefix[0].present &&
+		  !cr.prefix[1].present && !cr.prefix[2].present &&
+		  !cr.install.present && !cr.caller.present && !cr.src.present);
+	ck_assert_uint_eq(cr.model.len, 0);
+	ck_assert(!cr.stream);
+
+	/* Empty STRING and BINARY identify nobody. */
+	req.args[ROUTE_ARG_SESSION] = str("");
+	req.args[ROUTE_ARG_INSTALL] = spop_data_binary("", 0);
+	route_request_core(&req, &cr);
+	ck_assert(!cr.session.present && !cr.install.present);
+
+	/* Integers give their value whatever their width or signedness. */
+	req.args[ROUTE_ARG_PREFIX1] = spop_data_int64(-5);
+	req.args[ROUTE_ARG_PREFIX3].type = SPOP_DATA_UINT64;
+	req.args[ROUTE_ARG_PREFIX3].u.u64 = (uint64_t)-5;
+	req.args[ROUTE_ARG_CALLER] = spop_data_uint32(42);
+	route_request_core(&req, &cr);
+	ck_assert(cr.prefix[0].present && !cr.prefix[1].present &&
+		  cr.prefix[2].present);
+	ck_assert_uint_eq(cr.prefix[0].hash, (uint64_t)-5);
+	ck_assert_uint_eq(cr.prefix[2].hash, cr.prefix[0].hash);
+	ck_assert_uint_eq(cr.caller.hash, 42);
+
+	/* STRING and BINARY of the same bytes agree; different bytes not. */
+	req.args[ROUTE_ARG_SESSION] = str("abc");
+	req.args[ROUTE_ARG_INSTALL] = spop_data_binary("abc", 3);
+	route_request_core(&req, &cr);
+	ck_assert(cr.session.present && cr.install.present);
+	ck_assert_uint_eq(cr.session.hash, cr.install.hash);
+	ck_assert_uint_eq(cr.session.hash, core_hash_bytes("abc", 3));
+	req.args[ROUTE_ARG_INSTALL] = str("abd");
+	route_request_core(&req, &cr);
+	ck_assert_uint_ne(cr.session.hash, cr.install.hash);
+
+	/* src: IPv4, and the same address IPv4-mapped in IPv6. */
 	req.args[ROUTE_ARG_SRC].type = SPOP_DATA_IPV4;
 	memcpy(req.args[ROUTE_ARG_SRC].u.ipv4, "\x0a\x00\x00\x01", 4);
-	ck_assert(!route_identity(&req, dflt, 4, &k));
-	const enum core_rung with_src[] = { CORE_RUNG_SESSION, CORE_RUNG_SRC };
-	ck_assert(route_identity(&req, with_src, 2, &k));
+	route_request_core(&req, &cr);
+	req.args[ROUTE_ARG_SRC].type = SPOP_DATA_IPV6;
+	memcpy(req.args[ROUTE_ARG_SRC].u.ipv6,
+	       "\0\0\0\0\0\0\0\0\0\0\xff\xff\x0a\x00\x00\x01", 16);
+	route_request_core(&req, &cr2);
+	ck_assert(cr.src.present && cr2.src.present);
+	ck_assert_uint_eq(cr.src.hash, cr2.src.hash);
+	memcpy(req.args[ROUTE_ARG_SRC].u.ipv6,
+	       "\x20\x01\x0d\xb8\0\0\0\0\0\0\0\0\x0a\x00\x00\x01", 16);
+	route_request_core(&req, &cr2);
+	ck_assert_uint_ne(cr.src.hash, cr2.src.hash);
 
-	req.args[ROUTE_ARG_CALLER] = spop_data_int64(-5);
-	ck_assert(route_identity(&req, dflt, 4, &k_caller));
-	req.args[ROUTE_ARG_INSTALL] = str("inst");
-	ck_assert(route_identity(&req, dflt, 4, &k_install));
-	ck_assert_uint_ne(k_install, k_caller);
-	req.args[ROUTE_ARG_PREFIX1] = spop_data_int64(1111);
-	ck_assert(route_identity(&req, dflt, 4, &k_p1));
-	req.args[ROUTE_ARG_PREFIX3] = spop_data_int64(3333);
-	ck_assert(route_identity(&req, dflt, 4, &k_p3));
-	ck_assert_uint_ne(k_p1, k_p3); /* the longest prefix wins */
-	req.args[ROUTE_ARG_SESSION] = str("sess");
-	ck_assert(route_identity(&req, dflt, 4, &k_session));
-	ck_assert_uint_ne(k_session, k_p3);
+	/* model: a view of a non-empty STRING or BINARY only. */
+	req.args[ROUTE_ARG_MODEL] = str("llama-3");
+	route_request_core(&req, &cr);
+	ck_assert_uint_eq(cr.model.len, 7);
+	ck_assert(memcmp(cr.model.ptr, "llama-3", 7) == 0);
+	req.args[ROUTE_ARG_MODEL] = spop_data_int64(3);
+	route_request_core(&req, &cr);
+	ck_assert_uint_eq(cr.model.len, 0);
 
-	/* An empty string identifies nobody: the next rung decides. */
-	req.args[ROUTE_ARG_SESSION] = str("");
-	ck_assert(route_identity(&req, dflt, 4, &k));
-	ck_assert_uint_eq(k, k_p3);
+	/* stream: BOOL, a non-zero integer or "true". */
+	req.args[ROUTE_ARG_STREAM] = spop_data_bool(true);
+	route_request_core(&req, &cr);
+	ck_assert(cr.stream);
+	req.args[ROUTE_ARG_STREAM] = spop_data_bool(false);
+	route_request_core(&req, &cr);
+	ck_assert(!cr.stream);
+	req.args[ROUTE_ARG_STREAM] = str("true");
+	route_request_core(&req, &cr);
+	ck_assert(cr.stream);
+	req.args[ROUTE_ARG_STREAM] = spop_data_int64(1);
+	route_request_core(&req, &cr);
+	ck_assert(cr.stream);
+}
+END_TEST
 
-	/* The same value on two rungs gives two keys; the same value on
-	 * one rung always the same key, whatever its integer type. */
-	struct route_request a, b;
-	req_init(&a);
-	req_init(&b);
-	a.args[ROUTE_ARG_SESSION] = str("x");
-	b.args[ROUTE_ARG_INSTALL] = str("x");
-	uint64_t ka, kb;
-	ck_assert(route_identity(&a, dflt, 4, &ka));
-	ck_assert(route_identity(&b, dflt, 4, &kb));
-	ck_assert_uint_ne(ka, kb);
-	a.args[ROUTE_ARG_SESSION] = spop_data_int64(42);
-	b.args[ROUTE_ARG_INSTALL] = spop_data_null();
-	b.args[ROUTE_ARG_SESSION].type = SPOP_DATA_UINT64;
-	b.args[ROUTE_ARG_SESSION].u.u64 = 42;
-	ck_assert(route_identity(&a, dflt, 4, &ka));
-	ck_assert(route_identity(&b, dflt, 4, &kb));
-	ck_assert_uint_eq(ka, kb);
+/* The akey in the ACK is the core's identity of the request, so the
+ * feedback that echoes it finds the map entry. */
+START_TEST(akey_is_core_identity)
+{
+	struct config cfg;
+	struct route r;
+	struct route_request req;
+	struct route_decision d;
+	struct core_request cr;
+	uint64_t k;
+	load(&cfg, three);
+	route_init(&r, &cfg);
+	req_init(&req);
+	req.args[ROUTE_ARG_CALLER] = spop_data_int64(77);
+	route_decide(&r, &req, &d);
+	route_request_core(&req, &cr);
+	ck_assert(core_identity(r.core, &cr, &k));
+	ck_assert(d.has_akey);
+	ck_assert_uint_eq(d.akey, k);
+	/* src is not on the default ladder. */
+	req_init(&req);
+	req.args[ROUTE_ARG_SRC].type = SPOP_DATA_IPV4;
+	route_decide(&r, &req, &d);
+	ck_assert(!d.has_akey);
+	ck_assert_int_eq(d.reason, ROUTE_P2C);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+START_TEST(wall_clock_cached)
+{
+	struct config cfg;
+	struct route r;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	route_init(&r, &cfg);
+	int64_t a = route_wall_s(&r, 5);
+	ck_assert_int_gt(a, 1600000000);
+	r.wall_s = 1; /* a second read at the same uv_now is the cache */
+	ck_assert_int_eq(route_wall_s(&r, 5), 1);
+	ck_assert_int_ge(route_wall_s(&r, 6), a);
+	route_finish(&r);
+	config_finish(&cfg);
 }
 END_TEST
 
@@ -177,9 +514,14 @@ START_TEST(arg_names_exact)
 	ck_assert_int_eq(route_fb_arg_lookup(s), ROUTE_FB_RETRY_AFTER);
 	s.len = 5;
 	ck_assert_int_eq(route_fb_arg_lookup(s), -1);
-	ck_assert_str_eq(route_reason_name(ROUTE_RR), "rr");
+	ck_assert_str_eq(route_reason_name(ROUTE_AFFINITY), "affinity");
+	ck_assert_str_eq(route_reason_name(ROUTE_HASH), "hash");
+	ck_assert_str_eq(route_reason_name(ROUTE_SPILL), "spill");
+	ck_assert_str_eq(route_reason_name(ROUTE_P2C), "p2c");
 	ck_assert_str_eq(route_reason_name(ROUTE_COOLDOWN_FALLBACK),
 			 "cooldown_fallback");
+	ck_assert_str_eq(route_reason_name(ROUTE_NO_MODEL), "no_model");
+	ck_assert_str_eq(route_reason_name(ROUTE_NONE), "none");
 	ck_assert_str_eq(route_reason_name(ROUTE_REASON_COUNT), "unknown");
 }
 END_TEST
@@ -312,8 +654,13 @@ static Suite *route_suite(void)
 {
 	Suite *s = suite_create("agent-route");
 	TCase *tc = tcase_create("route");
-	tcase_add_test(tc, rr_by_model);
-	tcase_add_test(tc, identity_ladder);
+	tcase_add_test(tc, core_by_model);
+	tcase_add_test(tc, affinity_and_breaker);
+	tcase_add_test(tc, feedback_completes_non_streamed);
+	tcase_add_test(tc, feedback_forms);
+	tcase_add_test(tc, request_mapping);
+	tcase_add_test(tc, akey_is_core_identity);
+	tcase_add_test(tc, wall_clock_cached);
 	tcase_add_test(tc, arg_names_exact);
 	tcase_add_test(tc, notify_ack_fallback);
 	tcase_add_test(tc, log_format);

@@ -1,0 +1,722 @@
+/* metrics.c - Prometheus text on a loopback port: libmicrohttpd driven by the libuv loop. */
+#include "metrics.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+/* Only this file includes it; it needs nothing beyond POSIX 2008 (fd_set,
+ * sockaddr, socklen_t: sys/select.h and sys/socket.h above). */
+#include <microhttpd.h>
+
+#include "core.h"
+#include "log.h"
+#include "warmlane_version.h"
+
+/* A scraper, curl and a browser tab at most: a handful of connections. */
+#define METRICS_MAX_CONNS  16
+/* Idle HTTP connections are closed after this many seconds. */
+#define METRICS_TIMEOUT_S  10
+
+#define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* ---- the text buffer ------------------------------------------------- */
+
+void metrics_text_finish(struct metrics_text *t)
+{
+	free(t->p);
+	*t = (struct metrics_text){ 0 };
+}
+
+static bool text_reserve(struct metrics_text *t, size_t more)
+{
+	if (t->oom)
+		return false;
+	if (more < t->cap - t->len)
+		return true;
+	size_t cap = t->cap > 0 ? t->cap : 4096;
+	while (more >= cap - t->len) {
+		if (cap > SIZE_MAX / 2) {
+			t->oom = true;
+			return false;
+		}
+		cap *= 2;
+	}
+	char *p = realloc(t->p, cap);
+	if (p == NULL) {
+		t->oom = true;
+		return false;
+	}
+	t->p = p;
+	t->cap = cap;
+	return true;
+}
+
+static void text_put(struct metrics_text *t, const char *s, size_t n)
+{
+	if (!text_reserve(t, n))
+		return;
+	memcpy(t->p + t->len, s, n);
+	t->len += n;
+	t->p[t->len] = '\0';
+}
+
+static void text_puts(struct metrics_text *t, const char *s)
+{
+	text_put(t, s, strlen(s));
+}
+
+static void text_printf(struct metrics_text *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void text_printf(struct metrics_text *t, const char *fmt, ...)
+{
+	char small[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(small, sizeof(small), fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		t->oom = true;
+		return;
+	}
+	if ((size_t)n < sizeof(small)) {
+		text_put(t, small, (size_t)n);
+		return;
+	}
+	/* Longer than any line we format today; kept correct anyway. */
+	if (!text_reserve(t, (size_t)n))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(t->p + t->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	t->len += (size_t)n;
+}
+
+/* A label value as the text format wants it: \\, \" and \n escaped. The
+ * names come from configuration and HAProxy, so anything may be in them. */
+static void text_label_value(struct metrics_text *t, const char *v)
+{
+	text_put(t, "\"", 1);
+	for (const char *s = v; *s != '\0';) {
+		size_t run = strcspn(s, "\\\"\n");
+		text_put(t, s, run);
+		s += run;
+		if (*s == '\0')
+			break;
+		text_put(t, *s == '\n' ? "\\n" : *s == '"' ? "\\\"" : "\\\\",
+			 2);
+		s++;
+	}
+	text_put(t, "\"", 1);
+}
+
+/* # HELP and # TYPE of one family: every sample of it must follow before
+ * the next family starts. */
+static void text_family(struct metrics_text *t, const char *name,
+			const char *type, const char *help)
+{
+	text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* "name value" for an unlabelled counter or gauge. */
+static void text_u64(struct metrics_text *t, const char *name, uint64_t v)
+{
+	text_printf(t, "%s %" PRIu64 "\n", name, v);
+}
+
+static void text_family_u64(struct metrics_text *t, const char *name,
+			    const char *type, const char *help, uint64_t v)
+{
+	text_family(t, name, type, help);
+	text_u64(t, name, v);
+}
+
+/* A sample with one label: name{label="value"} v. */
+static void text_u64_label(struct metrics_text *t, const char *name,
+			   const char *label, const char *value, uint64_t v)
+{
+	text_printf(t, "%s{%s=", name, label);
+	text_label_value(t, value);
+	text_printf(t, "} %" PRIu64 "\n", v);
+}
+
+/* ---- rendering --------------------------------------------------------- */
+
+/* Bucket bounds as Prometheus reads them back (stats_latency_bounds_ns). */
+static const char *const metrics_le[STATS_LATENCY_BUCKETS] = {
+	"1e-06", "2e-06", "5e-06", "1e-05", "2e-05",
+	"5e-05", "0.0001", "0.0002", "0.0005", "0.001",
+};
+
+static void render_spop(struct metrics_text *t, const struct stats *st)
+{
+	text_family_u64(t, "warmlane_spop_connections_accepted_total", "counter",
+			"SPOP connections accepted from HAProxy.",
+			st->conn_accepted);
+	text_family_u64(t, "warmlane_spop_connections_closed_total", "counter",
+			"SPOP connections closed, by either side.",
+			st->conn_closed);
+	text_family_u64(t, "warmlane_spop_connections_active", "gauge",
+			"SPOP connections open now.", st->conn_active);
+	text_family_u64(t, "warmlane_spop_healthchecks_total", "counter",
+			"Health-check HELLOs answered.", st->healthchecks);
+
+	text_family(t, "warmlane_spop_frames_total", "counter",
+		    "SPOP frames by type and direction (received from or sent to HAProxy).");
+	for (int f = 0; f < STATS_FRAME_COUNT; f++) {
+		bool sent = f == STATS_FRAME_AGENT_HELLO ||
+			    f == STATS_FRAME_AGENT_DISCONNECT ||
+			    f == STATS_FRAME_ACK;
+		text_puts(t, "warmlane_spop_frames_total{type=");
+		text_label_value(t, stats_frame_name((enum stats_frame)f));
+		text_printf(t, ",direction=\"%s\"} %" PRIu64 "\n",
+			    sent ? "sent" : "received", st->frames[f]);
+	}
+
+	text_family(t, "warmlane_spop_messages_total", "counter",
+		    "SPOE messages received, by name (unknown: any other name).");
+	text_u64_label(t, "warmlane_spop_messages_total", "message", "route",
+		       st->msgs_route);
+	text_u64_label(t, "warmlane_spop_messages_total", "message",
+		       "feedback", st->msgs_feedback);
+	text_u64_label(t, "warmlane_spop_messages_total", "message", "unknown",
+		       st->msgs_unknown);
+
+	/* Statuses that never happened are left out: 15 mostly-zero series
+	 * per family say nothing, and a counter may appear later. */
+	char code[16];
+	text_family(t, "warmlane_spop_protocol_errors_total", "counter",
+		    "AGENT-DISCONNECTs sent for a protocol error, by SPOP status code.");
+	for (unsigned i = 1; i < STATS_STATUS_COUNT; i++) {
+		if (st->disconnects_sent[i] == 0)
+			continue;
+		snprintf(code, sizeof(code), "%" PRIu32, stats_status_code(i));
+		text_u64_label(t, "warmlane_spop_protocol_errors_total",
+			       "status", code, st->disconnects_sent[i]);
+	}
+	text_family(t, "warmlane_spop_disconnects_received_total", "counter",
+		    "HAPROXY-DISCONNECTs received, by SPOP status code.");
+	for (unsigned i = 0; i < STATS_STATUS_COUNT; i++) {
+		if (st->disconnects_received[i] == 0)
+			continue;
+		snprintf(code, sizeof(code), "%" PRIu32, stats_status_code(i));
+		text_u64_label(t, "warmlane_spop_disconnects_received_total",
+			       "status", code, st->disconnects_received[i]);
+	}
+
+	text_family_u64(t, "warmlane_spop_ack_fallbacks_total", "counter",
+			"ACKs cut down to the bare ack variable to fit the frame size.",
+			st->ack_fallbacks);
+	text_family_u64(t, "warmlane_spop_read_stalls_total", "counter",
+			"Times reading from HAProxy paused for backpressure.",
+			st->read_stalls);
+	text_family_u64(t, "warmlane_spop_io_errors_total", "counter",
+			"Socket read or write errors other than end of file or reset.",
+			st->io_errors);
+}
+
+static void render_decisions(struct metrics_text *t, const struct stats *st)
+{
+	text_family(t, "warmlane_decisions_total", "counter",
+		    "Route decisions by reason.");
+	for (int r = 0; r < ROUTE_REASON_COUNT; r++)
+		text_u64_label(t, "warmlane_decisions_total", "reason",
+			       route_reason_name((enum route_reason)r),
+			       st->reasons[r]);
+
+	const struct stats_histogram *h = &st->decide_latency;
+	text_family(t, "warmlane_decision_duration_seconds", "histogram",
+		    "Time spent deciding one route message, in seconds.");
+	uint64_t cum = 0;
+	for (unsigned i = 0; i < STATS_LATENCY_BUCKETS; i++) {
+		cum += h->buckets[i];
+		text_printf(t,
+			    "warmlane_decision_duration_seconds_bucket{le=\"%s\"} %" PRIu64 "\n",
+			    metrics_le[i], cum);
+	}
+	cum += h->buckets[STATS_LATENCY_BUCKETS];
+	text_printf(t,
+		    "warmlane_decision_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
+		    "warmlane_decision_duration_seconds_sum %.9g\n"
+		    "warmlane_decision_duration_seconds_count %" PRIu64 "\n",
+		    cum, (double)h->sum_ns / 1e9, h->count);
+}
+
+static void render_feedback(struct metrics_text *t, const struct route *r)
+{
+	const struct {
+		const char *cause;
+		uint64_t v;
+	} causes[] = {
+		{ "unknown_server", r->fb.unknown_server },
+		{ "bad_status", r->fb.bad_status },
+		{ "bad_tr", r->fb.bad_tr },
+		{ "bad_retry_after", r->fb.bad_retry_after },
+		{ "bad_akey", r->fb.bad_akey },
+	};
+	text_family(t, "warmlane_feedback_problems_total", "counter",
+		    "Feedback messages the core could not use (fully or in part), by cause.");
+	for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++)
+		text_u64_label(t, "warmlane_feedback_problems_total", "cause",
+			       causes[i].cause, causes[i].v);
+}
+
+/* backend="...",server="..."[,key="..."]: the key id only when the
+ * endpoint has one (ids name keys, never hold them). */
+static void text_endpoint_labels(struct metrics_text *t,
+				 const struct core_endpoint_info *ep)
+{
+	text_puts(t, "backend=");
+	text_label_value(t, ep->backend != NULL ? ep->backend : "");
+	text_puts(t, ",server=");
+	text_label_value(t, ep->server != NULL ? ep->server : "");
+	if (ep->key_id != NULL && ep->key_id[0] != '\0') {
+		text_puts(t, ",key=");
+		text_label_value(t, ep->key_id);
+	}
+}
+
+/* What one per-endpoint family shows. */
+enum metrics_ep {
+	METRICS_EP_IN_FLIGHT,
+	METRICS_EP_EWMA,
+	METRICS_EP_SAMPLES,
+	METRICS_EP_BREAKER,
+	METRICS_EP_COOLDOWN,
+	METRICS_EP_DEAD_KEY,
+	METRICS_EP_ADMIN,
+	METRICS_EP_WEIGHT,
+	METRICS_EP_DECISIONS,
+	METRICS_EP_RESPONSES,
+};
+
+static const struct {
+	enum metrics_ep what;
+	const char *name, *type, *help;
+} metrics_ep_families[] = {
+	{ METRICS_EP_IN_FLIGHT, "warmlane_endpoint_in_flight", "gauge",
+	  "Requests in flight on the endpoint (runtime API scur+qcur, plus decisions since)." },
+	{ METRICS_EP_EWMA, "warmlane_endpoint_ttfb_ewma_seconds", "gauge",
+	  "EWMA of time to response headers, by request kind (stream: headers of a streamed answer; plain: a whole generation); 0 before the first sample." },
+	{ METRICS_EP_SAMPLES, "warmlane_endpoint_ttfb_samples", "gauge",
+	  "Successful responses in the EWMA since the endpoint was last cold, by kind." },
+	{ METRICS_EP_BREAKER, "warmlane_endpoint_breaker_state", "gauge",
+	  "Circuit breaker: 0 closed, 1 half-open, 2 open." },
+	{ METRICS_EP_COOLDOWN, "warmlane_endpoint_breaker_cooldown_seconds", "gauge",
+	  "Time left before an open breaker turns half-open (0 when not open)." },
+	{ METRICS_EP_DEAD_KEY, "warmlane_endpoint_dead_key_seconds", "gauge",
+	  "Time left before an endpoint+key refused with 401/403 is tried again (0: usable)." },
+	{ METRICS_EP_ADMIN, "warmlane_endpoint_admin_state", "gauge",
+	  "HAProxy admin/health state of the server, one series per state: 1 for the current one." },
+	{ METRICS_EP_WEIGHT, "warmlane_endpoint_weight", "gauge",
+	  "Configured relative capacity." },
+	{ METRICS_EP_DECISIONS, "warmlane_endpoint_decisions_total", "counter",
+	  "Requests routed to the endpoint." },
+	{ METRICS_EP_RESPONSES, "warmlane_endpoint_responses_total", "counter",
+	  "Feedback responses of the endpoint by class." },
+};
+
+static void render_endpoint_sample(struct metrics_text *t, const char *name,
+				   const struct core_endpoint_info *ep,
+				   enum metrics_ep what)
+{
+	switch (what) {
+	case METRICS_EP_EWMA:
+	case METRICS_EP_SAMPLES:
+		for (int k = 0; k < CORE_KIND_COUNT; k++) {
+			text_printf(t, "%s{", name);
+			text_endpoint_labels(t, ep);
+			text_printf(t, ",kind=\"%s\"} ",
+				    k == CORE_KIND_STREAM ? "stream" : "plain");
+			if (what == METRICS_EP_EWMA)
+				text_printf(t, "%.9g\n", ep->ewma_ms[k] / 1000.0);
+			else
+				text_printf(t, "%" PRIu32 "\n", ep->samples[k]);
+		}
+		return;
+	case METRICS_EP_ADMIN:
+		for (int a = 0; a < CORE_ADMIN_COUNT; a++) {
+			text_printf(t, "%s{", name);
+			text_endpoint_labels(t, ep);
+			text_printf(t, ",state=\"%s\"} %d\n",
+				    core_admin_name((enum core_admin)a),
+				    ep->admin == (enum core_admin)a);
+		}
+		return;
+	case METRICS_EP_RESPONSES:
+		for (int o = 0; o < CORE_OUTCOME_COUNT; o++) {
+			text_printf(t, "%s{", name);
+			text_endpoint_labels(t, ep);
+			text_printf(t, ",class=\"%s\"} %" PRIu64 "\n",
+				    core_outcome_name((enum core_outcome)o),
+				    ep->outcomes[o]);
+		}
+		return;
+	default:
+		break;
+	}
+
+	text_printf(t, "%s{", name);
+	text_endpoint_labels(t, ep);
+	text_puts(t, "} ");
+	switch (what) {
+	case METRICS_EP_IN_FLIGHT:
+		text_printf(t, "%" PRIu32 "\n", ep->in_flight);
+		break;
+	case METRICS_EP_BREAKER:
+		/* Ordered by severity, not by the core's enum, so that
+		 * max() and thresholds read naturally on a dashboard. */
+		text_printf(t, "%d\n",
+			    ep->breaker == CORE_BREAKER_OPEN	     ? 2
+			    : ep->breaker == CORE_BREAKER_HALF_OPEN ? 1
+								     : 0);
+		break;
+	case METRICS_EP_COOLDOWN:
+		text_printf(t, "%.9g\n", (double)ep->cooldown_left_ms / 1000.0);
+		break;
+	case METRICS_EP_DEAD_KEY:
+		text_printf(t, "%.9g\n", (double)ep->dead_key_left_ms / 1000.0);
+		break;
+	case METRICS_EP_WEIGHT:
+		text_printf(t, "%.9g\n", ep->weight);
+		break;
+	case METRICS_EP_DECISIONS:
+		text_printf(t, "%" PRIu64 "\n", ep->decisions);
+		break;
+	default:
+		text_puts(t, "0\n");
+		break;
+	}
+}
+
+static void render_core(struct metrics_text *t, const struct core *c,
+			uint64_t now_ms)
+{
+	struct core_stats cs;
+	core_stats(c, &cs);
+
+	text_family(t, "warmlane_responses_total", "counter",
+		    "Feedback responses by class of HTTP status.");
+	for (int o = 0; o < CORE_OUTCOME_COUNT; o++)
+		text_u64_label(t, "warmlane_responses_total", "class",
+			       core_outcome_name((enum core_outcome)o),
+			       cs.outcomes[o]);
+
+	text_family_u64(t, "warmlane_endpoints", "gauge",
+			"Endpoints known to the routing core.", cs.endpoints);
+	text_family_u64(t, "warmlane_affinity_entries", "gauge",
+			"Live entries of the affinity map.", cs.affinity_entries);
+	text_family_u64(t, "warmlane_affinity_capacity", "gauge",
+			"Capacity of the affinity map (policy.affinity_max_entries).",
+			cs.affinity_capacity);
+	text_family_u64(t, "warmlane_affinity_memory_bytes", "gauge",
+			"Memory allocated for the affinity map and its index.",
+			cs.affinity_bytes);
+	text_family_u64(t, "warmlane_affinity_hits_total", "counter",
+			"Affinity lookups that found a live entry.",
+			cs.affinity_hits);
+	text_family_u64(t, "warmlane_affinity_misses_total", "counter",
+			"Affinity lookups that found no live entry.",
+			cs.affinity_misses);
+	text_family_u64(t, "warmlane_affinity_evictions_total", "counter",
+			"Affinity entries evicted (least recently used, map full).",
+			cs.affinity_evictions);
+	text_family_u64(t, "warmlane_affinity_expirations_total", "counter",
+			"Affinity entries dropped after policy.affinity_ttl idle.",
+			cs.affinity_expirations);
+
+	/* One pass per family: the text format wants a family's samples
+	 * together, and core_endpoint_info is a copy, cheaper than an
+	 * allocation to hold them all. */
+	for (size_t f = 0; f < sizeof(metrics_ep_families) / sizeof(metrics_ep_families[0]); f++) {
+		text_family(t, metrics_ep_families[f].name,
+			    metrics_ep_families[f].type,
+			    metrics_ep_families[f].help);
+		for (int i = core_endpoint_next(c, -1); i >= 0;
+		     i = core_endpoint_next(c, i)) {
+			struct core_endpoint_info ep;
+			if (core_endpoint_info(c, i, now_ms, &ep) < 0)
+				continue;
+			render_endpoint_sample(t, metrics_ep_families[f].name,
+					       &ep, metrics_ep_families[f].what);
+		}
+	}
+}
+
+int metrics_render(struct metrics_text *t, const struct server *srv,
+		   uint64_t now_ms)
+{
+	const struct stats *st = &srv->stats;
+
+	text_family(t, "warmlane_build_info", "gauge",
+		    "Always 1; the version of the running agent is a label.");
+	text_u64_label(t, "warmlane_build_info", "version", WARMLANE_VERSION, 1);
+
+	render_decisions(t, st);
+	render_feedback(t, &srv->route);
+	if (srv->route.core != NULL)
+		render_core(t, srv->route.core, now_ms);
+	render_spop(t, st);
+
+	text_family_u64(t, "warmlane_runtime_polls_total", "counter",
+			"HAProxy runtime-API polls started.", st->runtime_polls);
+	text_family_u64(t, "warmlane_runtime_poll_failures_total", "counter",
+			"HAProxy runtime-API polls that got no usable answer.",
+			st->runtime_poll_failures);
+	return t->oom ? -ENOMEM : 0;
+}
+
+/* ---- HTTP -------------------------------------------------------------- */
+
+static enum MHD_Result metrics_reply(struct MHD_Connection *conn,
+				     unsigned status, const char *type,
+				     const char *body, size_t len)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+		len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	if (resp == NULL)
+		return MHD_NO;
+	enum MHD_Result r = MHD_add_response_header(resp,
+		MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (r == MHD_YES && status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		r = MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
+					    "GET, HEAD");
+	if (r == MHD_YES)
+		r = MHD_queue_response(conn, status, resp);
+	MHD_destroy_response(resp);
+	return r;
+}
+
+#define METRICS_REPLY_TEXT(conn, status, s) \
+	metrics_reply(conn, status, "text/plain; charset=utf-8", s, \
+		      sizeof(s) - 1)
+
+/* The only routes: GET or HEAD of /metrics and /healthz (MHD leaves the
+ * body out of a HEAD answer). The query string is not part of url. */
+static enum MHD_Result metrics_on_request(void *cls,
+					  struct MHD_Connection *conn,
+					  const char *url, const char *method,
+					  const char *version,
+					  const char *upload_data,
+					  size_t *upload_data_size,
+					  void **req_cls)
+{
+	struct metrics *m = cls;
+	(void)version;
+	(void)upload_data;
+	(void)upload_data_size;
+	(void)req_cls;
+
+	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
+	    strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+		return METRICS_REPLY_TEXT(conn, MHD_HTTP_METHOD_NOT_ALLOWED,
+					  "method not allowed\n");
+	if (strcmp(url, "/healthz") == 0)
+		return METRICS_REPLY_TEXT(conn, MHD_HTTP_OK, "ok\n");
+	if (strcmp(url, "/metrics") != 0)
+		return METRICS_REPLY_TEXT(conn, MHD_HTTP_NOT_FOUND,
+					  "not found\n");
+
+	m->scrapes++;
+	m->text.len = 0;
+	m->text.oom = false;
+	if (metrics_render(&m->text, m->srv, uv_now(m->loop)) < 0) {
+		/* A huge buffer after one bad scrape is not worth keeping. */
+		metrics_text_finish(&m->text);
+		log_warn("metrics: out of memory rendering /metrics", NULL);
+		return METRICS_REPLY_TEXT(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+					  "out of memory\n");
+	}
+	return metrics_reply(conn, MHD_HTTP_OK, METRICS_CONTENT_TYPE,
+			     m->text.p, m->text.len);
+}
+
+/* MHD's own complaints: kept for metrics_start's error while starting,
+ * logged afterwards. */
+static void metrics_on_mhd_log(void *cls, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
+static void metrics_on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	struct metrics *m = cls;
+	vsnprintf(m->mhd_err, sizeof(m->mhd_err), fmt, ap);
+	size_t n = strlen(m->mhd_err);
+	while (n > 0 && (m->mhd_err[n - 1] == '\n' || m->mhd_err[n - 1] == '\r'))
+		m->mhd_err[--n] = '\0';
+	if (m->poll_init) {
+		char q[300];
+		log_warn("metrics: libmicrohttpd", "error=%s",
+			 log_quote(q, sizeof(q), m->mhd_err, n));
+	}
+}
+
+static void metrics_on_timer(uv_timer_t *h);
+
+/* MHD_run must be called again within MHD_get_timeout: 0 when it still
+ * has ready connections of its own (edge-triggered, nothing will wake the
+ * poll), otherwise the nearest connection timeout. */
+static void metrics_schedule(struct metrics *m)
+{
+	MHD_UNSIGNED_LONG_LONG ms;
+	if (MHD_get_timeout(m->daemon, &ms) == MHD_YES)
+		uv_timer_start(&m->timer, metrics_on_timer, (uint64_t)ms, 0);
+	else
+		uv_timer_stop(&m->timer);
+}
+
+static void metrics_run(struct metrics *m)
+{
+	if (m->daemon == NULL)
+		return;
+	MHD_run(m->daemon);
+	metrics_schedule(m);
+}
+
+static void metrics_on_timer(uv_timer_t *h)
+{
+	metrics_run(container_of(h, struct metrics, timer));
+}
+
+static void metrics_on_poll(uv_poll_t *h, int status, int events)
+{
+	struct metrics *m = container_of(h, struct metrics, poll);
+	(void)events;
+	if (status < 0)
+		log_warn("metrics: poll error", "error=%s", uv_err_name(status));
+	metrics_run(m);
+}
+
+static int metrics_sockaddr(const struct config_hostport *addr,
+			    struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (addr->ipv6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(addr->port);
+		if (inet_pton(AF_INET6, addr->host, &s6->sin6_addr) != 1)
+			return -EINVAL;
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(addr->port);
+		if (inet_pton(AF_INET, addr->host, &s4->sin_addr) != 1)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+int metrics_start(struct metrics *m, uv_loop_t *loop,
+		  const struct config_hostport *addr, struct server *srv,
+		  char *err, size_t errlen)
+{
+	*m = (struct metrics){ .loop = loop, .srv = srv };
+	snprintf(m->addr_text, sizeof(m->addr_text), addr->ipv6 ? "[%s]:%u"
+								: "%s:%u",
+		 addr->host, (unsigned)addr->port);
+
+	struct sockaddr_storage ss;
+	if (metrics_sockaddr(addr, &ss) < 0) {
+		snprintf(err, errlen, "metrics.listen %s: not a numeric address",
+			 m->addr_text);
+		return -EINVAL;
+	}
+
+	/* MHD_OPTION_SOCK_ADDR: without it MHD binds every address. No
+	 * internal thread: the loop drives MHD through its epoll fd. */
+	unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	if (addr->ipv6)
+		flags |= MHD_USE_IPv6;
+	errno = 0;
+	m->daemon = MHD_start_daemon(flags, addr->port, NULL, NULL,
+		metrics_on_request, m,
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+		MHD_OPTION_EXTERNAL_LOGGER, metrics_on_mhd_log, m,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_MAX_CONNS,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_TIMEOUT_S,
+		MHD_OPTION_END);
+	if (m->daemon == NULL) {
+		/* MHD says why only in its log line; errno is still bind's
+		 * in practice, trusted only when it is a bind error. */
+		int e = errno;
+		int r = (e == EADDRINUSE || e == EACCES || e == EADDRNOTAVAIL ||
+			 e == EAFNOSUPPORT || e == EPERM) ? -e : -EIO;
+		snprintf(err, errlen, "metrics.listen %s: cannot listen: %s",
+			 m->addr_text,
+			 m->mhd_err[0] != '\0' ? m->mhd_err : strerror(-r));
+		return r;
+	}
+
+	const union MHD_DaemonInfo *di =
+		MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	m->port = di != NULL ? di->port : addr->port;
+	di = MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+	if (di == NULL) {
+		snprintf(err, errlen, "metrics.listen %s: libmicrohttpd has no epoll fd",
+			 m->addr_text);
+		return -EIO;
+	}
+
+	int r = uv_poll_init(loop, &m->poll, di->epoll_fd);
+	if (r < 0) {
+		snprintf(err, errlen, "metrics.listen %s: cannot poll: %s",
+			 m->addr_text, uv_strerror(r));
+		return r;
+	}
+	m->poll_init = true;
+	uv_timer_init(loop, &m->timer);
+	m->timer_init = true;
+	r = uv_poll_start(&m->poll, UV_READABLE, metrics_on_poll);
+	if (r < 0) {
+		snprintf(err, errlen, "metrics.listen %s: cannot poll: %s",
+			 m->addr_text, uv_strerror(r));
+		return r;
+	}
+	metrics_schedule(m);
+	log_info("metrics listening", "addr=%s port=%u", m->addr_text,
+		 (unsigned)m->port);
+	return 0;
+}
+
+static void metrics_on_closed(uv_handle_t *h)
+{
+	struct metrics *m = h->data;
+	if (--m->closing == 0 && m->on_stopped != NULL)
+		m->on_stopped(m, m->on_stopped_arg);
+}
+
+void metrics_stop(struct metrics *m, metrics_stopped_cb cb, void *arg)
+{
+	m->on_stopped = cb;
+	m->on_stopped_arg = arg;
+	/* The poll goes first: libuv drops the epoll fd from its own set at
+	 * once, before MHD_stop_daemon closes it. */
+	if (m->poll_init) {
+		m->poll_init = false;
+		m->poll.data = m;
+		m->closing++;
+		uv_close((uv_handle_t *)&m->poll, metrics_on_closed);
+	}
+	if (m->timer_init) {
+		m->timer_init = false;
+		m->timer.data = m;
+		m->closing++;
+		uv_close((uv_handle_t *)&m->timer, metrics_on_closed);
+	}
+	if (m->daemon != NULL) {
+		MHD_stop_daemon(m->daemon);
+		m->daemon = NULL;
+	}
+	metrics_text_finish(&m->text);
+	if (m->closing == 0 && cb != NULL)
+		cb(m, arg);
+}

@@ -1,0 +1,73 @@
+/* metrics.h - the Prometheus endpoint: /metrics and /healthz over HTTP on the loop. */
+#ifndef WARMLANE_METRICS_H
+#define WARMLANE_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "config.h"
+#include "server.h"
+
+struct MHD_Daemon;
+struct metrics;
+
+typedef void (*metrics_stopped_cb)(struct metrics *m, void *arg);
+
+/* A growable text buffer (one scrape). A failed allocation sets oom and
+ * turns every later append into a no-op, so renderers check once. */
+struct metrics_text {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+/* The HTTP server. Caller-owned memory; libmicrohttpd runs without a
+ * thread of its own, driven by poll and timer on the server's loop. */
+struct metrics {
+	uv_loop_t *loop;
+	struct server *srv;
+	struct MHD_Daemon *daemon;
+	uv_poll_t poll;   /* MHD's epoll fd */
+	uv_timer_t timer; /* MHD's connection timeouts */
+	bool poll_init, timer_init;
+	unsigned closing; /* handles whose close callback is pending */
+	uint16_t port;    /* bound port (the real one when 0 was asked) */
+	char addr_text[80];
+	struct metrics_text text; /* reused from scrape to scrape */
+	char mhd_err[256];        /* MHD's last error line, for start-up */
+	uint64_t scrapes;         /* /metrics answered */
+	metrics_stopped_cb on_stopped;
+	void *on_stopped_arg;
+};
+
+/* Starts serving GET/HEAD /metrics and /healthz on addr (that address
+ * only; port 0 picks a free port, see m->port) from srv's counters and
+ * core, on loop. m is zeroed first; srv must outlive m. On failure err
+ * names the address and says why, and metrics_stop must still be called
+ * (it finishes at once when nothing was started). Returns 0 or -errno
+ * (-EADDRINUSE, -EACCES, -EADDRNOTAVAIL from bind; -EIO when
+ * libmicrohttpd refuses without saying why). */
+int metrics_start(struct metrics *m, uv_loop_t *loop,
+		  const struct config_hostport *addr, struct server *srv,
+		  char *err, size_t errlen);
+
+/* Closes the HTTP server and its connections, then its libuv handles;
+ * cb (may be NULL) runs once they are all closed, from a close callback,
+ * or before metrics_stop returns when no handle was open. The text buffer
+ * is freed. Safe on a zeroed m and on a second call (cb then replaces the
+ * pending one). */
+void metrics_stop(struct metrics *m, metrics_stopped_cb cb, void *arg);
+
+/* Renders the Prometheus text format 0.0.4 of srv's counters and core at
+ * now_ms (uv_now) into t (appended; t may be zeroed). Returns 0, or
+ * -ENOMEM with t->oom set (t keeps its memory either way; release with
+ * metrics_text_finish). */
+int metrics_render(struct metrics_text *t, const struct server *srv,
+		   uint64_t now_ms);
+
+/* Frees t's memory and zeroes it. */
+void metrics_text_finish(struct metrics_text *t);
+
+#endif

@@ -1,0 +1,635 @@
+/* runtime.c - polls HAProxy's runtime API (`show stat`) and syncs the core's pool, admin states and in-flight counts. */
+#include "runtime.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "route.h"
+#include "server.h" /* container_of */
+#include "stats.h"
+
+/* Most key ids of one server synced (route_server_find). */
+#define RUNTIME_MAX_KEYS 64
+
+static const char *const runtime_col_names[RUNTIME_COL_COUNT] = {
+	[RUNTIME_COL_PXNAME] = "pxname", [RUNTIME_COL_SVNAME] = "svname",
+	[RUNTIME_COL_SCUR] = "scur",	 [RUNTIME_COL_QCUR] = "qcur",
+	[RUNTIME_COL_STATUS] = "status", [RUNTIME_COL_WEIGHT] = "weight",
+	[RUNTIME_COL_TYPE] = "type",	 [RUNTIME_COL_MODE] = "mode",
+};
+
+/* ---- CSV ---------------------------------------------------------------- */
+
+void runtime_csv_init(struct runtime_csv *p)
+{
+	for (int i = 0; i < RUNTIME_COL_COUNT; i++)
+		p->col[i] = -1;
+	p->header = false;
+	p->skipping = false;
+	p->len = 0;
+	p->rows = p->dropped = p->bad = 0;
+}
+
+static bool view_is(struct core_str v, const char *s)
+{
+	size_t n = strlen(s);
+	return v.len == n && memcmp(v.ptr, s, n) == 0;
+}
+
+/* Splits line into fields (commas; a field may be double-quoted with ""
+ * inside, as HAProxy's csv_enc writes descriptions) and calls back with
+ * each one's index and view, up to field last. Returns the number of
+ * fields seen. */
+static int csv_fields(const char *line, size_t len, int last,
+		      struct core_str *out, const int *want, int nwant)
+{
+	size_t i = 0;
+	int f = 0;
+	for (;;) {
+		size_t start = i, end;
+		if (i < len && line[i] == '"') {
+			start = ++i;
+			while (i < len) {
+				if (line[i] == '"') {
+					if (i + 1 < len && line[i + 1] == '"') {
+						i += 2;
+						continue;
+					}
+					break;
+				}
+				i++;
+			}
+			end = i;
+			if (i < len) /* the closing quote */
+				i++;
+			while (i < len && line[i] != ',')
+				i++;
+		} else {
+			while (i < len && line[i] != ',')
+				i++;
+			end = i;
+		}
+		for (int w = 0; w < nwant; w++)
+			if (want[w] == f)
+				out[w] = (struct core_str){ line + start, end - start };
+		f++;
+		if (f > last || i >= len)
+			return f;
+		i++; /* the comma */
+	}
+}
+
+static int csv_header(struct runtime_csv *p, const char *line, size_t len)
+{
+	/* "# pxname,svname,...": the names, in this version's order. */
+	size_t i = 1;
+	while (i < len && line[i] == ' ')
+		i++;
+	for (int c = 0; c < RUNTIME_COL_COUNT; c++)
+		p->col[c] = -1;
+	int f = 0;
+	while (i <= len) {
+		size_t s = i;
+		while (i < len && line[i] != ',')
+			i++;
+		struct core_str name = { line + s, i - s };
+		for (int c = 0; c < RUNTIME_COL_COUNT; c++)
+			if (p->col[c] < 0 && view_is(name, runtime_col_names[c]))
+				p->col[c] = f;
+		f++;
+		i++;
+	}
+	for (int c = RUNTIME_COL_PXNAME; c <= RUNTIME_COL_STATUS; c++)
+		if (p->col[c] < 0)
+			return -EPROTO;
+	p->header = true;
+	return 0;
+}
+
+/* Decimal digits into a uint32 (empty: 0). */
+static bool parse_u32(struct core_str s, uint32_t *v)
+{
+	uint64_t x = 0;
+	for (size_t i = 0; i < s.len; i++) {
+		if (s.ptr[i] < '0' || s.ptr[i] > '9')
+			return false;
+		x = x * 10 + (uint64_t)(s.ptr[i] - '0');
+		if (x > UINT32_MAX)
+			return false;
+	}
+	*v = (uint32_t)x;
+	return true;
+}
+
+enum core_admin runtime_status_admin(struct core_str status, bool *known)
+{
+	static const struct {
+		const char *word;
+		enum core_admin admin;
+	} words[] = {
+		{ "UP", CORE_ADMIN_ENABLED },	 { "DOWN", CORE_ADMIN_DOWN },
+		{ "MAINT", CORE_ADMIN_MAINT },	 { "DRAIN", CORE_ADMIN_DRAIN },
+		{ "NOLB", CORE_ADMIN_NOLB },
+	};
+	*known = true;
+	if (view_is(status, "no check"))
+		return CORE_ADMIN_ENABLED;
+	/* The first word: "UP 1/3", "MAINT (via llm/s3)", "DOWN (agent)". */
+	struct core_str w = status;
+	const char *sp = w.len > 0 ? memchr(w.ptr, ' ', w.len) : NULL;
+	if (sp != NULL)
+		w.len = (size_t)(sp - w.ptr);
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (view_is(w, words[i].word))
+			return words[i].admin;
+	*known = false;
+	return CORE_ADMIN_DOWN;
+}
+
+/* One complete line (no newline). */
+static int csv_line(struct runtime_csv *p, const char *line, size_t len,
+		    runtime_row_fn fn, void *arg)
+{
+	if (len > 0 && line[len - 1] == '\r')
+		len--;
+	if (len == 0)
+		return 0;
+	if (line[0] == '#') {
+		if (csv_header(p, line, len) < 0)
+			return -EPROTO;
+		return 0;
+	}
+	if (!p->header) { /* an error message, say "Permission denied" */
+		p->bad++;
+		return 0;
+	}
+
+	struct core_str v[RUNTIME_COL_COUNT] = { 0 };
+	int last = 0;
+	for (int c = 0; c < RUNTIME_COL_COUNT; c++)
+		if (p->col[c] > last)
+			last = p->col[c];
+	int nf = csv_fields(line, len, last, v, p->col, RUNTIME_COL_COUNT);
+	if (nf <= p->col[RUNTIME_COL_STATUS] || nf <= p->col[RUNTIME_COL_SCUR] ||
+	    nf <= p->col[RUNTIME_COL_QCUR] || nf <= p->col[RUNTIME_COL_SVNAME] ||
+	    nf <= p->col[RUNTIME_COL_PXNAME]) {
+		p->bad++;
+		return 0;
+	}
+	struct core_str sv = v[RUNTIME_COL_SVNAME];
+	if (p->col[RUNTIME_COL_TYPE] >= 0 && nf > p->col[RUNTIME_COL_TYPE]) {
+		if (!view_is(v[RUNTIME_COL_TYPE], "2"))
+			return 0; /* frontend, backend, listener */
+	} else if (view_is(sv, "FRONTEND") || view_is(sv, "BACKEND")) {
+		return 0;
+	}
+
+	struct runtime_row row = {
+		.pxname = v[RUNTIME_COL_PXNAME],
+		.svname = sv,
+		.mode = v[RUNTIME_COL_MODE],
+		.weight = -1,
+	};
+	uint32_t w;
+	if (row.pxname.len == 0 || row.svname.len == 0 ||
+	    !parse_u32(v[RUNTIME_COL_SCUR], &row.scur) ||
+	    !parse_u32(v[RUNTIME_COL_QCUR], &row.qcur)) {
+		p->bad++;
+		return 0;
+	}
+	if (p->col[RUNTIME_COL_WEIGHT] >= 0 && v[RUNTIME_COL_WEIGHT].len > 0 &&
+	    parse_u32(v[RUNTIME_COL_WEIGHT], &w))
+		row.weight = w;
+	row.admin = runtime_status_admin(v[RUNTIME_COL_STATUS], &row.status_known);
+	p->rows++;
+	fn(arg, &row);
+	return 0;
+}
+
+int runtime_csv_feed(struct runtime_csv *p, const char *buf, size_t n,
+		     runtime_row_fn fn, void *arg)
+{
+	while (n > 0) {
+		const char *nl = memchr(buf, '\n', n);
+		size_t take = nl != NULL ? (size_t)(nl - buf) : n;
+		if (!p->skipping) {
+			if (take > sizeof(p->line) - p->len) {
+				/* Over-long: dropped up to its newline. */
+				p->dropped++;
+				p->skipping = true;
+				p->len = 0;
+			} else {
+				memcpy(p->line + p->len, buf, take);
+				p->len += take;
+			}
+		}
+		if (nl == NULL)
+			return 0;
+		if (!p->skipping) {
+			int r = csv_line(p, p->line, p->len, fn, arg);
+			if (r < 0)
+				return r;
+		}
+		p->skipping = false;
+		p->len = 0;
+		buf += take + 1;
+		n -= take + 1;
+	}
+	return 0;
+}
+
+int runtime_csv_finish(struct runtime_csv *p, runtime_row_fn fn, void *arg)
+{
+	if (!p->skipping && p->len > 0) {
+		int r = csv_line(p, p->line, p->len, fn, arg);
+		if (r < 0)
+			return r;
+	}
+	p->skipping = false;
+	p->len = 0;
+	return p->header ? 0 : -EPROTO;
+}
+
+/* ---- applying a poll to the core ---------------------------------------- */
+
+static bool name_in(struct core_str name, char *const *names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (view_is(name, names[i]))
+			return true;
+	return false;
+}
+
+/* Whether servers of backend are the pool's: runtime_api.backends, else
+ * the configured endpoints' backends, else every backend in http mode
+ * (mode len 0: unknown, accepted). */
+static bool runtime_watched(const struct runtime *rt, struct core_str backend,
+			    struct core_str mode)
+{
+	const struct config *cfg = rt->cfg;
+	if (cfg->n_runtime_backends > 0)
+		return name_in(backend, cfg->runtime_backends,
+			       cfg->n_runtime_backends);
+	if (cfg->n_endpoints > 0) {
+		for (size_t i = 0; i < cfg->n_endpoints; i++)
+			if (view_is(backend, cfg->endpoints[i].backend))
+				return true;
+		return false;
+	}
+	return mode.len == 0 || view_is(mode, "http");
+}
+
+static int runtime_seen_grow(struct runtime *rt, int idx)
+{
+	if ((size_t)idx < rt->seen_cap)
+		return 0;
+	size_t cap = rt->seen_cap ? rt->seen_cap : 64;
+	while (cap <= (size_t)idx)
+		cap *= 2;
+	uint32_t *s = realloc(rt->seen, cap * sizeof(*s));
+	if (s == NULL)
+		return -ENOMEM;
+	memset(s + rt->seen_cap, 0, (cap - rt->seen_cap) * sizeof(*s));
+	rt->seen = s;
+	rt->seen_cap = cap;
+	return 0;
+}
+
+static uint64_t runtime_now(const struct runtime *rt)
+{
+	return rt->loop != NULL ? uv_now(rt->loop) : 0;
+}
+
+bool runtime_apply_row(struct runtime *rt, const struct runtime_row *row,
+		       uint64_t now_ms)
+{
+	struct route *r = rt->route;
+	if (!runtime_watched(rt, row->pxname, row->mode))
+		return false;
+
+	int idx[RUNTIME_MAX_KEYS];
+	unsigned n = route_server_find(r, row->pxname, row->svname, idx,
+				       RUNTIME_MAX_KEYS);
+	if (n == 0) {
+		char q1[160], q2[160];
+		int a = route_server_add(r, row->pxname, row->svname, now_ms);
+		log_quote(q1, sizeof(q1), row->pxname.ptr, row->pxname.len);
+		log_quote(q2, sizeof(q2), row->svname.ptr, row->svname.len);
+		if (a < 0) {
+			log_warn("cannot add a server from HAProxy", "backend=%s server=%s error=%s",
+				 q1, q2, strerror(-a));
+			return true;
+		}
+		rt->servers_added++;
+		log_info("server joined the pool", "backend=%s server=%s", q1, q2);
+		n = route_server_find(r, row->pxname, row->svname, idx,
+				      RUNTIME_MAX_KEYS);
+	}
+
+	const struct config_endpoint *ep =
+		route_config_find(r, row->pxname, row->svname);
+	if (ep != NULL && rt->cfg_missing != NULL)
+		rt->cfg_missing[ep - rt->cfg->endpoints] = false;
+
+	enum core_admin admin = row->admin;
+	if (!row->status_known)
+		rt->rows_unknown_status++;
+	/* Weight 0 is how HAProxy users drain a server (`set weight 0`):
+	 * use-server would still force traffic onto it. */
+	if (admin == CORE_ADMIN_ENABLED && row->weight == 0)
+		admin = CORE_ADMIN_DRAIN;
+	/* One server, n key ids: HAProxy counts the server, the core each
+	 * endpoint+key; split so the pool's total stays right. */
+	uint64_t total = (uint64_t)row->scur + row->qcur;
+	if (total > UINT32_MAX)
+		total = UINT32_MAX;
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t share = (uint32_t)(total / n + (i < total % n ? 1 : 0));
+		core_endpoint_sync(r->core, idx[i], admin, share, now_ms);
+		if (runtime_seen_grow(rt, idx[i]) == 0)
+			rt->seen[idx[i]] = rt->gen;
+	}
+	return true;
+}
+
+static void runtime_next_gen(struct runtime *rt)
+{
+	if (++rt->gen == 0)
+		rt->gen = 1;
+}
+
+void runtime_apply_end(struct runtime *rt)
+{
+	struct route *r = rt->route;
+	uint64_t now = runtime_now(rt);
+	int next;
+	for (int idx = core_endpoint_next(r->core, -1); idx >= 0; idx = next) {
+		next = core_endpoint_next(r->core, idx);
+		if ((size_t)idx < rt->seen_cap && rt->seen[idx] == rt->gen)
+			continue;
+		struct core_endpoint_info info;
+		if (core_endpoint_info(r->core, idx, now, &info) < 0)
+			continue;
+		struct core_str b = core_str_c(info.backend);
+		struct core_str s = core_str_c(info.server);
+		if (!runtime_watched(rt, b, (struct core_str){ NULL, 0 }))
+			continue;
+		const struct config_endpoint *ep = route_config_find(r, b, s);
+		if (ep != NULL) {
+			size_t i = (size_t)(ep - rt->cfg->endpoints);
+			if (rt->cfg_missing != NULL && !rt->cfg_missing[i]) {
+				log_warn("configured endpoint not in HAProxy; excluded until it appears",
+					 "backend=%s server=%s", info.backend,
+					 info.server);
+				rt->cfg_missing[i] = true;
+			}
+		} else {
+			log_info("server left the pool", "backend=%s server=%s",
+				 info.backend, info.server);
+		}
+		if (core_endpoint_remove(r->core, idx) == 0)
+			rt->servers_removed++;
+	}
+	runtime_next_gen(rt);
+}
+
+/* ---- the poller --------------------------------------------------------- */
+
+static void runtime_on_timer(uv_timer_t *t);
+
+static void runtime_row_cb(void *arg, const struct runtime_row *row)
+{
+	struct runtime *rt = arg;
+	runtime_apply_row(rt, row, uv_now(rt->loop));
+}
+
+static void runtime_on_close(uv_handle_t *h)
+{
+	struct runtime *rt = container_of(h, struct runtime, pipe);
+	rt->pipe_open = false;
+	if (rt->state == RUNTIME_STOPPED)
+		return;
+	rt->state = RUNTIME_IDLE;
+	uint64_t delay = rt->interval_ms;
+	if (rt->failures > RUNTIME_FAST_RETRIES) {
+		/* Backoff: HAProxy down, or no socket at all. The first
+		 * retries keep the poll interval: HAProxy started just after
+		 * the agent, or reloading, is back within a second, and
+		 * until then in-flight counts only rise. */
+		unsigned f = rt->failures - RUNTIME_FAST_RETRIES;
+		unsigned sh = f < 16 ? f : 16;
+		delay = rt->interval_ms << sh;
+		if (delay > RUNTIME_BACKOFF_MAX_MS)
+			delay = rt->interval_ms > RUNTIME_BACKOFF_MAX_MS ?
+					rt->interval_ms : RUNTIME_BACKOFF_MAX_MS;
+	}
+	uv_timer_start(&rt->timer, runtime_on_timer, delay, 0);
+}
+
+static void runtime_close_pipe(struct runtime *rt)
+{
+	uv_timer_stop(&rt->timer);
+	rt->state = RUNTIME_CLOSING;
+	if (rt->pipe_open && !uv_is_closing((uv_handle_t *)&rt->pipe))
+		uv_close((uv_handle_t *)&rt->pipe, runtime_on_close);
+	else if (!rt->pipe_open)
+		runtime_on_close((uv_handle_t *)&rt->pipe);
+}
+
+static void runtime_fail(struct runtime *rt, int err, const char *what)
+{
+	rt->stats->runtime_poll_failures++;
+	rt->failures++;
+	if (!rt->warned) {
+		const char *e = err == -EPROTO ? "no show stat CSV in the answer"
+					       : uv_strerror(err);
+		char q[128];
+		log_warn("HAProxy runtime API not reachable; routing on configured endpoints with local in-flight counts, retrying",
+			 "socket=%s error=%s step=%s", rt->path_log,
+			 log_quote(q, sizeof(q), e, strlen(e)), what);
+		rt->warned = true;
+	} else {
+		log_debug("runtime API poll failed", "socket=%s error=%s step=%s",
+			  rt->path_log, uv_err_name(err), what);
+	}
+	rt->reachable = false;
+	runtime_close_pipe(rt);
+}
+
+static void runtime_succeed(struct runtime *rt)
+{
+	if (!rt->reachable)
+		log_info("HAProxy runtime API polled", "socket=%s servers=%" PRIu64
+			 " bad_lines=%" PRIu64, rt->path_log, rt->csv.rows,
+			 rt->csv.bad + rt->csv.dropped);
+	rt->reachable = true;
+	rt->warned = false;
+	rt->failures = 0;
+	/* A line lost (too long, unparsable) might be a server: remove
+	 * nobody on the strength of this poll. */
+	if (rt->csv.bad == 0 && rt->csv.dropped == 0)
+		runtime_apply_end(rt);
+	else
+		runtime_next_gen(rt);
+	runtime_close_pipe(rt);
+}
+
+static void runtime_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf)
+{
+	struct runtime *rt = container_of(h, struct runtime, pipe);
+	(void)size;
+	*buf = uv_buf_init(rt->rbuf, sizeof(rt->rbuf));
+}
+
+static void runtime_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct runtime *rt = container_of(s, struct runtime, pipe);
+	(void)buf;
+	if (rt->state != RUNTIME_POLLING)
+		return;
+	if (nread > 0) {
+		if (runtime_csv_feed(&rt->csv, rt->rbuf, (size_t)nread,
+				     runtime_row_cb, rt) < 0)
+			runtime_fail(rt, -EPROTO, "read");
+		return;
+	}
+	if (nread == UV_EOF) {
+		if (runtime_csv_finish(&rt->csv, runtime_row_cb, rt) < 0)
+			runtime_fail(rt, -EPROTO, "read");
+		else
+			runtime_succeed(rt);
+		return;
+	}
+	if (nread < 0)
+		runtime_fail(rt, (int)nread, "read");
+}
+
+static void runtime_on_write(uv_write_t *req, int status)
+{
+	struct runtime *rt = container_of(req, struct runtime, write_req);
+	if (status < 0 && rt->state == RUNTIME_POLLING)
+		runtime_fail(rt, status, "write");
+}
+
+static void runtime_on_connect(uv_connect_t *req, int status)
+{
+	struct runtime *rt = container_of(req, struct runtime, connect_req);
+	if (rt->state != RUNTIME_POLLING)
+		return;
+	if (status < 0) {
+		runtime_fail(rt, status, "connect");
+		return;
+	}
+	/* A static buffer: it outlives the write whatever happens. */
+	static const char cmd[] = RUNTIME_COMMAND;
+	uv_buf_t b = uv_buf_init((char *)(uintptr_t)cmd, sizeof(cmd) - 1);
+	int r = uv_read_start((uv_stream_t *)&rt->pipe, runtime_alloc,
+			      runtime_on_read);
+	if (r == 0)
+		r = uv_write(&rt->write_req, (uv_stream_t *)&rt->pipe, &b, 1,
+			     runtime_on_write);
+	if (r < 0)
+		runtime_fail(rt, r, "write");
+}
+
+static void runtime_poll_begin(struct runtime *rt)
+{
+	rt->stats->runtime_polls++;
+	rt->state = RUNTIME_POLLING;
+	rt->poll_started_ms = uv_now(rt->loop);
+	runtime_csv_init(&rt->csv);
+	runtime_next_gen(rt);
+	uint64_t timeout = rt->interval_ms > RUNTIME_POLL_TIMEOUT_MS ?
+				   rt->interval_ms : RUNTIME_POLL_TIMEOUT_MS;
+	uv_timer_start(&rt->timer, runtime_on_timer, timeout, 0);
+	int r = uv_pipe_init(rt->loop, &rt->pipe, 0);
+	if (r < 0) {
+		runtime_fail(rt, r, "socket");
+		return;
+	}
+	rt->pipe_open = true;
+	/* Errors (ENOENT, ECONNREFUSED, EACCES) come through the callback. */
+	uv_pipe_connect(&rt->connect_req, &rt->pipe, rt->path,
+			runtime_on_connect);
+}
+
+static void runtime_on_timer(uv_timer_t *t)
+{
+	struct runtime *rt = container_of(t, struct runtime, timer);
+	if (rt->state == RUNTIME_IDLE)
+		runtime_poll_begin(rt);
+	else if (rt->state == RUNTIME_POLLING)
+		runtime_fail(rt, UV_ETIMEDOUT, "timeout");
+}
+
+int runtime_init(struct runtime *rt, uv_loop_t *loop, struct route *route,
+		 struct stats *stats, const struct config *cfg)
+{
+	memset(rt, 0, sizeof(*rt));
+	rt->loop = loop;
+	rt->route = route;
+	rt->stats = stats;
+	rt->cfg = cfg;
+	rt->gen = 1;
+	rt->interval_ms = cfg->params.poll_interval_ms > 0 ?
+				  cfg->params.poll_interval_ms : 200;
+	if (cfg->n_endpoints > 0) {
+		rt->cfg_missing = calloc(cfg->n_endpoints, sizeof(bool));
+		if (rt->cfg_missing == NULL)
+			return -ENOMEM;
+	}
+	const char *p = cfg->runtime_socket != NULL ? cfg->runtime_socket : "";
+	if (strncmp(p, "unix:", 5) == 0)
+		p += 5;
+	if (p[0] == '\0') {
+		log_info("runtime API polling disabled (runtime_api.socket is empty)",
+			 NULL);
+		return 0;
+	}
+	if (strncmp(p, "tcp:", 4) == 0 || strlen(p) >= sizeof(rt->path)) {
+		char q[240];
+		log_warn("runtime API polling disabled: runtime_api.socket must be a unix socket path",
+			 "socket=%s", log_quote(q, sizeof(q), p, strlen(p)));
+		return 0;
+	}
+	memcpy(rt->path, p, strlen(p) + 1);
+	log_quote(rt->path_log, sizeof(rt->path_log), rt->path, strlen(rt->path));
+	rt->enabled = true;
+	return 0;
+}
+
+int runtime_start(struct runtime *rt)
+{
+	if (!rt->enabled || rt->timer_init)
+		return 0;
+	int r = uv_timer_init(rt->loop, &rt->timer);
+	if (r < 0)
+		return r;
+	rt->timer_init = true;
+	rt->state = RUNTIME_IDLE;
+	return uv_timer_start(&rt->timer, runtime_on_timer, 0, 0);
+}
+
+void runtime_stop(struct runtime *rt)
+{
+	if (rt->state == RUNTIME_STOPPED)
+		return;
+	rt->state = RUNTIME_STOPPED;
+	if (rt->timer_init && !uv_is_closing((uv_handle_t *)&rt->timer))
+		uv_close((uv_handle_t *)&rt->timer, NULL);
+	if (rt->pipe_open && !uv_is_closing((uv_handle_t *)&rt->pipe))
+		uv_close((uv_handle_t *)&rt->pipe, runtime_on_close);
+}
+
+void runtime_finish(struct runtime *rt)
+{
+	free(rt->seen);
+	rt->seen = NULL;
+	rt->seen_cap = 0;
+	free(rt->cfg_missing);
+	rt->cfg_missing = NULL;
+}

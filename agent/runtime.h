@@ -1,0 +1,164 @@
+/* runtime.h - HAProxy runtime API poller: which servers exist, their state and in-flight, into the core. */
+#ifndef WARMLANE_RUNTIME_H
+#define WARMLANE_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "core.h"
+
+struct config;
+struct route;
+struct stats;
+
+/* Longest CSV line kept (a 3.2 server line is about 500 bytes); a longer
+ * one is dropped and the poll removes no server. */
+#define RUNTIME_LINE_MAX 16384
+/* Failed polls retried at the poll interval before backing off. */
+#define RUNTIME_FAST_RETRIES 5
+/* Cap of the reconnect backoff after failed polls. */
+#define RUNTIME_BACKOFF_MAX_MS 5000
+/* A poll that has not reached EOF after this long (or after the poll
+ * interval, if longer) is abandoned as failed. */
+#define RUNTIME_POLL_TIMEOUT_MS 2000
+/* The command: server lines of every proxy ("-1 4 -1": any proxy, type 4
+ * = servers, any id), one command per connection. */
+#define RUNTIME_COMMAND "show stat -1 4 -1\n"
+
+/* ---- the CSV of `show stat`, parsed line by line ---- */
+
+/* Columns used, found by name in the header ("# pxname,svname,..."): the
+ * column set and order differ between HAProxy versions. */
+enum runtime_col {
+	RUNTIME_COL_PXNAME = 0,
+	RUNTIME_COL_SVNAME,
+	RUNTIME_COL_SCUR,
+	RUNTIME_COL_QCUR,
+	RUNTIME_COL_STATUS,
+	RUNTIME_COL_WEIGHT, /* optional */
+	RUNTIME_COL_TYPE,   /* optional: 2 = server */
+	RUNTIME_COL_MODE,   /* optional: http, tcp... */
+	RUNTIME_COL_COUNT
+};
+
+/* One server line. Views into the parser's line buffer, valid during the
+ * row callback only. */
+struct runtime_row {
+	struct core_str pxname, svname, mode; /* mode len 0: no column */
+	uint32_t scur, qcur;
+	enum core_admin admin;
+	bool status_known; /* false: admin is DOWN for an unknown status */
+	int64_t weight;    /* -1 when absent */
+};
+
+typedef void (*runtime_row_fn)(void *arg, const struct runtime_row *row);
+
+struct runtime_csv {
+	int col[RUNTIME_COL_COUNT]; /* index, -1 when absent */
+	bool header;                /* the header line was read */
+	bool skipping;              /* inside an over-long line */
+	size_t len;
+	uint64_t rows;              /* server rows delivered */
+	uint64_t dropped;           /* over-long lines */
+	uint64_t bad;               /* lines that did not parse */
+	char line[RUNTIME_LINE_MAX];
+};
+
+/* Resets p for a new response. */
+void runtime_csv_init(struct runtime_csv *p);
+
+/* Feeds n bytes of the response; fn is called for every complete server
+ * line (FRONTEND and BACKEND lines are skipped). Lines before the header,
+ * blank lines and lines that do not parse are skipped and counted. Returns
+ * 0, or -EPROTO when the header lacks a required column (pxname, svname,
+ * scur, qcur, status): the rest of the response is then ignored. */
+int runtime_csv_feed(struct runtime_csv *p, const char *buf, size_t n,
+		     runtime_row_fn fn, void *arg);
+
+/* Ends the response: a last line without newline is delivered. Returns 0,
+ * or -EPROTO when no valid header was seen. */
+int runtime_csv_finish(struct runtime_csv *p, runtime_row_fn fn, void *arg);
+
+/* HAProxy's server status column as an admin state: UP, "UP 1/3",
+ * "no check" -> ENABLED; "DOWN", "DOWN 1/2", "DOWN (agent)" -> DOWN;
+ * "MAINT", "MAINT (via b/s)", "MAINT (resolution)" -> MAINT; DRAIN ->
+ * DRAIN; NOLB -> NOLB. Anything else is DOWN with *known false. */
+enum core_admin runtime_status_admin(struct core_str status, bool *known);
+
+/* ---- the poller ---- */
+
+enum runtime_state {
+	RUNTIME_IDLE = 0,  /* timer armed for the next poll */
+	RUNTIME_POLLING,   /* connecting, writing or reading */
+	RUNTIME_CLOSING,   /* waiting for the pipe's close callback */
+	RUNTIME_STOPPED,
+};
+
+struct runtime {
+	uv_loop_t *loop;
+	struct route *route;
+	struct stats *stats; /* runtime_polls, runtime_poll_failures */
+	const struct config *cfg;
+	char path[108];
+	char path_log[240];  /* path quoted for logfmt */
+	uint64_t interval_ms;
+	enum runtime_state state;
+	bool enabled;        /* a socket is configured */
+	bool timer_init, pipe_open;
+	bool poll_ok;        /* the current poll reached EOF with a header */
+	bool reachable;      /* the last poll succeeded */
+	bool warned;         /* the unreachable socket was logged */
+	unsigned failures;   /* in a row: backoff */
+	uint64_t poll_started_ms;
+	uint32_t gen;        /* poll generation, for seen[] */
+	uint32_t *seen;      /* per core endpoint index: gen of its last row */
+	size_t seen_cap;
+	bool *cfg_missing;   /* per config endpoint: reported missing */
+	uv_timer_t timer;
+	uv_pipe_t pipe;
+	uv_connect_t connect_req;
+	uv_write_t write_req;
+	/* Counters beyond stats: */
+	uint64_t servers_added, servers_removed, rows_unknown_status;
+	struct runtime_csv csv;
+	char rbuf[65536];
+};
+
+/* Prepares rt to poll cfg->runtime_socket every params.poll_interval_ms
+ * into route's core, counting into stats. No handle is started. An empty
+ * socket disables polling; so does a "tcp:" address (unix sockets only),
+ * with a warning. Returns 0 or -ENOMEM. */
+int runtime_init(struct runtime *rt, uv_loop_t *loop, struct route *route,
+		 struct stats *stats, const struct config *cfg);
+
+/* Starts polling at once (nothing when disabled). Never blocks: a socket
+ * that is missing or refuses is logged once and retried, at the poll
+ * interval RUNTIME_FAST_RETRIES times, then with a backoff doubling up to
+ * RUNTIME_BACKOFF_MAX_MS, while routing goes on with config endpoints and
+ * local in-flight counts.
+ * Returns 0 or -errno from uv_timer_init. */
+int runtime_start(struct runtime *rt);
+
+/* Closes every handle of rt (a poll in progress is abandoned); the loop
+ * then has nothing of rt left once the close callbacks ran. Idempotent. */
+void runtime_stop(struct runtime *rt);
+
+/* Frees what runtime_init allocated; after runtime_stop and the loop has
+ * run the close callbacks. Accepts a zeroed rt. */
+void runtime_finish(struct runtime *rt);
+
+/* Applies one parsed server row to the core at now_ms (what each poll does
+ * for every line; for tests): a watched backend's server new to the core
+ * joins it, its admin state and scur + qcur (split over its key ids) are
+ * synced. Returns true when the row was for a watched backend. */
+bool runtime_apply_row(struct runtime *rt, const struct runtime_row *row,
+		       uint64_t now_ms);
+
+/* Ends a complete poll (for tests): endpoints of watched backends absent
+ * from it leave the core; a config endpoint HAProxy lacks is reported
+ * once. Then starts a new generation. */
+void runtime_apply_end(struct runtime *rt);
+
+#endif

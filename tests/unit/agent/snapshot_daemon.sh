@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# snapshot_daemon.sh - the snapshot as the running agent uses it: periodic writes, a write on SIGTERM, a load at start, a corrupt file renamed aside.
+#
+# Usage: snapshot_daemon.sh PATH-TO-WARMLANE
+set -euo pipefail
+warmlane=$1
+dir=$(mktemp -d "${TMPDIR:-/tmp}/warmlane-snapd.XXXXXX")
+pid=
+cleanup() {
+	if [ -n "$pid" ]; then
+		kill -KILL "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+cat >"$dir/warmlane.yaml" <<YAML
+listen: ["unix:$dir/spoa.sock"]
+metrics: { listen: "" }
+runtime_api: { socket: "" }
+state: { file: "$dir/state.msgpack", snapshot_interval: 100ms }
+endpoints:
+  - { backend: llm, server: gpu1 }
+YAML
+
+# Waits (5 s at most) for a line matching $1 in the log.
+wait_log() {
+	for _ in $(seq 100); do
+		grep -q "$1" "$dir/log" && return 0
+		sleep 0.05
+	done
+	echo "no \"$1\" in the log:" >&2
+	cat "$dir/log" >&2
+	exit 1
+}
+
+start() {
+	"$warmlane" --config "$dir/warmlane.yaml" --log-level debug 2>"$dir/log" &
+	pid=$!
+	wait_log 'msg=started'
+}
+
+stop() {
+	kill -TERM "$pid"
+	local rc=0
+	wait "$pid" || rc=$?
+	pid=
+	if [ $rc -ne 0 ]; then
+		echo "exit status $rc:" >&2
+		cat "$dir/log" >&2
+		exit 1
+	fi
+}
+
+# 1. No file yet: a cold start; the periodic writer then writes one.
+start
+wait_log 'msg="no snapshot: starting cold"'
+wait_log 'msg="snapshot written" bytes='
+[ -s "$dir/state.msgpack" ]
+stop
+grep -q 'msg="snapshot written" file=' "$dir/log"
+echo "ok: periodic and SIGTERM writes"
+
+# 2. Restart: loaded.
+start
+wait_log 'msg="snapshot loaded"'
+stop
+echo "ok: loaded at start"
+
+# 3. Truncated: renamed aside, one line, a cold start, still serving.
+head -c 20 "$dir/state.msgpack" >"$dir/state.tmp" && mv "$dir/state.tmp" "$dir/state.msgpack"
+start
+wait_log 'msg="snapshot rejected: starting cold"'
+[ -e "$dir/state.msgpack.corrupt" ]
+[ "$(grep -c 'snapshot rejected' "$dir/log")" -eq 1 ]
+stop
+echo "ok: a corrupt snapshot is renamed aside"

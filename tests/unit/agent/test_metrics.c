@@ -1,0 +1,503 @@
+/* test_metrics.c - agent: /metrics, /healthz and 404 over real HTTP on the test loop, counts after SPOP traffic, the bound address. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "metrics.h"
+#include "notify.h"
+
+static const char *const yaml =
+	"endpoints:\n"
+	"  - {backend: llm, server: gpu1, models: [m1], keys: ['k\"1\\']}\n"
+	"  - {backend: llm, server: gpu2, models: [m1]}\n";
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void loopback(struct config_hostport *a, uint16_t port)
+{
+	memset(a, 0, sizeof(*a));
+	strcpy(a->host, "127.0.0.1");
+	a->port = port;
+}
+
+/* An HTTP exchange: the whole answer, read until the server closes. */
+struct http_answer {
+	int status;
+	char head[2048];
+	char *body; /* NUL-terminated, malloc'd */
+	size_t body_len;
+};
+
+static int connect_to(const char *ip, uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	ck_assert_int_eq(inet_pton(AF_INET, ip, &sa.sin_addr), 1);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	if (r < 0 && errno != EINPROGRESS) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* Sends "METHOD path" and drives the loop between reads (the server runs
+ * on it) until the answer is complete. */
+static void http_do(struct harness *h, uint16_t port, const char *method,
+		    const char *path, struct http_answer *a)
+{
+	int fd = connect_to("127.0.0.1", port);
+	ck_assert_int_ge(fd, 0);
+	char req[256];
+	int n = snprintf(req, sizeof(req),
+			 "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+			 method, path);
+	size_t off = 0, len = 0, cap = 1 << 16;
+	char *buf = malloc(cap);
+	ck_assert_ptr_nonnull(buf);
+	uint64_t deadline = mono_ms() + 5000;
+	bool eof = false;
+	while (!eof) {
+		ck_assert_msg(mono_ms() < deadline, "no HTTP answer to %s %s",
+			      method, path);
+		harness_pump(h);
+		if (off < (size_t)n) {
+			ssize_t w = write(fd, req + off, (size_t)n - off);
+			if (w > 0)
+				off += (size_t)w;
+			continue;
+		}
+		if (cap - len < 4096) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			ck_assert_ptr_nonnull(buf);
+		}
+		ssize_t r = read(fd, buf + len, cap - len - 1);
+		if (r > 0) {
+			len += (size_t)r;
+		} else if (r == 0) {
+			eof = true;
+		} else {
+			ck_assert_msg(errno == EAGAIN || errno == EINTR,
+				      "read: %s", strerror(errno));
+			struct timespec ts = { 0, 500000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	close(fd);
+	buf[len] = '\0';
+
+	char *sep = strstr(buf, "\r\n\r\n");
+	ck_assert_ptr_nonnull(sep);
+	size_t hl = (size_t)(sep - buf);
+	ck_assert_uint_lt(hl, sizeof(a->head));
+	memcpy(a->head, buf, hl);
+	a->head[hl] = '\0';
+	ck_assert_int_eq(sscanf(buf, "HTTP/1.1 %d", &a->status), 1);
+	a->body_len = len - hl - 4;
+	a->body = malloc(a->body_len + 1);
+	memcpy(a->body, sep + 4, a->body_len + 1);
+	free(buf);
+}
+
+/* The value of the sample whose name and labels are exactly series, or
+ * -1 when there is no such line. */
+static double sample(const char *body, const char *series)
+{
+	size_t n = strlen(series);
+	for (const char *l = body; *l != '\0';) {
+		const char *e = strchr(l, '\n');
+		if (e == NULL)
+			e = l + strlen(l);
+		if ((size_t)(e - l) > n && strncmp(l, series, n) == 0 &&
+		    l[n] == ' ')
+			return strtod(l + n + 1, NULL);
+		l = *e != '\0' ? e + 1 : e;
+	}
+	return -1;
+}
+
+/* Every sample belongs to a family announced by # HELP then # TYPE. */
+static void check_families(const char *body)
+{
+	char family[128] = "", type[32] = "";
+	unsigned families = 0;
+	for (const char *l = body; *l != '\0';) {
+		const char *e = strchr(l, '\n');
+		ck_assert_msg(e != NULL, "last line without newline");
+		char line[1024];
+		size_t n = (size_t)(e - l);
+		ck_assert_uint_lt(n, sizeof(line));
+		memcpy(line, l, n);
+		line[n] = '\0';
+		if (strncmp(line, "# HELP ", 7) == 0) {
+			ck_assert_int_eq(sscanf(line + 7, "%127s", family), 1);
+			type[0] = '\0';
+			families++;
+		} else if (strncmp(line, "# TYPE ", 7) == 0) {
+			char name[128];
+			ck_assert_int_eq(sscanf(line + 7, "%127s %31s", name, type), 2);
+			ck_assert_str_eq(name, family);
+		} else {
+			ck_assert_msg(type[0] != '\0', "sample without TYPE: %s", line);
+			size_t fl = strlen(family);
+			ck_assert_msg(strncmp(line, family, fl) == 0,
+				      "sample %s outside family %s", line, family);
+			const char *rest = line + fl;
+			if (strcmp(type, "histogram") == 0 &&
+			    (strncmp(rest, "_bucket{", 8) == 0 ||
+			     strncmp(rest, "_sum ", 5) == 0 ||
+			     strncmp(rest, "_count ", 7) == 0))
+				rest = strchr(rest, rest[1] == 'b' ? '{' : ' ');
+			ck_assert_msg(*rest == '{' || *rest == ' ',
+				      "sample %s outside family %s", line, family);
+		}
+		l = e + 1;
+	}
+	ck_assert_uint_ge(families, 30);
+}
+
+static void stopped(struct metrics *m, void *arg)
+{
+	(void)m;
+	*(bool *)arg = true;
+}
+
+static void stop_metrics(struct harness *h, struct metrics *m)
+{
+	bool done = false;
+	metrics_stop(m, stopped, &done);
+	for (int i = 0; i < 100 && !done; i++)
+		harness_pump(h);
+	ck_assert(done);
+}
+
+static void do_hello(struct harness *h, struct client *c)
+{
+	struct fb *f = calloc(1, sizeof(*f));
+	fb_hello(f, 16380);
+	client_send(h, c, f->b, f->len);
+	free(f);
+	static uint8_t buf[4096];
+	ck_assert_int_gt(client_frame(h, c, buf, sizeof(buf), 3000), 0);
+}
+
+static void read_ack(struct harness *h, struct client *c, uint64_t sid,
+		     struct ack_vars *v)
+{
+	static uint8_t buf[65536];
+	ptrdiff_t n = client_frame(h, c, buf, sizeof(buf), 3000);
+	ck_assert_int_gt(n, 0);
+	answer_ack(buf, (size_t)n, sid, 1, v);
+}
+
+/* A feedback message as HAProxy sends it: server, status, tr, key. */
+static void send_feedback(struct harness *h, struct client *c, uint64_t sid,
+			  const char *server, const char *key, uint64_t status,
+			  uint64_t tr)
+{
+	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
+	fb_str(p, "feedback");
+	fb_u8(p, key != NULL ? 4 : 3);
+	fb_kv_str(p, "server", server);
+	fb_str(p, "status");
+	fb_u8(p, SPOP_DATA_INT64);
+	fb_varint(p, status);
+	fb_str(p, "tr");
+	fb_u8(p, SPOP_DATA_INT64);
+	fb_varint(p, tr);
+	if (key != NULL)
+		fb_kv_str(p, "key", key);
+	fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, 1, p);
+	client_send(h, c, f->b, f->len);
+	free(f);
+	free(p);
+	struct ack_vars v;
+	read_ack(h, c, sid, &v);
+	ck_assert(ack_has(&v, NOTIFY_ACK_VAR));
+}
+
+START_TEST(scrape_after_traffic)
+{
+	struct harness h;
+	harness_init(&h, yaml);
+	struct metrics m;
+	struct config_hostport a;
+	char err[512];
+	loopback(&a, 0);
+	ck_assert_int_eq(metrics_start(&m, &h.loop, &a, &h.srv, err, sizeof(err)), 0);
+	ck_assert_uint_gt(m.port, 0);
+
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c);
+	/* Five decisions: three served, two for a model nobody serves. */
+	static const char *const sessions[] = { "s1", "s2", "s3" };
+	for (uint64_t i = 0; i < 5; i++) {
+		struct fb *f = calloc(1, sizeof(*f));
+		const char *const kv[] = { "model", i < 3 ? "m1" : "m9",
+					   "session", sessions[i % 3], NULL };
+		fb_route(f, i + 1, 1, kv);
+		client_send(&h, c, f->b, f->len);
+		free(f);
+		struct ack_vars v;
+		read_ack(&h, c, i + 1, &v);
+		ck_assert_ptr_nonnull(ack_str(&v, "reason"));
+	}
+	send_feedback(&h, c, 10, "llm/gpu1", "k\"1\\", 200, 120);
+	send_feedback(&h, c, 11, "llm/gpu2", NULL, 200, 80);
+	send_feedback(&h, c, 12, "llm/gpu2", NULL, 503, 5);
+	send_feedback(&h, c, 13, "llm/gpu2", NULL, 429, 5);
+
+	struct http_answer r;
+	http_do(&h, m.port, "GET", "/metrics", &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_msg(strstr(r.head, "Content-Type: text/plain; version=0.0.4; charset=utf-8") != NULL,
+		      "%s", r.head);
+	const char *b = r.body;
+	check_families(b);
+
+	/* Decisions: every reason listed, their sum what was sent. */
+	static const char *const reasons[] = { "affinity", "hash", "spill",
+		"p2c", "cooldown_fallback", "no_model", "none" };
+	double sum = 0;
+	char series[256];
+	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
+		snprintf(series, sizeof(series),
+			 "warmlane_decisions_total{reason=\"%s\"}", reasons[i]);
+		double v = sample(b, series);
+		ck_assert_msg(v >= 0, "no %s", series);
+		sum += v;
+	}
+	ck_assert_double_eq(sum, 5);
+	ck_assert_double_eq(sample(b, "warmlane_decisions_total{reason=\"no_model\"}"), 2);
+	ck_assert_double_eq(sample(b, "warmlane_decision_duration_seconds_count"), 5);
+	ck_assert_double_eq(sample(b, "warmlane_decision_duration_seconds_bucket{le=\"+Inf\"}"), 5);
+	ck_assert(sample(b, "warmlane_decision_duration_seconds_sum") > 0);
+	ck_assert(strstr(b, "# TYPE warmlane_decision_duration_seconds histogram\n") != NULL);
+
+	/* Responses by class, whole core and per endpoint. */
+	ck_assert_double_eq(sample(b, "warmlane_responses_total{class=\"success\"}"), 2);
+	ck_assert_double_eq(sample(b, "warmlane_responses_total{class=\"failure\"}"), 1);
+	ck_assert_double_eq(sample(b, "warmlane_responses_total{class=\"rate_limited\"}"), 1);
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_responses_total{backend=\"llm\",server=\"gpu2\",class=\"failure\"}"), 1);
+	/* The key id is a label, escaped per the text format. */
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_responses_total{backend=\"llm\",server=\"gpu1\",key=\"k\\\"1\\\\\",class=\"success\"}"), 1);
+	ck_assert_double_eq(sample(b, "warmlane_endpoints"), 2);
+	ck_assert(sample(b, "warmlane_endpoint_in_flight{backend=\"llm\",server=\"gpu2\"}") >= 0);
+	ck_assert(sample(b, "warmlane_endpoint_ttfb_ewma_seconds{backend=\"llm\",server=\"gpu2\",kind=\"plain\"}") >= 0);
+	ck_assert(sample(b, "warmlane_endpoint_ttfb_ewma_seconds{backend=\"llm\",server=\"gpu2\",kind=\"stream\"}") >= 0);
+	/* 429: the breaker is open (2). */
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_breaker_state{backend=\"llm\",server=\"gpu2\"}"), 2);
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_admin_state{backend=\"llm\",server=\"gpu2\",state=\"enabled\"}"), 1);
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_admin_state{backend=\"llm\",server=\"gpu2\",state=\"maint\"}"), 0);
+	ck_assert(sample(b, "warmlane_affinity_capacity") > 0);
+	ck_assert(sample(b, "warmlane_affinity_entries") >= 0);
+	ck_assert(sample(b, "warmlane_affinity_hits_total") >= 0);
+	ck_assert(sample(b, "warmlane_affinity_evictions_total") >= 0);
+
+	/* SPOP counters. */
+	ck_assert_double_eq(sample(b, "warmlane_spop_connections_accepted_total"), 1);
+	ck_assert_double_eq(sample(b, "warmlane_spop_connections_active"), 1);
+	ck_assert_double_eq(sample(b, "warmlane_spop_frames_total{type=\"NOTIFY\",direction=\"received\"}"), 9);
+	ck_assert_double_eq(sample(b, "warmlane_spop_frames_total{type=\"ACK\",direction=\"sent\"}"), 9);
+	ck_assert_double_eq(sample(b, "warmlane_spop_frames_total{type=\"HAPROXY-HELLO\",direction=\"received\"}"), 1);
+	ck_assert_double_eq(sample(b, "warmlane_spop_messages_total{message=\"route\"}"), 5);
+	ck_assert_double_eq(sample(b, "warmlane_spop_messages_total{message=\"feedback\"}"), 4);
+	ck_assert(strstr(b, "# TYPE warmlane_spop_protocol_errors_total counter\n") != NULL);
+	ck_assert_double_eq(sample(b, "warmlane_runtime_polls_total"), 0);
+	ck_assert_double_eq(sample(b, "warmlane_runtime_poll_failures_total"), 0);
+	ck_assert(strstr(b, "warmlane_build_info{version=\"") != NULL);
+	/* No per-session label, ever. */
+	ck_assert(strstr(b, "session") == NULL);
+	ck_assert(strstr(b, "s1") == NULL);
+	free(r.body);
+
+	/* A second scrape reuses the buffer and sees the same counts. */
+	http_do(&h, m.port, "GET", "/metrics", &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_double_eq(sample(r.body, "warmlane_decision_duration_seconds_count"), 5);
+	free(r.body);
+	ck_assert_uint_eq(m.scrapes, 2);
+
+	client_free(c);
+	stop_metrics(&h, &m);
+	harness_finish(&h);
+}
+END_TEST
+
+START_TEST(routes_and_methods)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	struct metrics m;
+	struct config_hostport a;
+	char err[512];
+	loopback(&a, 0);
+	ck_assert_int_eq(metrics_start(&m, &h.loop, &a, &h.srv, err, sizeof(err)), 0);
+
+	struct http_answer r;
+	http_do(&h, m.port, "GET", "/healthz", &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_str_eq(r.body, "ok\n");
+	free(r.body);
+
+	http_do(&h, m.port, "GET", "/nope", &r);
+	ck_assert_int_eq(r.status, 404);
+	free(r.body);
+	http_do(&h, m.port, "GET", "/metrics/", &r);
+	ck_assert_int_eq(r.status, 404);
+	free(r.body);
+	/* The query string is not part of the path. */
+	http_do(&h, m.port, "GET", "/healthz?x=1", &r);
+	ck_assert_int_eq(r.status, 200);
+	free(r.body);
+
+	http_do(&h, m.port, "POST", "/metrics", &r);
+	ck_assert_int_eq(r.status, 405);
+	ck_assert(strstr(r.head, "Allow: GET, HEAD") != NULL);
+	free(r.body);
+
+	/* HEAD: the headers of GET, no body. */
+	http_do(&h, m.port, "HEAD", "/metrics", &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_uint_eq(r.body_len, 0);
+	ck_assert(strstr(r.head, "version=0.0.4") != NULL);
+	free(r.body);
+
+	/* Defaults: no endpoints, yet every family is announced. */
+	http_do(&h, m.port, "GET", "/metrics", &r);
+	check_families(r.body);
+	ck_assert_double_eq(sample(r.body, "warmlane_endpoints"), 0);
+	ck_assert(strstr(r.body, "# TYPE warmlane_endpoint_in_flight gauge\n") != NULL);
+	free(r.body);
+
+	stop_metrics(&h, &m);
+	harness_finish(&h);
+}
+END_TEST
+
+/* 127.0.0.1 only, not every address; a port in use is an error naming
+ * the address. */
+START_TEST(bound_address)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	struct metrics m;
+	struct config_hostport a;
+	char err[512];
+	loopback(&a, 0);
+	ck_assert_int_eq(metrics_start(&m, &h.loop, &a, &h.srv, err, sizeof(err)), 0);
+
+	/* Any 127/8 address reaches loopback on Linux: a wildcard bind
+	 * would accept this connection. */
+	int fd = connect_to("127.0.0.2", m.port);
+	if (fd >= 0) {
+		/* The kernel completes the handshake with a listening
+		 * socket by itself, and refuses at once when there is none. */
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		ck_assert_int_eq(poll(&p, 1, 2000), 1);
+		int e = 0;
+		socklen_t el = sizeof(e);
+		ck_assert_int_eq(getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el), 0);
+		ck_assert_msg(e != 0, "127.0.0.2 reached the metrics port");
+		close(fd);
+	} else {
+		ck_assert_int_ne(errno, 0);
+	}
+
+	struct metrics m2;
+	loopback(&a, m.port);
+	int r = metrics_start(&m2, &h.loop, &a, &h.srv, err, sizeof(err));
+	ck_assert_int_eq(r, -EADDRINUSE);
+	char want[64];
+	snprintf(want, sizeof(want), "127.0.0.1:%u", (unsigned)m.port);
+	ck_assert_msg(strstr(err, want) != NULL, "%s", err);
+	bool done = false;
+	metrics_stop(&m2, stopped, &done);
+	ck_assert(done); /* nothing to close: at once */
+
+	/* The first one still serves. */
+	struct http_answer ans;
+	http_do(&h, m.port, "GET", "/healthz", &ans);
+	ck_assert_int_eq(ans.status, 200);
+	free(ans.body);
+
+	stop_metrics(&h, &m);
+	metrics_stop(&m, NULL, NULL); /* a second stop is harmless */
+	harness_finish(&h);
+}
+END_TEST
+
+/* Bucket edges: a bound is inclusive (le), one more nanosecond is the
+ * next bucket, beyond the last is +Inf. */
+START_TEST(histogram_buckets)
+{
+	struct stats_histogram hg = { 0 };
+	stats_histogram_observe(&hg, 0);
+	stats_histogram_observe(&hg, 1000);
+	stats_histogram_observe(&hg, 1001);
+	stats_histogram_observe(&hg, 1000000);
+	stats_histogram_observe(&hg, 1000001);
+	ck_assert_uint_eq(hg.buckets[0], 2);
+	ck_assert_uint_eq(hg.buckets[1], 1);
+	ck_assert_uint_eq(hg.buckets[STATS_LATENCY_BUCKETS - 1], 1);
+	ck_assert_uint_eq(hg.buckets[STATS_LATENCY_BUCKETS], 1);
+	ck_assert_uint_eq(hg.count, 5);
+	ck_assert_uint_eq(hg.sum_ns, 2002002);
+
+	/* Rendered cumulative, sum in seconds. */
+	struct harness h;
+	harness_init(&h, NULL);
+	h.srv.stats.decide_latency = hg;
+	struct metrics_text t = { 0 };
+	ck_assert_int_eq(metrics_render(&t, &h.srv, 0), 0);
+	ck_assert_double_eq(sample(t.p, "warmlane_decision_duration_seconds_bucket{le=\"1e-06\"}"), 2);
+	ck_assert_double_eq(sample(t.p, "warmlane_decision_duration_seconds_bucket{le=\"2e-06\"}"), 3);
+	ck_assert_double_eq(sample(t.p, "warmlane_decision_duration_seconds_bucket{le=\"0.001\"}"), 4);
+	ck_assert_double_eq(sample(t.p, "warmlane_decision_duration_seconds_bucket{le=\"+Inf\"}"), 5);
+	ck_assert_double_eq_tol(sample(t.p, "warmlane_decision_duration_seconds_sum"), 0.002002002, 1e-12);
+	metrics_text_finish(&t);
+	ck_assert_ptr_null(t.p);
+	harness_finish(&h);
+}
+END_TEST
+
+static Suite *metrics_suite(void)
+{
+	Suite *s = suite_create("agent-metrics");
+	TCase *tc = tcase_create("metrics");
+	tcase_add_test(tc, scrape_after_traffic);
+	tcase_add_test(tc, routes_and_methods);
+	tcase_add_test(tc, bound_address);
+	tcase_add_test(tc, histogram_buckets);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(metrics_suite());
+	srunner_run_all(sr, CK_SILENT);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

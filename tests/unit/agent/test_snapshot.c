@@ -1,0 +1,560 @@
+/* test_snapshot.c - the state snapshot: round trips, every truncation, bit flips, versions, expiry, unknown endpoints, 10^6 entries. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "core.h"
+#include "snapshot.h"
+
+#define T0_UNIX_MS INT64_C(1800000000000)
+
+static char dir[256];
+static char path[300];
+
+static void setup(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	snprintf(dir, sizeof(dir), "%s/warmlane-snap.XXXXXX",
+		 tmp != NULL ? tmp : "/tmp");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/state.msgpack", dir);
+}
+
+static void teardown(void)
+{
+	char p[400];
+	unlink(path);
+	snprintf(p, sizeof(p), "%s.corrupt", path);
+	unlink(p);
+	rmdir(dir);
+}
+
+static bool exists(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0;
+}
+
+static const struct {
+	const char *backend, *server, *key;
+} eps[] = {
+	{ "llm", "gpu1", NULL },
+	{ "llm", "gpu2", "k1" },
+	{ "llm", "gpu3", NULL },
+	{ "other", "gpu1", NULL },
+};
+#define N_EPS (sizeof(eps) / sizeof(eps[0]))
+
+/* A core with the endpoints of eps (skip: one left out; reverse: added in
+ * reverse order, so that indexes differ from the writer's). */
+static struct core *make_core(uint32_t cap, int skip, bool reverse)
+{
+	struct core_params p;
+	struct core *c;
+	core_params_defaults(&p);
+	p.affinity_max_entries = cap;
+	ck_assert_int_eq(core_create(&c, &p), 0);
+	for (size_t k = 0; k < N_EPS; k++) {
+		size_t i = reverse ? N_EPS - 1 - k : k;
+		if ((int)i == skip)
+			continue;
+		struct core_endpoint_config ec = {
+			.backend = eps[i].backend, .server = eps[i].server,
+			.key_id = eps[i].key, .weight = 1,
+		};
+		ck_assert_int_ge(core_endpoint_add(c, &ec, 1000), 0);
+	}
+	return c;
+}
+
+static int ep_index(const struct core *c, size_t i)
+{
+	return core_endpoint_find(c, core_str_c(eps[i].backend),
+				  core_str_c(eps[i].server),
+				  core_str_c(eps[i].key));
+}
+
+/* Some statistics and n entries (endpoint i % N_EPS, idle i ms). */
+static void fill(struct core *c, uint32_t n, uint64_t now)
+{
+	struct core_endpoint_stats st = {
+		.ewma_ms = { 420.5, 90.25 }, .samples = { 30, 7 },
+		.breaker = CORE_BREAKER_OPEN, .trips = 2,
+		.cooldown_left_ms = 50000, .dead_key_left_ms = 0, .idle_ms = 10,
+	};
+	ck_assert_int_eq(core_endpoint_stats_import(c, ep_index(c, 0), now, &st), 0);
+	st = (struct core_endpoint_stats){ .ewma_ms = { 800, 0 },
+		.samples = { 25, 0 }, .dead_key_left_ms = 40000, .idle_ms = 5 };
+	ck_assert_int_eq(core_endpoint_stats_import(c, ep_index(c, 1), now, &st), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		struct core_affinity_record rec = {
+			.akey = 0x9e3779b97f4a7c15ull * (i + 1),
+			.endpoint = ep_index(c, i % N_EPS),
+			.idle_ms = n - i, /* oldest first */
+		};
+		ck_assert_int_eq(core_affinity_import(c, &rec, now), 0);
+	}
+}
+
+static uint32_t entries(const struct core *c)
+{
+	struct core_stats s;
+	core_stats(c, &s);
+	return s.affinity_entries;
+}
+
+static void write_bytes(const char *p, const void *b, size_t n)
+{
+	FILE *f = fopen(p, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(b, 1, n, f), n);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Replaces the trailer with the checksum of what precedes it. */
+static void reseal(uint8_t *b, size_t n)
+{
+	uint64_t sum = core_hash_bytes(b, n - SNAPSHOT_TRAILER_LEN);
+	b[n - SNAPSHOT_TRAILER_LEN] = 0xcf;
+	for (int i = 7; i >= 0; i--) {
+		b[n - 8 + i] = (uint8_t)sum;
+		sum >>= 8;
+	}
+}
+
+struct rec_list {
+	struct core_affinity_record r[128];
+	size_t n;
+};
+
+static int collect(void *arg, const struct core_affinity_record *rec)
+{
+	struct rec_list *l = arg;
+	if (l->n < 128)
+		l->r[l->n++] = *rec;
+	return 0;
+}
+
+START_TEST(round_trip)
+{
+	struct core *a = make_core(1024, -1, false);
+	char err[512];
+	fill(a, 100, 5000);
+	ck_assert_int_eq(snapshot_write_sync(a, path, 5000, err, sizeof(err)), 0);
+
+	/* A restarted clock (origin 0) and other indexes. */
+	struct core *b = make_core(1024, -1, true);
+	struct snapshot_result res;
+	ck_assert_int_eq(snapshot_load(b, path, 10, &res, err, sizeof(err)), 0);
+	ck_assert_uint_eq(res.version, 1);
+	ck_assert_uint_eq(res.endpoints, N_EPS);
+	ck_assert_uint_eq(res.endpoints_unknown, 0);
+	ck_assert_uint_eq(res.entries, 100);
+	ck_assert_uint_eq(res.entries_restored, 100);
+	ck_assert_uint_eq(entries(b), 100);
+	ck_assert(exists(path));
+
+	for (size_t i = 0; i < N_EPS; i++) {
+		struct core_endpoint_stats sa, sb;
+		ck_assert_int_eq(core_endpoint_stats_export(a, ep_index(a, i), 5000, &sa), 0);
+		ck_assert_int_eq(core_endpoint_stats_export(b, ep_index(b, i), 10, &sb), 0);
+		ck_assert(sa.ewma_ms[0] == sb.ewma_ms[0]);
+		ck_assert(sa.ewma_ms[1] == sb.ewma_ms[1]);
+		ck_assert_uint_eq(sa.samples[0], sb.samples[0]);
+		ck_assert_uint_eq(sa.samples[1], sb.samples[1]);
+		ck_assert_int_eq(sa.breaker, sb.breaker);
+		ck_assert_uint_eq(sa.trips, sb.trips);
+		/* Less the downtime (wall clock between write and load). */
+		ck_assert_uint_le(sb.cooldown_left_ms, sa.cooldown_left_ms);
+		ck_assert_uint_ge(sb.cooldown_left_ms + res.downtime_ms + 1000,
+				  sa.cooldown_left_ms);
+		ck_assert_uint_le(sb.dead_key_left_ms, sa.dead_key_left_ms);
+	}
+
+	/* The entries map the same keys to the same endpoints, in the same
+	 * LRU order. */
+	struct rec_list la = { .n = 0 }, lb = { .n = 0 };
+	ck_assert_int_eq(core_affinity_export(a, 5000, collect, &la), 0);
+	ck_assert_int_eq(core_affinity_export(b, 10, collect, &lb), 0);
+	ck_assert_uint_eq(la.n, lb.n);
+	for (size_t i = 0; i < la.n; i++) {
+		struct core_endpoint_info ia, ib;
+		ck_assert_uint_eq(la.r[i].akey, lb.r[i].akey);
+		core_endpoint_info(a, la.r[i].endpoint, 5000, &ia);
+		core_endpoint_info(b, lb.r[i].endpoint, 10, &ib);
+		ck_assert_str_eq(ia.backend, ib.backend);
+		ck_assert_str_eq(ia.server, ib.server);
+		ck_assert_int_eq(ia.key_id == NULL, ib.key_id == NULL);
+	}
+	core_destroy(a);
+	core_destroy(b);
+}
+END_TEST
+
+/* Sessions routed before a restart land on the same endpoints after it,
+ * by affinity, even where the hash would choose another. */
+START_TEST(sessions_stay)
+{
+	struct core *a = make_core(4096, -1, false);
+	struct core_rng rng;
+	char err[512];
+	core_rng_seed(&rng, 1);
+	int chosen[64];
+	for (int s = 0; s < 64; s++) {
+		struct core_request req = {
+			.session = { .present = true, .hash = 1000u + (unsigned)s },
+		};
+		struct core_decision d;
+		core_decide(a, &req, 2000, &rng, &d);
+		ck_assert_int_ge(d.endpoint, 0);
+		/* Move half of them away from the hash's choice. */
+		int ep = s % 2 ? d.endpoint :
+			 ep_index(a, ((size_t)s / 2) % N_EPS);
+		core_endpoint_sync(a, d.endpoint, CORE_ADMIN_ENABLED, 0, 2000);
+		struct core_affinity_record rec = { .akey = d.akey,
+						    .endpoint = ep };
+		ck_assert_int_eq(core_affinity_import(a, &rec, 2000), 0);
+		chosen[s] = ep;
+	}
+	ck_assert_int_eq(snapshot_write_sync(a, path, 3000, err, sizeof(err)), 0);
+	struct core *b = make_core(4096, -1, true);
+	ck_assert_int_eq(snapshot_load(b, path, 0, NULL, err, sizeof(err)), 0);
+	for (int s = 0; s < 64; s++) {
+		struct core_request req = {
+			.session = { .present = true, .hash = 1000u + (unsigned)s },
+		};
+		struct core_decision d;
+		struct core_endpoint_info ia;
+		core_decide(b, &req, 100, &rng, &d);
+		ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+		core_endpoint_info(a, chosen[s], 3000, &ia);
+		ck_assert_str_eq(d.backend, ia.backend);
+		ck_assert_str_eq(d.server, ia.server);
+		core_endpoint_sync(b, d.endpoint, CORE_ADMIN_ENABLED, 0, 100);
+	}
+	core_destroy(a);
+	core_destroy(b);
+}
+END_TEST
+
+static uint8_t *encode_small(size_t *len, uint32_t n)
+{
+	struct core *a = make_core(1024, -1, false);
+	char *buf;
+	fill(a, n, 5000);
+	ck_assert_int_eq(snapshot_encode(a, 5000, T0_UNIX_MS, &buf, len), 0);
+	core_destroy(a);
+	return (uint8_t *)buf;
+}
+
+START_TEST(every_truncation)
+{
+	size_t len;
+	uint8_t *buf = encode_small(&len, 20);
+	char err[512], aside[400];
+	snprintf(aside, sizeof(aside), "%s.corrupt", path);
+	for (size_t n = 0; n < len; n++) {
+		struct core *b = make_core(64, -1, false);
+		/* An exact-size copy: ASan sees any read past the end. */
+		uint8_t *cut = malloc(n ? n : 1);
+		memcpy(cut, buf, n);
+		int rc = snapshot_load_buffer(b, cut, n, 0, T0_UNIX_MS, NULL,
+					      err, sizeof(err));
+		ck_assert_msg(rc == -EBADMSG, "prefix %zu: %d", n, rc);
+		ck_assert_uint_eq(entries(b), 0);
+		free(cut);
+
+		write_bytes(path, buf, n);
+		rc = snapshot_load(b, path, 0, NULL, err, sizeof(err));
+		ck_assert_msg(rc == -EBADMSG, "file prefix %zu: %d", n, rc);
+		ck_assert(strstr(err, "renamed to") != NULL);
+		ck_assert(!exists(path));
+		ck_assert(exists(aside));
+		ck_assert_uint_eq(entries(b), 0);
+		core_destroy(b);
+	}
+	/* The whole file loads. */
+	struct core *b = make_core(64, -1, false);
+	ck_assert_int_eq(snapshot_load_buffer(b, buf, len, 0, T0_UNIX_MS, NULL,
+					      err, sizeof(err)), 0);
+	ck_assert_uint_eq(entries(b), 20);
+	core_destroy(b);
+	free(buf);
+}
+END_TEST
+
+/* Every single-bit flip: as is (the checksum rejects it) and resealed (the
+ * parser itself must cope): a clean load or a clean rejection. */
+START_TEST(bit_flips)
+{
+	size_t len;
+	uint8_t *buf = encode_small(&len, 12);
+	uint8_t *x = malloc(len);
+	char err[512];
+	unsigned loaded = 0, rejected = 0;
+	struct core *b = make_core(64, -1, false);
+	for (size_t bit = 0; bit < len * 8; bit++) {
+		for (int sealed = 0; sealed < 2; sealed++) {
+			memcpy(x, buf, len);
+			x[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+			if (sealed)
+				reseal(x, len);
+			int rc = snapshot_load_buffer(b, x, len, 0, T0_UNIX_MS,
+						      NULL, err, sizeof(err));
+			ck_assert_msg(rc == 0 || rc == -EBADMSG || rc == -ENOTSUP,
+				      "bit %zu: %d", bit, rc);
+			if (rc == 0)
+				loaded++;
+			else
+				rejected++;
+			if (!sealed && bit / 8 < len - SNAPSHOT_TRAILER_LEN &&
+			    bit >= 16 * 8)
+				ck_assert_msg(rc != 0, "bit %zu passed the checksum", bit);
+		}
+	}
+	fprintf(stderr, "# bit flips: %u loaded, %u rejected\n", loaded, rejected);
+	ck_assert_uint_gt(rejected, 0);
+	core_destroy(b);
+	free(x);
+	free(buf);
+}
+END_TEST
+
+START_TEST(future_version)
+{
+	size_t len;
+	uint8_t *buf = encode_small(&len, 5);
+	char err[512], aside[400];
+	/* 0x95, 0xa6 "WLSNAP", then the version as a positive fixint. */
+	ck_assert_uint_eq(buf[8], 1);
+	buf[8] = 2;
+	reseal(buf, len);
+	write_bytes(path, buf, len);
+	struct core *b = make_core(64, -1, false);
+	struct snapshot_result res;
+	ck_assert_int_eq(snapshot_load(b, path, 0, &res, err, sizeof(err)), -ENOTSUP);
+	ck_assert_uint_eq(res.version, 2);
+	ck_assert(strstr(err, "version 2") != NULL);
+	snprintf(aside, sizeof(aside), "%s.corrupt", path);
+	ck_assert(!exists(path));
+	ck_assert(exists(aside));
+	ck_assert_uint_eq(entries(b), 0);
+
+	/* Version 0 and a bad magic are rejected too. */
+	buf[8] = 0;
+	ck_assert_int_eq(snapshot_load_buffer(b, buf, len, 0, T0_UNIX_MS, NULL,
+					      err, sizeof(err)), -ENOTSUP);
+	buf[8] = 1;
+	buf[2] = 'X';
+	reseal(buf, len);
+	ck_assert_int_eq(snapshot_load_buffer(b, buf, len, 0, T0_UNIX_MS, NULL,
+					      err, sizeof(err)), -EBADMSG);
+	core_destroy(b);
+	free(buf);
+}
+END_TEST
+
+START_TEST(expired_dropped)
+{
+	size_t len;
+	/* 50 entries idle 1..50 ms at writing; the default TTL is 300 s. */
+	uint8_t *buf = encode_small(&len, 50);
+	struct core *b = make_core(1024, -1, false);
+	struct snapshot_result res;
+	char err[512];
+	/* Down for TTL - 20 ms: entries idle 20 ms or more have expired. */
+	int64_t later = T0_UNIX_MS + 300000 - 20;
+	ck_assert_int_eq(snapshot_load_buffer(b, buf, len, 0, later, &res, err,
+					      sizeof(err)), 0);
+	ck_assert_uint_eq(res.downtime_ms, 300000 - 20);
+	ck_assert_uint_eq(res.entries, 50);
+	ck_assert_uint_eq(res.entries_expired, 31);
+	ck_assert_uint_eq(res.entries_restored, 19);
+	ck_assert_uint_eq(entries(b), 19);
+	/* The breaker's cooldown (50 s) ran out meanwhile. */
+	struct core_endpoint_stats st;
+	core_endpoint_stats_export(b, ep_index(b, 0), 0, &st);
+	ck_assert_uint_eq(st.cooldown_left_ms, 0);
+	core_destroy(b);
+	free(buf);
+}
+END_TEST
+
+START_TEST(unknown_dropped)
+{
+	size_t len;
+	uint8_t *buf = encode_small(&len, 40);
+	struct core *b = make_core(1024, 2, false); /* llm/gpu3 gone */
+	struct snapshot_result res;
+	char err[512];
+	ck_assert_int_eq(snapshot_load_buffer(b, buf, len, 0, T0_UNIX_MS, &res,
+					      err, sizeof(err)), 0);
+	ck_assert_uint_eq(res.endpoints, N_EPS);
+	ck_assert_uint_eq(res.endpoints_unknown, 1);
+	ck_assert_uint_eq(res.entries_unknown, 10);
+	ck_assert_uint_eq(res.entries_restored, 30);
+	ck_assert_uint_eq(entries(b), 30);
+	core_destroy(b);
+	free(buf);
+}
+END_TEST
+
+/* Hand-made hostile inputs: huge counts, nested containers, an oversized
+ * file. */
+START_TEST(hostile)
+{
+	char err[512], aside[400];
+	struct core *b = make_core(64, -1, false);
+	static const uint8_t huge_array[] = { 0xdd, 0xff, 0xff, 0xff, 0xff, 0x01 };
+	static const uint8_t huge_str[] = { 0x95, 0xdb, 0xff, 0xff, 0xff, 0xf0 };
+	static const uint8_t nested[] = { 0x92, 0x91, 0x91, 0x90, 0x01 };
+	static const uint8_t map[] = { 0x81, 0x01, 0x02 };
+	ck_assert_int_eq(snapshot_load_buffer(b, huge_array, sizeof(huge_array),
+					      0, 0, NULL, err, sizeof(err)), -EBADMSG);
+	ck_assert_int_eq(snapshot_load_buffer(b, huge_str, sizeof(huge_str), 0,
+					      0, NULL, err, sizeof(err)), -EBADMSG);
+	ck_assert_int_eq(snapshot_load_buffer(b, nested, sizeof(nested), 0, 0,
+					      NULL, err, sizeof(err)), -EBADMSG);
+	ck_assert_int_eq(snapshot_load_buffer(b, map, sizeof(map), 0, 0, NULL,
+					      err, sizeof(err)), -EBADMSG);
+
+	/* A valid header that claims 2^40 entries. */
+	size_t len;
+	uint8_t *buf = encode_small(&len, 3);
+	/* counts: fix_uint64 at 9 + 9 (written_unix_ms is an int64 0xd3/0xcf). */
+	size_t at = 9 + 9 + 9 + 1;
+	ck_assert_uint_eq(buf[at - 1], 0xcf);
+	buf[at + 2] = 1;
+	reseal(buf, len);
+	ck_assert_int_eq(snapshot_load_buffer(b, buf, len, 0, T0_UNIX_MS, NULL,
+					      err, sizeof(err)), -EBADMSG);
+	ck_assert(strstr(err, "exceed") != NULL);
+	free(buf);
+
+	/* A sparse file just over the cap. */
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)SNAPSHOT_MAX_BYTES + 1), 0);
+	close(fd);
+	ck_assert_int_eq(snapshot_load(b, path, 0, NULL, err, sizeof(err)), -EFBIG);
+	snprintf(aside, sizeof(aside), "%s.corrupt", path);
+	ck_assert(!exists(path));
+	ck_assert(exists(aside));
+
+	/* No file: a cold start, nothing renamed. */
+	ck_assert_int_eq(snapshot_load(b, path, 0, NULL, err, sizeof(err)), -ENOENT);
+	ck_assert_int_eq(snapshot_restore(b, path, 0), -ENOENT);
+	ck_assert_uint_eq(entries(b), 0);
+	core_destroy(b);
+}
+END_TEST
+
+START_TEST(periodic_writer)
+{
+	uv_loop_t loop;
+	struct snapshot_writer w;
+	struct core *a = make_core(1024, -1, false);
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	fill(a, 30, uv_now(&loop));
+	ck_assert_int_eq(snapshot_writer_start(&w, &loop, a, path, 5), 0);
+	while (w.writes < 2)
+		uv_run(&loop, UV_RUN_ONCE);
+	snapshot_writer_stop(&w);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	ck_assert_uint_eq(w.failures, 0);
+	ck_assert_ptr_null(w.path);
+
+	struct core *b = make_core(1024, -1, false);
+	char err[512];
+	ck_assert_int_eq(snapshot_load(b, path, 0, NULL, err, sizeof(err)), 0);
+	ck_assert_uint_eq(entries(b), 30);
+	core_destroy(a);
+	core_destroy(b);
+
+	/* An empty path starts nothing. */
+	ck_assert_int_eq(snapshot_writer_start(&w, &loop, a, "", 5), 0);
+	snapshot_writer_stop(&w);
+}
+END_TEST
+
+/* 10^6 entries: size, encode, write and restore times (printed). */
+START_TEST(million)
+{
+	const uint32_t n = 1000000;
+	struct core *a = make_core(n, -1, false);
+	struct core_affinity_record rec;
+	for (uint32_t i = 0; i < n; i++) {
+		rec = (struct core_affinity_record){
+			.akey = 0x9e3779b97f4a7c15ull * (i + 1),
+			.endpoint = ep_index(a, i % N_EPS),
+			.idle_ms = (uint64_t)(n - i) / 10,
+		};
+		core_affinity_import(a, &rec, 200000);
+	}
+	ck_assert_uint_eq(entries(a), n);
+	char *buf, err[512];
+	size_t len;
+	struct snapshot_capture *cap;
+	uint64_t t0 = uv_hrtime();
+	ck_assert_int_eq(snapshot_capture(a, 200000, T0_UNIX_MS, &cap), 0);
+	uint64_t tc = uv_hrtime();
+	ck_assert_int_eq(snapshot_pack(cap, &buf, &len), 0);
+	snapshot_capture_free(cap);
+	uint64_t t1 = uv_hrtime();
+	ck_assert_int_eq(snapshot_write_file(path, buf, len, err, sizeof(err)), 0);
+	uint64_t t2 = uv_hrtime();
+	free(buf);
+	struct core *b = make_core(n, -1, true);
+	struct snapshot_result res;
+	uint64_t t3 = uv_hrtime();
+	ck_assert_int_eq(snapshot_load(b, path, 0, &res, err, sizeof(err)), 0);
+	uint64_t t4 = uv_hrtime();
+	ck_assert_uint_eq(res.entries_restored + res.entries_expired, n);
+	ck_assert_uint_eq(entries(b), res.entries_restored);
+	fprintf(stderr,
+		"# 10^6 entries: %zu bytes, capture (loop) %.1f ms, pack %.1f ms, "
+		"write+fsync %.1f ms, load %.1f ms\n",
+		len, (double)(tc - t0) / 1e6, (double)(t1 - tc) / 1e6,
+		(double)(t2 - t1) / 1e6,
+		(double)(t4 - t3) / 1e6);
+	core_destroy(a);
+	core_destroy(b);
+}
+END_TEST
+
+static Suite *snapshot_suite(void)
+{
+	Suite *s = suite_create("snapshot");
+	TCase *tc = tcase_create("snapshot");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, round_trip);
+	tcase_add_test(tc, sessions_stay);
+	tcase_add_test(tc, every_truncation);
+	tcase_add_test(tc, bit_flips);
+	tcase_add_test(tc, future_version);
+	tcase_add_test(tc, expired_dropped);
+	tcase_add_test(tc, unknown_dropped);
+	tcase_add_test(tc, hostile);
+	tcase_add_test(tc, periodic_writer);
+	tcase_add_test(tc, million);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(snapshot_suite());
+	srunner_run_all(sr, CK_SILENT);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
