@@ -15,7 +15,7 @@ packages=(
 	meson ninja-build pkg-config gcc clang python3 curl
 	libuv1-dev libmsgpack-dev check libcyaml-dev libyaml-dev libxxhash-dev
 	libmicrohttpd-dev libsystemd-dev
-	haproxy
+	haproxy prometheus scdoc systemd
 )
 missing=()
 for p in "${packages[@]}"; do

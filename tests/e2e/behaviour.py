@@ -1,0 +1,658 @@
+#!/usr/bin/env python3
+"""warmlane behaviour tests: real HAProxy, the agent and the fake LLM fleet.
+
+Usage: behaviour.py 2.6|3.0|3.2 SCENARIO
+Scenarios:
+  affinity     sessions stay on one server and hit its prefix cache; requests
+               without identity spread
+  agentloop    the same with each turn sent as soon as the previous answer
+               is in (agent loops): still one server per session
+  ratelimit    a server answering 429 + Retry-After gets, in each window,
+               no more than the half-open probes
+  breaker      a server answering instant 500s ends with < 1% of the traffic
+               sent after its breaker opened
+  deadkey      a 401 on one upstream key excludes that key on that server,
+               not the server and not the key elsewhere
+  maint        a server set to MAINT on the runtime API stops being chosen,
+               and is chosen again once READY (the agent's runtime-API
+               poller)
+  models       requests for a model go only to servers that serve it
+  killrestart  agent SIGKILLed under load: every request succeeds (fail
+               open); after a restart the agent decides again
+  metrics      /metrics passes promtool, its counters match what was sent,
+               and a real Prometheus server scrapes warmlane series
+Exit status: 0 pass, 1 fail, 77 skip (no such HAProxy binary, no agent, no
+Prometheus for `metrics`). HAProxy 2.6 runs chrooted, as Debian's stock
+config does, when the test runs as root.
+
+Every count and wait is bounded; assertions are about where requests went,
+never about how fast (timings are printed).
+"""
+
+import concurrent.futures as cf
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+import fleetenv as fe  # noqa: E402
+
+sys.path.insert(0, fe.FLEET_DIR)
+import client as fc  # noqa: E402  (tests/fleet/client.py)
+
+log = h.log
+
+
+def short(i, tag="q"):
+    """A short prompt (under 1 KiB: no prefix key is computed by HAProxy)."""
+    return f"{tag} {i}: say something short about the number {i}."
+
+
+def summary(env, records, what):
+    served = fe.by(records, "served")
+    reasons = fe.by(records, "reason")
+    status = fe.by(records, "status")
+    log(f"{what}: {len(records)} requests; served {fe.fmt_counts(served)}; "
+        f"reasons {fe.fmt_counts(reasons)}; status {fe.fmt_counts(status)}")
+
+
+# --- affinity ----------------------------------------------------------------
+
+def conversations(env, paces, turns, tag, first=0):
+    """Runs one conversation per entry of paces (seconds between an answer
+    and the next turn) concurrently, each turn after the previous answer (one
+    request in flight per caller); texts from seed 7, conversation index
+    first, first + 1... Logs every session; returns (problems,
+    servers used, cache-hit blocks the responses reported)."""
+    cl = fc.Client(f"http://127.0.0.1:{env.port}", model="m1", max_tokens=8, timeout=15)
+    convs = [fc.Conversation(cl, session=f"{tag}-{env.version}-{i}", seed=7, index=first + i,
+                             system=None, context_chars=1500, question_chars=300)
+             for i in range(len(paces))]
+
+    def run(k):
+        out = []
+        for _ in range(turns):
+            out.append(convs[k].turn())
+            if paces[k]:
+                time.sleep(paces[k])
+        return out
+    t0 = time.monotonic()
+    with cf.ThreadPoolExecutor(len(paces)) as ex:
+        results = list(ex.map(run, range(len(paces)), timeout=60))
+    cl.close()
+    log(f"{len(paces)} conversation(s) x {turns} turns in {time.monotonic() - t0:.1f} s")
+    log(f"{'session':<18} {'next turn':<9} {'servers':<10} reasons, hit/prompt blocks by turn")
+    used, hits, problems = set(), 0, []
+    for conv, pace, rs in zip(convs, paces, results):
+        s = conv.session
+        bad = [r for r in rs if r.status != 200]
+        assert not bad, f"{s}: failed turns {[(r.status, r.error) for r in bad]}"
+        when = f"+{pace * 1000:.0f} ms" if pace else "at once"
+        servers = sorted({r.served_by for r in rs})
+        log(f"{s:<18} {when:<9} {','.join(servers):<10} "
+            + " ".join(f"{r.reason}:{r.hit_blocks}/{r.prompt_blocks}" for r in rs))
+        used.update(servers)
+        hits += sum(r.hit_blocks or 0 for r in rs)
+        for r in rs:
+            assert r.reason in fe.CORE_REASONS, \
+                f"{s} turn {r.turn}: reason {r.reason!r} is not the routing core's"
+            assert r.warmlane_server == r.served_by, \
+                f"{s} turn {r.turn}: warmlane chose {r.warmlane_server}, {r.served_by} answered"
+        if len(servers) != 1:
+            problems.append(
+                f"session {s} (one request at a time, next turn {when}) moved: "
+                + " ".join(f"{r.served_by}:{r.reason}:{r.hit_blocks}/{r.prompt_blocks}"
+                           for r in rs))
+            continue
+        for prev, r in zip(rs, rs[1:]):
+            if r.reason != "affinity":
+                problems.append(f"{s} turn {r.turn}: reason {r.reason}, expected affinity")
+            # the previous prompt is a prefix of this one: all its full
+            # blocks are in the server's cache
+            if r.hit_blocks is None or r.hit_blocks < prev.prompt_blocks - 1:
+                problems.append(f"{s} turn {r.turn}: {r.hit_blocks} cached blocks of "
+                                f"{r.prompt_blocks}, previous prompt had {prev.prompt_blocks}")
+    return problems, used, hits
+
+
+def affinity(binary, version):
+    """Sessions stay on one server and hit its cache; no identity spreads.
+
+    Each caller sends one request at a time and thinks 0.3 s between an
+    answer and its next turn (seconds for a person): more than the agent's
+    runtime-API poll interval (200 ms)."""
+    with fe.FleetEnv("affinity", version) as env:
+        env.start([fe.instance(n, fast=False) for n in ("s1", "s2", "s3", "s4")], binary)
+        problems, used, hits = conversations(env, [0.3] * 8, 5, "conv")
+        assert len(used) >= 2, f"8 sessions all on {used}: not spread by hashing"
+        stats = env.fleet_stats()
+        fleet_hits = sum(s["cache_hit_blocks"] for s in stats.values())
+        log("fleet: " + ", ".join(
+            f"{n} {s['requests']} req {s['cache_hit_blocks']}/{s['prompt_blocks']} blocks "
+            f"({100 * s['hit_rate']:.0f}%)" for n, s in sorted(stats.items())))
+        assert fleet_hits == hits, \
+            f"the fleet counted {fleet_hits} cache-hit blocks, the responses said {hits}"
+        for n in used:
+            assert stats[n]["cache_hit_blocks"] > 0, f"{n} served sessions but no cache hit"
+        total_hit = fleet_hits / max(1, sum(s["prompt_blocks"] for s in stats.values()))
+        log(f"cache hit rate over the conversations: {100 * total_hit:.1f}%")
+
+        # no identity: no session, no caller key, a short body (no prefix key)
+        recs = fe.drive(env.port, lambda i: (fe.chat_body(short(i, "anon")), {}, "anon"),
+                        n=120, concurrency=4)
+        summary(env, recs, "no identity")
+        fe.assert_all_ok(recs, "no identity")
+        fe.assert_core_reasons(recs, "no identity")
+        assert set(fe.by(recs, "reason")) == {"p2c"}, \
+            f"no identity: reasons {fe.by(recs, 'reason')}, expected p2c only"
+        served = fe.by(recs, "served")
+        assert len(served) >= 3, f"no identity: served by {served} only"
+        assert max(served.values()) <= 0.6 * len(recs), f"no identity: piled up {served}"
+        assert not problems, "conversations did not stay warm:\n  " + "\n  ".join(problems)
+        env.stop_agent_checked()
+
+
+def agentloop(binary, version):
+    """Sessions stay on one server when each turn is sent as soon as the
+    previous answer is in (an agent or tool loop): still one request in
+    flight per caller, but several turns within one runtime-API poll
+    interval. First one such caller alone on an idle fleet, then four of
+    them beside four callers that think 0.3 s between turns."""
+    with fe.FleetEnv("agentloop", version) as env:
+        env.start([fe.instance(n, fast=False) for n in ("s1", "s2", "s3", "s4")], binary)
+        problems, _, _ = conversations(env, [0.0], 10, "solo", first=100)
+        more, used, _ = conversations(env, [0.0, 0.3] * 4, 6, "mixed")
+        problems += more
+        assert not problems, "conversations did not stay warm:\n  " + "\n  ".join(problems)
+        env.stop_agent_checked()
+
+
+# --- 429 ----------------------------------------------------------------------
+
+def ratelimit(binary, version):
+    """429 + Retry-After: no traffic in the window beyond half-open probes."""
+    retry_after = 2
+    with fe.FleetEnv("ratelimit", version) as env:
+        probes = int(env.policy["half_open_probes"])
+        env.start([fe.instance(n) for n in ("s1", "s2", "s3")], binary)
+        # a new session per request: rendezvous hashing sends ~1/3 to s2
+        warm = fe.drive(env.port, lambda i: (fe.chat_body(short(i)),
+                                             {"x-session-id": f"w{i}"}, "warm"),
+                        n=60, concurrency=4)
+        summary(env, warm, "before")
+        fe.assert_all_ok(warm, "before the fault")
+        fe.assert_core_reasons(warm, "before the fault")
+        assert fe.count(warm, served="s2") > 0, "s2 got nothing before the fault"
+
+        env.fault("s2", mode="429", retry_after=retry_after)
+        t_fault = time.monotonic()
+        recs = fe.drive(env.port, lambda i: (fe.chat_body(short(i)),
+                                             {"x-session-id": f"f{i}"}, "fault"),
+                        duration=3 * retry_after + 1, concurrency=2)
+        t_end = time.monotonic()
+        summary(env, recs, "429 on s2")
+        s2 = [r for r in recs if r.served == "s2"]
+        assert s2, "s2 was never tried: the test did not exercise the 429"
+        assert all(r.status == 429 for r in s2), "s2 answered something but 429"
+        others = [r for r in recs if r.served != "s2"]
+        fe.assert_all_ok(others, "the other servers")
+        fe.assert_core_reasons(recs, "while s2 answered 429")
+        t_first = min(r.t1 for r in s2)
+        after = [r for r in s2 if r.t0 > t_first]
+        windows = int((t_end - t_first) / retry_after) + 1
+        bound = windows * probes
+        log(f"s2 answered 429 to {len(s2)} of {len(recs)} requests; first at "
+            f"+{t_first - t_fault:.2f} s; then at " +
+            " ".join(f"+{r.t0 - t_first:.2f}" for r in after[:40]))
+        log(f"requests sent to s2 after its first 429: {len(after)} "
+            f"(at most {probes} probes x {windows} Retry-After windows = {bound}); "
+            f"an even share would be {len(recs) // 3}")
+        assert len(after) <= bound, \
+            f"s2 got {len(after)} requests after its first 429 (Retry-After {retry_after} s), " \
+            f"more than {bound} half-open probes"
+        no_decision = [r for r in after if r.wserver != "s2"]
+        if no_decision:
+            log(f"of those, {len(no_decision)} were not warmlane's choice: {no_decision[:5]}")
+
+        # the fault ends: once a window is over, s2's probes succeed and
+        # it takes traffic again
+        env.fault("s2", mode="none")
+        t_clear = time.monotonic()
+        rec2 = []
+        for k in range(8):  # until s2 served 5 requests again, 8 s at most
+            rec2 += fe.drive(env.port, lambda i, k=k: (fe.chat_body(short(i)),
+                                                       {"x-session-id": f"r{k}-{i}"}, "after"),
+                             duration=1.0, concurrency=2)
+            if fe.count(rec2, served="s2") >= 5:
+                break
+        summary(env, rec2, "fault cleared")
+        fe.assert_all_ok(rec2, "after the fault cleared")
+        back = [r for r in rec2 if r.served == "s2"]
+        if back:
+            log(f"s2 served again {min(r.t0 for r in back) - t_clear:.2f} s after the fault cleared")
+        assert len(back) >= 5, f"s2 served only {len(back)} requests after the fault cleared"
+        env.stop_agent_checked()
+
+
+# --- 500 ----------------------------------------------------------------------
+
+def breaker(binary, version):
+    """Instant 500s: under 1% of the traffic after the breaker opened."""
+    with fe.FleetEnv("breaker", version, policy={"half_open_probes": 1,
+                                                 "breaker_cooldown_max": "30s"}) as env:
+        consecutive = int(env.policy["breaker_consecutive"])
+        env.start([fe.instance(n) for n in ("s1", "s2", "s3")], binary)
+        env.fault("s3", mode="500")
+        t_start = time.monotonic()
+
+        def make(i):
+            # half new sessions (hashing: 1/3 would go to s3), half anonymous
+            hd = {"x-session-id": f"b{i}"} if i % 2 == 0 else {}
+            return fe.chat_body(short(i)), hd, "load"
+        recs = []
+        for _ in range(4):  # at least 8 s and 300 requests after the opening
+            recs += fe.drive(env.port, lambda i, k=len(recs): make(k + i),
+                             duration=4.0, concurrency=4)
+            fails = sorted(r.t1 for r in recs if r.served == "s3")
+            if len(fails) >= consecutive:
+                t_open = fails[consecutive - 1]
+                n_after = sum(1 for r in recs if r.t0 > t_open)
+                if n_after >= 300 and time.monotonic() - t_start >= 8:
+                    break
+        summary(env, recs, "500s from s3")
+        s3 = [r for r in recs if r.served == "s3"]
+        assert len(s3) >= consecutive, f"s3 got {len(s3)} requests: breaker never exercised"
+        assert all(r.status == 500 for r in s3)
+        fe.assert_all_ok([r for r in recs if r.served != "s3"], "the healthy servers")
+        t_open = sorted(r.t1 for r in s3)[consecutive - 1]
+        after = [r for r in recs if r.t0 > t_open]
+        s3_after = [r for r in after if r.served == "s3"]
+        share = len(s3_after) / max(1, len(after))
+        log(f"breaker opened after the {consecutive}th failure at +{t_open - t_start:.2f} s; "
+            f"then s3 got {len(s3_after)} of {len(after)} requests ({100 * share:.2f}%), at " +
+            " ".join(f"+{r.t0 - t_open:.2f}" for r in s3_after[:20]))
+        fell_open = [r for r in after if r.reason is None]
+        if fell_open:
+            log(f"{len(fell_open)} requests had no decision (HAProxy fell open)")
+        assert len(after) >= 200, f"only {len(after)} requests after the opening"
+        assert share < 0.01, \
+            f"s3 (instant 500s) got {len(s3_after)} of {len(after)} requests after its " \
+            f"breaker opened: {100 * share:.2f}%, not under 1%"
+        fe.assert_core_reasons(after, "after the opening")
+        env.stop_agent_checked()
+
+
+# --- 401 ----------------------------------------------------------------------
+
+def deadkey(binary, version):
+    """A 401 on one upstream key excludes that key on that server only."""
+    with fe.FleetEnv("deadkey", version) as env:
+        env.start_fleet([fe.instance(n) for n in ("s1", "s2", "s3")])
+        for n in ("s1", "s2", "s3"):
+            env.endpoints[n]["keys"] = ["k1", "k2"]
+        env.start_agent()
+        env.start_haproxy(binary)
+        env.wait_backends_up()
+        env.wait_agent(up=True)
+        # s1 refuses the credential of k1 (HAProxy's key map: k1 -> this)
+        env.fault("s1", mode="401", key=fe.KEYS["k1"])
+
+        def make(i):
+            hd = {"x-session-id": f"d{i}"} if i % 2 == 0 else {}
+            return fe.chat_body(short(i)), hd, "load"
+        recs = fe.drive(env.port, make, n=600, concurrency=4)
+        summary(env, recs, "401 for k1 on s1")
+        log("decisions by server/key: " + fe.fmt_counts(
+            fe.by([_Pair(r) for r in recs], "pair")))
+        fe.assert_core_reasons(recs, "keys")
+        e401 = [r for r in recs if r.status == 401]
+        assert e401, "no 401: s1 with key k1 was never chosen (the test did not exercise it)"
+        for r in e401:
+            assert r.served == "s1" and r.key == "k1", f"a 401 that is not s1/k1: {r}"
+        t_dead = min(r.t1 for r in e401)
+        after = [r for r in recs if r.t0 > t_dead]
+        s1k1 = [r for r in after if r.wserver == "s1" and r.key == "k1"]
+        s1k2 = [r for r in after if r.served == "s1" and r.key == "k2" and r.status == 200]
+        k1_elsewhere = [r for r in after if r.served in ("s2", "s3") and r.key == "k1"
+                        and r.status == 200]
+        log(f"401s: {len(e401)}; after the first one, of {len(after)} requests: s1/k1 "
+            f"chosen {len(s1k1)}, s1 served with k2 {len(s1k2)}, k1 served by s2/s3 "
+            f"{len(k1_elsewhere)}")
+        assert not s1k1, f"s1/k1 chosen {len(s1k1)} times after its 401: {s1k1[:3]}"
+        bad = [r for r in after if r.status != 200]
+        assert not bad, f"failures after the key died: {bad[:5]}"
+        assert len(s1k2) >= 20, \
+            f"s1 served only {len(s1k2)} requests with k2 after k1 died: the server, " \
+            "not the key, was excluded"
+        assert len(k1_elsewhere) >= 20, \
+            f"k1 served only {len(k1_elsewhere)} requests on s2/s3: the key was excluded everywhere"
+        st = env.fleet_stats()["s1"]
+        log(f"fleet s1: {st['by_status']}")
+        env.stop_agent_checked()
+
+
+class _Pair:
+    def __init__(self, r):
+        self.pair = f"{r.wserver}/{r.key}"
+
+
+# --- MAINT ----------------------------------------------------------------------
+
+def maint(binary, version):
+    """MAINT on the runtime API: not chosen within a poll; chosen again when READY."""
+    with fe.FleetEnv("maint", version, poll_interval="200ms") as env:
+        env.start([fe.instance(n) for n in ("s1", "s2", "s3", "s4")], binary)
+        seq = [0]
+
+        def fresh(tag):
+            def make(i):
+                seq[0] += 1
+                return (fe.chat_body(short(seq[0])), {"x-session-id": f"{tag}{seq[0]}"}, tag)
+            return make
+        before = fe.drive(env.port, fresh("m"), n=80, concurrency=2)
+        summary(env, before, "before")
+        fe.assert_all_ok(before, "before")
+        fe.assert_core_reasons(before, "before")
+        assert fe.count(before, wserver="s2") > 0, "s2 not chosen before MAINT"
+
+        out = env.admin("set server llm/s2 state maint")
+        assert out == "", f"set server state maint: {out!r}"
+        t_cmd = time.monotonic()
+        # bounded: requests until 40 decisions in a row avoid s2 (5 s at most)
+        recs, streak = [], 0
+        deadline = t_cmd + 5
+        c = fe.Client(env.port)
+        try:
+            for _ in range(5000):
+                if streak >= 40 or time.monotonic() > deadline:
+                    break
+                body, hd, tag = fresh("x")(0)
+                r = c.post(body, hd, tag=tag)
+                recs.append(r)
+                streak = streak + 1 if r.wserver != "s2" else 0
+        finally:
+            c.close()
+        chosen = [r for r in recs if r.wserver == "s2"]
+        t_last = max((r.t1 for r in chosen), default=t_cmd)
+        log(f"after `set server llm/s2 state maint`: s2 chosen {len(chosen)} times, "
+            f"the last {t_last - t_cmd:.3f} s after the command (poll interval 200 ms); "
+            f"{len(recs)} requests")
+        assert streak >= 40, "the agent kept choosing s2 in MAINT (5 s)"
+        during = fe.drive(env.port, fresh("y"), n=150, concurrency=2)
+        summary(env, during, "s2 in MAINT")
+        fe.assert_all_ok(during, "s2 in MAINT")
+        fe.assert_core_reasons(during, "s2 in MAINT")
+        assert fe.count(during, wserver="s2") == 0, "the agent chose s2 in MAINT"
+        assert fe.count(during, served="s2") == 0, "s2 served in MAINT"
+
+        out = env.admin("set server llm/s2 state ready")
+        assert out == "", f"set server state ready: {out!r}"
+        t_ready = time.monotonic()
+        recs, got = [], None
+        c = fe.Client(env.port)
+        try:
+            for _ in range(5000):
+                if time.monotonic() > t_ready + 8:
+                    break
+                body, hd, tag = fresh("z")(0)
+                r = c.post(body, hd, tag=tag)
+                recs.append(r)
+                if r.wserver == "s2" and r.served == "s2" and r.status == 200:
+                    got = r
+                    break
+        finally:
+            c.close()
+        assert got is not None, "s2 not chosen again within 8 s of `state ready`"
+        log(f"s2 chosen again {got.t1 - t_ready:.3f} s after `state ready` "
+            f"({len(recs)} requests), reason {got.reason}")
+        after = fe.drive(env.port, fresh("w"), n=80, concurrency=2)
+        summary(env, after, "after READY")
+        fe.assert_all_ok(after, "after READY")
+        assert fe.count(after, served="s2") > 0, "s2 got nothing after READY"
+
+        # DRAIN is left out here: on HAProxy 3.0.11 the agent went back to
+        # choosing a server left in DRAIN after a few seconds (2.6 and 3.2
+        # kept it out); under investigation, see the integration issue.
+        env.stop_agent_checked()
+
+
+# --- models -------------------------------------------------------------------
+
+def models(binary, version):
+    """Requests for a model go only to servers that serve it."""
+    serves = {"s1": ["m-a"], "s2": ["m-a", "m-b"], "s3": ["m-b"], "s4": ["m-c"]}
+    with fe.FleetEnv("models", version) as env:
+        env.start([fe.instance(n, models=m) for n, m in serves.items()], binary)
+        long_text = "lorem ipsum dolor " * 1500  # 27 KB: "model" after a long prompt
+
+        def make(i):
+            model = ("m-a", "m-b", "m-c", "m-z")[i % 4] if i % 13 else "m-a"
+            hd = {}
+            if i % 3 == 0:
+                hd["x-session-id"] = f"mod{i % 17}"
+            text = long_text + str(i) if i % 13 == 0 else short(i)
+            if i % 5 == 0:
+                hd["x-model"] = model  # the header wins over the body
+                body = fe.chat_body(text, model=None)
+            else:
+                body = fe.chat_body(text, model=model)
+            return body, hd, model
+        recs = fe.drive(env.port, make, n=240, concurrency=4)
+        fe.assert_core_reasons(recs, "models")
+        for model in ("m-a", "m-b", "m-c", "m-z"):
+            rs = [r for r in recs if r.tag == model]
+            log(f"{model}: {len(rs)} requests, warmlane chose {fe.fmt_counts(fe.by(rs, 'wserver'))}, "
+                f"reasons {fe.fmt_counts(fe.by(rs, 'reason'))}, status {fe.fmt_counts(fe.by(rs, 'status'))}")
+            if model == "m-z":
+                for r in rs:
+                    assert r.reason == "no_model" and r.wserver is None, \
+                        f"unserved model m-z: {r}"
+                continue
+            ok = {n for n, m in serves.items() if model in m}
+            for r in rs:
+                assert r.status == 200, f"{model}: {r}"
+                assert r.wserver in ok and r.served == r.wserver, \
+                    f"{model} went to {r.wserver}/{r.served}, served by {sorted(ok)} only"
+            assert set(fe.by(rs, "served")) == ok, \
+                f"{model}: served by {fe.by(rs, 'served')}, expected all of {sorted(ok)}"
+        longs = [r for r in recs if r.i % 13 == 0]
+        assert longs and all(r.status == 200 and r.wserver in ("s1", "s2") for r in longs), \
+            f"long prompts (model after 27 KB of messages): {longs}"
+        env.stop_agent_checked()
+
+
+# --- SIGKILL and restart ----------------------------------------------------
+
+def killrestart(binary, version):
+    """SIGKILL under load: every request succeeds; decisions resume after restart."""
+    with fe.FleetEnv("killrestart", version) as env:
+        env.start([fe.instance(n) for n in ("s1", "s2", "s3")], binary)
+
+        def make(i):
+            hd = {"x-session-id": f"k{i % 50}"} if i % 2 == 0 else {}
+            return fe.chat_body(short(i)), hd, "load"
+        bg = fe.Background(env.port, make, concurrency=4, max_duration=40).start()
+        try:
+            time.sleep(1.5)
+            t_kill = time.monotonic()
+            env.kill(env.agent, signal.SIGKILL)
+            env.wait_agent(up=False, timeout=10)
+            t_down = time.monotonic()
+            time.sleep(1.0)
+            assert os.path.exists(env.agent_socket()), "the killed agent's socket file vanished"
+            env.restart_agent()
+            t_restart = time.monotonic()
+            env.wait_agent(up=True, timeout=15)
+            t_up = time.monotonic()
+            # until 100 requests in a row were decided again (10 s at most)
+            h.wait_until("decisions from the restarted agent", lambda: len(
+                [r for r in list(bg.live) if r.t0 > t_up and r.reason]) >= 100,
+                timeout=10, interval=0.1)
+        finally:
+            recs = bg.stop()
+        before = [r for r in recs if r.t1 < t_kill]
+        gap = [r for r in recs if r.t0 >= t_kill and r.t1 < t_up]
+        after = [r for r in recs if r.t0 > t_up]
+        summary(env, before, "before SIGKILL")
+        summary(env, gap, "agent dead (SIGKILL to HAProxy seeing it UP again)")
+        summary(env, after, "after the restart")
+        log(f"HAProxy saw the agent DOWN {t_down - t_kill:.2f} s after SIGKILL; restarted "
+            f"at +{t_restart - t_kill:.2f} s, UP at +{t_up - t_kill:.2f} s")
+        fe.assert_all_ok(recs, "under load across SIGKILL and restart")
+        fe.assert_core_reasons(before, "before SIGKILL")
+        assert len(gap) >= 20, f"only {len(gap)} requests while the agent was down"
+        assert fe.count(gap, reason=None) > 0, "no request fell open while the agent was dead"
+        assert len(after) >= 100, f"only {len(after)} requests after the restart"
+        tail = after[len(after) // 2:]
+        fe.assert_core_reasons(tail, "after the restart")
+        lat = sorted(r.t1 - r.t0 for r in gap)
+        log(f"while down: {len(gap)} requests, slowest {lat[-1] * 1000:.0f} ms; "
+            f"{fe.count(gap, reason=None)} without a decision")
+        env.stop_agent_checked()
+
+
+# --- metrics and Prometheus -------------------------------------------------
+
+def metrics(binary, version):
+    """/metrics: promtool-valid, counters match, a real Prometheus scrapes it."""
+    promtool = shutil.which("promtool")
+    prometheus = shutil.which("prometheus")
+    if not promtool or not prometheus:
+        raise h.Skip("no promtool/prometheus (Debian package prometheus)")
+    with fe.FleetEnv("metrics", version) as env:
+        env.start([fe.instance(n) for n in ("s1", "s2", "s3")], binary)
+        text, ctype = env.metrics_text()
+        base = fe.parse_metrics(text)
+        d0 = fe.metric_sum(base, "warmlane_decisions_total")
+
+        def make(i):
+            k = i % 4
+            if k == 0:
+                return fe.chat_body(short(i)), {"x-session-id": f"p{i % 7}"}, "session"
+            if k == 1:
+                return fe.chat_body(short(i)), {}, "anon"
+            if k == 2:
+                return fe.chat_body(short(i), model="nope"), {}, "nomodel"
+            return fe.chat_body(short(i)), {"authorization": f"Bearer caller-{i % 3}"}, "caller"
+        n = 200
+        recs = fe.drive(env.port, make, n=n, concurrency=4)
+        fe.assert_core_reasons(recs, "metrics load")
+        text, ctype = env.metrics_text()
+        log(f"/metrics: {len(text)} bytes, content-type {ctype}")
+        chk = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                             text=True, timeout=30)
+        log(f"promtool check metrics: exit {chk.returncode} {chk.stdout.strip()} {chk.stderr.strip()}")
+        assert chk.returncode == 0, f"promtool check metrics failed:\n{chk.stdout}{chk.stderr}"
+        samples = fe.parse_metrics(text)
+        families = sorted({nm for nm, _, _ in samples})
+        log("families: " + " ".join(families))
+        assert all(nm.startswith("warmlane_") for nm in families if not nm.startswith(("process_", "go_"))), \
+            f"metrics not named warmlane_*: {[nm for nm in families if not nm.startswith('warmlane_')]}"
+        dec = {lb.get("reason"): v for nm, lb, v in samples if nm == "warmlane_decisions_total"}
+        log(f"warmlane_decisions_total: {dec}")
+        sent = fe.by(recs, "reason")
+        total = fe.metric_sum(samples, "warmlane_decisions_total") - d0
+        assert total == n, \
+            f"warmlane_decisions_total summed over reasons grew by {total}, {n} route requests were sent"
+        for reason, k in sent.items():
+            got = fe.metric_sum(samples, "warmlane_decisions_total", reason=reason) - \
+                fe.metric_sum(base, "warmlane_decisions_total", reason=reason)
+            assert got == k, f"reason {reason}: {k} responses said so, the counter grew by {got}"
+        for want in ("in_flight", "ewma", "breaker", "spop"):
+            assert any(want in nm for nm in families), f"no warmlane metric about {want}"
+
+        def delta(name, **lb):
+            return fe.metric_sum(samples, name, **lb) - fe.metric_sum(base, name, **lb)
+        # per endpoint: the decisions HAProxy reported back in x-warmlane-server
+        for srv, k in fe.by(recs, "wserver").items():
+            if srv is None:
+                continue
+            got = delta("warmlane_endpoint_decisions_total", server=srv)
+            assert got == k, f"warmlane_endpoint_decisions_total{{server={srv}}} grew by {got}, " \
+                             f"{k} responses named it"
+        # SPOE messages: one route and one feedback per request (every
+        # request got an answer from a server)
+        if any(nm == "warmlane_spop_messages_total" for nm in families):
+            for msg in ("route", "feedback"):
+                got = delta("warmlane_spop_messages_total", message=msg)
+                assert got == n, f"warmlane_spop_messages_total{{message={msg}}} grew by {got}, " \
+                                 f"{n} requests were sent"
+        # responses: the 200s of the requests warmlane routed are successes;
+        # the 404s of the unknown model (warmlane routed them nowhere, so
+        # their feedback names no key) are feedback the core cannot use
+        if any(nm == "warmlane_responses_total" for nm in families):
+            status = fe.by(recs, "status")
+            got = delta("warmlane_responses_total", **{"class": "success"})
+            assert got == status.get(200, 0), \
+                f"warmlane_responses_total{{class=success}} grew by {got}, " \
+                f"the client counted {status.get(200, 0)} 200s"
+            unusable = delta("warmlane_feedback_problems_total")
+            classified = delta("warmlane_responses_total")
+            log(f"feedback: {classified:.0f} classified, {unusable:.0f} unusable "
+                f"({fe.fmt_counts({lb.get('cause'): v for nm, lb, v in samples if nm == 'warmlane_feedback_problems_total' and v})})")
+            assert classified + unusable == n, \
+                f"{n} feedback messages, {classified} classified + {unusable} unusable"
+        log("per-endpoint decisions, SPOE messages and responses by class agree with the "
+            "requests sent")
+
+        # a real Prometheus server scraping the agent every second under load
+        pport = h.free_port()
+        data = env.path("prometheus-data")
+        os.makedirs(data)
+        with open(env.path("prometheus.yml"), "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                    "scrape_configs:\n  - job_name: warmlane\n    static_configs:\n"
+                    f"      - targets: ['127.0.0.1:{env.metrics_port}']\n")
+        env.start_process("prometheus", [
+            prometheus, f"--config.file={env.path('prometheus.yml')}",
+            f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{pport}",
+            "--log.level=warn"])
+        bg = fe.Background(env.port, make, concurrency=2, max_duration=40).start()
+        t0 = time.monotonic()
+        result = None
+        try:
+            def query():
+                nonlocal result
+                q = urllib.parse.urlencode({"query": "warmlane_decisions_total"})
+                try:
+                    with urllib.request.urlopen(
+                            f"http://127.0.0.1:{pport}/api/v1/query?{q}", timeout=2) as r:
+                        doc = json.load(r)
+                except (OSError, ValueError):
+                    return False
+                if doc.get("status") != "success":
+                    return False
+                result = doc["data"]["result"]
+                return len(result) > 0 and sum(float(x["value"][1]) for x in result) > n
+            h.wait_until("Prometheus to return warmlane_decisions_total", query,
+                         timeout=25, interval=0.5)
+        finally:
+            load = bg.stop()
+        log(f"Prometheus returned {len(result)} series after {time.monotonic() - t0:.1f} s "
+            f"({len(load)} requests meanwhile):")
+        for x in result:
+            log(f"  {x['metric']} = {x['value'][1]}")
+        for x in result:
+            assert x["metric"].get("job") == "warmlane" and "reason" in x["metric"], x
+        with urllib.request.urlopen(f"http://127.0.0.1:{pport}/api/v1/targets", timeout=2) as r:
+            tg = json.load(r)["data"]["activeTargets"]
+        log("targets: " + ", ".join(f"{t['scrapeUrl']} {t['health']} {t.get('lastError', '')}"
+                                    for t in tg))
+        assert tg and all(t["health"] == "up" for t in tg), f"scrape targets: {tg}"
+        env.stop_agent_checked()
+
+
+SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimit, "breaker": breaker,
+             "deadkey": deadkey, "maint": maint, "models": models,
+             "killrestart": killrestart, "metrics": metrics}
+
+if __name__ == "__main__":
+    sys.exit(h.main(SCENARIOS))
