@@ -1,0 +1,405 @@
+#!/usr/bin/env bash
+# tests/sim/report.sh - regenerates docs/routing-quality.md and its plots (docs/sim-*.png) from warmlane-sim runs.
+#
+# Usage: tests/sim/report.sh [TRACE]
+#   TRACE: the Mooncake conversation trace, default
+#          ../shared/traces/mooncake_conversation.jsonl relative to the repository root;
+#          without it the trace sections are left out.
+# Environment: WARMLANE_SIM_BUILD (build dir, default build/sim), SEED (default 1).
+# Needs gnuplot (Debian: gnuplot-nox) for the plots.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+trace=${1:-../shared/traces/mooncake_conversation.jsonl}
+build=${WARMLANE_SIM_BUILD:-build/sim}
+seed=${SEED:-1}
+out=docs/routing-quality.md
+notes=tests/sim/report-notes.md
+
+if [ ! -f "$build/build.ninja" ]; then
+	meson setup "$build" >/dev/null
+fi
+ninja -C "$build" >/dev/null
+sim="$build/tests/sim/warmlane-sim"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+have_trace=0
+[ -f "$trace" ] && have_trace=1
+
+# CSV (stdin) -> markdown table
+csv_md() {
+	awk -F, 'NR == 1 { printf "|"; for (i = 1; i <= NF; i++) printf " %s |", $i; printf "\n|";
+			   for (i = 1; i <= NF; i++) printf "---|"; printf "\n"; next }
+		 { printf "|"; for (i = 1; i <= NF; i++) printf " %s |", $i; printf "\n" }'
+}
+
+# the scenario section of the human output (stdin) -> markdown table
+scen_md() {
+	awk '/^# scenario/ { on = 1; next }
+	     on && NF { printf "|"; for (i = 1; i <= NF; i++) printf " %s |", $i; printf "\n";
+			if (!hdr) { printf "|"; for (i = 1; i <= NF; i++) printf "---|"; printf "\n"; hdr = 1 } }'
+}
+
+# runs the simulator: name, then its arguments; keeps CSV, human output and seeds line
+run() {
+	local name=$1
+	shift
+	"$sim" --seed "$seed" --csv "$@" >"$tmp/$name.csv" 2>"$tmp/$name.info"
+	"$sim" --seed "$seed" "$@" >"$tmp/$name.txt"
+}
+
+# TTFT CDF data per policy from a dump: blocks separated by two blank lines
+cdf_data() {
+	local dump=$1 dat=$2
+	: >"$dat"
+	for p in $(cut -d, -f1 "$dump" | tail -n +2 | awk '!seen[$0]++'); do
+		awk -F, -v p="$p" '$1 == p && $6 >= 0 { print $6 }' "$dump" | sort -g |
+			awk -v p="$p" '{ v[NR] = $1 } END { print "# " p; for (i = 1; i <= NR; i++)
+				if (i % 10 == 0 || i == NR) printf "%g %g\n", v[i] / 1000, i / NR; printf "\n\n" }' >>"$dat"
+	done
+}
+
+plot_cdf() {
+	local dat=$1 png=$2 title=$3
+	local n names
+	n=$(grep -c '^# ' "$dat")
+	names=$(grep '^# ' "$dat" | sed 's/^# //' | tr '\n' ' ')
+	gnuplot <<GP
+set terminal pngcairo size 900,560 font ",10"
+set output "$png"
+set title "$title"
+set xlabel "time to first token (s)"
+set ylabel "fraction of requests"
+set logscale x
+set xrange [0.01:*]
+set key bottom right
+set grid
+names = "$names"
+plot for [i=0:$((n - 1))] "$dat" index i using 1:2 with lines lw 2 title word(names, i + 1)
+GP
+}
+
+# --- runs -----------------------------------------------------------------
+workloads=()
+if [ $have_trace = 1 ]; then
+	run mooncake --trace "$trace" --dump "$tmp/mooncake.dump"
+	run mooncake-session --trace "$trace" --keys session
+	run mooncake-speed3 --trace "$trace" --speed 3 --dump "$tmp/mooncake-speed3.dump"
+	for a in 2 4; do
+		run "mooncake-agents$a" --trace "$trace" --agents "$a"
+	done
+	for sc in fast-failure rate-limit slow scale-out down flap agents-2 agents-4; do
+		run "mooncake-$sc" --trace "$trace" --scenario "$sc" \
+			$([ "$sc" = fast-failure ] && echo --dump "$tmp/mooncake-ff.dump")
+	done
+fi
+# policy changes tried on the real core (--set) and on the design model
+variants=(
+	"warmlane|defaults|"
+	"warmlane|sticky_tolerance=5|--set sticky_tolerance=5"
+	"warmlane|no sticky tolerance|--set sticky_tolerance=1e9"
+	"warmlane|no sticky tolerance, load_factor 2|--set sticky_tolerance=1e9 --set load_factor=2"
+	"warmlane-model|model of the defaults|"
+	"warmlane-model|model: tr per KiB, bound +2|--set norm=1 --set slack=2"
+	"warmlane-model|model: no tolerance, bound +2|--set sticky_tolerance=1e9 --set slack=2"
+)
+if [ $have_trace = 1 ] && "$sim" --list | grep -q ' warmlane '; then
+	i=0
+	for v in "${variants[@]}"; do
+		IFS='|' read -r pol label args <<<"$v"
+		# shellcheck disable=SC2086
+		{
+			"$sim" --seed "$seed" --csv --trace "$trace" --policy "$pol" $args 2>/dev/null | tail -1
+			"$sim" --seed "$seed" --csv --trace "$trace" --policy "$pol" --agents 4 $args 2>/dev/null | tail -1
+			"$sim" --seed "$seed" --csv --trace "$trace" --policy "$pol" --speed 3 $args 2>/dev/null | tail -1
+			"$sim" --seed "$seed" --trace "$trace" --policy "$pol" --scenario slow $args | tail -1
+			"$sim" --seed "$seed" --trace "$trace" --policy "$pol" --scenario fast-failure $args | tail -1
+		} >"$tmp/variant$i.out"
+		echo "$label" >"$tmp/variant$i.label"
+		i=$((i + 1))
+	done
+fi
+run chat --workload chat --dump "$tmp/chat.dump"
+run groups --workload groups
+run mixed --workload mixed
+run hetero --workload chat --config tests/sim/examples/hetero.conf --dump "$tmp/hetero.dump"
+run vllm-slow --workload chat --config tests/sim/examples/vllm.conf --scenario slow
+for sc in fast-failure rate-limit slow scale-out down flap agents-2 agents-4; do
+	run "chat-$sc" --workload chat --scenario "$sc" $([ "$sc" = fast-failure ] && echo --dump "$tmp/chat-ff.dump")
+done
+
+# --- plots ------------------------------------------------------------------
+plots=0
+if command -v gnuplot >/dev/null; then
+	plots=1
+	if [ $have_trace = 1 ]; then
+		cdf_data "$tmp/mooncake.dump" "$tmp/cdf1.dat"
+		plot_cdf "$tmp/cdf1.dat" docs/sim-ttft-cdf-mooncake.png "TTFT CDF, Mooncake conversation trace (speed 1, prefix keys)"
+		cdf_data "$tmp/mooncake-speed3.dump" "$tmp/cdf3.dat"
+		plot_cdf "$tmp/cdf3.dat" docs/sim-ttft-cdf-mooncake-speed3.png "TTFT CDF, Mooncake trace replayed 3x faster"
+	fi
+	cdf_data "$tmp/chat.dump" "$tmp/cdfc.dat"
+	plot_cdf "$tmp/cdfc.dat" docs/sim-ttft-cdf-chat.png "TTFT CDF, synthetic multi-turn chat (session ids)"
+
+	# hit rate per policy and workload
+	hr="$tmp/hit.dat"
+	{
+		printf "policy"
+		for w in mooncake mooncake-session chat groups mixed; do
+			[ -f "$tmp/$w.csv" ] && printf " %s" "$w"
+		done
+		printf "\n"
+		for p in $(tail -n +2 "$tmp/chat.csv" | cut -d, -f1); do
+			printf "%s" "$p"
+			for w in mooncake mooncake-session chat groups mixed; do
+				[ -f "$tmp/$w.csv" ] && awk -F, -v p="$p" '$1 == p { printf " %s", $3 * 100 }' "$tmp/$w.csv"
+			done
+			printf "\n"
+		done
+	} >"$hr"
+	ncol=$(head -1 "$hr" | wc -w)
+	gnuplot <<GP
+set terminal pngcairo size 900,520 font ",10"
+set output "docs/sim-hit-rate.png"
+set title "Token-weighted prefix-cache hit rate per policy"
+set ylabel "hit rate (%)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set key top left
+set grid ytics
+set yrange [0:100]
+plot for [c=2:$ncol] "$hr" using c:xtic(1) title columnheader(c)
+GP
+
+	# failing endpoint's traffic share over time (fast-failure scenario, gpu4)
+	for w in chat mooncake; do
+		dump="$tmp/$w-ff.dump"
+		[ -f "$dump" ] || continue
+		dat="$tmp/$w-share.dat"
+		: >"$dat"
+		for p in $(cut -d, -f1 "$dump" | tail -n +2 | awk '!seen[$0]++'); do
+			awk -F, -v p="$p" 'NR > 1 && $1 == p { b = int($3 / 60000); n[b]++; if ($4 == "gpu4") f[b]++;
+				if (b > m) m = b }
+				END { print "# " p; for (i = 0; i <= m; i++) if (n[i]) printf "%g %g\n", i, 100 * f[i] / n[i]; printf "\n\n" }' \
+				"$dump" >>"$dat"
+		done
+		n=$(grep -c '^# ' "$dat")
+		names=$(grep '^# ' "$dat" | sed 's/^# //' | tr '\n' ' ')
+		gnuplot <<GP
+set terminal pngcairo size 1000,520 font ",10"
+set output "docs/sim-fast-failure-share-$w.png"
+set title "fast-failure ($w): share of each minute's requests sent to gpu4 (instant 500s from 20% of the requests on)"
+set xlabel "minute"
+set ylabel "share to gpu4 (%)"
+set key outside right
+set grid
+names = "$names"
+plot for [i=0:$((n - 1))] "$dat" index i using 1:2 with lines lw 2 title word(names, i + 1)
+GP
+	done
+fi
+
+# --- document ---------------------------------------------------------------
+fig() { # policy column -> value from a CSV
+	awk -F, -v p="$2" -v c="$3" '$1 == p { print $c }' "$tmp/$1.csv"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == "" || b + 0 == 0) print "n/a"; else printf "%.2f", a / b }'; }
+
+{
+	cat <<'MD'
+# Routing quality: warmlane against what HAProxy users run instead
+
+Generated by `tests/sim/report.sh` (do not edit by hand: change the script or
+`tests/sim/report-notes.md` and run it again). Every figure comes from
+`warmlane-sim`, the discrete-event fleet simulator in `tests/sim/`, which links
+the real routing core (`agent/core`) for the `warmlane` policy and runs in
+virtual time: the figures do not depend on the machine and the same seed gives
+the same output. Each table row is one policy on the same input.
+
+Reproduce one table: `build/sim/tests/sim/warmlane-sim --trace ../shared/traces/mooncake_conversation.jsonl`
+(add `--csv`, `--scenario NAME`, `--speed X`, `--agents N`, `--keys session`;
+`--help` lists everything). All: `tests/sim/report.sh [TRACE]`.
+
+## The simulated fleet
+
+Default fleet: `tests/sim/fleet.conf` (built into the binary too; a test checks
+they agree). 8 identical endpoints, each a 70B-class model on one 8-GPU node:
+
+| parameter | value | why |
+|---|---|---|
+| prefill_ms_per_ktok | 40 | 128K uncached tokens = 5.1 s, inside the published 3-8 s of prefill for 128K context on a large model; the Mooncake mean prompt (12K tokens) costs 0.5 s cold |
+| cached tokens | free | a hit skips their prefill; one token is always computed |
+| decode_ms_per_tok | 30 | time per output token of a 70B model at small batch (20-40 ms) |
+| prefill_batch_slowdown | 0.1 | each other running request slows a prefill by 10% (compute is shared) |
+| decode_batch_slowdown | 0.02 | decode is memory-bound: steps grow slowly with the batch (32 running: 1.6x) |
+| max_running | 32 | batch cap; a FIFO queue behind it; TTFT = queue wait + prefill |
+| cache_blocks | 3,000 | 1.5M tokens of prefix cache per endpoint (what 8x80 GB leave after a 70B model's weights at ~320 KB of KV per token); 24,000 blocks in the fleet against about 183,000 distinct blocks in the Mooncake trace: the cache is well under the working set |
+| cost_per_mtok | 1 | cached input tokens are billed at half price in the cost column |
+| poll_interval | 200 ms | the agent's view of in-flight: scur+qcur at each poll, +1 per decision in between (ARCHITECTURE.md) |
+| health checks | fall 6 s, rise 4 s | HAProxy `inter 2s fall 3 rise 2`: a refusing server is marked DOWN after 6 s |
+
+The batch factors are fixed when a request's phase starts (1 + factor x other
+running requests), not re-evaluated as the batch changes. The KV cache is LRU over
+512-token blocks; a block is reusable only if every block before it in the same
+prompt is; a prefilled prompt becomes resident with its first block the most
+recent, so prompts lose their tails first. Faults apply to requests arriving in
+their window; requests already running are not cut.
+
+What the router sees is what HAProxy would tell warmlane: the status and the
+time to response headers, for streamed requests at the first token (or at once,
+before prefill, for endpoints declared `headers = immediate` like vLLM), for
+others at the end; nothing at all for a refused connection (the client gets
+HAProxy's 503, counted as an error). HAProxy's own algorithms (round-robin,
+leastconn, p2c = `balance random(2)`, chash-bounded) balance on HAProxy's exact
+live counts; the agent-side policies (ttl-map, warmlane) see the polled view.
+When a policy names a server that HAProxy holds DOWN, or names none, HAProxy
+balances with leastconn.
+
+## Policies
+
+| policy | what it is |
+|---|---|
+| round-robin | HAProxy `balance roundrobin` |
+| leastconn | HAProxy `balance leastconn` |
+| chash-bounded | HAProxy `balance hdr(...)` + `hash-type consistent` + `hash-balance-factor 150` on the affinity key; no key: round-robin |
+| p2c | power of two choices alone (HAProxy `balance random(2)`) |
+| ttl-map | a TTL map alone: stick-table on the affinity key, expire 300 s, leastconn on a miss |
+| warmlane | the real core (`agent/core`) with default parameters |
+| oracle | knows every endpoint's cache: the longest cached prefix on an endpoint with a free batch slot (differences under 4 blocks count as ties), ties by least load. A greedy upper reference for hits, not a proven optimum |
+
+## Keys derived from the trace
+
+The trace has blocks, not bytes. HAProxy sends `prefix1..3` = xxh64 of the
+first 1, 4 and 8 KiB of the body, each only when the body covers it. At about 4
+bytes per token, 1 KiB lies inside block 0, 4 KiB = 1,024 tokens = 2 blocks, 8 KiB =
+2,048 tokens = 4 blocks, so the replay sends prefix1 = hash(hash_ids[0]) when the
+prompt has >= 256 tokens, prefix2 = hash(hash_ids[0..1]) when >= 1,024, prefix3 =
+hash(hash_ids[0..3]) when >= 2,048. The affinity key is the longest present
+(ARCHITECTURE.md's ladder). With `--keys session`, a conversation id is
+hash(hash_ids[0..1]), the shared-prefix grouping of the trace's README (2,259
+multi-request groups, 57% of requests). Block 0 is shared by every request, so
+prefix1 alone identifies nobody. Synthetic chat sends both its conversation id
+and prefix keys; groups and mixed send prefix keys only.
+
+MD
+	if [ $have_trace = 1 ]; then
+		printf '## Mooncake conversation trace (headline)\n\n'
+		printf 'Real arrivals, lengths and prefix blocks; prefix keys only (what HAProxy sees without a session header). `%s`\n\n' "$(sed 's/^# //' "$tmp/mooncake.info")"
+		csv_md <"$tmp/mooncake.csv"
+		printf '\nhit_rate is token-weighted (cached prompt tokens / prompt tokens of served requests); TTFT and e2e in ms; output_tok_s counts output tokens of requests whose TTFT met a 2 s SLO, per second of the run; inflight_max_min is the max/min over endpoints of the mean in-flight count at each poll.\n\n'
+		if grep -q '^warmlane,' "$tmp/mooncake.csv"; then
+			w=mooncake
+			printf '### Targets for warmlane (measured)\n\n| target | measured | met |\n|---|---|---|\n'
+			r=$(ratio "$(fig $w warmlane 3)" "$(fig $w oracle 3)")
+			printf '| hit rate >= 90%% of the oracle'"'"'s | %s of it | %s |\n' "$r" "$(awk -v r="$r" 'BEGIN{print (r >= 0.9) ? "yes" : "no"}')"
+			r=$(ratio "$(fig $w warmlane 3)" "$(fig $w round-robin 3)")
+			printf '| hit rate >= 2x round-robin'"'"'s | %sx | %s |\n' "$r" "$(awk -v r="$r" 'BEGIN{print (r >= 2) ? "yes" : "no"}')"
+			r=$(ratio "$(fig $w warmlane 5)" "$(fig $w leastconn 5)")
+			printf '| TTFT p90 <= half of leastconn'"'"'s | %s of it | %s |\n' "$r" "$(awk -v r="$r" 'BEGIN{print (r <= 0.5) ? "yes" : "no"}')"
+			r=$(ratio "$(fig $w warmlane 5)" "$(fig $w chash-bounded 5)")
+			printf '| TTFT p90 below chash-bounded'"'"'s | %s of it | %s |\n' "$r" "$(awk -v r="$r" 'BEGIN{print (r < 1) ? "yes" : "no"}')"
+			r=$(ratio "$(fig mooncake-agents4 warmlane 3)" "$(fig $w warmlane 3)")
+			printf '| 4 agents: hit rate within 5%% of one agent | %s of it | %s |\n' "$r" "$(awk -v r="$r" 'BEGIN{print (r >= 0.95) ? "yes" : "no"}')"
+			w=mooncake-speed3
+			r=$(ratio "$(fig $w warmlane 5)" "$(fig $w leastconn 5)")
+			printf '| (loaded, speed 3) TTFT p90 against leastconn'"'"'s | %s of it | %s |\n\n' "$r" "$(awk -v r="$r" 'BEGIN{print (r <= 0.5) ? "yes" : "no"}')"
+			printf 'Why each miss happens and the policy change that would close it: "Where warmlane misses" at the end of this page.\n\n'
+		fi
+		printf '### Same trace with conversation ids (`--keys session`)\n\n'
+		csv_md <"$tmp/mooncake-session.csv"
+		printf '\n### Same trace replayed 3x faster (`--speed 3`: the fleet near saturation)\n\n'
+		csv_md <"$tmp/mooncake-speed3.csv"
+		if [ -f "$tmp/variant0.out" ]; then
+			printf '### Policy changes tried\n\n'
+			printf 'The same trace with warmlane'"'"'s parameters changed (`--set NAME=VALUE`, the real core), and `warmlane-model` (`tests/sim/sim_pol_wlmodel.c`: ARCHITECTURE.md'"'"'s decision written out in the simulator, which tracks the core within a few points) for changes the core'"'"'s parameters cannot express: `norm=1` feeds the latency EWMA with tr per KiB of request body instead of tr, `slack=2` lets the load bound admit 2 more requests than ceil(load_factor x ...). Oracle for reference: hit rate %s, speed 3 TTFT p90 %s ms, leastconn speed 3 TTFT p90 %s ms.\n\n' \
+				"$(fig mooncake oracle 3)" "$(fig mooncake-speed3 oracle 5)" "$(fig mooncake-speed3 leastconn 5)"
+			printf '| variant | hit_rate | ttft_p90_ms | hit_rate, 4 agents | 4 agents / 1 | speed 3: hit_rate | speed 3: ttft_p90_ms | slow: share to the slow one | slow: hit%% (no fault) | fast-failure share_after |\n|---|---|---|---|---|---|---|---|---|---|\n'
+			i=0
+			while [ -f "$tmp/variant$i.out" ]; do
+				awk -F, -v label="$(cat "$tmp/variant$i.label")" '
+					NR == 1 { h1 = $3; p1 = $5 } NR == 2 { h4 = $3 } NR == 3 { h3 = $3; p3 = $5 }
+					NR == 4 { split($0, a, " +"); ss = a[2]; sh = a[4] " (" a[5] ")" }
+					NR == 5 { split($0, b, " +"); ff = b[2] }
+					END { printf "| %s | %s | %s | %s | %.2f | %s | %s | %s | %s | %s |\n", label, h1, p1, h4, h4 / h1, h3, p3, ss, sh, ff }' \
+					"$tmp/variant$i.out"
+				i=$((i + 1))
+			done
+			printf '\n'
+		fi
+		for a in 2 4; do
+			printf '\n### %s independent agents behind a random spray (`--agents %s`)\n\n' "$a" "$a"
+			printf 'Each agent has its own HAProxy: its in-flight view and HAProxy'"'"'s counts cover only its own share of the traffic.\n\n'
+			csv_md <"$tmp/mooncake-agents$a.csv"
+		done
+		printf '\n'
+		[ $plots = 1 ] && printf '![TTFT CDF, Mooncake](sim-ttft-cdf-mooncake.png)\n\n![TTFT CDF, Mooncake 3x](sim-ttft-cdf-mooncake-speed3.png)\n\n'
+	else
+		printf '## Mooncake conversation trace\n\nNot run: %s was not found when this report was generated.\n\n' "$trace"
+	fi
+
+	printf '## Synthetic workloads\n\n'
+	for w in chat groups mixed; do
+		case $w in
+		chat) d='multi-turn chat: 400 conversations of 10-20 turns starting over 30 min, a 1,024-token system prompt shared by all, think times lognormal (median 90 s, about 18% beyond the 300 s TTL); session ids and prefix keys' ;;
+		groups) d='shared-prefix groups: 40 groups, long system prompts (median 6,000 tokens), Zipf(1) popularity, short questions, about 3 req/s for 20 min; prefix keys' ;;
+		mixed) d='mixed sizes: 70% yes/no classifications (5 templates of 1,024 tokens + 100-1,500 tokens, 1-3 output tokens, not streamed) and 30% summaries of unique 8,000-12,000-token documents; prefix keys' ;;
+		esac
+		printf '### %s\n\n%s. `%s`\n\n' "$w" "$d" "$(sed 's/^# //' "$tmp/$w.info")"
+		csv_md <"$tmp/$w.csv"
+		printf '\n'
+	done
+	[ $plots = 1 ] && printf '![TTFT CDF, chat](sim-ttft-cdf-chat.png)\n\n![hit rate per policy](sim-hit-rate.png)\n\n'
+
+	printf '## Heterogeneous fleet (`tests/sim/examples/hetero.conf`)\n\n'
+	printf 'Synthetic chat on 8 endpoints: big1-2 (speed 2, weight 2, cost 2), vllm1-4 (headers before prefill, as vLLM sends them), small (speed 0.5, removed at 900 s), late (added at 600 s); faults: 503 bursts on vllm1, 429 on vllm2, 401 on vllm3, big2 3x slower from 200 to 1000 s, vllm4 flapping, 500s on big1 from 1200 s. `%s`\n\n' "$(sed 's/^# //' "$tmp/hetero.info")"
+	csv_md <"$tmp/hetero.csv"
+	printf '\nRequests served (status 200) per endpoint:\n\n'
+	awk -F, 'NR > 1 && $5 == 200 { n[$1 "," $4]++; eps[$4] = 1; pols[$1] = 1 }
+		 END { printf "| policy |"; for (e in eps) list = list " " e; ne = split(list, es, " ");
+		       for (i = 1; i <= ne; i++) for (j = i + 1; j <= ne; j++) if (es[j] < es[i]) { t = es[i]; es[i] = es[j]; es[j] = t }
+		       for (i = 1; i <= ne; i++) printf " %s |", es[i]; printf "\n|---|"; for (i = 1; i <= ne; i++) printf "---|"; printf "\n";
+		       for (p in pols) { printf "| %s |", p; for (i = 1; i <= ne; i++) printf " %d |", n[p "," es[i]]; printf "\n" } }' \
+		"$tmp/hetero.dump" | { read -r h; read -r sep; echo "$h"; echo "$sep"; sort; }
+	printf '\n### The slow scenario on a vLLM-style fleet (`tests/sim/examples/vllm.conf`)\n\n'
+	printf 'Every endpoint sends its headers before prefill, so tr is the same few milliseconds on a slow endpoint as on a fast one. `%s`\n\n' "$(sed 's/^# //' "$tmp/vllm-slow.info")"
+	csv_md <"$tmp/vllm-slow.csv"
+	printf '\n'
+	scen_md <"$tmp/vllm-slow.txt"
+	printf '\n'
+
+	printf '## Scenarios\n\n'
+	printf 'Each scenario adds faults (timed from the arrival span of the workload) to the default fleet. The second table of each holds the scenario'"'"'s own figure; `tests/sim/meson.build` runs each one short and checks warmlane'"'"'s expectation.\n\n'
+	for sc in fast-failure rate-limit slow scale-out down flap agents-2 agents-4; do
+		desc=$(grep -m1 '^# scenario' "$tmp/chat-$sc.txt" | sed 's/^# scenario //')
+		printf '### %s\n\n' "$desc"
+		case $sc in
+		fast-failure) printf 'Expectation: under 1%% of traffic to the failing endpoint after the first 20 requests that follow its first failure (share_after).\n\n' ;;
+		rate-limit) printf 'Expectation: no request reaches it during the window beyond what was in flight and the half-open probes (bound: per agent 5 + 3 per Retry-After period).\n\n' ;;
+		slow) printf 'Expectation: sessions leave it once its EWMA exceeds 2.5x the median, without a hit-rate collapse (hit%% against the same policy without the fault).\n\n' ;;
+		scale-out) printf 'Expectation: adding a 9th endpoint moves at most about 1/9 of keys (keys_moved: keys whose endpoint after the addition differs from the one before).\n\n' ;;
+		down) printf 'Connection refused: the router gets no feedback; HAProxy marks it DOWN after 6 s.\n\n' ;;
+		flap) printf 'Flapping: down 30 s, up 30 s; HAProxy marks it DOWN 6 s into each down spell and UP 4 s after it recovers. errors counts the refused connections (HAProxy 503s).\n\n' ;;
+		agents-*) printf 'Expectation: hit rate within 5%% of one agent (hit%%_ref).\n\n' ;;
+		esac
+		for w in chat mooncake; do
+			[ -f "$tmp/$w-$sc.csv" ] || continue
+			printf '%s:\n\n' "$w"
+			csv_md <"$tmp/$w-$sc.csv"
+			printf '\n'
+			scen_md <"$tmp/$w-$sc.txt"
+			printf '\n'
+		done
+		if [ "$sc" = fast-failure ] && [ $plots = 1 ]; then
+			for w in chat mooncake; do
+				[ -f "docs/sim-fast-failure-share-$w.png" ] &&
+					printf '![failing endpoint share, %s](sim-fast-failure-share-%s.png)\n\n' "$w" "$w"
+			done
+		fi
+	done
+	if [ -f "$notes" ]; then
+		cat "$notes"
+	fi
+} >"$out"
+echo "report.sh: wrote $out"

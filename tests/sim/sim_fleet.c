@@ -1,0 +1,500 @@
+/* sim_fleet.c - the discrete-event engine: arrivals, runtime-API polls, endpoint queues, prefill, decode, feedback. */
+#include "sim_fleet.h"
+#include "sim_evq.h"
+#include "sim_kv.h"
+#include "sim_rng.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum ev_type { EV_ARRIVAL, EV_POLL, EV_HEADERS, EV_FIRST, EV_DONE };
+
+struct ep_state {
+	struct sim_kv kv;
+	uint32_t running;
+	uint32_t live;        /* scur+qcur summed over every HAProxy */
+	uint32_t *queue;      /* FIFO ring of request indices */
+	size_t qhead, qlen, qcap;
+	double inflight_sum;
+	uint64_t inflight_samples;
+};
+
+struct agent {
+	void *st;
+	struct sim_view_ep *view;
+	uint32_t *live;       /* this agent's HAProxy: its own requests only */
+};
+
+struct sim_fleet {
+	const struct sim_fleet_cfg *cfg;
+	const struct sim_workload *w;
+	const struct sim_policy *pol;
+	struct ep_state *eps;
+	struct agent *ag;
+	uint32_t nag;
+	struct sim_rec *rec;
+	struct sim_evq q;
+	struct sim_rng rng;
+	size_t next_arrival;
+	uint64_t live_total;
+	int64_t now;
+	int log_ingest;
+};
+
+uint32_t sim_fleet_cached_blocks(const struct sim_fleet *f, uint32_t ep, const struct sim_req *r)
+{
+	if (!f || ep >= f->cfg->nep)
+		return 0;
+	return sim_kv_prefix(&f->eps[ep].kv, sim_trace_blocks(f->w, r), r->nblocks);
+}
+
+/* --- faults and HAProxy's view of them ----------------------------------- */
+
+static int fault_active(const struct sim_fault *f, int64_t t)
+{
+	return t >= f->start_us && t < f->end_us;
+}
+
+/* Whether a DOWN fault f refuses connections at t; ds and de: that down spell. */
+static int down_spell(const struct sim_fault *f, int64_t t, int64_t *ds, int64_t *de)
+{
+	*ds = *de = 0;
+	if (t < f->start_us)
+		return 0;
+	if (f->period_us <= 0) {
+		*ds = f->start_us;
+		*de = f->end_us;
+		return t < f->end_us;
+	}
+	int64_t k = (t - f->start_us) / f->period_us;
+	*ds = f->start_us + k * f->period_us;
+	*de = *ds + f->period_us / 2;
+	if (*de > f->end_us)
+		*de = f->end_us;
+	return t < *de;
+}
+
+static int ep_present(const struct sim_ep_params *p, int64_t t)
+{
+	return t >= p->start_us && t < p->stop_us;
+}
+
+static int ep_refusing(const struct sim_fleet *f, uint32_t e, int64_t t)
+{
+	if (!ep_present(&f->cfg->ep[e], t))
+		return 1;
+	for (uint32_t i = 0; i < f->cfg->nfault; i++) {
+		const struct sim_fault *x = &f->cfg->fault[i];
+		int64_t ds, de;
+		if (x->ep == e && x->kind == SIM_FAULT_DOWN && down_spell(x, t, &ds, &de))
+			return 1;
+	}
+	return 0;
+}
+
+/* HAProxy's health-check state: a refusing server is marked DOWN check_fall
+ * after it starts refusing, and UP again check_rise after it recovers. */
+static int ep_up_in_haproxy(const struct sim_fleet *f, uint32_t e, int64_t t)
+{
+	if (!ep_present(&f->cfg->ep[e], t))
+		return 0;
+	for (uint32_t i = 0; i < f->cfg->nfault; i++) {
+		const struct sim_fault *x = &f->cfg->fault[i];
+		int64_t ds, de;
+		if (x->ep != e || x->kind != SIM_FAULT_DOWN)
+			continue;
+		int down = down_spell(x, t, &ds, &de);
+		if (down && t - ds >= f->cfg->check_fall_us)
+			return 0;
+		if (!down && t >= ds && de - ds >= f->cfg->check_fall_us && t - de < f->cfg->check_rise_us)
+			return 0;
+	}
+	return 1;
+}
+
+static double ep_slow(const struct sim_fleet *f, uint32_t e, int64_t t)
+{
+	double s = 1;
+	for (uint32_t i = 0; i < f->cfg->nfault; i++) {
+		const struct sim_fault *x = &f->cfg->fault[i];
+		if (x->ep == e && x->kind == SIM_FAULT_SLOW && fault_active(x, t))
+			s *= x->factor;
+	}
+	return s;
+}
+
+/* The error fault that answers a request arriving at t, or NULL. */
+static const struct sim_fault *ep_error(struct sim_fleet *f, uint32_t e, int64_t t)
+{
+	for (uint32_t i = 0; i < f->cfg->nfault; i++) {
+		const struct sim_fault *x = &f->cfg->fault[i];
+		if (x->ep != e || !fault_active(x, t))
+			continue;
+		if (x->kind != SIM_FAULT_500 && x->kind != SIM_FAULT_503 && x->kind != SIM_FAULT_429 &&
+		    x->kind != SIM_FAULT_401)
+			continue;
+		if (x->prob >= 1 || sim_rng_unit(&f->rng) < x->prob)
+			return x;
+	}
+	return NULL;
+}
+
+/* --- agents' views ------------------------------------------------------- */
+
+static void view_refresh(struct sim_fleet *f, struct agent *a)
+{
+	for (uint32_t e = 0; e < f->cfg->nep; e++) {
+		a->view[e].present = (uint8_t)ep_present(&f->cfg->ep[e], f->now);
+		a->view[e].up = (uint8_t)ep_up_in_haproxy(f, e, f->now);
+		a->view[e].live = a->live[e];
+	}
+}
+
+static struct sim_view view_of(struct sim_fleet *f, struct agent *a)
+{
+	return (struct sim_view){ .now_us = f->now, .n = f->cfg->nep, .ep = a->view, .fleet = f };
+}
+
+/* --- endpoint model ------------------------------------------------------ */
+
+static int push(struct sim_fleet *f, int64_t t, enum ev_type type, uint32_t arg)
+{
+	return sim_evq_push(&f->q, t, (uint32_t)type, arg);
+}
+
+/* Starts prefill of request i on endpoint e now (a batch slot is free). */
+static int ep_start(struct sim_fleet *f, uint32_t e, uint32_t i)
+{
+	const struct sim_ep_params *p = &f->cfg->ep[e];
+	struct ep_state *s = &f->eps[e];
+	const struct sim_req *r = &f->w->req[i];
+	struct sim_rec *rc = &f->rec[i];
+	uint32_t hits = sim_kv_use(&s->kv, sim_trace_blocks(f->w, r), r->nblocks);
+	uint64_t cached = (uint64_t)hits * SIM_KV_BLOCK_TOKENS;
+	if (cached >= r->input_tokens)
+		cached = r->input_tokens ? r->input_tokens - 1 : 0; /* one token is always computed */
+	rc->cached_tokens = (uint32_t)cached;
+	double uncached = (double)(r->input_tokens - cached);
+	uint32_t others = s->running++;
+	double slow = ep_slow(f, e, f->now) / p->speed;
+	double prefill_ms = uncached / 1000.0 * p->prefill_ms_per_ktok *
+			    (1 + p->prefill_batch_slowdown * others) * slow;
+	double decode_ms = (r->output_tokens > 1 ? r->output_tokens - 1 : 0) * p->decode_ms_per_tok *
+			   (1 + p->decode_batch_slowdown * others) * slow;
+	rc->t_start_us = f->now;
+	rc->t_first_us = f->now + (int64_t)llround(prefill_ms * 1000);
+	rc->t_end_us = rc->t_first_us + (int64_t)llround(decode_ms * 1000);
+	if (push(f, rc->t_first_us, EV_FIRST, i) < 0 || push(f, rc->t_end_us, EV_DONE, i) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static int ep_enqueue(struct sim_fleet *f, uint32_t e, uint32_t i)
+{
+	struct ep_state *s = &f->eps[e];
+	if (s->qlen == s->qcap) {
+		size_t ncap = s->qcap ? s->qcap * 2 : 64;
+		uint32_t *n = malloc(ncap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		for (size_t k = 0; k < s->qlen; k++)
+			n[k] = s->queue[(s->qhead + k) % s->qcap];
+		free(s->queue);
+		s->queue = n;
+		s->qcap = ncap;
+		s->qhead = 0;
+	}
+	s->queue[(s->qhead + s->qlen++) % s->qcap] = i;
+	return 0;
+}
+
+/* --- events -------------------------------------------------------------- */
+
+static void feedback(struct sim_fleet *f, uint32_t i, int status, int64_t tr_ms, uint32_t retry_after_s)
+{
+	struct sim_rec *rc = &f->rec[i];
+	struct agent *a = &f->ag[rc->agent];
+	if (!f->pol->feedback)
+		return;
+	view_refresh(f, a);
+	struct sim_view v = view_of(f, a);
+	struct sim_feedback fb = { .status = status, .tr_ms = tr_ms, .retry_after_s = retry_after_s,
+				   .stream = f->w->req[i].stream };
+	f->pol->feedback(a->st, &v, &f->w->req[i], (uint32_t)rc->ep, &fb);
+}
+
+/* The request's response is complete: HAProxy's counts drop (and with log
+ * ingestion, the agent reads the end-of-stream line). */
+static void finish(struct sim_fleet *f, uint32_t i)
+{
+	struct sim_rec *rc = &f->rec[i];
+	rc->t_end_us = f->now;
+	if (rc->ep < 0)
+		return;
+	f->eps[rc->ep].live--;
+	f->ag[rc->agent].live[rc->ep]--;
+	f->live_total--;
+	if (f->log_ingest) {
+		/* the log line arrives at the end of the stream: in-flight - 1 */
+		struct agent *a = &f->ag[rc->agent];
+		if (a->view[rc->ep].in_flight > 0)
+			a->view[rc->ep].in_flight--;
+		if (f->pol->complete) {
+			view_refresh(f, a);
+			struct sim_view v = view_of(f, a);
+			f->pol->complete(a->st, &v, (uint32_t)rc->ep);
+		}
+		/* a refused connection shows only in the log line: HAProxy's own
+		 * 503 with no server time, fed back as such */
+		if (rc->refused)
+			feedback(f, i, 503, -1, 0);
+	}
+}
+
+static int on_arrival(struct sim_fleet *f, uint32_t i)
+{
+	const struct sim_req *r = &f->w->req[i];
+	struct sim_rec *rc = &f->rec[i];
+	uint32_t ai = f->nag > 1 ? sim_rng_below(&f->rng, f->nag) : 0;
+	struct agent *a = &f->ag[ai];
+	rc->agent = (uint16_t)ai;
+	view_refresh(f, a);
+	struct sim_view v = view_of(f, a);
+	const char *reason = "none";
+	int e = f->pol->decide(a->st, &v, r, &reason);
+	rc->reason = reason;
+	if (e < 0 || (uint32_t)e >= f->cfg->nep || !a->view[e].up) {
+		/* no answer, or use-server names a server that is not UP: HAProxy balances */
+		uint32_t rot = i;
+		e = sim_policy_leastconn_pick(&v, &rot);
+		rc->reason = "haproxy";
+	}
+	if (f->next_arrival < f->w->n) {
+		size_t nx = f->next_arrival++;
+		if (push(f, f->w->req[nx].arrival_us, EV_ARRIVAL, (uint32_t)nx) < 0)
+			return -ENOMEM;
+	}
+	if (e < 0) {
+		rc->ep = -1;
+		rc->status = 503; /* no server available */
+		rc->t_end_us = f->now;
+		return 0;
+	}
+	rc->ep = e;
+	a->view[e].in_flight++;
+	a->live[e]++;
+	f->eps[e].live++;
+	f->live_total++;
+	const struct sim_ep_params *p = &f->cfg->ep[e];
+	int64_t err_us = (int64_t)llround(p->error_ms * 1000);
+	if (ep_refusing(f, (uint32_t)e, f->now)) {
+		rc->refused = 1;
+		rc->status = 503;
+		return push(f, f->now + err_us, EV_DONE, i);
+	}
+	const struct sim_fault *x = ep_error(f, (uint32_t)e, f->now);
+	if (x) {
+		rc->status = x->kind == SIM_FAULT_500 ? 500 :
+			     x->kind == SIM_FAULT_503 ? 503 :
+			     x->kind == SIM_FAULT_429 ? 429 : 401;
+		rc->fb_tr_ms = (int64_t)llround(p->error_ms);
+		rc->fb_retry_after_s = x->kind == SIM_FAULT_429 ? x->retry_after_s : 0;
+		return push(f, f->now + err_us, EV_HEADERS, i);
+	}
+	rc->admitted = 1;
+	rc->status = 200;
+	if (p->headers_immediate && r->stream &&
+	    push(f, f->now + (int64_t)llround(p->header_ms * 1000), EV_HEADERS, i) < 0)
+		return -ENOMEM;
+	if (f->eps[e].running < p->max_running)
+		return ep_start(f, (uint32_t)e, i);
+	return ep_enqueue(f, (uint32_t)e, i);
+}
+
+static int on_poll(struct sim_fleet *f, uint32_t ai)
+{
+	struct agent *a = &f->ag[ai];
+	for (uint32_t e = 0; e < f->cfg->nep; e++)
+		a->view[e].in_flight = a->live[e];
+	view_refresh(f, a);
+	if (f->pol->poll) {
+		struct sim_view v = view_of(f, a);
+		f->pol->poll(a->st, &v);
+	}
+	if (ai == 0) {
+		for (uint32_t e = 0; e < f->cfg->nep; e++) {
+			if (!ep_present(&f->cfg->ep[e], f->now))
+				continue;
+			f->eps[e].inflight_sum += f->eps[e].live;
+			f->eps[e].inflight_samples++;
+		}
+	}
+	if (f->next_arrival < f->w->n || f->live_total > 0)
+		return push(f, f->now + f->cfg->poll_interval_us, EV_POLL, ai);
+	return 0;
+}
+
+static int on_headers(struct sim_fleet *f, uint32_t i)
+{
+	struct sim_rec *rc = &f->rec[i];
+	const struct sim_req *r = &f->w->req[i];
+	if (rc->admitted) {
+		/* immediate headers (vLLM): tr measures admission, not prefill */
+		feedback(f, i, 200, (f->now - r->arrival_us) / 1000, 0);
+		return 0;
+	}
+	finish(f, i);
+	feedback(f, i, rc->status, rc->fb_tr_ms, rc->fb_retry_after_s);
+	return 0;
+}
+
+static int on_first(struct sim_fleet *f, uint32_t i)
+{
+	const struct sim_req *r = &f->w->req[i];
+	const struct sim_ep_params *p = &f->cfg->ep[f->rec[i].ep];
+	if (r->stream && !p->headers_immediate)
+		feedback(f, i, 200, (f->now - r->arrival_us) / 1000, 0);
+	return 0;
+}
+
+static int on_done(struct sim_fleet *f, uint32_t i)
+{
+	struct sim_rec *rc = &f->rec[i];
+	const struct sim_req *r = &f->w->req[i];
+	finish(f, i);
+	if (!rc->admitted)
+		return 0; /* refused: HAProxy sends no feedback for its own 503 */
+	uint32_t e = (uint32_t)rc->ep;
+	struct ep_state *s = &f->eps[e];
+	s->running--;
+	if (!r->stream)
+		feedback(f, i, 200, (f->now - r->arrival_us) / 1000, 0);
+	while (s->qlen > 0 && s->running < f->cfg->ep[e].max_running) {
+		uint32_t j = s->queue[s->qhead];
+		s->qhead = (s->qhead + 1) % s->qcap;
+		s->qlen--;
+		if (ep_start(f, e, j) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* --- run ----------------------------------------------------------------- */
+
+static void fleet_free(struct sim_fleet *f)
+{
+	if (f->eps) {
+		for (uint32_t e = 0; e < f->cfg->nep; e++) {
+			sim_kv_finish(&f->eps[e].kv);
+			free(f->eps[e].queue);
+		}
+	}
+	if (f->ag) {
+		for (uint32_t a = 0; a < f->nag; a++) {
+			if (f->pol && f->ag[a].st)
+				f->pol->destroy(f->ag[a].st);
+			free(f->ag[a].view);
+			free(f->ag[a].live);
+		}
+	}
+	free(f->eps);
+	free(f->ag);
+	sim_evq_finish(&f->q);
+}
+
+int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
+		  const struct sim_run_opts *opts, struct sim_run *out, char *err, size_t errlen)
+{
+	struct sim_fleet f = {
+		.cfg = cfg,
+		.w = w,
+		.pol = opts->policy,
+		.nag = opts->agents ? opts->agents : 1,
+		.log_ingest = opts->log_ingest,
+	};
+	*out = (struct sim_run){ .agents = f.nag, .seed = opts->seed, .cfg = cfg, .w = w };
+	snprintf(out->policy, sizeof(out->policy), "%s", opts->policy->name);
+	sim_rng_seed(&f.rng, opts->seed);
+	sim_evq_init(&f.q);
+	int rc = -ENOMEM;
+	f.eps = calloc(cfg->nep, sizeof(*f.eps));
+	f.ag = calloc(f.nag, sizeof(*f.ag));
+	out->rec = calloc(w->n ? w->n : 1, sizeof(*out->rec));
+	out->inflight_avg = calloc(cfg->nep, sizeof(*out->inflight_avg));
+	f.rec = out->rec;
+	if (!f.eps || !f.ag || !out->rec || !out->inflight_avg)
+		goto fail;
+	for (uint32_t e = 0; e < cfg->nep; e++)
+		if (sim_kv_init(&f.eps[e].kv, cfg->ep[e].cache_blocks) < 0)
+			goto fail;
+	for (uint32_t a = 0; a < f.nag; a++) {
+		struct agent *ag = &f.ag[a];
+		ag->view = calloc(cfg->nep, sizeof(*ag->view));
+		ag->live = calloc(cfg->nep, sizeof(*ag->live));
+		if (!ag->view || !ag->live)
+			goto fail;
+		for (uint32_t e = 0; e < cfg->nep; e++) {
+			ag->view[e] = (struct sim_view_ep){
+				.name = cfg->ep[e].name,
+				.id = e,
+				.weight = cfg->ep[e].weight,
+				.cost_per_mtok = cfg->ep[e].cost_per_mtok,
+			};
+		}
+		struct sim_policy_env env = {
+			.nep = cfg->nep,
+			.seed = sim_rng_mix(opts->seed + 0x5eed * (a + 1)),
+			.agent = a,
+			.cfg = cfg,
+			.set = opts->set,
+			.nset = opts->nset,
+		};
+		ag->st = f.pol->create(&env);
+		if (!ag->st)
+			goto fail;
+		/* each agent polls on its own phase */
+		if (push(&f, (int64_t)sim_rng_below(&f.rng, (uint32_t)cfg->poll_interval_us), EV_POLL, a) < 0)
+			goto fail;
+	}
+	for (size_t i = 0; i < w->n; i++)
+		out->rec[i] = (struct sim_rec){ .ep = -1, .t_start_us = -1, .t_first_us = -1 };
+	if (w->n > 0 && push(&f, w->req[0].arrival_us, EV_ARRIVAL, 0) < 0)
+		goto fail;
+	f.next_arrival = 1;
+	struct sim_event ev;
+	rc = 0;
+	while (rc == 0 && sim_evq_pop(&f.q, &ev) == 0) {
+		f.now = ev.t_us;
+		switch ((enum ev_type)ev.type) {
+		case EV_ARRIVAL: rc = on_arrival(&f, ev.arg); break;
+		case EV_POLL: rc = on_poll(&f, ev.arg); break;
+		case EV_HEADERS: rc = on_headers(&f, ev.arg); break;
+		case EV_FIRST: rc = on_first(&f, ev.arg); break;
+		case EV_DONE: rc = on_done(&f, ev.arg); break;
+		}
+	}
+	if (rc < 0)
+		goto fail;
+	out->t_last_us = f.now;
+	for (uint32_t e = 0; e < cfg->nep; e++)
+		out->inflight_avg[e] = f.eps[e].inflight_samples ?
+			f.eps[e].inflight_sum / (double)f.eps[e].inflight_samples : 0;
+	fleet_free(&f);
+	return 0;
+fail:
+	snprintf(err, errlen, "%s: out of memory", opts->policy->name);
+	fleet_free(&f);
+	sim_fleet_run_finish(out);
+	return -ENOMEM;
+}
+
+void sim_fleet_run_finish(struct sim_run *run)
+{
+	free(run->rec);
+	free(run->inflight_avg);
+	run->rec = NULL;
+	run->inflight_avg = NULL;
+}

@@ -1,0 +1,57 @@
+/* sim_fleet.h - one simulated run: a workload replayed through routing agents onto modelled endpoints. */
+#ifndef WARMLANE_SIM_FLEET_H
+#define WARMLANE_SIM_FLEET_H
+
+#include "sim_cfg.h"
+#include "sim_policy.h"
+#include "sim_trace.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What happened to one request. */
+struct sim_rec {
+	int32_t ep;            /* endpoint it went to, -1 if none */
+	int16_t status;        /* what the client got (503 for a refused connection) */
+	uint16_t agent;        /* which agent routed it */
+	int64_t t_start_us;    /* prefill start (after the queue), -1 if never admitted */
+	int64_t t_first_us;    /* first token, -1 if none */
+	int64_t t_end_us;      /* response complete */
+	uint32_t cached_tokens;
+	const char *reason;    /* the policy's reason ("haproxy": it fell back) */
+	uint8_t admitted;      /* reached the model (not an error, not refused) */
+	uint8_t refused;       /* connection refused: no feedback at all */
+	int64_t fb_tr_ms;      /* pending feedback for error responses */
+	uint32_t fb_retry_after_s;
+};
+
+struct sim_run_opts {
+	const struct sim_policy *policy;
+	uint32_t agents;       /* independent agents behind a random spray (>= 1) */
+	uint64_t seed;
+	const char *const *set;  /* policy parameter overrides (--set) */
+	unsigned nset;
+	int log_ingest;          /* agents read HAProxy's end-of-stream log lines */
+};
+
+struct sim_run {
+	char policy[32];
+	uint32_t agents;
+	uint64_t seed;
+	const struct sim_fleet_cfg *cfg;
+	const struct sim_workload *w;
+	struct sim_rec *rec;   /* one per request of w */
+	double *inflight_avg;  /* per endpoint: mean live count over polls while present */
+	int64_t t_last_us;     /* last event */
+};
+
+/* Replays w on the fleet cfg with opts (one policy instance per agent).
+ * Deterministic: the same inputs and seed give the same records. Fills out
+ * (release with sim_fleet_run_finish). 0, or -ENOMEM with err filled. */
+int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
+		  const struct sim_run_opts *opts, struct sim_run *out, char *err, size_t errlen);
+
+/* Frees a run's records. */
+void sim_fleet_run_finish(struct sim_run *run);
+
+#endif

@@ -1,0 +1,40 @@
+/* sim_gen.h - synthetic workload generators: multi-turn chat, shared-prefix groups, mixed sizes. */
+#ifndef WARMLANE_SIM_GEN_H
+#define WARMLANE_SIM_GEN_H
+
+#include "sim_trace.h"
+
+#include <stdint.h>
+
+struct sim_gen_params {
+	uint64_t seed;
+	uint32_t size;       /* chat: conversations; groups: groups; mixed: requests/100 */
+	double duration_s;   /* span over which sessions start / requests arrive */
+	double rate_scale;   /* multiplies arrival rates (1 = default load) */
+};
+
+/* Defaults for the named generator ("chat", "groups", "mixed"). */
+void sim_gen_defaults(const char *name, struct sim_gen_params *p);
+
+/* Multi-turn chat: size conversations starting uniformly over the first
+ * duration_s, 10-20 turns each, every prompt = a 1024-token system prompt
+ * shared by all + the conversation so far; think times lognormal (median
+ * 90 s, sigma 1.3: about 18% of gaps beyond the 300 s affinity TTL). Each
+ * request carries its conversation as session id. 0 or -ENOMEM. */
+int sim_gen_chat(struct sim_workload *w, const struct sim_gen_params *p);
+
+/* Shared-prefix groups: size groups, each a long system prompt (lognormal,
+ * median 6,000 tokens), popularity Zipf(1), short questions (50-400 tokens),
+ * Poisson arrivals (about 3 req/s x rate_scale) over duration_s. No session. */
+int sim_gen_groups(struct sim_workload *w, const struct sim_gen_params *p);
+
+/* Mixed sizes: 70% yes/no classifications (one of 5 templates of 1,024
+ * tokens + 100-1,500 tokens of item, 1-3 output tokens, not streamed) and 30%
+ * summaries of unique 8,000-12,000-token documents (300-800 output tokens,
+ * streamed); Poisson arrivals over duration_s. No session. */
+int sim_gen_mixed(struct sim_workload *w, const struct sim_gen_params *p);
+
+/* Dispatches by name; -EINVAL for an unknown name. */
+int sim_gen_run(const char *name, struct sim_workload *w, const struct sim_gen_params *p);
+
+#endif

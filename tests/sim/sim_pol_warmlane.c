@@ -1,0 +1,196 @@
+/* sim_pol_warmlane.c - the warmlane policy: the real routing core (agent/core) behind the simulator's policy interface. */
+#include "sim_policy.h"
+
+#include "core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+struct wl {
+	struct core *core;
+	struct core_rng rng;
+	uint32_t n;
+	int *idx;        /* simulator endpoint -> core index, -1 while not in the pool */
+	int *rev;        /* core index -> simulator endpoint */
+	uint32_t rev_len;
+	char (*names)[40];
+};
+
+static void wl_destroy(void *st)
+{
+	struct wl *s = st;
+	if (!s)
+		return;
+	core_destroy(s->core);
+	free(s->idx);
+	free(s->rev);
+	free(s->names);
+	free(s);
+}
+
+/* Adds simulator endpoint e to the core's pool, as the agent does when
+ * HAProxy's server list shows a server. 0 or -errno. */
+static int wl_add(struct wl *s, uint32_t e, double weight, double cost, uint64_t now_ms)
+{
+	struct core_endpoint_config cfg = {
+		.backend = "llm",
+		.server = s->names[e],
+		.weight = weight,
+		.cost_per_mtok = cost,
+	};
+	int i = core_endpoint_add(s->core, &cfg, now_ms);
+	if (i < 0)
+		return i;
+	if ((uint32_t)i >= s->rev_len) {
+		uint32_t nlen = s->rev_len * 2 > (uint32_t)i + 1 ? s->rev_len * 2 : (uint32_t)i + 1;
+		int *r = realloc(s->rev, nlen * sizeof(*r));
+		if (!r)
+			return -1;
+		for (uint32_t k = s->rev_len; k < nlen; k++)
+			r[k] = -1;
+		s->rev = r;
+		s->rev_len = nlen;
+	}
+	s->idx[e] = i;
+	s->rev[i] = (int)e;
+	return 0;
+}
+
+static void *wl_create(const struct sim_policy_env *env)
+{
+	struct wl *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	uint32_t n = env->nep ? env->nep : 1;
+	s->n = env->nep;
+	s->idx = malloc(n * sizeof(*s->idx));
+	s->names = calloc(n, sizeof(*s->names));
+	struct core_params p;
+	core_params_defaults(&p);
+	/* --set overrides: the parameters a policy change would touch */
+	struct {
+		const char *name;
+		double *d;
+		uint64_t *ms;
+	} known[] = {
+		{ "sticky_tolerance", &p.sticky_tolerance, NULL },
+		{ "load_factor", &p.load_factor, NULL },
+		{ "ewma_alpha", &p.ewma_alpha, NULL },
+		{ "prior_ttfb_ms", &p.prior_ttfb_ms, NULL },
+		{ "cost_weight_per_ms", &p.cost_weight_per_ms, NULL },
+		{ "breaker_failure_ratio", &p.breaker_failure_ratio, NULL },
+		{ "affinity_ttl_ms", NULL, &p.affinity_ttl_ms },
+		{ "idle_reset_ms", NULL, &p.idle_reset_ms },
+		{ "breaker_cooldown_ms", NULL, &p.breaker_cooldown_ms },
+		{ "rate_limit_cooldown_ms", NULL, &p.rate_limit_cooldown_ms },
+	};
+	for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++) {
+		double d;
+		if (sim_policy_param(env, known[k].name, &d) != 1)
+			continue;
+		if (known[k].d)
+			*known[k].d = d;
+		else
+			*known[k].ms = (uint64_t)d;
+	}
+	double d;
+	if (sim_policy_param(env, "cold_start_samples", &d) == 1)
+		p.cold_start_samples = (uint32_t)d;
+	if (!s->idx || !s->names || core_create(&s->core, &p) < 0) {
+		wl_destroy(s);
+		return NULL;
+	}
+	core_rng_seed(&s->rng, env->seed);
+	for (uint32_t e = 0; e < env->nep; e++) {
+		s->idx[e] = -1;
+		snprintf(s->names[e], sizeof(s->names[e]), "%s", env->cfg->ep[e].name);
+		/* endpoints HAProxy has from the start are known before the first poll */
+		if (env->cfg->ep[e].start_us <= 0 &&
+		    wl_add(s, e, env->cfg->ep[e].weight, env->cfg->ep[e].cost_per_mtok, 0) < 0) {
+			wl_destroy(s);
+			return NULL;
+		}
+	}
+	return s;
+}
+
+/* A runtime-API poll: servers HAProxy added or removed, their state and scur+qcur. */
+static void wl_poll(void *st, const struct sim_view *v)
+{
+	struct wl *s = st;
+	uint64_t now = (uint64_t)(v->now_us / 1000);
+	for (uint32_t e = 0; e < v->n && e < s->n; e++) {
+		const struct sim_view_ep *x = &v->ep[e];
+		if (x->present && s->idx[e] < 0 && wl_add(s, e, x->weight, x->cost_per_mtok, now) < 0)
+			continue; /* ENOMEM: unknown to the core until the next poll */
+		if (!x->present && s->idx[e] >= 0) {
+			core_endpoint_remove(s->core, s->idx[e]);
+			s->rev[s->idx[e]] = -1;
+			s->idx[e] = -1;
+		}
+		if (s->idx[e] >= 0)
+			core_endpoint_sync(s->core, s->idx[e], x->up ? CORE_ADMIN_ENABLED : CORE_ADMIN_DOWN,
+					   x->in_flight, now);
+	}
+}
+
+/* The route message HAProxy would send for r. */
+static struct core_request wl_request(const struct sim_req *r)
+{
+	struct core_request q = { .stream = r->stream != 0 };
+	q.session = (struct core_id){ r->session != 0, r->session };
+	for (int k = 0; k < 3 && k < SIM_NPREFIX; k++)
+		q.prefix[k] = (struct core_id){ r->prefix[k] != 0, r->prefix[k] };
+	q.caller = (struct core_id){ r->caller != 0, r->caller };
+	return q;
+}
+
+static int wl_decide(void *st, const struct sim_view *v, const struct sim_req *r, const char **reason)
+{
+	struct wl *s = st;
+	struct core_request q = wl_request(r);
+	struct core_decision d;
+	core_decide(s->core, &q, (uint64_t)(v->now_us / 1000), &s->rng, &d);
+	*reason = core_reason_name(d.reason);
+	if (d.endpoint < 0 || (uint32_t)d.endpoint >= s->rev_len)
+		return -1;
+	return s->rev[d.endpoint];
+}
+
+static void wl_feedback(void *st, const struct sim_view *v, const struct sim_req *r, uint32_t ep,
+			const struct sim_feedback *fb)
+{
+	struct wl *s = st;
+	if (ep >= s->n || s->idx[ep] < 0)
+		return; /* removed meanwhile: the agent finds no such server */
+	struct core_request q = wl_request(r);
+	struct core_feedback f = {
+		.endpoint = s->idx[ep],
+		.status = fb->status,
+		.tr_ms = fb->tr_ms,
+		.retry_after_ms = fb->retry_after_s ? (int64_t)fb->retry_after_s * 1000 : -1,
+		.stream = fb->stream != 0,
+	};
+	/* HAProxy echoes the akey warmlane set; the core recomputes the same */
+	f.has_akey = core_identity(s->core, &q, &f.akey);
+	core_observe(s->core, &f, (uint64_t)(v->now_us / 1000));
+}
+
+static void wl_complete(void *st, const struct sim_view *v, uint32_t ep)
+{
+	struct wl *s = st;
+	(void)v;
+	if (ep < s->n && s->idx[ep] >= 0)
+		core_endpoint_complete(s->core, s->idx[ep]);
+}
+
+const struct sim_policy sim_pol_warmlane = {
+	.name = "warmlane",
+	.desc = "the routing core (agent/core) with default parameters",
+	.create = wl_create,
+	.destroy = wl_destroy,
+	.decide = wl_decide,
+	.feedback = wl_feedback,
+	.poll = wl_poll,
+	.complete = wl_complete,
+};

@@ -1,0 +1,241 @@
+/* sim_scen.c - scenario definitions (fast failure, 429, slow, scale-out, independent agents) and their checks. */
+#include "sim_scen.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "sim_map.h"
+
+#define FAST_FAIL_ALLOWANCE 20 /* requests after the first failure before it must be avoided */
+#define RETRY_AFTER_S 30
+
+static const struct sim_scen scens[] = {
+	{ "baseline", "no faults", 1, SIM_REF_NONE, -1 },
+	{ "fast-failure", "gpu4 (index 3) answers instant 500s from 20% of the requests on", 1, SIM_REF_NONE, 3 },
+	{ "rate-limit", "gpu3 (index 2) answers 429 Retry-After 30 from 20% to 60% of the requests", 1, SIM_REF_NONE, 2 },
+	{ "slow", "gpu2 (index 1) slows down 5x from 20% of the requests on", 1, SIM_REF_NOFAULT, 1 },
+	{ "scale-out", "a 9th endpoint joins at 50% of the requests", 1, SIM_REF_NOFAULT, -1 },
+	{ "down", "gpu6 (index 5) refuses connections from 20% to 40% of the requests", 1, SIM_REF_NONE, 5 },
+	{ "flap", "gpu7 (index 6) refuses connections 30 s of every 60 s from 20% to 60% of the requests", 1, SIM_REF_NONE, 6 },
+	{ "agents-2", "2 independent agents behind a random spray", 2, SIM_REF_ONEAGENT, -1 },
+	{ "agents-4", "4 independent agents behind a random spray", 4, SIM_REF_ONEAGENT, -1 },
+};
+
+unsigned sim_scen_count(void)
+{
+	return sizeof(scens) / sizeof(scens[0]);
+}
+
+const struct sim_scen *sim_scen_at(unsigned i)
+{
+	return i < sim_scen_count() ? &scens[i] : NULL;
+}
+
+const struct sim_scen *sim_scen_find(const char *name)
+{
+	for (unsigned i = 0; i < sim_scen_count(); i++)
+		if (strcmp(scens[i].name, name) == 0)
+			return &scens[i];
+	return NULL;
+}
+
+/* Arrival time, in seconds, of the request at fraction x of the workload
+ * (by count, not by time: synthetic chat has a long thin tail of late turns). */
+static double span_at(const struct sim_workload *w, double x)
+{
+	if (w->n == 0)
+		return 0;
+	size_t i = (size_t)(x * (double)(w->n - 1));
+	return (double)w->req[i].arrival_us / 1e6;
+}
+
+void sim_scen_faults(const struct sim_scen *sc, const struct sim_workload *w, uint32_t nep, char *buf,
+		     size_t len)
+{
+	buf[0] = '\0';
+	uint32_t t = sc->target >= 0 ? (uint32_t)sc->target % (nep ? nep : 1) : 0;
+	if (strcmp(sc->name, "fast-failure") == 0)
+		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = 500\nstart = %.3f\n", t, span_at(w, 0.2));
+	else if (strcmp(sc->name, "rate-limit") == 0)
+		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = 429\nretry_after = %d\nstart = %.3f\nend = %.3f\n",
+			 t, RETRY_AFTER_S, span_at(w, 0.2), span_at(w, 0.6));
+	else if (strcmp(sc->name, "slow") == 0)
+		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = slow\nfactor = 5\nstart = %.3f\n", t,
+			 span_at(w, 0.2));
+	else if (strcmp(sc->name, "down") == 0)
+		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = down\nstart = %.3f\nend = %.3f\n", t,
+			 span_at(w, 0.2), span_at(w, 0.4));
+	else if (strcmp(sc->name, "flap") == 0)
+		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = down\nperiod = 60\nstart = %.3f\nend = %.3f\n",
+			 t, span_at(w, 0.2), span_at(w, 0.6));
+	else if (strcmp(sc->name, "scale-out") == 0)
+		snprintf(buf, len, "\n[endpoint]\nname = added\nstart = %.3f\n", span_at(w, 0.5));
+}
+
+/* Share of keyed requests' keys whose endpoint changed across t_us: the last
+ * successful endpoint before against the first endpoint after. */
+static double keys_moved(const struct sim_run *run, int64_t t_us)
+{
+	struct sim_map before, after;
+	sim_map_init(&before);
+	sim_map_init(&after);
+	size_t both = 0, moved = 0;
+	for (size_t i = 0; i < run->w->n; i++) {
+		const struct sim_req *q = &run->w->req[i];
+		const struct sim_rec *r = &run->rec[i];
+		uint64_t key = sim_trace_affinity_key(q);
+		if (!key || !r->admitted)
+			continue;
+		if (q->arrival_us < t_us) {
+			(void)sim_map_put(&before, key, (uint64_t)r->ep);
+		} else if (!sim_map_get(&after, key)) {
+			(void)sim_map_put(&after, key, (uint64_t)r->ep);
+			uint64_t *b = sim_map_get(&before, key);
+			if (b) {
+				both++;
+				moved += *b != (uint64_t)r->ep;
+			}
+		}
+	}
+	sim_map_finish(&before);
+	sim_map_finish(&after);
+	return both ? (double)moved / (double)both : 0;
+}
+
+void sim_scen_analyse(const struct sim_scen *sc, const struct sim_run *run, const struct sim_run *ref,
+		      const struct sim_summary *sum, const struct sim_summary *ref_sum,
+		      struct sim_scen_result *res)
+{
+	const struct sim_workload *w = run->w;
+	*res = (struct sim_scen_result){ .hit_rate = sum->hit_rate };
+	if (ref && ref_sum) {
+		res->has_ref = 1;
+		res->ref_hit_rate = ref_sum->hit_rate;
+	}
+	int32_t tgt = sc->target >= 0 ? sc->target % (int32_t)run->cfg->nep : -1;
+	if (strcmp(sc->name, "fast-failure") == 0) {
+		size_t first = w->n;
+		for (size_t i = 0; i < w->n; i++) {
+			if (run->rec[i].ep == tgt && run->rec[i].status == 500) {
+				first = i;
+				break;
+			}
+		}
+		size_t total = 0, hit = 0;
+		for (size_t i = first + 1; i < w->n; i++)
+			res->sent_after_first += run->rec[i].ep == tgt;
+		for (size_t i = first + FAST_FAIL_ALLOWANCE + 1; i < w->n; i++) {
+			total++;
+			hit += run->rec[i].ep == tgt;
+		}
+		res->target_count = hit;
+		res->target_share = total ? (double)hit / (double)total : 0;
+	} else if (strcmp(sc->name, "slow") == 0 || strcmp(sc->name, "down") == 0 ||
+		   strcmp(sc->name, "flap") == 0) {
+		int64_t from = (int64_t)(span_at(w, 0.2) * 1e6);
+		int64_t to = strcmp(sc->name, "down") == 0 ? (int64_t)(span_at(w, 0.4) * 1e6) :
+			     strcmp(sc->name, "flap") == 0 ? (int64_t)(span_at(w, 0.6) * 1e6) : INT64_MAX;
+		size_t total = 0, hit = 0;
+		for (size_t i = 0; i < w->n; i++) {
+			if (w->req[i].arrival_us < from || w->req[i].arrival_us >= to)
+				continue;
+			total++;
+			hit += run->rec[i].ep == tgt;
+		}
+		res->target_count = hit;
+		res->target_share = total ? (double)hit / (double)total : 0;
+	} else if (strcmp(sc->name, "rate-limit") == 0) {
+		int64_t from = (int64_t)(span_at(w, 0.2) * 1e6), to = (int64_t)(span_at(w, 0.6) * 1e6);
+		for (size_t i = 0; i < w->n; i++)
+			if (w->req[i].arrival_us >= from && w->req[i].arrival_us < to && run->rec[i].ep == tgt)
+				res->target_count++;
+		/* per agent: what was in flight before the first 429 came back (a
+		 * handful), then up to 3 half-open probes per Retry-After period */
+		double periods = ceil((double)(to - from) / 1e6 / RETRY_AFTER_S);
+		res->window_bound = run->agents * (size_t)(5 + 3 * periods);
+	} else if (strcmp(sc->name, "scale-out") == 0) {
+		int64_t t = (int64_t)(span_at(w, 0.5) * 1e6);
+		res->keys_moved = keys_moved(run, t);
+		/* keys change endpoints without any addition too (load spills,
+		 * failures, TTL expiry): the reference run measures that churn */
+		res->ref_keys_moved = ref ? keys_moved(ref, t) : 0;
+		size_t total = 0, hit = 0;
+		int32_t added = (int32_t)run->cfg->nep - 1;
+		for (size_t i = 0; i < w->n; i++) {
+			if (w->req[i].arrival_us < t)
+				continue;
+			total++;
+			hit += run->rec[i].ep == added;
+		}
+		res->target_count = hit;
+		res->target_share = total ? (double)hit / (double)total : 0;
+	}
+}
+
+void sim_scen_print_header(FILE *out, const struct sim_scen *sc)
+{
+	if (strcmp(sc->name, "fast-failure") == 0)
+		fprintf(out, "%-14s %12s %10s %16s\n", "policy", "share_after", "requests", "after_1st_fail");
+	else if (strcmp(sc->name, "slow") == 0 || strcmp(sc->name, "down") == 0 || strcmp(sc->name, "flap") == 0)
+		fprintf(out, "%-14s %12s %10s %8s %12s\n", "policy", "share_faulty", "requests", "hit%",
+			"hit%_nofault");
+	else if (strcmp(sc->name, "rate-limit") == 0)
+		fprintf(out, "%-14s %14s %8s\n", "policy", "in_429_window", "bound");
+	else if (strcmp(sc->name, "scale-out") == 0)
+		fprintf(out, "%-14s %11s %14s %11s %10s\n", "policy", "keys_moved", "moved_without", "difference",
+			"new_share");
+	else
+		fprintf(out, "%-14s %8s %12s\n", "policy", "hit%", "hit%_ref");
+}
+
+void sim_scen_print_row(FILE *out, const struct sim_scen *sc, const char *policy,
+			const struct sim_scen_result *res)
+{
+	if (strcmp(sc->name, "fast-failure") == 0)
+		fprintf(out, "%-14s %11.2f%% %10zu %16zu\n", policy, 100 * res->target_share, res->target_count,
+			res->sent_after_first);
+	else if (strcmp(sc->name, "slow") == 0 || strcmp(sc->name, "down") == 0 || strcmp(sc->name, "flap") == 0)
+	{
+		char ref[16] = "-";
+		if (res->has_ref)
+			snprintf(ref, sizeof(ref), "%.1f", 100 * res->ref_hit_rate);
+		fprintf(out, "%-14s %11.2f%% %10zu %8.1f %12s\n", policy, 100 * res->target_share,
+			res->target_count, 100 * res->hit_rate, ref);
+	}
+	else if (strcmp(sc->name, "rate-limit") == 0)
+		fprintf(out, "%-14s %14zu %8zu\n", policy, res->target_count, res->window_bound);
+	else if (strcmp(sc->name, "scale-out") == 0)
+		fprintf(out, "%-14s %10.1f%% %13.1f%% %10.1f%% %9.1f%%\n", policy, 100 * res->keys_moved,
+			100 * res->ref_keys_moved, 100 * (res->keys_moved - res->ref_keys_moved),
+			100 * res->target_share);
+	else if (res->has_ref)
+		fprintf(out, "%-14s %8.1f %12.1f\n", policy, 100 * res->hit_rate, 100 * res->ref_hit_rate);
+	else
+		fprintf(out, "%-14s %8.1f %12s\n", policy, 100 * res->hit_rate, "-");
+}
+
+static int check(FILE *out, int ok, const char *policy, const char *what, double got, double want)
+{
+	fprintf(out, "%s %s %s: %.4f (want %.4f)\n", ok ? "ok  " : "FAIL", policy, what, got, want);
+	return ok ? 0 : 1;
+}
+
+int sim_scen_expect(const struct sim_scen *sc, const char *policy, const struct sim_scen_result *res,
+		    FILE *out)
+{
+	if (strcmp(policy, "warmlane") != 0)
+		return 0;
+	if (strcmp(sc->name, "fast-failure") == 0)
+		return check(out, res->target_share < 0.01, policy, "share to the failing endpoint <", res->target_share, 0.01);
+	if (strcmp(sc->name, "rate-limit") == 0)
+		return check(out, res->target_count <= res->window_bound, policy, "requests in the 429 window <=",
+			     (double)res->target_count, (double)res->window_bound);
+	if (strcmp(sc->name, "scale-out") == 0)
+		return check(out, res->keys_moved - res->ref_keys_moved <= 1.0 / 9 + 0.05, policy,
+			     "keys moved by the addition (moved - moved without) <=",
+			     res->keys_moved - res->ref_keys_moved, 1.0 / 9 + 0.05);
+	if (strcmp(sc->name, "agents-2") == 0 || strcmp(sc->name, "agents-4") == 0)
+		return check(out, res->hit_rate >= 0.95 * res->ref_hit_rate, policy, "hit rate >= 0.95 x one agent's",
+			     res->hit_rate, 0.95 * res->ref_hit_rate);
+	return 0;
+}

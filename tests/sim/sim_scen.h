@@ -1,0 +1,66 @@
+/* sim_scen.h - named scenarios: the faults they add to a fleet, what they measure, what they expect. */
+#ifndef WARMLANE_SIM_SCEN_H
+#define WARMLANE_SIM_SCEN_H
+
+#include "sim_fleet.h"
+#include "sim_stats.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+enum sim_scen_ref {
+	SIM_REF_NONE,     /* no reference run */
+	SIM_REF_NOFAULT,  /* the same policy on the fleet without the scenario's faults */
+	SIM_REF_ONEAGENT, /* the same policy with one agent */
+};
+
+struct sim_scen {
+	const char *name;
+	const char *desc;
+	uint32_t agents;
+	enum sim_scen_ref ref;
+	int target;       /* endpoint index the fault hits, -1 none */
+};
+
+/* Scenario-specific figures of one policy's run. */
+struct sim_scen_result {
+	double target_share;  /* fast-failure: share to the failing endpoint after the allowance;
+			       * slow: share to the slow endpoint once it is slow; scale-out: new endpoint's share */
+	size_t target_count;  /* requests behind target_share (fast-failure, slow), or in the 429 window */
+	size_t sent_after_first; /* fast-failure: requests sent to it after its first failure */
+	size_t window_bound;  /* 429: requests allowed into the window (first failures + half-open probes) */
+	double keys_moved;    /* scale-out: share of keys whose endpoint changed across the addition */
+	double ref_keys_moved; /* the same across the same instant without the addition */
+	double hit_rate, ref_hit_rate;
+	int has_ref;
+};
+
+/* Number of scenarios and the i-th. */
+unsigned sim_scen_count(void);
+const struct sim_scen *sim_scen_at(unsigned i);
+
+/* The scenario named name, or NULL. */
+const struct sim_scen *sim_scen_find(const char *name);
+
+/* Writes the fleet-file text the scenario appends ([fault] / [endpoint]
+ * sections, timed from the workload's arrival span) into buf. */
+void sim_scen_faults(const struct sim_scen *sc, const struct sim_workload *w, uint32_t nep, char *buf,
+		     size_t len);
+
+/* Measures run (and ref, the reference run or NULL) for the scenario. */
+void sim_scen_analyse(const struct sim_scen *sc, const struct sim_run *run, const struct sim_run *ref,
+		      const struct sim_summary *sum, const struct sim_summary *ref_sum,
+		      struct sim_scen_result *res);
+
+/* The table of scenario figures: header, then one row per policy. */
+void sim_scen_print_header(FILE *out, const struct sim_scen *sc);
+void sim_scen_print_row(FILE *out, const struct sim_scen *sc, const char *policy,
+			const struct sim_scen_result *res);
+
+/* Checks the scenario's named expectation for a policy's result; prints one
+ * "ok"/"FAIL" line per check to out and returns the number of failures.
+ * Policies without an expectation in this scenario check nothing. */
+int sim_scen_expect(const struct sim_scen *sc, const char *policy, const struct sim_scen_result *res,
+		    FILE *out);
+
+#endif

@@ -1,0 +1,322 @@
+/* sim_test.c - unit tests (TAP) of the simulator's modules: cache, event queue, fleet files, trace reader. */
+#include "sim_cfg.h"
+#include "sim_evq.h"
+#include "sim_kv.h"
+#include "sim_policy.h"
+#include "sim_rng.h"
+#include "sim_trace.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int test_no;
+static int failures;
+
+static void ok(int cond, const char *what)
+{
+	test_no++;
+	printf("%sok %d - %s\n", cond ? "" : "not ", test_no, what);
+	failures += !cond;
+}
+
+/* Reference LRU: an array, most recent first. */
+struct ref_lru {
+	uint64_t k[64];
+	uint32_t n, cap;
+};
+
+static int ref_has(const struct ref_lru *r, uint64_t key)
+{
+	for (uint32_t i = 0; i < r->n; i++)
+		if (r->k[i] == key)
+			return 1;
+	return 0;
+}
+
+static void ref_touch(struct ref_lru *r, uint64_t key)
+{
+	uint32_t i;
+	for (i = 0; i < r->n && r->k[i] != key; i++)
+		;
+	if (i == r->n) {
+		if (r->n < r->cap)
+			r->n++;
+		i = r->n - 1;
+	}
+	memmove(&r->k[1], &r->k[0], i * sizeof(r->k[0]));
+	r->k[0] = key;
+}
+
+static void test_kv(void)
+{
+	struct sim_kv kv;
+	ok(sim_kv_init(&kv, 4) == 0, "kv: init");
+	uint64_t a[] = { 1, 2, 3 }, b[] = { 5, 6 }, c[] = { 1, 9, 3 };
+	ok(sim_kv_use(&kv, a, 3) == 0, "kv: cold prompt has no hits");
+	ok(sim_kv_prefix(&kv, a, 3) == 3, "kv: the prompt is resident afterwards");
+	ok(sim_kv_prefix(&kv, c, 3) == 1, "kv: a block after a miss is not reusable");
+	ok(sim_kv_use(&kv, b, 2) == 0, "kv: second prompt cold");
+	ok(sim_kv_prefix(&kv, a, 3) == 2, "kv: LRU evicts the tail of the older prompt first");
+	sim_kv_finish(&kv);
+
+	/* random operations against the reference model (exercises deletion) */
+	struct sim_rng rng;
+	sim_rng_seed(&rng, 7);
+	int same = 1;
+	for (uint32_t cap = 1; cap <= 40 && same; cap += 13) {
+		struct ref_lru ref = { .cap = cap };
+		ok(sim_kv_init(&kv, cap) == 0, "kv: init random");
+		for (int op = 0; op < 20000 && same; op++) {
+			uint64_t blk[8];
+			uint32_t n = sim_rng_range(&rng, 1, 8);
+			for (uint32_t i = 0; i < n; i++)
+				blk[i] = sim_rng_below(&rng, 60);
+			uint32_t want = 0;
+			while (want < n && ref_has(&ref, blk[want]))
+				want++;
+			uint32_t got = sim_kv_use(&kv, blk, n);
+			uint32_t m = n < cap ? n : cap;
+			for (uint32_t k = m; k-- > 0;)
+				ref_touch(&ref, blk[k]);
+			same = got == want;
+		}
+		sim_kv_finish(&kv);
+	}
+	ok(same, "kv: agrees with a reference LRU over 60,000 random prompts");
+
+	ok(sim_kv_init(&kv, 0) == 0 && sim_kv_use(&kv, a, 3) == 0 && sim_kv_prefix(&kv, a, 3) == 0,
+	   "kv: a zero-capacity cache caches nothing");
+	sim_kv_finish(&kv);
+}
+
+static void test_evq(void)
+{
+	struct sim_evq q;
+	struct sim_rng rng;
+	sim_evq_init(&q);
+	sim_rng_seed(&rng, 3);
+	for (uint32_t i = 0; i < 5000; i++)
+		sim_evq_push(&q, sim_rng_below(&rng, 100), 0, i);
+	struct sim_event ev, prev = { .t_us = -1 };
+	int sorted = 1, n = 0;
+	while (sim_evq_pop(&q, &ev) == 0) {
+		if (ev.t_us < prev.t_us || (ev.t_us == prev.t_us && ev.arg < prev.arg))
+			sorted = 0;
+		prev = ev;
+		n++;
+	}
+	ok(sorted && n == 5000, "evq: pops by time, equal times in insertion order");
+	sim_evq_finish(&q);
+}
+
+static int same_cfg(const struct sim_fleet_cfg *a, const struct sim_fleet_cfg *b)
+{
+	if (a->nep != b->nep || a->nfault != b->nfault || a->poll_interval_us != b->poll_interval_us ||
+	    a->check_fall_us != b->check_fall_us || a->check_rise_us != b->check_rise_us)
+		return 0;
+	for (uint32_t i = 0; i < a->nep; i++) {
+		const struct sim_ep_params *x = &a->ep[i], *y = &b->ep[i];
+		if (strcmp(x->name, y->name) || x->prefill_ms_per_ktok != y->prefill_ms_per_ktok ||
+		    x->decode_ms_per_tok != y->decode_ms_per_tok ||
+		    x->prefill_batch_slowdown != y->prefill_batch_slowdown ||
+		    x->decode_batch_slowdown != y->decode_batch_slowdown || x->max_running != y->max_running ||
+		    x->cache_blocks != y->cache_blocks || x->speed != y->speed || x->weight != y->weight ||
+		    x->cost_per_mtok != y->cost_per_mtok || x->headers_immediate != y->headers_immediate ||
+		    x->header_ms != y->header_ms || x->error_ms != y->error_ms || x->start_us != y->start_us ||
+		    x->stop_us != y->stop_us)
+			return 0;
+	}
+	return 1;
+}
+
+static void test_cfg(const char *dir)
+{
+	char path[4096], err[256];
+	char *text = NULL;
+	struct sim_fleet_cfg a = { 0 }, b = { 0 };
+	ok(sim_cfg_parse(&a, sim_cfg_default_text, "built-in", err, sizeof(err)) == 0 && a.nep == 8,
+	   "cfg: the built-in fleet parses: 8 endpoints");
+	snprintf(path, sizeof(path), "%s/fleet.conf", dir);
+	ok(sim_cfg_read_file(path, &text, err, sizeof(err)) == 0 &&
+		   sim_cfg_parse(&b, text, path, err, sizeof(err)) == 0,
+	   "cfg: fleet.conf parses");
+	ok(same_cfg(&a, &b), "cfg: fleet.conf is the built-in fleet");
+	free(text);
+	text = NULL;
+	sim_cfg_finish(&a);
+	sim_cfg_finish(&b);
+
+	snprintf(path, sizeof(path), "%s/examples/hetero.conf", dir);
+	int rc = sim_cfg_read_file(path, &text, err, sizeof(err));
+	if (rc == 0)
+		rc = sim_cfg_parse(&a, text, path, err, sizeof(err));
+	ok(rc == 0 && a.nep == 8 && a.nfault == 6 && a.ep[0].speed == 2 && a.ep[2].headers_immediate &&
+		   a.ep[6].stop_us == 900000000 && a.fault[4].period_us == 60000000 && a.fault[5].ep == 0,
+	   "cfg: examples/hetero.conf parses with every fault kind");
+	if (rc)
+		printf("# %s\n", err);
+	free(text);
+	sim_cfg_finish(&a);
+
+	static const struct {
+		const char *text, *msg;
+	} bad[] = {
+		{ "[endpoint]\nspeeed = 2\n", "x:2: unknown key: speeed" },
+		{ "[endpoint]\nspeed = -1\n", "x:2: bad value: speed" },
+		{ "[endpoint]\n[fault]\nendpoint = nope\nkind = 500\n", "x:3: fault names an unknown endpoint: nope" },
+		{ "[endpoint]\n[fault]\nendpoint = @1\n", "x:3: fault names an unknown endpoint: @1" },
+		{ "[endpoint]\n[fault]\nendpoint = ep1\nkind = 418\n", "x:4: unknown fault kind (500 503 429 401 slow down): 418" },
+		{ "[nope]\n", "x:1: unknown section: [nope]" },
+		{ "speed = 1\n", "x:1: key outside a section: speed" },
+		{ "[defaults]\n", "x:1: no [endpoint]" },
+		{ "[endpoint]\nname = a\n[endpoint]\nname = a\n", "x:4: duplicate endpoint name: a" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char what[160];
+		err[0] = '\0';
+		rc = sim_cfg_parse(&a, bad[i].text, "x", err, sizeof(err));
+		snprintf(what, sizeof(what), "cfg: rejects with \"%s\"", bad[i].msg);
+		ok(rc < 0 && strcmp(err, bad[i].msg) == 0, what);
+		if (rc == 0 || strcmp(err, bad[i].msg) != 0)
+			printf("# got rc %d \"%s\"\n", rc, err);
+		sim_cfg_finish(&a);
+	}
+}
+
+static void test_trace(const char *dir)
+{
+	char path[4096], err[256];
+	struct sim_workload w;
+	sim_trace_init(&w, "t");
+	snprintf(path, sizeof(path), "%s/testdata/mini.jsonl", dir);
+	int rc = sim_trace_load_mooncake(&w, path, 0, err, sizeof(err));
+	ok(rc == 0 && w.n == 4, "trace: reads 4 requests, skipping a blank line");
+	if (rc == 0 && w.n == 4) {
+		ok(w.req[0].input_tokens == 6758 && w.req[0].output_tokens == 500 && w.req[0].nblocks == 14 &&
+			   sim_trace_blocks(&w, &w.req[0])[13] == 13,
+		   "trace: fields of line 1");
+		ok(w.req[3].arrival_us == 3000000 && w.req[3].nblocks == 2 && w.req[3].input_tokens == 700,
+		   "trace: keys in any order (line 5)");
+		sim_trace_derive_keys(&w, SIM_KEYS_PREFIX);
+		ok(w.req[0].prefix[0] && w.req[0].prefix[0] == w.req[1].prefix[0] &&
+			   w.req[0].prefix[1] != w.req[1].prefix[1] && w.req[0].prefix[2] && !w.req[0].session,
+		   "trace: prefix1 shared (block 0), prefix2/3 per conversation, no session");
+		ok(w.req[3].prefix[0] && !w.req[3].prefix[1] && !w.req[3].prefix[2],
+		   "trace: a 700-token prompt covers only the 1 KiB window");
+		ok(sim_trace_affinity_key(&w.req[0]) == w.req[0].prefix[2] &&
+			   sim_trace_affinity_key(&w.req[3]) == w.req[3].prefix[0],
+		   "trace: affinity key = the longest prefix key present");
+		sim_trace_derive_keys(&w, SIM_KEYS_SESSION);
+		ok(w.req[0].session && w.req[0].session != w.req[1].session && !w.req[0].prefix[0] &&
+			   sim_trace_affinity_key(&w.req[0]) == w.req[0].session,
+		   "trace: session from the first 2 blocks");
+	}
+	sim_trace_finish(&w);
+
+	/* malformed lines */
+	static const char *bad[] = {
+		"{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3}\n",
+		"{\"timestamp\": -1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": []}\n",
+		"{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [1,]}\n",
+		"{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [1]} x\n",
+		"{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [1]\n",
+		"{\"timestamp\": 99999999999999999999999, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [1]}\n",
+	};
+	const char *tmpdir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(path, sizeof(path), "%s/warmlane-sim-test-%ld.jsonl", tmpdir, (long)i);
+		FILE *f = fopen(path, "w");
+		if (!f) {
+			ok(0, "trace: temp file");
+			continue;
+		}
+		fputs("{\"timestamp\": 0, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [1]}\n", f);
+		fputs(bad[i], f);
+		fclose(f);
+		sim_trace_init(&w, "t");
+		rc = sim_trace_load_mooncake(&w, path, 0, err, sizeof(err));
+		char what[96];
+		snprintf(what, sizeof(what), "trace: rejects malformed line %zu with its line number", i + 1);
+		ok(rc < 0 && strstr(err, ":2: not a Mooncake trace line") != NULL, what);
+		sim_trace_finish(&w);
+		remove(path);
+	}
+}
+
+static void test_rng(void)
+{
+	struct sim_rng a, b;
+	sim_rng_seed(&a, 42);
+	sim_rng_seed(&b, 42);
+	int same = 1;
+	double sum = 0;
+	for (int i = 0; i < 1000; i++) {
+		uint64_t x = sim_rng_next(&a);
+		same &= x == sim_rng_next(&b);
+		sum += sim_rng_unit(&a);
+		(void)sim_rng_unit(&b);
+	}
+	ok(same, "rng: equal seeds, equal streams");
+	ok(sum > 450 && sum < 550, "rng: unit draws average about 0.5");
+}
+
+/* Keys a hashing policy moves when a 9th endpoint comes up: about 1/9, all to it. */
+static void test_scale_out(const struct sim_policy *pol)
+{
+	char err[256], what[128];
+	struct sim_fleet_cfg cfg = { 0 };
+	char text[2048];
+	snprintf(text, sizeof(text), "%s[endpoint]\nname = added\n", sim_cfg_default_text);
+	if (sim_cfg_parse(&cfg, text, "t", err, sizeof(err)) < 0 || cfg.nep != 9) {
+		ok(0, "scale-out: fleet");
+		return;
+	}
+	struct sim_view_ep ep[9];
+	for (uint32_t e = 0; e < 9; e++)
+		ep[e] = (struct sim_view_ep){ .name = cfg.ep[e].name, .id = e, .present = e < 8, .up = e < 8,
+					      .weight = 1, .cost_per_mtok = 1 };
+	struct sim_view v = { .now_us = 1000, .n = 9, .ep = ep };
+	struct sim_policy_env env = { .nep = 9, .seed = 1, .cfg = &cfg };
+	void *st = pol->create(&env);
+	enum { NKEYS = 20000 };
+	static int8_t before[NKEYS];
+	uint32_t moved = 0, elsewhere = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		ep[8].present = ep[8].up = (uint8_t)pass;
+		for (uint32_t k = 0; k < NKEYS; k++) {
+			struct sim_req r = { .stream = 1, .prefix = { 0, 0, sim_rng_mix(k + 1) } };
+			const char *reason;
+			if (pol->poll)
+				pol->poll(st, &v); /* in-flight back to 0: no load bound in play */
+			int e = pol->decide(st, &v, &r, &reason);
+			if (pass == 0) {
+				before[k] = (int8_t)e;
+			} else if (e != before[k]) {
+				moved++;
+				elsewhere += e != 8;
+			}
+		}
+	}
+	pol->destroy(st);
+	sim_cfg_finish(&cfg);
+	double f = (double)moved / NKEYS;
+	snprintf(what, sizeof(what), "%s: a 9th endpoint takes %.3f of keys (1/9 = 0.111), none moves elsewhere",
+		 pol->name, f);
+	ok(f > 0.08 && f < 0.15 && elsewhere == 0, what);
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = argc > 1 ? argv[1] : ".";
+	test_kv();
+	test_evq();
+	test_cfg(dir);
+	test_trace(dir);
+	test_rng();
+	test_scale_out(&sim_pol_chash);
+	test_scale_out(&sim_pol_wlmodel);
+	test_scale_out(&sim_pol_warmlane);
+	printf("1..%d\n", test_no);
+	return failures ? 1 : 0;
+}
