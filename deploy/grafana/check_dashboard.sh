@@ -20,35 +20,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# metrics.listen refuses port 0: ask the kernel for a free port, then read
-# back the one the agent logs. Two endpoints, one with a key, so that the
-# per-endpoint families have samples.
-free_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat >"$dir/warmlane.yaml" <<YAML
-listen: ["unix:$dir/spoa.sock"]
-metrics: { listen: "127.0.0.1:$free_port" }
-runtime_api: { socket: "" }
-state: { file: "" }
-endpoints:
-  - { backend: llm, server: gpu1, models: [m1], keys: [k1] }
-  - { backend: llm, server: gpu2 }
-YAML
-
-"$warmlane" --config "$dir/warmlane.yaml" 2>"$dir/stderr.log" &
-pid=$!
-
-port=
-for _ in $(seq 100); do
-	port=$(sed -n 's/.*msg="metrics listening".* port=\([0-9]*\).*/\1/p' "$dir/stderr.log" | head -n1)
-	[ -n "$port" ] && break
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.05
-done
-if [ -z "$port" ]; then
-	echo "warmlane did not report a metrics port:" >&2
-	cat "$dir/stderr.log" >&2
-	exit 1
-fi
+. "$(dirname "$0")/../../tests/unit/agent/metrics_agent.sh"
+# Two endpoints, one with a key, so that the per-endpoint families have samples.
+metrics_agent_start "$warmlane" "$dir" k1
 
 python3 - "$port" "$dashboard" <<'PY'
 import json, re, sys, urllib.request

@@ -21,35 +21,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# metrics.listen refuses port 0: ask the kernel for a free port, then
-# read back the one the agent logs. A quote and a backslash in the key id
-# exercise label escaping.
-free_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat >"$dir/warmlane.yaml" <<EOF
-listen: ["unix:$dir/spoa.sock"]
-metrics: { listen: "127.0.0.1:$free_port" }
-runtime_api: { socket: "" }
-state: { file: "" }
-endpoints:
-  - { backend: llm, server: gpu1, models: [m1], keys: ['k"1\\'] }
-  - { backend: llm, server: gpu2 }
-EOF
-
-"$warmlane" --config "$dir/warmlane.yaml" 2>"$dir/stderr.log" &
-pid=$!
-
-port=
-for _ in $(seq 100); do
-	port=$(sed -n 's/.*msg="metrics listening".* port=\([0-9]*\).*/\1/p' "$dir/stderr.log" | head -n1)
-	[ -n "$port" ] && break
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.05
-done
-if [ -z "$port" ]; then
-	echo "warmlane did not report a metrics port:" >&2
-	cat "$dir/stderr.log" >&2
-	exit 1
-fi
+. "$(dirname "$0")/metrics_agent.sh"
+# A quote and a backslash in the key id exercise label escaping.
+metrics_agent_start "$warmlane" "$dir" "'k\"1\\'"
 
 python3 - "$port" >"$dir/metrics.txt" <<'PY'
 import sys, urllib.request
