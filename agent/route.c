@@ -94,6 +94,20 @@ unsigned route_server_find(const struct route *r, struct core_str backend,
 	return n;
 }
 
+unsigned route_server_find_path(const struct route *r, struct core_str path,
+				int *idx, unsigned max)
+{
+	const char *slash = path.len > 0 ? memchr(path.ptr, '/', path.len) : NULL;
+	if (slash == NULL)
+		return 0;
+	size_t blen = (size_t)(slash - path.ptr);
+	struct core_str b = { path.ptr, blen };
+	struct core_str s = { slash + 1, path.len - blen - 1 };
+	if (b.len == 0 || s.len == 0)
+		return 0;
+	return route_server_find(r, b, s, idx, max);
+}
+
 /* Adds one core endpoint; an existing one counts as not added. */
 static int route_add_one(struct route *r, const char *backend,
 			 const char *server, const char *key,
@@ -381,21 +395,33 @@ void route_feedback(struct route *r, const struct route_feedback *fb)
 		.model = arg_str(&a[ROUTE_FB_MODEL]),
 	};
 
-	cf.endpoint = core_endpoint_find_path(r->core, arg_str(&a[ROUTE_FB_SERVER]),
-					      arg_str(&a[ROUTE_FB_KEY]));
-	if (cf.endpoint < 0) {
-		/* HAProxy's own choice (agent down, a fail-open request), a
-		 * server removed since, or no server at all. */
+	struct core_str path = arg_str(&a[ROUTE_FB_SERVER]);
+	struct core_str key = arg_str(&a[ROUTE_FB_KEY]);
+	int idx[ROUTE_FB_MAX_KEYS];
+	unsigned n = 0;
+	cf.endpoint = core_endpoint_find_path(r->core, path, key);
+	if (cf.endpoint >= 0) {
+		idx[n++] = cf.endpoint;
+		/* A request that does not stream gets its headers with its
+		 * whole body: that is its completion, so it leaves the
+		 * in-flight count now rather than at the next runtime-API
+		 * poll (back-to-back turns of an agent loop would otherwise
+		 * pile up as load on their warm endpoint). A streamed request
+		 * is still running: its end comes from the poll. */
+		if (!cf.stream)
+			core_endpoint_complete(r->core, cf.endpoint);
+	} else if (key.len == 0) {
+		/* No key id: HAProxy chose the server itself (no agent
+		 * answer, fail open) with the client's own credential. What
+		 * the server said is about the server, so it reaches each of
+		 * its endpoints; the core never counted it in flight. */
+		n = route_server_find_path(r, path, idx, ROUTE_FB_MAX_KEYS);
+	}
+	if (n == 0) {
+		/* A server removed since, one outside the pool, or none. */
 		r->fb.unknown_server++;
 		return;
 	}
-	/* A request that does not stream gets its headers with its whole
-	 * body: that is its completion, so it leaves the in-flight count now
-	 * rather than at the next runtime-API poll (back-to-back turns of an
-	 * agent loop would otherwise pile up as load on their warm endpoint).
-	 * A streamed request is still running: its end comes from the poll. */
-	if (!cf.stream)
-		core_endpoint_complete(r->core, cf.endpoint);
 
 	cf.status = parse_status(&a[ROUTE_FB_STATUS]);
 	if (core_status_class(cf.status) == CORE_OUTCOME_INVALID) {
@@ -430,6 +456,13 @@ void route_feedback(struct route *r, const struct route_feedback *fb)
 			r->fb.bad_akey++;
 	}
 
-	if (core_observe(r->core, &cf, fb->now_ms) == -EINVAL)
-		r->fb.bad_status++;
+	/* Without a key id a 401/403 judged the client's credential, not
+	 * one of ours: no endpoint+key is dead. */
+	if (cf.endpoint < 0 && core_status_class(cf.status) == CORE_OUTCOME_KEY_DEAD)
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		cf.endpoint = idx[i];
+		if (core_observe(r->core, &cf, fb->now_ms) == -EINVAL)
+			r->fb.bad_status++;
+	}
 }

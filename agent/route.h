@@ -149,6 +149,14 @@ const struct config_endpoint *route_config_find(const struct route *r,
 unsigned route_server_find(const struct route *r, struct core_str backend,
 			   struct core_str server, int *idx, unsigned max);
 
+/* The same with "backend/server" in one string (the feedback's `server`
+ * argument). 0 when path has no '/' or an empty part. */
+unsigned route_server_find_path(const struct route *r, struct core_str path,
+				int *idx, unsigned max);
+
+/* Most endpoints (key ids) of one server that a keyless feedback reaches. */
+#define ROUTE_FB_MAX_KEYS 64
+
 /* Adds server backend/server to the core, with its config entry's
  * metadata (one endpoint per key) or the defaults (weight 1, every model,
  * no key). Endpoints already there are kept. Returns how many were added,

@@ -20,6 +20,7 @@ static const char *const runtime_col_names[RUNTIME_COL_COUNT] = {
 	[RUNTIME_COL_SCUR] = "scur",	 [RUNTIME_COL_QCUR] = "qcur",
 	[RUNTIME_COL_STATUS] = "status", [RUNTIME_COL_WEIGHT] = "weight",
 	[RUNTIME_COL_TYPE] = "type",	 [RUNTIME_COL_MODE] = "mode",
+	[RUNTIME_COL_BCK] = "bck",
 };
 
 /* ---- CSV ---------------------------------------------------------------- */
@@ -204,6 +205,7 @@ static int csv_line(struct runtime_csv *p, const char *line, size_t len,
 	if (p->col[RUNTIME_COL_WEIGHT] >= 0 && v[RUNTIME_COL_WEIGHT].len > 0 &&
 	    parse_u32(v[RUNTIME_COL_WEIGHT], &w))
 		row.weight = w;
+	row.backup = p->col[RUNTIME_COL_BCK] >= 0 && view_is(v[RUNTIME_COL_BCK], "1");
 	row.admin = runtime_status_admin(v[RUNTIME_COL_STATUS], &row.status_known);
 	p->rows++;
 	fn(arg, &row);
@@ -342,6 +344,12 @@ bool runtime_apply_row(struct runtime *rt, const struct runtime_row *row,
 	 * use-server would still force traffic onto it. */
 	if (admin == CORE_ADMIN_ENABLED && row->weight == 0)
 		admin = CORE_ADMIN_DRAIN;
+	/* A backup server takes traffic only when no active one is up, and
+	 * HAProxy decides that: warmlane never forces traffic onto it (with
+	 * every active server excluded, its answer is none and HAProxy's own
+	 * balancing picks the backup). */
+	if (admin == CORE_ADMIN_ENABLED && row->backup)
+		admin = CORE_ADMIN_NOLB;
 	/* One server, n key ids: HAProxy counts the server, the core each
 	 * endpoint+key; split so the pool's total stays right. */
 	uint64_t total = (uint64_t)row->scur + row->qcur;

@@ -40,6 +40,7 @@ enum runtime_col {
 	RUNTIME_COL_WEIGHT, /* optional */
 	RUNTIME_COL_TYPE,   /* optional: 2 = server */
 	RUNTIME_COL_MODE,   /* optional: http, tcp... */
+	RUNTIME_COL_BCK,    /* optional: 1 = backup server */
 	RUNTIME_COL_COUNT
 };
 
@@ -51,6 +52,7 @@ struct runtime_row {
 	enum core_admin admin;
 	bool status_known; /* false: admin is DOWN for an unknown status */
 	int64_t weight;    /* -1 when absent */
+	bool backup;       /* a backup server (bck 1) */
 };
 
 typedef void (*runtime_row_fn)(void *arg, const struct runtime_row *row);

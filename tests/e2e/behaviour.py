@@ -14,8 +14,11 @@ Scenarios:
   deadkey      a 401 on one upstream key excludes that key on that server,
                not the server and not the key elsewhere
   maint        a server set to MAINT on the runtime API stops being chosen,
-               and is chosen again once READY (the agent's runtime-API
-               poller)
+               and is chosen again once READY; one in DRAIN is not chosen
+               (the agent's runtime-API poller)
+  haproxyown   a server refusing connections (a failure HAProxy reports
+               no feedback for) is marked DOWN by HAProxy's health
+               (observe layer4) and left by the agent via the runtime API
   models       requests for a model go only to servers that serve it
   killrestart  agent SIGKILLed under load: every request succeeds (fail
                open); after a restart the agent decides again
@@ -344,6 +347,21 @@ class _Pair:
         self.pair = f"{r.wserver}/{r.key}"
 
 
+def wait_admin(env, server, state, timeout=5.0):
+    """Waits until the agent's /metrics reports server in HAProxy admin
+    state `state` (its runtime-API poller has read it); returns the seconds
+    it took. A wait on the agent's view, not a guess of its timing."""
+    t0 = time.monotonic()
+
+    def seen():
+        samples = fe.parse_metrics(env.metrics_text()[0])
+        return fe.metric_sum(samples, "warmlane_endpoint_admin_state",
+                             server=server, state=state) >= 1
+    h.wait_until(f"the agent to see {server} {state}", seen, timeout=timeout, interval=0.02)
+    return time.monotonic() - t0
+
+
+
 # --- MAINT ----------------------------------------------------------------------
 
 def maint(binary, version):
@@ -386,6 +404,7 @@ def maint(binary, version):
             f"the last {t_last - t_cmd:.3f} s after the command (poll interval 200 ms); "
             f"{len(recs)} requests")
         assert streak >= 40, "the agent kept choosing s2 in MAINT (5 s)"
+        wait_admin(env, "s2", "maint")
         during = fe.drive(env.port, fresh("y"), n=150, concurrency=2)
         summary(env, during, "s2 in MAINT")
         fe.assert_all_ok(during, "s2 in MAINT")
@@ -418,9 +437,102 @@ def maint(binary, version):
         fe.assert_all_ok(after, "after READY")
         assert fe.count(after, served="s2") > 0, "s2 got nothing after READY"
 
-        # DRAIN is left out here: on HAProxy 3.0.11 the agent went back to
-        # choosing a server left in DRAIN after a few seconds (2.6 and 3.2
-        # kept it out); under investigation, see the integration issue.
+        # DRAIN: HAProxy sends a drained server no new traffic, and
+        # neither does warmlane (new sessions here: none is bound to s2).
+        out = env.admin("set server llm/s2 state drain")
+        assert out == "", f"set server state drain: {out!r}"
+        took = wait_admin(env, "s2", "drain")
+        log(f"the agent saw s2 in DRAIN {took:.3f} s after `set server llm/s2 state drain` "
+            "(poll interval 200 ms)")
+        # Over several polls and health checks (inter 1s).
+        drained = []
+        t_end = time.monotonic() + 2.5
+        for _ in range(100):
+            if time.monotonic() > t_end:
+                break
+            drained += fe.drive(env.port, fresh("u"), n=20, concurrency=2)
+            time.sleep(0.1)
+        summary(env, drained, "s2 in DRAIN")
+        st = env.show_stat()[("llm", "s2")]["status"]
+        log(f"show stat: s2 {st}")
+        assert st.startswith("DRAIN"), f"s2 left DRAIN by itself: {st}"
+        fe.assert_all_ok(drained, "s2 in DRAIN")
+        assert fe.count(drained, wserver="s2") == 0, "the agent chose s2 in DRAIN"
+        env.stop_agent_checked()
+
+
+# --- HAProxy's own failures -----------------------------------------------------
+
+def haproxyown(binary, version):
+    """A server refusing connections: HAProxy's own failure, which sends no
+    feedback. HAProxy's health (observe layer4, error-limit, on-error
+    mark-down, as the example config sets) marks it DOWN; the agent reads
+    that on the runtime API and leaves it. Every client request succeeds
+    (retry and redispatch), and the server is chosen again once back UP."""
+    with fe.FleetEnv("haproxyown", version, poll_interval="200ms") as env:
+        env.start([fe.instance(n, admin_port=0) for n in ("s1", "s2", "s3")], binary)
+        seq = [0]
+
+        def fresh(tag):
+            def make(i):
+                seq[0] += 1
+                return (fe.chat_body(short(seq[0])), {"x-session-id": f"{tag}{seq[0]}"}, tag)
+            return make
+        before = fe.drive(env.port, fresh("a"), n=60, concurrency=2)
+        fe.assert_all_ok(before, "before")
+        assert fe.count(before, wserver="s2") > 0, "s2 not chosen before the fault"
+
+        env.fault("s2", mode="refuse")
+        t_fault = time.monotonic()
+        recs, streak, t_down = [], 0, None
+        c = fe.Client(env.port)
+        try:
+            for _ in range(5000):
+                if streak >= 40 or time.monotonic() > t_fault + 8:
+                    break
+                body, hd, tag = fresh("b")(0)
+                r = c.post(body, hd, tag=tag)
+                recs.append(r)
+                streak = streak + 1 if r.wserver != "s2" else 0
+                if t_down is None and r.wserver == "s2" and len(recs) % 5 == 0:
+                    if env.show_stat()[("llm", "s2")]["status"].startswith("DOWN"):
+                        t_down = time.monotonic()
+        finally:
+            c.close()
+        chosen = [r for r in recs if r.wserver == "s2"]
+        summary(env, recs, "s2 refusing")
+        st = env.show_stat()[("llm", "s2")]
+        log(f"s2 refusing: HAProxy says {st['status']} (econ {st['econ']}, chkdown "
+            f"{st['chkdown']}); the agent chose it {len(chosen)} times, the last "
+            f"{max((r.t1 for r in chosen), default=t_fault) - t_fault:.2f} s after the fault")
+        assert streak >= 40, "the agent kept choosing s2 (refusing connections) for 8 s"
+        assert st["status"].startswith("DOWN"), f"HAProxy did not mark s2 down: {st['status']}"
+        fe.assert_all_ok(recs, "s2 refusing (HAProxy retries elsewhere)")
+        assert fe.count(recs, served="s2") == 0, "s2 served while refusing"
+
+        during = fe.drive(env.port, fresh("c"), n=100, concurrency=2)
+        fe.assert_all_ok(during, "s2 DOWN")
+        assert fe.count(during, wserver="s2") == 0, "the agent chose s2 while DOWN"
+
+        env.fault("s2", mode="none")
+        t_clear = time.monotonic()
+        got = None
+        c = fe.Client(env.port)
+        try:
+            for _ in range(5000):
+                if time.monotonic() > t_clear + 10:
+                    break
+                body, hd, tag = fresh("d")(0)
+                r = c.post(body, hd, tag=tag)
+                if r.wserver == "s2" and r.served == "s2" and r.status == 200:
+                    got = r
+                    break
+                time.sleep(0.02)
+        finally:
+            c.close()
+        assert got is not None, "s2 not chosen within 10 s of accepting connections again"
+        log(f"s2 chosen again {got.t1 - t_clear:.2f} s after it accepted connections "
+            "(HAProxy's check: inter 1s, rise 2; then one poll)")
         env.stop_agent_checked()
 
 
@@ -651,7 +763,7 @@ def metrics(binary, version):
 
 
 SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimit, "breaker": breaker,
-             "deadkey": deadkey, "maint": maint, "models": models,
+             "deadkey": deadkey, "maint": maint, "haproxyown": haproxyown, "models": models,
              "killrestart": killrestart, "metrics": metrics}
 
 if __name__ == "__main__":

@@ -105,6 +105,11 @@ def failopen(binary, version):
         env.wait_agent(up=False, timeout=10)
         t_down = time.monotonic() - t_kill
 
+        # With the agent DOWN the nbsrv guard skips the SPOE exchange: no
+        # connection is even tried (3.x without the guard tries one per
+        # request, each failing: stot and econ of the agent backend grow;
+        # 2.6 makes none to a DOWN server either way).
+        agents_before = env.show_stat()[("warmlane-agents", "BACKEND")]
         down = []
         served = set()
         for _ in range(n):
@@ -113,19 +118,18 @@ def failopen(binary, version):
             assert not hdr.get("x-warmlane-reason"), f"a reason without agent: {hdr}"
             served.add(hdr.get("x-served-by"))
             down.append(dt)
+        agents_after = env.show_stat()[("warmlane-agents", "BACKEND")]
         m_up, m_down = h.median_ms(up), h.median_ms(down)
         h.log(f"HAProxy {version}: median latency over {n} requests: "
-              f"agent up {m_up:.2f} ms, agent killed {m_down:.2f} ms")
+              f"agent up {m_up:.2f} ms, agent killed {m_down:.2f} ms, slowest "
+              f"{max(down) * 1000:.1f} ms")
         h.log(f"HAProxy {version}: agent marked DOWN {t_down:.2f} s after SIGKILL; "
               f"{len(window)} requests in between, slowest {max(window) * 1000:.1f} ms")
         h.log(f"HAProxy {version}: with the agent down, served by {sorted(served)}")
-        # `timeout processing` is 50 ms: a request that waited for the dead
-        # agent would take at least that
-        assert m_down < 20.0, f"median {m_down:.1f} ms with the agent down"
-        assert max(down) < 0.5, f"slowest {max(down) * 1000:.0f} ms with the agent down"
-        # before that, at most `timeout processing` (50 ms) for each of the
-        # two exchanges (route, feedback)
-        assert max(window) < 0.5, f"slowest {max(window) * 1000:.0f} ms before DOWN"
+        for k in ("stot", "econ"):
+            assert agents_after[k] == agents_before[k], \
+                f"warmlane-agents {k} went from {agents_before[k]} to {agents_after[k]} " \
+                f"over {n} requests with the agent DOWN: HAProxy still tried the agent"
 
 
 def chroot(binary, version):

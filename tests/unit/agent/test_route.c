@@ -271,6 +271,53 @@ START_TEST(feedback_completes_non_streamed)
 }
 END_TEST
 
+/* Feedback without a key id for a server reached with keys: HAProxy chose
+ * it (fail open) with the client's credential. Its failures reach the
+ * server's endpoint(s); a 401 judges the client's key, not ours; nothing
+ * leaves the in-flight count the core never raised. */
+START_TEST(feedback_keyless_reaches_server)
+{
+	struct config cfg;
+	struct route r;
+	struct route_feedback fb;
+	struct core_endpoint_info info;
+	load(&cfg, "endpoints:\n"
+		   "  - {backend: llm, server: g1, keys: [ka, kb]}\n"
+		   "  - {backend: llm, server: g2}\n");
+	route_init(&r, &cfg);
+	int ka = core_endpoint_find_path(r.core, core_str_c("llm/g1"), core_str_c("ka"));
+	int kb = core_endpoint_find_path(r.core, core_str_c("llm/g1"), core_str_c("kb"));
+	ck_assert_int_ge(ka, 0);
+	ck_assert_int_ge(kb, 0);
+	ck_assert_int_eq(core_endpoint_sync(r.core, ka, CORE_ADMIN_ENABLED, 3, 0), 0);
+
+	fb_init(&fb);
+	fb.args[ROUTE_FB_SERVER] = str("llm/g1");
+	fb.args[ROUTE_FB_STATUS] = spop_data_int64(401);
+	fb.now_ms = 10;
+	route_feedback(&r, &fb);
+	ck_assert_int_eq(core_endpoint_info(r.core, ka, 10, &info), 0);
+	ck_assert_uint_eq(info.dead_key_left_ms, 0);
+	ck_assert_uint_eq(info.outcomes[CORE_OUTCOME_KEY_DEAD], 0);
+
+	for (int i = 0; i < 5; i++) {
+		fb.args[ROUTE_FB_STATUS] = spop_data_int64(500);
+		fb.now_ms = 20 + (uint64_t)i;
+		route_feedback(&r, &fb);
+	}
+	for (int k = 0; k < 2; k++) {
+		ck_assert_int_eq(core_endpoint_info(r.core, k == 0 ? ka : kb, 30, &info), 0);
+		ck_assert_uint_eq(info.outcomes[CORE_OUTCOME_FAILURE], 5);
+		ck_assert_int_eq(info.breaker, CORE_BREAKER_OPEN);
+	}
+	ck_assert_int_eq(core_endpoint_info(r.core, ka, 30, &info), 0);
+	ck_assert_uint_eq(info.in_flight, 3);
+	ck_assert_uint_eq(r.fb.unknown_server, 0);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 /* Feedback arguments in every form HAProxy sends them. */
 START_TEST(feedback_forms)
 {
@@ -295,10 +342,16 @@ START_TEST(feedback_forms)
 	fb.args[ROUTE_FB_SERVER] = spop_data_null();
 	route_feedback(&r, &fb);
 	fb.args[ROUTE_FB_SERVER] = str("llm/g1"); /* g1 only has key ka */
+	fb.args[ROUTE_FB_KEY] = str("kb");
 	route_feedback(&r, &fb);
+	fb.args[ROUTE_FB_KEY] = spop_data_null();
 	fb.args[ROUTE_FB_SERVER] = str("g2"); /* no backend */
 	route_feedback(&r, &fb);
-	ck_assert_uint_eq(r.fb.unknown_server, 4);
+	fb.args[ROUTE_FB_SERVER] = str("llm/"); /* no server */
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(r.fb.unknown_server, 5);
+	ck_assert_int_eq(core_endpoint_info(r.core, g1, 0, &info), 0);
+	ck_assert_uint_eq(info.outcomes[CORE_OUTCOME_SUCCESS], 0);
 
 	/* Status as a STRING, tr as an INT64 (3.x) and as a STRING (2.6). */
 	fb.args[ROUTE_FB_SERVER] = str("llm/g2");
@@ -657,6 +710,7 @@ static Suite *route_suite(void)
 	tcase_add_test(tc, core_by_model);
 	tcase_add_test(tc, affinity_and_breaker);
 	tcase_add_test(tc, feedback_completes_non_streamed);
+	tcase_add_test(tc, feedback_keyless_reaches_server);
 	tcase_add_test(tc, feedback_forms);
 	tcase_add_test(tc, request_mapping);
 	tcase_add_test(tc, akey_is_core_identity);

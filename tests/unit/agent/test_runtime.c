@@ -349,7 +349,7 @@ static bool has_ep(struct harness *h, const char *path, const char *key)
 				       core_str_c(key)) >= 0;
 }
 
-#define HDR "# pxname,svname,qcur,qmax,scur,smax,status,weight,type,mode,\n"
+#define HDR "# pxname,svname,qcur,qmax,scur,smax,status,weight,type,mode,bck,\n"
 
 START_TEST(poller_syncs_core)
 {
@@ -370,12 +370,14 @@ START_TEST(poller_syncs_core)
 		"llm,s1,1,,4,,UP,1,2,http,\n"
 		"llm,s2,0,,0,,MAINT (via llm/s1),1,2,http,\n"
 		"llm,s3,0,,2,,no check,1,2,http,\n"
+		"llm,s4,0,,0,,UP,1,2,http,1\n"
 		"llm,BACKEND,0,,6,,UP,2,1,http,\n"
 		"other,o1,0,,0,,UP,1,2,http,\n\n",
 		/* poll 2: s1 draining, s2 back, s3 removed again */
 		HDR
 		"llm,s1,0,,1,,DRAIN,1,2,http,\n"
-		"llm,s2,2,,1,,UP 2/3,1,2,http,\n",
+		"llm,s2,2,,1,,UP 2/3,1,2,http,\n"
+		"llm,s4,0,,0,,UP,1,2,http,1\n",
 	};
 	fake_answers = answers;
 	fake_n_answers = 2;
@@ -413,7 +415,9 @@ START_TEST(poller_syncs_core)
 	ck_assert(!has_ep(&h, "llm/gone", NULL)); /* HAProxy lacks it */
 	ck_assert(!has_ep(&h, "other/o1", NULL)); /* not a watched backend */
 	ck_assert(!has_ep(&h, "llm/BACKEND", NULL));
-	ck_assert_uint_eq(rt->servers_added, 1);
+	/* A backup server joins, never chosen: HAProxy's to use. */
+	ck_assert_int_eq(ep_info(&h, "llm/s4", NULL).admin, CORE_ADMIN_NOLB);
+	ck_assert_uint_eq(rt->servers_added, 2);
 	ck_assert_uint_eq(h.srv.stats.runtime_poll_failures, 0);
 
 	/* Routing uses it: m1 is s1's (either key) or s3's (every model),
@@ -428,6 +432,7 @@ START_TEST(poller_syncs_core)
 		route_decide(&h.srv.route, &req, &d);
 		ck_assert_ptr_nonnull(d.server);
 		ck_assert_str_ne(d.server, "s2");
+		ck_assert_str_ne(d.server, "s4");
 	}
 
 	/* Poll 2 and the next ones. */
