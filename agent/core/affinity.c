@@ -127,6 +127,7 @@ static void remove_at(struct affinity *a, uint32_t i)
 	uint32_t ent = a->slots[i].ref - 1;
 
 	lru_unlink(a, ent);
+	a->e[ent].endpoint = AFFINITY_NIL; /* free: affinity_scan skips it */
 	a->e[ent].next = a->free_head;
 	a->free_head = ent;
 	a->used--;
@@ -188,6 +189,7 @@ uint32_t affinity_expire(struct affinity *a, uint64_t now_ms, uint32_t max)
 void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
 		  uint32_t gen, uint64_t last_ms)
 {
+	assert(endpoint != AFFINITY_NIL); /* the free-entry mark */
 	uint32_t i = find_slot(a, key);
 	if (i != AFFINITY_NIL) {
 		uint32_t ent = a->slots[i].ref - 1;
@@ -239,4 +241,26 @@ bool affinity_remove(struct affinity *a, uint64_t key, uint32_t endpoint)
 		return false;
 	remove_at(a, i);
 	return true;
+}
+
+int affinity_scan(const struct affinity *a, uint32_t *pos, uint32_t max,
+		  affinity_scan_fn fn, void *arg)
+{
+	uint32_t i = *pos;
+	uint32_t end = a->high;
+	if (i < end && max < end - i)
+		end = i + max;
+	for (; i < end; i++) {
+		const struct affinity_entry *x = &a->e[i];
+		if (x->endpoint == AFFINITY_NIL)
+			continue;
+		int rc = fn(arg, x);
+		if (rc != 0) {
+			*pos = i + 1;
+			return rc;
+		}
+	}
+	if (i > *pos)
+		*pos = i;
+	return 0;
 }

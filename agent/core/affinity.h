@@ -14,7 +14,7 @@ struct affinity_entry {
 	uint64_t last_ms;   /* last refresh */
 	uint32_t prev;      /* LRU neighbours; AFFINITY_NIL at the ends */
 	uint32_t next;      /* (free list link when unused) */
-	uint32_t endpoint;
+	uint32_t endpoint;  /* AFFINITY_NIL: the entry is free */
 	uint32_t gen;       /* endpoint generation when stored */
 };
 
@@ -88,6 +88,21 @@ bool affinity_remove(struct affinity *a, uint64_t key, uint32_t endpoint);
 /* Drops up to max entries idle past the TTL, oldest first. Returns how
  * many. */
 uint32_t affinity_expire(struct affinity *a, uint64_t now_ms, uint32_t max);
+
+/* Called by affinity_scan for each live entry; a non-zero return stops
+ * the scan. */
+typedef int (*affinity_scan_fn)(void *arg, const struct affinity_entry *x);
+
+/* A resumable walk in entry-array order (sliced snapshots): visits the
+ * entry slots *pos .. *pos + max - 1 that are below the high-water mark,
+ * calls fn on the live ones (expired ones included: the caller filters),
+ * and leaves *pos after the last slot visited. At most max slots per call,
+ * live or free, so a call's cost is bounded whatever the map holds. The
+ * walk is over once *pos >= a->high. Between calls the map may change:
+ * each slot is read once, as it is when reached (see core.h,
+ * core_affinity_cursor_next). Returns 0 or fn's first non-zero return. */
+int affinity_scan(const struct affinity *a, uint32_t *pos, uint32_t max,
+		  affinity_scan_fn fn, void *arg);
 
 /* The entries from least to most recent: start with affinity_oldest, go on
  * with affinity_newer; AFFINITY_NIL ends. */

@@ -32,11 +32,11 @@ struct view {
 	uint32_t n;              /* candidates */
 	uint32_t serving;        /* endpoints serving the model */
 	uint32_t fallback;       /* breaker-only exclusion reopening first */
-	uint32_t n_warm[CORE_KIND_COUNT];
+	uint32_t n_warm[POOL_SIGNALS];
 	double total_w;
 	uint64_t total_if;       /* kept current by set_in_flight */
-	uint64_t median_version[CORE_KIND_COUNT];
-	double median[CORE_KIND_COUNT];
+	uint64_t median_version[POOL_SIGNALS];
+	double median[POOL_SIGNALS];
 	uint32_t *cand;          /* n slot indices */
 	uint64_t *member;        /* bitset over slots */
 };
@@ -52,13 +52,15 @@ struct core {
 	uint32_t scratch_cap;
 	struct rdv_item *items;
 	struct view views[VIEW_SLOTS];
-	/* Slots sorted by EWMA, per kind, kept so by observe: the median of
-	 * the candidates is then a partial walk, not a selection. */
-	uint32_t *order[CORE_KIND_COUNT];
-	uint32_t *rank[CORE_KIND_COUNT]; /* position of a slot in order */
+	/* Slots sorted by EWMA, per signal (pool_sig), kept so by observe
+	 * and complete: the median of the candidates is then a partial walk,
+	 * not a selection. */
+	uint32_t *order[POOL_SIGNALS];
+	uint32_t *rank[POOL_SIGNALS]; /* position of a slot in order */
 	uint32_t order_n;
 	uint64_t decisions[CORE_REASON_COUNT];
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
+	uint64_t completions[CORE_END_COUNT];
 };
 
 void core_rng_seed(struct core_rng *rng, uint64_t seed)
@@ -109,6 +111,17 @@ const char *core_outcome_name(enum core_outcome o)
 		[CORE_OUTCOME_INVALID] = "invalid",
 	};
 	return (unsigned)o < CORE_OUTCOME_COUNT ? names[o] : "unknown";
+}
+
+const char *core_end_name(enum core_end e)
+{
+	static const char *const names[CORE_END_COUNT] = {
+		[CORE_END_COMPLETE] = "complete",
+		[CORE_END_CLIENT_ABORT] = "client_abort",
+		[CORE_END_SERVER_CUT] = "server_cut",
+		[CORE_END_SERVER_FAIL] = "server_fail",
+	};
+	return (unsigned)e < CORE_END_COUNT ? names[e] : "unknown";
 }
 
 const char *core_breaker_name(enum core_breaker b)
@@ -168,6 +181,8 @@ static int check_params(const struct core_params *p)
 			return -EINVAL;
 	if (!isfinite(p->ewma_alpha) || p->ewma_alpha <= 0 || p->ewma_alpha > 1)
 		return -EINVAL;
+	if ((unsigned)p->score_by >= CORE_SCORE_COUNT)
+		return -EINVAL;
 	if (!finite_ge(p->prior_ttfb_ms, 0) || !finite_ge(p->sticky_tolerance, 0) ||
 	    !finite_ge(p->load_factor, 1) || !finite_ge(p->cost_weight_per_ms, 0) ||
 	    !finite_ge(p->breaker_failure_ratio, 0) || p->breaker_failure_ratio > 1)
@@ -210,7 +225,7 @@ void core_destroy(struct core *c)
 		free(c->views[v].cand);
 		free(c->views[v].member);
 	}
-	for (int k = 0; k < CORE_KIND_COUNT; k++) {
+	for (int k = 0; k < POOL_SIGNALS; k++) {
 		free(c->order[k]);
 		free(c->rank[k]);
 	}
@@ -277,7 +292,7 @@ static int scratch_fit(struct core *c)
 		    grow(&c->views[v].member, words, sizeof(uint64_t)) < 0)
 			return -ENOMEM;
 	}
-	for (int k = 0; k < CORE_KIND_COUNT; k++)
+	for (int k = 0; k < POOL_SIGNALS; k++)
 		if (grow(&c->order[k], n, sizeof(*c->order[k])) < 0 ||
 		    grow(&c->rank[k], n, sizeof(*c->rank[k])) < 0)
 			return -ENOMEM;
@@ -285,7 +300,7 @@ static int scratch_fit(struct core *c)
 	return 0;
 }
 
-/* Moves slot i of kind k to its place in the EWMA order. */
+/* Moves slot i to its place in the EWMA order of signal k. */
 static void order_fix(struct core *c, unsigned k, uint32_t i)
 {
 	uint32_t *o = c->order[k], *r = c->rank[k];
@@ -312,7 +327,7 @@ static void order_rebuild(struct core *c)
 {
 	const struct pool_endpoint *ep = c->pool.ep;
 	c->order_n = c->pool.end;
-	for (unsigned k = 0; k < CORE_KIND_COUNT; k++) {
+	for (unsigned k = 0; k < POOL_SIGNALS; k++) {
 		uint32_t *o = c->order[k];
 		for (uint32_t i = 0; i < c->order_n; i++) {
 			uint32_t j = i;
@@ -448,15 +463,18 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		.in_flight = e->in_flight,
 		.decisions = e->decisions,
 	};
-	for (int k = 0; k < CORE_KIND_COUNT; k++) {
-		out->ewma_ms[k] = e->ewma[k];
-		out->samples[k] = e->samples[k];
+	for (unsigned k = 0; k < CORE_KIND_COUNT; k++) {
+		out->ewma_ms[k] = e->ewma[pool_sig(false, k)];
+		out->samples[k] = e->samples[pool_sig(false, k)];
+		out->e2e_ewma_ms[k] = e->ewma[pool_sig(true, k)];
+		out->e2e_samples[k] = e->samples[pool_sig(true, k)];
 	}
 	out->breaker = breaker_state(&e->br, now_ms, &out->cooldown_left_ms);
 	out->dead_key_left_ms = e->dead_until_ms > now_ms ?
 				e->dead_until_ms - now_ms : 0;
 	breaker_counts(&e->br, &c->p, now_ms, &out->window_ok, &out->window_fail);
 	memcpy(out->outcomes, e->outcomes, sizeof(out->outcomes));
+	memcpy(out->completions, e->completions, sizeof(out->completions));
 	return 0;
 }
 
@@ -499,19 +517,71 @@ bool core_identity(const struct core *c, const struct core_request *req,
 	return false;
 }
 
-/* Idle past idle_reset: its latency is unknown again (a scaled-to-zero
+/* At most 2^RETRIAL_MAX_SHIFT idle_reset periods between the re-trials of
+ * an endpoint found slow again and again (16 min with the default 60 s). */
+#define RETRIAL_MAX_SHIFT 4u
+
+/* The silence after which e's latency is unknown again: idle_reset, doubled
+ * for each re-trial in a row that found it too slow (idleness forgives a
+ * scaled-to-zero backend its first answer, not a slow one its slowness). */
+static inline uint64_t idle_after(const struct core *c,
+				  const struct pool_endpoint *e)
+{
+	return c->p.idle_reset_ms << e->retrials;
+}
+
+/* Idle past idle_after: its latency is unknown again (a scaled-to-zero
  * backend, or one that was left because it was slow). */
 static inline bool idle(const struct core *c, const struct pool_endpoint *e,
 			uint64_t now_ms)
 {
 	return e->seen && c->p.idle_reset_ms > 0 &&
-	       now_ms - e->last_seen_ms >= c->p.idle_reset_ms;
+	       now_ms - e->last_seen_ms >= idle_after(c, e);
 }
 
+/* Samples that make an endpoint warm again after idle_reset once it has
+ * been warm: a re-trial. A slow endpoint that was left gets no feedback, so
+ * idle_reset comes; with the full cold_start_samples it would then take
+ * about that many requests each idle_reset before being judged again (a 5x
+ * slow endpoint kept 3.5% of the Mooncake trace's requests, a fair share
+ * being 12.5%). A few samples judge it again, as they would judge a
+ * recovered one fit (docs/routing-quality.md). */
+#define RETRIAL_SAMPLES 4u
+
+/* Whether e's own EWMA of signal sig counts: cold_start_samples successes,
+ * or RETRIAL_SAMPLES after idle_reset once it was warm. */
 static inline bool warm(const struct core *c, const struct pool_endpoint *e,
-			unsigned kind)
+			unsigned sig)
 {
-	return e->samples[kind] > 0 && e->samples[kind] >= c->p.cold_start_samples;
+	uint32_t need = c->p.cold_start_samples;
+	if (((e->veteran >> sig) & 1u) && need > RETRIAL_SAMPLES)
+		need = RETRIAL_SAMPLES;
+	return e->samples[sig] > 0 && e->samples[sig] >= need;
+}
+
+static inline bool any_samples(const struct pool_endpoint *e)
+{
+	uint32_t any = 0;
+	for (int k = 0; k < POOL_SIGNALS; k++)
+		any |= e->samples[k];
+	return any != 0;
+}
+
+/* Forgets e's samples (idle_reset): it starts cold again, for a re-trial
+ * of RETRIAL_SAMPLES if it was warm once. If it was left as too slow since
+ * the last reset, the next reset waits twice as long. */
+static inline void forget_samples(struct pool_endpoint *e)
+{
+	if (e->suspect) {
+		if (e->retrials < RETRIAL_MAX_SHIFT)
+			e->retrials++;
+	} else {
+		e->retrials = 0;
+	}
+	e->suspect = 0;
+	e->woke = 1;
+	for (int k = 0; k < POOL_SIGNALS; k++)
+		e->samples[k] = 0;
 }
 
 static inline uint64_t min_u64(uint64_t a, uint64_t b)
@@ -537,7 +607,7 @@ static void view_build(struct core *c, struct view *v, int model,
 	v->total_w = 0;
 	v->total_if = 0;
 	v->horizon_ms = UINT64_MAX;
-	for (int k = 0; k < CORE_KIND_COUNT; k++) {
+	for (int k = 0; k < POOL_SIGNALS; k++) {
 		v->n_warm[k] = 0;
 		v->median_version[k] = c->ewma_version - 1;
 	}
@@ -549,15 +619,13 @@ static void view_build(struct core *c, struct view *v, int model,
 			continue;
 		v->serving++;
 		/* Warm state ends with idle_reset. */
-		if ((e->samples[0] | e->samples[1]) != 0 && e->seen &&
-		    c->p.idle_reset_ms > 0) {
+		if (any_samples(e) && e->seen && c->p.idle_reset_ms > 0) {
 			if (idle(c, e, now_ms)) {
-				e->samples[CORE_KIND_PLAIN] = 0;
-				e->samples[CORE_KIND_STREAM] = 0;
+				forget_samples(e);
 				changed = true;
 			} else {
 				v->horizon_ms = min_u64(v->horizon_ms,
-							e->last_seen_ms + c->p.idle_reset_ms);
+							e->last_seen_ms + idle_after(c, e));
 			}
 		}
 		if (e->disabled || e->admin != CORE_ADMIN_ENABLED)
@@ -596,7 +664,7 @@ static void view_build(struct core *c, struct view *v, int model,
 		v->member[i / 64] |= 1ull << (i % 64);
 		v->total_w += e->weight;
 		v->total_if += e->in_flight;
-		for (int k = 0; k < CORE_KIND_COUNT; k++)
+		for (int k = 0; k < POOL_SIGNALS; k++)
 			v->n_warm[k] += warm(c, e, (unsigned)k);
 	}
 	if (changed)
@@ -627,8 +695,8 @@ static struct view *view_get(struct core *c, int model, uint64_t now_ms)
 	return v;
 }
 
-/* The median EWMA of kind over the warm candidates of v: a walk of the
- * EWMA order up to its middle, cached until some EWMA changes. With no
+/* The median EWMA of signal kind over the warm candidates of v: a walk of
+ * the EWMA order up to its middle, cached until some EWMA changes. With no
  * warm candidate, the prior. */
 static double view_median(struct core *c, struct view *v, unsigned kind)
 {
@@ -657,19 +725,24 @@ static double view_median(struct core *c, struct view *v, unsigned kind)
 	return med;
 }
 
-/* What one decision reads besides the view. */
+/* What one decision reads besides the view: per latency signal in use
+ * (0 time to headers, 1 end to end; core_params.score_by), its median and
+ * sticky_tolerance x median. */
 struct pick {
 	const struct view *v;
 	unsigned kind;
-	double median;
-	double tolerated;  /* sticky_tolerance x median */
+	bool use[2];
+	unsigned sig[2];   /* pool_sig of each */
+	double median[2];
+	double tolerated[2];
 };
 
-/* The EWMA the decision uses: its own once warm, else the median. */
+/* The EWMA of signal s the decision uses: its own once warm, else the
+ * median. */
 static inline double eff_ewma(const struct core *c, const struct pool_endpoint *e,
-			      const struct pick *k)
+			      const struct pick *k, unsigned s)
 {
-	return warm(c, e, k->kind) ? e->ewma[k->kind] : k->median;
+	return warm(c, e, k->sig[s]) ? e->ewma[k->sig[s]] : k->median[s];
 }
 
 /* Step 5: in_flight + 1 <= ceil(load_factor x (total + 1) x w / W), or
@@ -687,11 +760,65 @@ static inline bool within_bound(const struct core *c,
 	return (double)e->in_flight + 1 <= ceil(cap * (1 - 1e-12));
 }
 
-static inline bool fast_enough(const struct core *c,
-			       const struct pool_endpoint *e,
+/* Whether e is fit to keep or take a key: on every signal in use, its
+ * EWMA is within sticky_tolerance of the candidates' median; for the time
+ * to headers, or within sticky_tolerance of its own long-run EWMA (base).
+ * Times to headers of different servers are not comparable (headers sent
+ * before prefill or with the first token: a hundredfold apart), so
+ * there only an endpoint slower than both its peers and its own past is
+ * left: a slowdown. End-to-end times per KiB are comparable: the median
+ * alone judges them. An endpoint over the median's tolerance is a suspect
+ * (1; 2 when left): if it goes idle, its next idle_reset comes later, and
+ * while left its base does not learn (it keeps the endpoint's usual
+ * latency, against which the slowdown shows). A decision that finds it
+ * within the tolerance on its own samples clears that. */
+static inline bool fast_enough(struct core *c, struct pool_endpoint *e,
 			       const struct pick *k)
 {
-	return eff_ewma(c, e, k) <= k->tolerated;
+	bool all_warm = true, suspect = false;
+	for (unsigned s = 0; s < 2; s++) {
+		if (!k->use[s])
+			continue;
+		unsigned sig = k->sig[s];
+		bool w = warm(c, e, sig);
+		all_warm &= w;
+		if (eff_ewma(c, e, k, s) <= k->tolerated[s])
+			continue;
+		suspect = true;
+		if (s == 0 && w &&
+		    e->ewma[sig] <= c->p.sticky_tolerance * e->base[sig])
+			continue;
+		e->suspect = 2;
+		return false;
+	}
+	if (suspect) {
+		if (e->suspect != 1)
+			e->suspect = 1;
+	} else if (all_warm && (e->suspect | e->retrials)) {
+		e->suspect = 0;
+		if (e->retrials) {
+			e->retrials = 0;
+			c->version++; /* its idle horizon moved */
+		}
+	}
+	return true;
+}
+
+/* The latency p2c weighs, in ms to headers (the unit cost_weight_per_ms
+ * exchanges): the headers EWMA, or the end-to-end EWMA relative to its
+ * median, or the mean of the two relative to their medians, each scaled by
+ * the headers median. */
+static inline double p2c_latency(const struct core *c,
+				 const struct pool_endpoint *e,
+				 const struct pick *k)
+{
+	if (!k->use[1])
+		return eff_ewma(c, e, k, 0);
+	double r1 = k->median[1] > 0 ? eff_ewma(c, e, k, 1) / k->median[1] : 1;
+	if (!k->use[0])
+		return k->median[0] * r1;
+	double r0 = k->median[0] > 0 ? eff_ewma(c, e, k, 0) / k->median[0] : 1;
+	return k->median[0] * (r0 + r1) / 2;
 }
 
 /* Predicted cost for power of two choices. */
@@ -701,7 +828,7 @@ static double p2c_cost(const struct core *c, const struct pool_endpoint *e,
 	uint32_t ok, fail;
 	breaker_counts(&e->br, &c->p, now_ms, &ok, &fail);
 	double rate = (ok + 1.0) / (ok + fail + 1.0);
-	double cost = (e->in_flight + 1.0) * eff_ewma(c, e, k) /
+	double cost = (e->in_flight + 1.0) * p2c_latency(c, e, k) /
 		      (e->weight * rate);
 	if (c->p.cost_weight_per_ms > 0)
 		cost += e->cost_per_mtok / c->p.cost_weight_per_ms;
@@ -723,6 +850,36 @@ static uint32_t p2c(const struct core *c, const struct pick *k,
 	const struct pool_endpoint *b = &c->pool.ep[v->cand[j]];
 	return p2c_cost(c, b, k, now_ms) < p2c_cost(c, a, k, now_ms) ?
 	       v->cand[j] : v->cand[i];
+}
+
+/* Which latency signals k uses (score_by; end to end only where some
+ * candidate is warm on it), with their medians. */
+static void pick_signals(struct core *c, struct view *v, struct pick *k)
+{
+	k->sig[0] = pool_sig(false, k->kind);
+	k->sig[1] = pool_sig(true, k->kind);
+	bool e2e = v->n_warm[k->sig[1]] > 0;
+	switch (c->p.score_by) {
+	case CORE_SCORE_END_TO_END:
+		k->use[1] = e2e;
+		k->use[0] = !e2e;
+		break;
+	case CORE_SCORE_BOTH:
+		k->use[0] = true;
+		k->use[1] = e2e;
+		break;
+	default:
+		k->use[0] = true;
+		k->use[1] = false;
+		break;
+	}
+	/* The headers median also scales p2c's end-to-end latency. */
+	for (unsigned s = 0; s < 2; s++) {
+		if (!k->use[s] && s != 0)
+			continue;
+		k->median[s] = view_median(c, v, k->sig[s]);
+		k->tolerated[s] = c->p.sticky_tolerance * k->median[s];
+	}
 }
 
 static void commit(struct core *c, uint32_t idx, enum core_reason reason,
@@ -787,8 +944,7 @@ void core_decide(struct core *c, const struct core_request *req,
 	}
 	/* 8. Cold endpoints borrow the median of the warm ones. */
 	struct pick k = { .v = v, .kind = req->stream ? CORE_KIND_STREAM : CORE_KIND_PLAIN };
-	k.median = view_median(c, v, k.kind);
-	k.tolerated = c->p.sticky_tolerance * k.median;
+	pick_signals(c, v, &k);
 
 	if (!out->has_akey) {
 		commit(c, p2c(c, &k, rng, now_ms), CORE_REASON_P2C, now_ms, out);
@@ -806,7 +962,7 @@ void core_decide(struct core *c, const struct core_request *req,
 			affinity_remove(&c->aff, out->akey, ep);
 	}
 	if (warm_idx != UINT32_MAX && view_has(v, warm_idx)) {
-		const struct pool_endpoint *e = &pool->ep[warm_idx];
+		struct pool_endpoint *e = &pool->ep[warm_idx];
 		if (e->br.state == CORE_BREAKER_CLOSED && fast_enough(c, e, &k) &&
 		    within_bound(c, e, &k)) {
 			commit(c, warm_idx, CORE_REASON_AFFINITY, now_ms, out);
@@ -827,7 +983,7 @@ void core_decide(struct core *c, const struct core_request *req,
 	}
 	/* The first choice usually takes it: only then is a heap built. */
 	struct rdv_item it = c->items[best];
-	const struct pool_endpoint *first = &pool->ep[it.endpoint];
+	struct pool_endpoint *first = &pool->ep[it.endpoint];
 	if (fast_enough(c, first, &k) && within_bound(c, first, &k)) {
 		commit(c, it.endpoint, CORE_REASON_HASH, now_ms, out);
 		return;
@@ -836,7 +992,7 @@ void core_decide(struct core *c, const struct core_request *req,
 	struct rdv_rank rank;
 	rdv_rank_init(&rank, c->items, v->n - 1);
 	while (rdv_rank_next(&rank, &it) == 0) {
-		const struct pool_endpoint *e = &pool->ep[it.endpoint];
+		struct pool_endpoint *e = &pool->ep[it.endpoint];
 		if (fast_enough(c, e, &k) && within_bound(c, e, &k)) {
 			commit(c, it.endpoint, CORE_REASON_HASH, now_ms, out);
 			return;
@@ -847,75 +1003,112 @@ void core_decide(struct core *c, const struct core_request *req,
 	commit(c, p2c(c, &k, rng, now_ms), CORE_REASON_SPILL, now_ms, out);
 }
 
-int core_observe(struct core *c, const struct core_feedback *fb,
-		 uint64_t now_ms)
-{
-	struct pool_endpoint *e = pool_get(&c->pool, fb->endpoint);
-	if (e == NULL)
-		return -ENOENT;
-	enum core_outcome o = core_status_class(fb->status);
-	if (o == CORE_OUTCOME_INVALID)
-		return -EINVAL;
-	c->outcomes[o]++;
-	e->outcomes[o]++;
+/* The long-run EWMA (an endpoint's own history, its base) moves this many
+ * times slower than its EWMA once past cold_start_samples (before, it is
+ * their mean): with ewma_alpha 0.05, over about the last 800 samples. A
+ * slowdown of 4x takes the EWMA past sticky_tolerance times the median and
+ * the base within about 20 samples, while the base moves by 2-3%; from
+ * then on the endpoint is left and its base does not learn. */
+#define BASE_SLOWER 40
 
-	/* After idle_reset without feedback the endpoint starts cold again,
-	 * and its first answer (a scaled-to-zero backend waking up) says
-	 * nothing. */
-	bool after_idle = idle(c, e, now_ms);
-	if (after_idle && (e->samples[0] | e->samples[1]) != 0) {
-		e->samples[CORE_KIND_PLAIN] = 0;
-		e->samples[CORE_KIND_STREAM] = 0;
+/* Adds sample x (ms) to e's EWMA of signal sig. */
+static void ewma_add(struct core *c, struct pool_endpoint *e, uint32_t idx,
+		     unsigned sig, double x)
+{
+	bool was_warm = warm(c, e, sig);
+	if (e->samples[sig] < UINT32_MAX)
+		e->samples[sig]++;
+	/* The mean of the samples until there are 1/alpha of them, then the
+	 * EWMA: its start is not the first sample's alone. */
+	double a = 1.0 / e->samples[sig];
+	if (a < c->p.ewma_alpha)
+		a = c->p.ewma_alpha;
+	e->ewma[sig] += a * (x - e->ewma[sig]);
+	/* The base of the time to headers: the same, BASE_SLOWER times
+	 * slower, and not while the endpoint is left as slow or re-tried. */
+	if (sig < CORE_KIND_COUNT && e->suspect < 2 && !e->retrials) {
+		if (e->base_n[sig] < UINT32_MAX)
+			e->base_n[sig]++;
+		a = e->base_n[sig] <= c->p.cold_start_samples ?
+		    1.0 / e->base_n[sig] : c->p.ewma_alpha / BASE_SLOWER;
+		e->base[sig] += a * (x - e->base[sig]);
+	}
+	if (warm(c, e, sig) != was_warm) {
+		e->veteran |= (uint8_t)(1u << sig);
+		c->version++; /* it just became warm */
+	} else if (e->samples[sig] == 1) {
+		c->version++;
+	}
+	c->ewma_version++;
+	order_fix(c, sig, idx);
+}
+
+/* Notes feedback-like activity on e at now_ms. Returns whether it ends an
+ * idle_reset period: the endpoint starts cold again and this first answer
+ * (a scaled-to-zero backend waking up) says nothing. */
+static bool touch(struct core *c, struct pool_endpoint *e, uint64_t now_ms)
+{
+	/* Samples forgotten by a decision count as idleness too: the wait
+	 * that forgetting doubled was measured before. */
+	bool after_idle = e->woke || idle(c, e, now_ms);
+	e->woke = 0;
+	if (after_idle && any_samples(e)) {
+		forget_samples(e);
+		e->woke = 0;
 		c->version++;
 	}
 	e->seen = true;
 	e->last_seen_ms = now_ms;
-	int model = fb->model.len > 0 ?
-		    pool_model_find(&c->pool, fb->model.ptr, fb->model.len) : -1;
-	unsigned kind = fb->stream ? CORE_KIND_STREAM : CORE_KIND_PLAIN;
+	return after_idle;
+}
+
+/* What one response teaches (core_observe's rules), outcome o already
+ * classed and counted. */
+struct lesson {
+	int status;
+	int64_t tr_ms;
+	int64_t retry_after_ms;
+	bool stream;
+	bool has_akey;
+	uint64_t akey;
+	int model;                 /* pool model id, -1 none */
+	bool after_idle;
+};
+
+static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
+		  enum core_outcome o, const struct lesson *l, uint64_t now_ms)
+{
 	uint8_t state = e->br.state;
 
 	switch (o) {
 	case CORE_OUTCOME_SUCCESS:
 		breaker_success(&e->br, &c->p, now_ms);
-		if (fb->tr_ms >= 0 && !after_idle) {
-			double x = (double)fb->tr_ms;
-			if (e->samples[kind] == 0)
-				e->ewma[kind] = x;
-			else
-				e->ewma[kind] += c->p.ewma_alpha * (x - e->ewma[kind]);
-			if (e->samples[kind] < UINT32_MAX)
-				e->samples[kind]++;
-			if (e->samples[kind] == 1 ||
-			    e->samples[kind] == c->p.cold_start_samples)
-				c->version++; /* it just became warm */
-			c->ewma_version++;
-			order_fix(c, kind, (uint32_t)fb->endpoint);
-		}
-		if (fb->has_akey)
-			affinity_put(&c->aff, fb->akey, (uint32_t)fb->endpoint,
-				     e->gen, now_ms);
-		if (e->has_mismatch && model >= 0) {
-			pool_note_served(e, model);
+		if (l->tr_ms >= 0 && !l->after_idle)
+			ewma_add(c, e, idx, pool_sig(false, l->stream),
+				 (double)l->tr_ms);
+		if (l->has_akey)
+			affinity_put(&c->aff, l->akey, idx, e->gen, now_ms);
+		if (e->has_mismatch && l->model >= 0) {
+			pool_note_served(e, l->model);
 			c->version++;
 		}
 		break;
 	case CORE_OUTCOME_NEUTRAL:
 		breaker_neutral(&e->br);
-		if (fb->status == 404 && model >= 0) {
-			pool_note_404(e, model, c->p.model_mismatch_404s,
+		if (l->status == 404 && l->model >= 0) {
+			pool_note_404(e, l->model, c->p.model_mismatch_404s,
 				      c->p.dead_key_retry_ms, now_ms);
 			c->version++;
 		}
 		break;
 	case CORE_OUTCOME_FAILURE:
 		breaker_failure(&e->br, &c->p, now_ms);
-		if (fb->has_akey)
-			affinity_remove(&c->aff, fb->akey, (uint32_t)fb->endpoint);
+		if (l->has_akey)
+			affinity_remove(&c->aff, l->akey, idx);
 		break;
 	case CORE_OUTCOME_RATE_LIMITED:
-		breaker_rate_limited(&e->br, fb->retry_after_ms >= 0 ?
-				     (uint64_t)fb->retry_after_ms :
+		breaker_rate_limited(&e->br, l->retry_after_ms >= 0 ?
+				     (uint64_t)l->retry_after_ms :
 				     c->p.rate_limit_cooldown_ms, now_ms);
 		c->version++; /* even OPEN to OPEN: the cooldown moved */
 		break;
@@ -930,6 +1123,115 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 	/* Any breaker change, or a probe slot freed or taken. */
 	if (e->br.state != state || state == CORE_BREAKER_HALF_OPEN)
 		c->version++;
+}
+
+int core_observe(struct core *c, const struct core_feedback *fb,
+		 uint64_t now_ms)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, fb->endpoint);
+	if (e == NULL)
+		return -ENOENT;
+	enum core_outcome o = core_status_class(fb->status);
+	if (o == CORE_OUTCOME_INVALID)
+		return -EINVAL;
+	c->outcomes[o]++;
+	e->outcomes[o]++;
+	struct lesson l = {
+		.status = fb->status, .tr_ms = fb->tr_ms,
+		.retry_after_ms = fb->retry_after_ms, .stream = fb->stream,
+		.has_akey = fb->has_akey, .akey = fb->akey,
+		.model = fb->model.len > 0 ?
+			 pool_model_find(&c->pool, fb->model.ptr, fb->model.len) : -1,
+		.after_idle = touch(c, e, now_ms),
+	};
+	learn(c, e, (uint32_t)fb->endpoint, o, &l, now_ms);
+	return 0;
+}
+
+/* The end-to-end sample is the whole request's time per KiB sent, a
+ * response under E2E_MIN_BYTES counting as that many. An LLM request's time
+ * is mostly decoding, in proportion to what it sends; per KiB, the time
+ * measures the endpoint's speed rather than the answer's length, and it is
+ * the same quantity whether the server sends its headers before prefill or
+ * with the first token. Below about 100 streamed tokens prefill dominates
+ * and bytes measure nothing: the floor keeps a 3-token answer from counting
+ * as 50 times slower than a long one. Measured on the simulator's Mooncake
+ * trace (docs/routing-quality.md): the hit rate with the end-to-end signal
+ * is 0.90 of the oracle's per byte with a 1 KiB floor, 0.93 with 4 KiB,
+ * 0.94 with 16 KiB (as without normalisation), and per KiB of request body
+ * 0.79; unnormalised, the mixed workload's classifications and summaries
+ * are different quantities. */
+#define E2E_MIN_BYTES 16384u
+
+int core_complete(struct core *c, const struct core_completion *cc,
+		  uint64_t now_ms)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, cc->endpoint);
+	if (e == NULL)
+		return -ENOENT;
+	if ((unsigned)cc->end >= CORE_END_COUNT)
+		return -EINVAL;
+	enum core_outcome o = cc->status == -1 ? CORE_OUTCOME_NEUTRAL :
+			      core_status_class(cc->status);
+	if (o == CORE_OUTCOME_INVALID)
+		return -EINVAL;
+	uint32_t idx = (uint32_t)cc->endpoint;
+	if (e->in_flight > 0)
+		set_in_flight(c, idx, e->in_flight - 1);
+	c->completions[cc->end]++;
+	e->completions[cc->end]++;
+
+	bool cut = cc->end == CORE_END_SERVER_CUT ||
+		   cc->end == CORE_END_SERVER_FAIL;
+	struct lesson l = {
+		.status = cc->status, .tr_ms = cc->tr_ms, .retry_after_ms = -1,
+		.stream = cc->stream, .has_akey = cc->has_akey, .akey = cc->akey,
+		.model = -1,
+	};
+	if (cc->feedback_seen) {
+		/* core_observe took the status (and the idle check, at the
+		 * headers): only the end is news. A long stream is activity,
+		 * not idleness. */
+		e->seen = true;
+		e->last_seen_ms = now_ms;
+		if (cut)
+			learn(c, e, idx, CORE_OUTCOME_FAILURE, &l, now_ms);
+	} else {
+		/* Idle is judged at the request's start, so that a long
+		 * request on a quiet endpoint does not look like a wake-up. */
+		uint64_t start = cc->total_ms >= 0 && (uint64_t)cc->total_ms <= now_ms ?
+				 now_ms - (uint64_t)cc->total_ms : now_ms;
+		l.after_idle = e->woke || (e->seen && c->p.idle_reset_ms > 0 &&
+					       start >= e->last_seen_ms &&
+					       start - e->last_seen_ms >= idle_after(c, e));
+		e->woke = 0;
+		if (l.after_idle && any_samples(e)) {
+			forget_samples(e);
+			e->woke = 0;
+			c->version++;
+		}
+		e->seen = true;
+		e->last_seen_ms = now_ms;
+		enum core_outcome t = o;
+		if (cut)
+			t = CORE_OUTCOME_FAILURE;
+		else if (cc->end == CORE_END_CLIENT_ABORT &&
+			 t == CORE_OUTCOME_FAILURE)
+			t = CORE_OUTCOME_NEUTRAL;
+		if (cut || cc->status != -1) {
+			c->outcomes[t]++;
+			e->outcomes[t]++;
+		}
+		/* Status -1 without a cut: no response to learn from, but a
+		 * HALF_OPEN probe slot is freed (neutral). */
+		learn(c, e, idx, t, &l, now_ms);
+	}
+	if (cc->end == CORE_END_COMPLETE && o == CORE_OUTCOME_SUCCESS &&
+	    cc->status != -1 && cc->total_ms >= 0 && !l.after_idle) {
+		double kib = (double)(cc->bytes > E2E_MIN_BYTES ? cc->bytes : E2E_MIN_BYTES) / 1024;
+		ewma_add(c, e, idx, pool_sig(true, cc->stream),
+			 (double)cc->total_ms / kib);
+	}
 	return 0;
 }
 
@@ -948,6 +1250,7 @@ void core_stats(const struct core *c, struct core_stats *out)
 	};
 	memcpy(out->decisions, c->decisions, sizeof(out->decisions));
 	memcpy(out->outcomes, c->outcomes, sizeof(out->outcomes));
+	memcpy(out->completions, c->completions, sizeof(out->completions));
 }
 
 uint32_t core_affinity_expire(struct core *c, uint64_t now_ms, uint32_t max)
@@ -976,6 +1279,49 @@ int core_affinity_export(const struct core *c, uint64_t now_ms,
 	return 0;
 }
 
+/* core_affinity_cursor_next's filter between the map and the caller. */
+struct cursor_visit {
+	const struct core *c;
+	uint64_t now_ms;
+	core_affinity_fn fn;
+	void *arg;
+};
+
+static int cursor_visit(void *arg, const struct affinity_entry *x)
+{
+	const struct cursor_visit *v = arg;
+	const struct pool_endpoint *e = pool_get(&v->c->pool, (int)x->endpoint);
+	uint64_t idle = v->now_ms > x->last_ms ? v->now_ms - x->last_ms : 0;
+	if (e == NULL || e->gen != x->gen || idle >= v->c->aff.ttl_ms)
+		return 0;
+	struct core_affinity_record rec = {
+		.akey = x->key, .endpoint = (int)x->endpoint, .idle_ms = idle,
+	};
+	return v->fn(v->arg, &rec);
+}
+
+void core_affinity_cursor_init(const struct core *c,
+			       struct core_affinity_cursor *cur)
+{
+	*cur = (struct core_affinity_cursor){
+		.cap = c->aff.cap, .map = (uintptr_t)c->aff.e,
+		.done = c->aff.high == 0,
+	};
+}
+
+int core_affinity_cursor_next(const struct core *c,
+			      struct core_affinity_cursor *cur,
+			      uint64_t now_ms, uint32_t max,
+			      core_affinity_fn fn, void *arg)
+{
+	if (cur->cap != c->aff.cap || cur->map != (uintptr_t)c->aff.e)
+		return -ESTALE;
+	struct cursor_visit v = { c, now_ms, fn, arg };
+	int rc = affinity_scan(&c->aff, &cur->pos, max, cursor_visit, &v);
+	cur->done = cur->pos >= c->aff.high;
+	return rc;
+}
+
 int core_affinity_import(struct core *c, const struct core_affinity_record *rec,
 			 uint64_t now_ms)
 {
@@ -996,9 +1342,11 @@ int core_endpoint_stats_export(const struct core *c, int idx, uint64_t now_ms,
 	if (e == NULL)
 		return -ENOENT;
 	*out = (struct core_endpoint_stats){ .trips = e->br.trips };
-	for (int k = 0; k < CORE_KIND_COUNT; k++) {
-		out->ewma_ms[k] = e->ewma[k];
-		out->samples[k] = e->samples[k];
+	for (unsigned k = 0; k < CORE_KIND_COUNT; k++) {
+		out->ewma_ms[k] = e->ewma[pool_sig(false, k)];
+		out->samples[k] = e->samples[pool_sig(false, k)];
+		out->e2e_ewma_ms[k] = e->ewma[pool_sig(true, k)];
+		out->e2e_samples[k] = e->samples[pool_sig(true, k)];
 	}
 	out->breaker = breaker_state(&e->br, now_ms, &out->cooldown_left_ms);
 	out->dead_key_left_ms = e->dead_until_ms > now_ms ?
@@ -1015,16 +1363,23 @@ int core_endpoint_stats_import(struct core *c, int idx, uint64_t now_ms,
 	if (e == NULL)
 		return -ENOENT;
 	for (int k = 0; k < CORE_KIND_COUNT; k++)
-		if (!finite_ge(st->ewma_ms[k], 0))
+		if (!finite_ge(st->ewma_ms[k], 0) || !finite_ge(st->e2e_ewma_ms[k], 0))
 			return -EINVAL;
 	if ((unsigned)st->breaker >= CORE_BREAKER_COUNT)
 		return -EINVAL;
-	for (int k = 0; k < CORE_KIND_COUNT; k++) {
-		e->ewma[k] = st->ewma_ms[k];
-		e->samples[k] = st->samples[k];
+	for (unsigned k = 0; k < CORE_KIND_COUNT; k++) {
+		e->ewma[pool_sig(false, k)] = st->ewma_ms[k];
+		e->samples[pool_sig(false, k)] = st->samples[k];
+		e->ewma[pool_sig(true, k)] = st->e2e_ewma_ms[k];
+		e->samples[pool_sig(true, k)] = st->e2e_samples[k];
 	}
-	order_fix(c, CORE_KIND_PLAIN, (uint32_t)idx);
-	order_fix(c, CORE_KIND_STREAM, (uint32_t)idx);
+	for (unsigned k = 0; k < POOL_SIGNALS; k++)
+		order_fix(c, k, (uint32_t)idx);
+	for (unsigned k = 0; k < CORE_KIND_COUNT; k++) {
+		/* Not in a snapshot: the base restarts from the EWMA. */
+		e->base[k] = e->ewma[k];
+		e->base_n[k] = e->samples[k];
+	}
 	c->version++;
 	c->ewma_version++;
 	breaker_restore(&e->br, st->breaker, st->trips, st->cooldown_left_ms,

@@ -18,8 +18,9 @@
  * Memory: core_create allocates the affinity map (capacity
  * affinity_max_entries, 32-byte entries plus an 8-byte-slot index at most
  * half full: under 64 bytes per entry); adding endpoints may allocate.
- * core_decide, core_observe, core_endpoint_sync, core_endpoint_complete,
- * the finders and the introspection calls never allocate.
+ * core_decide, core_observe, core_complete, core_endpoint_sync,
+ * core_endpoint_complete, the finders and the introspection calls never
+ * allocate.
  *
  * Endpoints are named by an index (>= 0) returned by core_endpoint_add and
  * valid until core_endpoint_remove; a removed index may be reused by a later
@@ -144,6 +145,29 @@ struct core_feedback {
 	struct core_str model;     /* optional: lets a 404 note a mismatch */
 };
 
+/* How a request ended, from HAProxy's log line (termination state). */
+enum core_end {
+	CORE_END_COMPLETE = 0,   /* the response ended normally */
+	CORE_END_CLIENT_ABORT,   /* the client went away: neutral */
+	CORE_END_SERVER_CUT,     /* the server cut the response mid-way: a failure even with status 200 */
+	CORE_END_SERVER_FAIL,    /* HAProxy failed it itself: connection refused, connect or server timeout, no response */
+	CORE_END_COUNT
+};
+
+/* One end-of-stream log line (core_complete). */
+struct core_completion {
+	int endpoint;            /* core_endpoint_find* of its server */
+	int status;              /* as logged (HAProxy's own 502/503/504 included); -1 unknown */
+	enum core_end end;
+	int64_t tr_ms;           /* time to response headers as logged; < 0 unknown */
+	int64_t total_ms;        /* request end to end (HAProxy's Ta); < 0 unknown */
+	uint64_t bytes;          /* bytes sent to the client */
+	bool stream;
+	bool feedback_seen;      /* the SPOE feedback message already reported this response's status */
+	bool has_akey;
+	uint64_t akey;
+};
+
 /* An endpoint as configured (warmlane's config plus HAProxy's names). */
 struct core_endpoint_config {
 	const char *backend;          /* required, non-empty, NUL-terminated */
@@ -168,11 +192,16 @@ struct core_endpoint_info {
 	uint32_t in_flight;
 	double ewma_ms[CORE_KIND_COUNT];     /* own EWMA (0 before samples) */
 	uint32_t samples[CORE_KIND_COUNT];   /* successes that entered it */
+	/* End-to-end EWMA (core_complete), in ms per KiB sent (responses
+	 * under 16 KiB count as 16 KiB); 0 before samples. */
+	double e2e_ewma_ms[CORE_KIND_COUNT];
+	uint32_t e2e_samples[CORE_KIND_COUNT];  /* successes that entered it */
 	enum core_breaker breaker;
 	uint64_t cooldown_left_ms;           /* OPEN: until HALF_OPEN */
 	uint64_t dead_key_left_ms;           /* 401/403: until retried */
 	uint32_t window_ok, window_fail;     /* over breaker_window */
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
+	uint64_t completions[CORE_END_COUNT]; /* core_complete, by end */
 	uint64_t decisions;                  /* requests routed to it */
 };
 
@@ -180,6 +209,7 @@ struct core_endpoint_info {
 struct core_stats {
 	uint64_t decisions[CORE_REASON_COUNT];
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
+	uint64_t completions[CORE_END_COUNT]; /* core_complete calls by end */
 	uint32_t endpoints;
 	uint32_t affinity_entries;
 	uint32_t affinity_capacity;
@@ -195,6 +225,8 @@ struct core_stats {
 struct core_endpoint_stats {
 	double ewma_ms[CORE_KIND_COUNT];
 	uint32_t samples[CORE_KIND_COUNT];
+	double e2e_ewma_ms[CORE_KIND_COUNT];   /* end-to-end EWMA, ms per KiB */
+	uint32_t e2e_samples[CORE_KIND_COUNT];
 	enum core_breaker breaker;
 	uint32_t trips;               /* consecutive trips: cooldown doubling */
 	uint64_t cooldown_left_ms;
@@ -219,7 +251,8 @@ struct core;
 /* Creates a core with a copy of p (NULL: defaults). Rejects (-EINVAL)
  * affinity_max_entries of 0 or above 2^30, ewma_alpha outside (0, 1],
  * load_factor < 1, negative tolerances or ratios, an identity ladder longer
- * than CORE_RUNG_COUNT or naming an unknown rung. Returns 0 with *out set,
+ * than CORE_RUNG_COUNT or naming an unknown rung, a score_by that is not a
+ * enum core_score_by value. Returns 0 with *out set,
  * or -EINVAL / -ENOMEM. Release with core_destroy. */
 int core_create(struct core **out, const struct core_params *p);
 
@@ -272,9 +305,37 @@ int core_endpoint_next(const struct core *c, int prev);
 int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 		       uint32_t scur_plus_qcur, uint64_t now_ms);
 
-/* End of a stream on endpoint idx (log input): in-flight - 1, not below
- * 0. Returns 0 or -ENOENT. */
+/* End of a stream on endpoint idx with nothing else known: in-flight - 1,
+ * not below 0. Returns 0 or -ENOENT. (The log input uses core_complete.) */
 int core_endpoint_complete(struct core *c, int idx);
+
+/* One request ended on cc->endpoint (HAProxy's log line; ARCHITECTURE.md,
+ * "What %Tr measures"). Always: in-flight - 1, not below 0, and the
+ * completion counted by its end. Then, never counting twice what feedback
+ * told:
+ * - cc->feedback_seen (core_observe already took the status): only what
+ *   feedback could not know counts. SERVER_CUT and SERVER_FAIL are breaker
+ *   failures and evict akey's entry if it points to this endpoint;
+ *   COMPLETE and CLIENT_ABORT change no breaker state.
+ * - !cc->feedback_seen (HAProxy answered itself, or no feedback was sent):
+ *   the status is taken as core_observe takes it (tr_ms as its time to
+ *   headers), except that SERVER_CUT and SERVER_FAIL are failures whatever
+ *   the status (-1 included), and CLIENT_ABORT never is (a failure status
+ *   then counts as neutral). Status -1 with COMPLETE or CLIENT_ABORT only
+ *   ends the request.
+ * - COMPLETE with a 1xx-3xx status and total_ms >= 0 also enters the
+ *   end-to-end EWMA of cc->stream's kind as total_ms per KiB of cc->bytes
+ *   (at least 16 KiB counted; not the first answer after idle_reset, as
+ *   for the headers EWMA).
+ * Returns 0; -ENOENT when cc->endpoint is not a live endpoint; -EINVAL for
+ * an unknown end or a status that is neither -1 nor an HTTP status
+ * (nothing changed). Never allocates. */
+int core_complete(struct core *c, const struct core_completion *cc,
+		  uint64_t now_ms);
+
+/* The end's name ("complete", "client_abort", "server_cut",
+ * "server_fail"), or "unknown". */
+const char *core_end_name(enum core_end e);
 
 /* Fills *out with endpoint idx's state at now_ms. Returns 0 or -ENOENT. */
 int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
@@ -298,7 +359,8 @@ bool core_identity(const struct core *c, const struct core_request *req,
 /* Takes one response into account (see ARCHITECTURE.md, "Feedback"):
  * - success: the EWMA of fb->stream's kind (when tr_ms >= 0), the map entry
  *   akey -> endpoint refreshed; the first answer after idle_reset without
- *   feedback is not used and the endpoint starts cold again;
+ *   feedback is not used and the endpoint starts cold again (params.h,
+ *   idle_reset_ms: a re-trial once it was warm);
  * - failure (5xx, 408): breaker failure, akey's entry evicted if it points
  *   here; never enters the EWMA;
  * - 429: breaker OPEN for retry_after_ms (>= 0) else rate_limit_cooldown;
@@ -359,6 +421,45 @@ uint32_t core_affinity_expire(struct core *c, uint64_t now_ms, uint32_t max);
  * first non-zero return. The map must not be changed during the walk. */
 int core_affinity_export(const struct core *c, uint64_t now_ms,
 			 core_affinity_fn fn, void *arg);
+
+/* A resumable walk over the affinity map, for a snapshot taken in slices
+ * between which the map keeps serving. Caller-owned; set up with
+ * core_affinity_cursor_init. */
+struct core_affinity_cursor {
+	uint32_t pos;       /* next entry slot of the map's array */
+	uint32_t cap;       /* map capacity when the walk began */
+	uintptr_t map;      /* the map's array when the walk began */
+	bool done;          /* every slot was visited */
+};
+
+/* Starts a walk of c's map at its first slot. */
+void core_affinity_cursor_init(const struct core *c,
+			       struct core_affinity_cursor *cur);
+
+/* Goes on with the walk: visits at most max slots of the map's entry
+ * array (live or free, so one call costs O(max) whatever the map holds),
+ * in array order, and calls fn with each live entry (endpoint live, idle
+ * < affinity_ttl at now_ms), as it is when its slot is reached. Sets
+ * cur->done once the last slot was visited. Between calls the map may
+ * change, and a walk then sees:
+ * - an entry refreshed, moved to another endpoint or removed after its
+ *   slot was visited: as it was when visited;
+ * - one changed before its slot is reached: as it is then (a removed one
+ *   not at all);
+ * - a key inserted after the walk passed the slot it landed in: not at
+ *   all; in a slot not yet visited: once;
+ * - a key removed after its visit and inserted again into a later slot:
+ *   twice, the later record the more recent (smaller idle_ms at a later
+ *   now_ms). A reader that must hold each key once keeps the latest.
+ * Each slot is visited once, so a walk ends after at most capacity / max
+ * calls. Returns 0, fn's first non-zero return (the walk can go on with
+ * the next slot), or -ESTALE when the map was rebuilt since
+ * core_affinity_cursor_init (core_set_params with a new
+ * affinity_max_entries): start over. */
+int core_affinity_cursor_next(const struct core *c,
+			      struct core_affinity_cursor *cur,
+			      uint64_t now_ms, uint32_t max,
+			      core_affinity_fn fn, void *arg);
 
 /* Inserts one record (LRU: it becomes the most recent). Returns 0, -ENOENT
  * for an unknown endpoint, -ESTALE when idle_ms has reached affinity_ttl

@@ -11,11 +11,12 @@ void core_params_defaults(struct core_params *p)
 		.identity_ladder = { CORE_RUNG_SESSION, CORE_RUNG_PREFIX,
 				     CORE_RUNG_INSTALL, CORE_RUNG_CALLER },
 		.identity_ladder_len = 4,
-		.ewma_alpha = 0.3,
+		.ewma_alpha = 0.05,
 		.cold_start_samples = 20,
 		.prior_ttfb_ms = 500,
 		.idle_reset_ms = 60 * 1000,
 		.sticky_tolerance = 2.5,
+		.score_by = CORE_SCORE_BOTH,
 		.load_factor = 1.5,
 		.load_floor = 4,
 		.cost_weight_per_ms = 0,
@@ -44,4 +45,14 @@ const char *core_rung_name(enum core_rung r)
 		[CORE_RUNG_SRC] = "src",
 	};
 	return (unsigned)r < CORE_RUNG_COUNT ? names[r] : NULL;
+}
+
+const char *core_score_by_name(enum core_score_by s)
+{
+	static const char *const names[CORE_SCORE_COUNT] = {
+		[CORE_SCORE_HEADERS] = "headers",
+		[CORE_SCORE_END_TO_END] = "end_to_end",
+		[CORE_SCORE_BOTH] = "both",
+	};
+	return (unsigned)s < CORE_SCORE_COUNT ? names[s] : NULL;
 }

@@ -14,6 +14,14 @@
 #define POOL_MODEL_SLOTS    512   /* model name index, a power of two */
 #define POOL_MISMATCH_SLOTS 4     /* models with 404s noted per endpoint */
 #define POOL_NO_MODEL       0xffffu
+/* Latency signals of an endpoint: time to headers per kind, then end to
+ * end per kind (pool_sig). */
+#define POOL_SIGNALS        (2 * CORE_KIND_COUNT)
+
+static inline unsigned pool_sig(bool e2e, unsigned kind)
+{
+	return e2e ? CORE_KIND_COUNT + kind : kind;
+}
 
 /* 404s seen for one endpoint and model. */
 struct pool_mismatch {
@@ -30,10 +38,21 @@ struct pool_endpoint {
 	bool has_mismatch;      /* some mismatch slot is in use */
 	bool seen;              /* some feedback arrived */
 	uint8_t admin;          /* enum core_admin */
+	uint8_t veteran;        /* bit per signal: was warm once (re-trials) */
+	uint8_t suspect;        /* over sticky_tolerance x median at some
+				 * decision since it was last found within:
+				 * 1 kept by its own past, 2 left */
+	uint8_t retrials;       /* idle_reset periods doubled: re-trials in a
+				 * row that found it slow */
+	uint8_t woke;           /* samples forgotten for idleness: the next
+				 * answer is the first after idle */
 	uint32_t in_flight;
-	uint32_t samples[CORE_KIND_COUNT];
+	uint32_t samples[POOL_SIGNALS]; /* indexed by pool_sig */
 	double weight;
-	double ewma[CORE_KIND_COUNT];
+	double ewma[POOL_SIGNALS];
+	double base[CORE_KIND_COUNT];     /* time to headers: its long-run
+					   * EWMA, its own history */
+	uint32_t base_n[CORE_KIND_COUNT]; /* samples in it (kept across idle) */
 	uint64_t dead_until_ms; /* 401/403: key excluded until then */
 	uint64_t last_seen_ms;
 	uint64_t models[POOL_MODEL_WORDS];
@@ -50,6 +69,7 @@ struct pool_endpoint {
 	char *server;
 	char *key_id;           /* NULL: no key */
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
+	uint64_t completions[CORE_END_COUNT];
 	uint64_t decisions;
 };
 

@@ -1,4 +1,4 @@
-/* bench_core.c - bench-core: per-call latency of core_decide and core_observe, allocations, bytes per map entry. */
+/* bench_core.c - bench-core: per-call latency of core_decide, core_observe and core_complete, allocations, bytes per map entry. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -147,12 +147,12 @@ static void finish(struct setup *s)
 	free(s->ep);
 }
 
-enum bcase { DECIDE_HIT, DECIDE_MISS, OBSERVE, DECIDE_HIT_AFTER_OBSERVE };
+enum bcase { DECIDE_HIT, DECIDE_MISS, OBSERVE, DECIDE_HIT_AFTER_OBSERVE, COMPLETE };
 
 static void run(struct setup *s, enum bcase kind, uint64_t *t, uint64_t overhead)
 {
 	static const char *const names[] = { "decide-hit", "decide-miss", "observe",
-					     "decide-hit-after-observe" };
+					     "decide-hit-after-observe", "complete" };
 	struct core_rng rng, pick;
 	core_rng_seed(&rng, 7);
 	core_rng_seed(&pick, 11 + (uint64_t)kind);
@@ -177,6 +177,24 @@ static void run(struct setup *s, enum bcase kind, uint64_t *t, uint64_t overhead
 			};
 			uint64_t t0 = ns_now();
 			core_observe(s->c, &fb, s->now);
+			t[i] = ns_now() - t0;
+		} else if (kind == COMPLETE) {
+			/* The log line of a response feedback told: in-flight
+			 * down, end-to-end EWMA up; one in ten a server cut
+			 * (breaker failure, map eviction). */
+			req.session = (struct core_id){ true, session_of(k) };
+			uint64_t akey;
+			core_identity(s->c, &req, &akey);
+			struct core_completion cc = {
+				.endpoint = s->ep[k % (uint32_t)s->n_ep], .status = 200,
+				.end = i % 10 == 9 ? CORE_END_SERVER_CUT : CORE_END_COMPLETE,
+				.tr_ms = 120 + (int64_t)(k % 100),
+				.total_ms = 2000 + (int64_t)(k % 1000),
+				.bytes = 8192, .stream = true, .feedback_seen = true,
+				.has_akey = true, .akey = akey,
+			};
+			uint64_t t0 = ns_now();
+			core_complete(s->c, &cc, s->now);
 			t[i] = ns_now() - t0;
 		} else {
 			if (kind == DECIDE_HIT_AFTER_OBSERVE) {
@@ -208,7 +226,7 @@ static void run(struct setup *s, enum bcase kind, uint64_t *t, uint64_t overhead
 	printf("%s endpoints=%d entries=%u median_ns=%llu p99_ns=%llu mallocs=%llu",
 	       names[kind], s->n_ep, s->entries, (unsigned long long)med,
 	       (unsigned long long)p99, (unsigned long long)n_alloc);
-	if (kind != OBSERVE)
+	if (kind != OBSERVE && kind != COMPLETE)
 		printf(" affinity_share=%.3f", (double)hits / ITERS);
 	printf("\n");
 	fflush(stdout);
@@ -286,6 +304,7 @@ int main(int argc, char **argv)
 			run(&s, DECIDE_MISS, t, overhead);
 			run(&s, OBSERVE, t, overhead);
 			run(&s, DECIDE_HIT_AFTER_OBSERVE, t, overhead);
+			run(&s, COMPLETE, t, overhead);
 			finish(&s);
 		}
 	}

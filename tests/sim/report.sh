@@ -84,6 +84,7 @@ GP
 workloads=()
 if [ $have_trace = 1 ]; then
 	run mooncake --trace "$trace" --dump "$tmp/mooncake.dump"
+	run mooncake-log --trace "$trace" --log-ingest
 	run mooncake-session --trace "$trace" --keys session
 	run mooncake-speed3 --trace "$trace" --speed 3 --dump "$tmp/mooncake-speed3.dump"
 	for a in 2 4; do
@@ -97,12 +98,15 @@ fi
 # policy changes tried on the real core (--set) and on the design model
 variants=(
 	"warmlane|defaults|"
-	"warmlane|sticky_tolerance=5|--set sticky_tolerance=5"
+	"warmlane|defaults, log input|--log-ingest"
+	"warmlane|log input, score_by headers|--log-ingest --set score_by=0"
+	"warmlane|log input, score_by end_to_end|--log-ingest --set score_by=1"
+	"warmlane|ewma_alpha 0.3 (the former default)|--set ewma_alpha=0.3"
+	"warmlane|ewma_alpha 0.1|--set ewma_alpha=0.1"
 	"warmlane|no sticky tolerance|--set sticky_tolerance=1e9"
-	"warmlane|no sticky tolerance, load_factor 2|--set sticky_tolerance=1e9 --set load_factor=2"
-	"warmlane-model|model of the defaults|"
+	"warmlane|no idle_reset|--set idle_reset_ms=1e12"
+	"warmlane-model|model of ARCHITECTURE.md's first defaults|"
 	"warmlane-model|model: tr per KiB, bound +2|--set norm=1 --set slack=2"
-	"warmlane-model|model: no tolerance, bound +2|--set sticky_tolerance=1e9 --set slack=2"
 )
 if [ $have_trace = 1 ] && "$sim" --list | grep -q ' warmlane '; then
 	i=0
@@ -125,6 +129,10 @@ run groups --workload groups
 run mixed --workload mixed
 run hetero --workload chat --config tests/sim/examples/hetero.conf --dump "$tmp/hetero.dump"
 run vllm-slow --workload chat --config tests/sim/examples/vllm.conf --scenario slow
+run vllm-slow-log --workload chat --config tests/sim/examples/vllm.conf --scenario slow --log-ingest
+run vllm-slowpf --workload chat --config tests/sim/examples/vllm.conf --scenario slow-prefill
+run vllm-slowpf-log --workload chat --config tests/sim/examples/vllm.conf --scenario slow-prefill --log-ingest
+run chat-slowpf --workload chat --scenario slow-prefill
 for sc in fast-failure rate-limit slow scale-out down flap agents-2 agents-4; do
 	run "chat-$sc" --workload chat --scenario "$sc" $([ "$sc" = fast-failure ] && echo --dump "$tmp/chat-ff.dump")
 done
@@ -302,12 +310,25 @@ MD
 			printf '| TTFT p90 below chash-bounded'"'"'s | %s of it | %s |\n' "$r" "$(awk -v r="$r" 'BEGIN{print (r < 1) ? "yes" : "no"}')"
 			r=$(ratio "$(fig mooncake-agents4 warmlane 3)" "$(fig $w warmlane 3)")
 			printf '| 4 agents: hit rate within 5%% of one agent | %s of it | %s |\n' "$r" "$(awk -v r="$r" 'BEGIN{print (r >= 0.95) ? "yes" : "no"}')"
+			sc() { # scenario file, column -> warmlane's figure in the scenario table
+				awk -v c="$2" '/^# scenario/ { on = 1; next } on && $1 == "warmlane" { print $c }' "$tmp/$1.txt"
+			}
+			v=$(sc mooncake-fast-failure 2)
+			printf '| fast failure: under 1%% of traffic to it after 20 requests | %s | %s |\n' "$v" "$(awk -v v="${v%\%}" 'BEGIN{print (v < 1) ? "yes" : "no"}')"
+			v=$(sc mooncake-rate-limit 2)
+			b=$(sc mooncake-rate-limit 3)
+			printf '| 429: requests in the window within the half-open bound | %s (bound %s) | %s |\n' "$v" "$b" "$(awk -v v="$v" -v b="$b" 'BEGIN{print (v <= b) ? "yes" : "no"}')"
+			v=$(sc mooncake-slow 2)
+			printf '| slow (5x): under a quarter of its fair share (3.1%%) once slow | %s | %s |\n' "$v" "$(awk -v v="${v%\%}" 'BEGIN{print (v < 3.125) ? "yes" : "no"}')"
 			w=mooncake-speed3
 			r=$(ratio "$(fig $w warmlane 5)" "$(fig $w leastconn 5)")
 			printf '| (loaded, speed 3) TTFT p90 against leastconn'"'"'s | %s of it | %s |\n\n' "$r" "$(awk -v r="$r" 'BEGIN{print (r <= 0.5) ? "yes" : "no"}')"
 			printf 'Why each miss happens and the policy change that would close it: "Where warmlane misses" at the end of this page.\n\n'
 		fi
-		printf '### Same trace with conversation ids (`--keys session`)\n\n'
+		printf '### Same trace with the log input (`--log-ingest`)\n\n'
+		printf 'HAProxy'"'"'s end-of-stream log lines reach warmlane too (`core_complete`: status, termination state, Tr, Ta, bytes): in-flight falls at each end of stream and the end-to-end time per KiB sent enters the scoring (`score_by` both, the default).\n\n'
+		csv_md <"$tmp/mooncake-log.csv"
+		printf '\n### Same trace with conversation ids (`--keys session`)\n\n'
 		csv_md <"$tmp/mooncake-session.csv"
 		printf '\n### Same trace replayed 3x faster (`--speed 3`: the fleet near saturation)\n\n'
 		csv_md <"$tmp/mooncake-speed3.csv"
@@ -363,10 +384,19 @@ MD
 		       for (p in pols) { printf "| %s |", p; for (i = 1; i <= ne; i++) printf " %d |", n[p "," es[i]]; printf "\n" } }' \
 		"$tmp/hetero.dump" | { read -r h; read -r sep; echo "$h"; echo "$sep"; sort; }
 	printf '\n### The slow scenario on a vLLM-style fleet (`tests/sim/examples/vllm.conf`)\n\n'
-	printf 'Every endpoint sends its headers before prefill, so tr is the same few milliseconds on a slow endpoint as on a fast one. `%s`\n\n' "$(sed 's/^# //' "$tmp/vllm-slow.info")"
+	printf 'Every endpoint sends its headers before prefill, so tr is the same few milliseconds on a slow endpoint as on a fast one. Without the log input: `%s`\n\n' "$(sed 's/^# //' "$tmp/vllm-slow.info")"
 	csv_md <"$tmp/vllm-slow.csv"
 	printf '\n'
 	scen_md <"$tmp/vllm-slow.txt"
+	printf '\nWith the log input (`--log-ingest`): the end-to-end time per KiB shows the slowdown.\n\n'
+	scen_md <"$tmp/vllm-slow-log.txt"
+	printf '\n### Only prefill 5x slower (`--scenario slow-prefill`)\n\n'
+	printf 'Decode unchanged. On the default fleet (headers with the first token) tr shows it:\n\n'
+	scen_md <"$tmp/chat-slowpf.txt"
+	printf '\nOn the vLLM-style fleet, without and with the log input: neither tr (admission) nor the end-to-end time (mostly decode) shows it; only in-flight counts slow its traffic.\n\n'
+	scen_md <"$tmp/vllm-slowpf.txt"
+	printf '\n'
+	scen_md <"$tmp/vllm-slowpf-log.txt"
 	printf '\n'
 
 	printf '## Scenarios\n\n'
@@ -377,7 +407,7 @@ MD
 		case $sc in
 		fast-failure) printf 'Expectation: under 1%% of traffic to the failing endpoint after the first 20 requests that follow its first failure (share_after).\n\n' ;;
 		rate-limit) printf 'Expectation: no request reaches it during the window beyond what was in flight and the half-open probes (bound: per agent 5 + 3 per Retry-After period).\n\n' ;;
-		slow) printf 'Expectation: sessions leave it once its EWMA exceeds 2.5x the median, without a hit-rate collapse (hit%% against the same policy without the fault).\n\n' ;;
+		slow) printf 'Expectation: sessions leave it once its EWMA exceeds 2.5x the median (and, for the time to headers, 2.5x its own past), without a hit-rate collapse: under a quarter of its fair share (by weight) once slow, hit%% at least 0.9 of the same policy without the fault.\n\n' ;;
 		scale-out) printf 'Expectation: adding a 9th endpoint moves at most about 1/9 of keys (keys_moved: keys whose endpoint after the addition differs from the one before).\n\n' ;;
 		down) printf 'Connection refused: the router gets no feedback; HAProxy marks it DOWN after 6 s.\n\n' ;;
 		flap) printf 'Flapping: down 30 s, up 30 s; HAProxy marks it DOWN 6 s into each down spell and UP 4 s after it recovers. errors counts the refused connections (HAProxy 503s).\n\n' ;;

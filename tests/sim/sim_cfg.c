@@ -335,6 +335,15 @@ static int p_line(struct parser *p, char *s, int line)
 		} else if (strcmp(k, "factor") == 0) {
 			if (p_num(v, &p->fault.factor) < 0 || p->fault.factor <= 0)
 				return p_fail(p, line, "bad factor", v);
+		} else if (strcmp(k, "phase") == 0) {
+			if (strcmp(v, "both") == 0)
+				p->fault.phase = SIM_PHASE_BOTH;
+			else if (strcmp(v, "prefill") == 0)
+				p->fault.phase = SIM_PHASE_PREFILL;
+			else if (strcmp(v, "decode") == 0)
+				p->fault.phase = SIM_PHASE_DECODE;
+			else
+				return p_fail(p, line, "bad phase (both prefill decode)", v);
 		} else if (strcmp(k, "retry_after") == 0) {
 			if (p_num(v, &d) < 0 || d > 86400 || d != floor(d))
 				return p_fail(p, line, "bad retry_after", v);

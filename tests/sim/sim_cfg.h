@@ -16,12 +16,20 @@ enum sim_fault_kind {
 	SIM_FAULT_DOWN, /* connection refused; flaps when period is set */
 };
 
+/* What a slow fault slows. */
+enum {
+	SIM_PHASE_BOTH = 0,
+	SIM_PHASE_PREFILL,
+	SIM_PHASE_DECODE,
+};
+
 struct sim_fault {
 	uint32_t ep;
 	enum sim_fault_kind kind;
 	int64_t start_us, end_us;
 	double prob;             /* share of requests affected (error kinds) */
 	double factor;           /* slow */
+	int phase;               /* slow: SIM_PHASE_* it slows */
 	uint32_t retry_after_s;  /* 429; 0 sends no Retry-After */
 	int64_t period_us;       /* down: down for the first half of each period */
 };

@@ -115,12 +115,14 @@ static int ep_up_in_haproxy(const struct sim_fleet *f, uint32_t e, int64_t t)
 	return 1;
 }
 
-static double ep_slow(const struct sim_fleet *f, uint32_t e, int64_t t)
+/* The slow-down factor of phase (SIM_PHASE_PREFILL or _DECODE) on e at t. */
+static double ep_slow(const struct sim_fleet *f, uint32_t e, int64_t t, int phase)
 {
 	double s = 1;
 	for (uint32_t i = 0; i < f->cfg->nfault; i++) {
 		const struct sim_fault *x = &f->cfg->fault[i];
-		if (x->ep == e && x->kind == SIM_FAULT_SLOW && fault_active(x, t))
+		if (x->ep == e && x->kind == SIM_FAULT_SLOW && fault_active(x, t) &&
+		    (x->phase == SIM_PHASE_BOTH || x->phase == phase))
 			s *= x->factor;
 	}
 	return s;
@@ -179,13 +181,20 @@ static int ep_start(struct sim_fleet *f, uint32_t e, uint32_t i)
 	rc->cached_tokens = (uint32_t)cached;
 	double uncached = (double)(r->input_tokens - cached);
 	uint32_t others = s->running++;
-	double slow = ep_slow(f, e, f->now) / p->speed;
+	double slow_p = ep_slow(f, e, f->now, SIM_PHASE_PREFILL) / p->speed;
+	double slow_d = ep_slow(f, e, f->now, SIM_PHASE_DECODE) / p->speed;
 	double prefill_ms = uncached / 1000.0 * p->prefill_ms_per_ktok *
-			    (1 + p->prefill_batch_slowdown * others) * slow;
+			    (1 + p->prefill_batch_slowdown * others) * slow_p;
 	double decode_ms = (r->output_tokens > 1 ? r->output_tokens - 1 : 0) * p->decode_ms_per_tok *
-			   (1 + p->decode_batch_slowdown * others) * slow;
+			   (1 + p->decode_batch_slowdown * others) * slow_d;
 	rc->t_start_us = f->now;
 	rc->t_first_us = f->now + (int64_t)llround(prefill_ms * 1000);
+	if (p->headers_immediate && r->stream) {
+		/* the first token follows the headers sent before prefill */
+		int64_t hdr = r->arrival_us + (int64_t)llround(p->header_ms * 1000);
+		if (rc->t_first_us < hdr)
+			rc->t_first_us = hdr;
+	}
 	rc->t_end_us = rc->t_first_us + (int64_t)llround(decode_ms * 1000);
 	if (push(f, rc->t_first_us, EV_FIRST, i) < 0 || push(f, rc->t_end_us, EV_DONE, i) < 0)
 		return -ENOMEM;
@@ -217,6 +226,8 @@ static void feedback(struct sim_fleet *f, uint32_t i, int status, int64_t tr_ms,
 {
 	struct sim_rec *rc = &f->rec[i];
 	struct agent *a = &f->ag[rc->agent];
+	rc->fb_sent = 1;
+	rc->fb_tr_ms = tr_ms;
 	if (!f->pol->feedback)
 		return;
 	view_refresh(f, a);
@@ -226,11 +237,22 @@ static void feedback(struct sim_fleet *f, uint32_t i, int status, int64_t tr_ms,
 	f->pol->feedback(a->st, &v, &f->w->req[i], (uint32_t)rc->ep, &fb);
 }
 
+/* Response bytes HAProxy logs for a request of out output tokens: about
+ * 4 bytes of text per token in one JSON body, or one server-sent event of
+ * about 160 bytes per token when streamed, plus headers. */
+static uint64_t response_bytes(const struct sim_req *r, const struct sim_rec *rc)
+{
+	if (!rc->admitted)
+		return 150;
+	return 400 + (uint64_t)r->output_tokens * (r->stream ? 160 : 4);
+}
+
 /* The request's response is complete: HAProxy's counts drop (and with log
- * ingestion, the agent reads the end-of-stream line). */
+ * ingestion, the agent reads the end-of-stream line, after any feedback). */
 static void finish(struct sim_fleet *f, uint32_t i)
 {
 	struct sim_rec *rc = &f->rec[i];
+	const struct sim_req *r = &f->w->req[i];
 	rc->t_end_us = f->now;
 	if (rc->ep < 0)
 		return;
@@ -245,12 +267,23 @@ static void finish(struct sim_fleet *f, uint32_t i)
 		if (f->pol->complete) {
 			view_refresh(f, a);
 			struct sim_view v = view_of(f, a);
-			f->pol->complete(a->st, &v, (uint32_t)rc->ep);
-		}
-		/* a refused connection shows only in the log line: HAProxy's own
-		 * 503 with no server time, fed back as such */
-		if (rc->refused)
+			struct sim_completion cc = {
+				.status = rc->status,
+				/* a refused connection shows only in the log line:
+				 * HAProxy's own 503, no server time, no feedback */
+				.end = rc->refused ? SIM_END_SERVER_FAIL : SIM_END_COMPLETE,
+				.tr_ms = rc->refused ? -1 : rc->fb_tr_ms,
+				.total_ms = (f->now - r->arrival_us) / 1000,
+				.bytes = response_bytes(r, rc),
+				.stream = r->stream,
+				.feedback_seen = rc->fb_sent,
+			};
+			f->pol->complete(a->st, &v, r, (uint32_t)rc->ep, &cc);
+		} else if (rc->refused) {
+			/* a policy without the log hook: the refusal as
+			 * HAProxy's 503 through its feedback */
 			feedback(f, i, 503, -1, 0);
+		}
 	}
 }
 
@@ -346,8 +379,9 @@ static int on_headers(struct sim_fleet *f, uint32_t i)
 		feedback(f, i, 200, (f->now - r->arrival_us) / 1000, 0);
 		return 0;
 	}
-	finish(f, i);
+	/* an error answer: its headers (feedback), then its log line */
 	feedback(f, i, rc->status, rc->fb_tr_ms, rc->fb_retry_after_s);
+	finish(f, i);
 	return 0;
 }
 
@@ -364,14 +398,18 @@ static int on_done(struct sim_fleet *f, uint32_t i)
 {
 	struct sim_rec *rc = &f->rec[i];
 	const struct sim_req *r = &f->w->req[i];
-	finish(f, i);
-	if (!rc->admitted)
+	if (!rc->admitted) {
+		finish(f, i);
 		return 0; /* refused: HAProxy sends no feedback for its own 503 */
+	}
 	uint32_t e = (uint32_t)rc->ep;
 	struct ep_state *s = &f->eps[e];
 	s->running--;
+	/* not streamed: the headers come with the whole response, then the
+	 * log line */
 	if (!r->stream)
 		feedback(f, i, 200, (f->now - r->arrival_us) / 1000, 0);
+	finish(f, i);
 	while (s->qlen > 0 && s->running < f->cfg->ep[e].max_running) {
 		uint32_t j = s->queue[s->qhead];
 		s->qhead = (s->qhead + 1) % s->qcap;

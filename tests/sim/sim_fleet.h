@@ -21,8 +21,9 @@ struct sim_rec {
 	const char *reason;    /* the policy's reason ("haproxy": it fell back) */
 	uint8_t admitted;      /* reached the model (not an error, not refused) */
 	uint8_t refused;       /* connection refused: no feedback at all */
-	int64_t fb_tr_ms;      /* pending feedback for error responses */
+	int64_t fb_tr_ms;      /* pending feedback for error responses; then the tr reported */
 	uint32_t fb_retry_after_s;
+	uint8_t fb_sent;       /* HAProxy sent the feedback message */
 };
 
 struct sim_run_opts {

@@ -96,6 +96,9 @@ static void *wl_create(const struct sim_policy_env *env)
 	double d;
 	if (sim_policy_param(env, "cold_start_samples", &d) == 1)
 		p.cold_start_samples = (uint32_t)d;
+	if (sim_policy_param(env, "score_by", &d) == 1)
+		p.score_by = (enum core_score_by)d;
+
 	if (!s->idx || !s->names || core_create(&s->core, &p) < 0) {
 		wl_destroy(s);
 		return NULL;
@@ -171,17 +174,33 @@ static void wl_feedback(void *st, const struct sim_view *v, const struct sim_req
 		.retry_after_ms = fb->retry_after_s ? (int64_t)fb->retry_after_s * 1000 : -1,
 		.stream = fb->stream != 0,
 	};
+
 	/* HAProxy echoes the akey warmlane set; the core recomputes the same */
 	f.has_akey = core_identity(s->core, &q, &f.akey);
 	core_observe(s->core, &f, (uint64_t)(v->now_us / 1000));
 }
 
-static void wl_complete(void *st, const struct sim_view *v, uint32_t ep)
+/* HAProxy's end-of-stream log line (--log-ingest), as the agent's log
+ * input passes it on. */
+static void wl_complete(void *st, const struct sim_view *v, const struct sim_req *r, uint32_t ep,
+			const struct sim_completion *c)
 {
 	struct wl *s = st;
-	(void)v;
-	if (ep < s->n && s->idx[ep] >= 0)
-		core_endpoint_complete(s->core, s->idx[ep]);
+	if (ep >= s->n || s->idx[ep] < 0)
+		return;
+	struct core_request q = wl_request(r);
+	struct core_completion cc = {
+		.endpoint = s->idx[ep],
+		.status = c->status,
+		.end = (enum core_end)c->end,
+		.tr_ms = c->tr_ms,
+		.total_ms = c->total_ms,
+		.bytes = c->bytes,
+		.stream = c->stream != 0,
+		.feedback_seen = c->feedback_seen != 0,
+	};
+	cc.has_akey = core_identity(s->core, &q, &cc.akey);
+	core_complete(s->core, &cc, (uint64_t)(v->now_us / 1000));
 }
 
 const struct sim_policy sim_pol_warmlane = {

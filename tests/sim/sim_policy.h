@@ -39,6 +39,25 @@ struct sim_feedback {
 	uint8_t stream;
 };
 
+/* How a stream ended, as HAProxy's log line tells it (core_end's values). */
+enum sim_end {
+	SIM_END_COMPLETE = 0,
+	SIM_END_CLIENT_ABORT,
+	SIM_END_SERVER_CUT,
+	SIM_END_SERVER_FAIL,  /* HAProxy's own answer: connection refused */
+};
+
+/* What HAProxy's end-of-stream log line carries (--log-ingest). */
+struct sim_completion {
+	int status;             /* as logged; HAProxy's own 503 for a refusal */
+	enum sim_end end;
+	int64_t tr_ms;          /* time to response headers; -1: none */
+	int64_t total_ms;       /* arrival to end of stream (HAProxy's Ta) */
+	uint64_t bytes;         /* response bytes sent to the client */
+	uint8_t stream;
+	uint8_t feedback_seen;  /* the feedback message reported this response */
+};
+
 struct sim_policy_env {
 	uint32_t nep;     /* endpoints in the fleet file (view.n) */
 	uint64_t seed;    /* the policy's own random stream */
@@ -68,8 +87,10 @@ struct sim_policy {
 	/* Called after each runtime-API poll refreshed v's in_flight (optional). */
 	void (*poll)(void *st, const struct sim_view *v);
 	/* End of a stream this instance routed to ep, as HAProxy's log line
-	 * reports it (only with --log-ingest; optional). */
-	void (*complete)(void *st, const struct sim_view *v, uint32_t ep);
+	 * reports it, after any feedback of the same request (only with
+	 * --log-ingest; optional). */
+	void (*complete)(void *st, const struct sim_view *v, const struct sim_req *r, uint32_t ep,
+			 const struct sim_completion *cc);
 };
 
 /* Number of policies built in, and the i-th in report order. */

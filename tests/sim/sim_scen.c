@@ -14,6 +14,8 @@ static const struct sim_scen scens[] = {
 	{ "fast-failure", "gpu4 (index 3) answers instant 500s from 20% of the requests on", 1, SIM_REF_NONE, 3 },
 	{ "rate-limit", "gpu3 (index 2) answers 429 Retry-After 30 from 20% to 60% of the requests", 1, SIM_REF_NONE, 2 },
 	{ "slow", "gpu2 (index 1) slows down 5x from 20% of the requests on", 1, SIM_REF_NOFAULT, 1 },
+	{ "slow-prefill", "gpu2 (index 1) prefills 5x slower (decode unchanged) from 20% of the requests on", 1,
+	  SIM_REF_NOFAULT, 1 },
 	{ "scale-out", "a 9th endpoint joins at 50% of the requests", 1, SIM_REF_NOFAULT, -1 },
 	{ "down", "gpu6 (index 5) refuses connections from 20% to 40% of the requests", 1, SIM_REF_NONE, 5 },
 	{ "flap", "gpu7 (index 6) refuses connections 30 s of every 60 s from 20% to 60% of the requests", 1, SIM_REF_NONE, 6 },
@@ -39,6 +41,12 @@ const struct sim_scen *sim_scen_find(const char *name)
 	return NULL;
 }
 
+/* The slow scenarios: "slow" and "slow-prefill". */
+static int is_slow(const struct sim_scen *sc)
+{
+	return strncmp(sc->name, "slow", 4) == 0;
+}
+
 /* Arrival time, in seconds, of the request at fraction x of the workload
  * (by count, not by time: synthetic chat has a long thin tail of late turns). */
 static double span_at(const struct sim_workload *w, double x)
@@ -62,6 +70,9 @@ void sim_scen_faults(const struct sim_scen *sc, const struct sim_workload *w, ui
 	else if (strcmp(sc->name, "slow") == 0)
 		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = slow\nfactor = 5\nstart = %.3f\n", t,
 			 span_at(w, 0.2));
+	else if (strcmp(sc->name, "slow-prefill") == 0)
+		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = slow\nphase = prefill\nfactor = 5\nstart = %.3f\n",
+			 t, span_at(w, 0.2));
 	else if (strcmp(sc->name, "down") == 0)
 		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = down\nstart = %.3f\nend = %.3f\n", t,
 			 span_at(w, 0.2), span_at(w, 0.4));
@@ -130,7 +141,7 @@ void sim_scen_analyse(const struct sim_scen *sc, const struct sim_run *run, cons
 		}
 		res->target_count = hit;
 		res->target_share = total ? (double)hit / (double)total : 0;
-	} else if (strcmp(sc->name, "slow") == 0 || strcmp(sc->name, "down") == 0 ||
+	} else if (is_slow(sc) || strcmp(sc->name, "down") == 0 ||
 		   strcmp(sc->name, "flap") == 0) {
 		int64_t from = (int64_t)(span_at(w, 0.2) * 1e6);
 		int64_t to = strcmp(sc->name, "down") == 0 ? (int64_t)(span_at(w, 0.4) * 1e6) :
@@ -144,6 +155,11 @@ void sim_scen_analyse(const struct sim_scen *sc, const struct sim_run *run, cons
 		}
 		res->target_count = hit;
 		res->target_share = total ? (double)hit / (double)total : 0;
+		double wsum = 0;
+		for (uint32_t e = 0; e < run->cfg->nep; e++)
+			if (run->cfg->ep[e].start_us <= from && run->cfg->ep[e].stop_us > from)
+				wsum += run->cfg->ep[e].weight;
+		res->fair_share = wsum > 0 && tgt >= 0 ? run->cfg->ep[tgt].weight / wsum : 0;
 	} else if (strcmp(sc->name, "rate-limit") == 0) {
 		int64_t from = (int64_t)(span_at(w, 0.2) * 1e6), to = (int64_t)(span_at(w, 0.6) * 1e6);
 		for (size_t i = 0; i < w->n; i++)
@@ -176,7 +192,7 @@ void sim_scen_print_header(FILE *out, const struct sim_scen *sc)
 {
 	if (strcmp(sc->name, "fast-failure") == 0)
 		fprintf(out, "%-14s %12s %10s %16s\n", "policy", "share_after", "requests", "after_1st_fail");
-	else if (strcmp(sc->name, "slow") == 0 || strcmp(sc->name, "down") == 0 || strcmp(sc->name, "flap") == 0)
+	else if (is_slow(sc) || strcmp(sc->name, "down") == 0 || strcmp(sc->name, "flap") == 0)
 		fprintf(out, "%-14s %12s %10s %8s %12s\n", "policy", "share_faulty", "requests", "hit%",
 			"hit%_nofault");
 	else if (strcmp(sc->name, "rate-limit") == 0)
@@ -194,7 +210,7 @@ void sim_scen_print_row(FILE *out, const struct sim_scen *sc, const char *policy
 	if (strcmp(sc->name, "fast-failure") == 0)
 		fprintf(out, "%-14s %11.2f%% %10zu %16zu\n", policy, 100 * res->target_share, res->target_count,
 			res->sent_after_first);
-	else if (strcmp(sc->name, "slow") == 0 || strcmp(sc->name, "down") == 0 || strcmp(sc->name, "flap") == 0)
+	else if (is_slow(sc) || strcmp(sc->name, "down") == 0 || strcmp(sc->name, "flap") == 0)
 	{
 		char ref[16] = "-";
 		if (res->has_ref)
@@ -230,6 +246,17 @@ int sim_scen_expect(const struct sim_scen *sc, const char *policy, const struct 
 	if (strcmp(sc->name, "rate-limit") == 0)
 		return check(out, res->target_count <= res->window_bound, policy, "requests in the 429 window <=",
 			     (double)res->target_count, (double)res->window_bound);
+	if (strcmp(sc->name, "slow") == 0) {
+		/* left: under a quarter of its fair share once slow, and no
+		 * hit-rate collapse (sessions fleeing at once to one box) */
+		int bad = check(out, res->target_share < 0.25 * res->fair_share, policy,
+				"share to the slow endpoint < a quarter of its fair share", res->target_share,
+				0.25 * res->fair_share);
+		if (res->has_ref)
+			bad += check(out, res->hit_rate >= 0.9 * res->ref_hit_rate, policy,
+				     "hit rate >= 0.9 x without the fault", res->hit_rate, 0.9 * res->ref_hit_rate);
+		return bad;
+	}
 	if (strcmp(sc->name, "scale-out") == 0)
 		return check(out, res->keys_moved - res->ref_keys_moved <= 1.0 / 9 + 0.05, policy,
 			     "keys moved by the addition (moved - moved without) <=",

@@ -31,6 +31,7 @@ struct sim_scen_result {
 	size_t window_bound;  /* 429: requests allowed into the window (first failures + half-open probes) */
 	double keys_moved;    /* scale-out: share of keys whose endpoint changed across the addition */
 	double ref_keys_moved; /* the same across the same instant without the addition */
+	double fair_share;    /* slow: the target's share of the weights of the endpoints present */
 	double hit_rate, ref_hit_rate;
 	int has_ref;
 };

@@ -431,28 +431,186 @@ START_TEST(weights_share)
 }
 END_TEST
 
+/* Feeds endpoint ep n successes of tr_ms (plain), deciding r after each
+ * as live traffic would; returns how many samples it took until r's warm
+ * hit was left (n + 1: never). */
+static int slow_down(struct fx *f, int ep, int64_t tr_ms, int n,
+		     const struct core_request *r)
+{
+	for (int i = 1; i <= n; i++) {
+		ck_assert_int_eq(fx_observe(f, ep, 200, tr_ms, false, 0, false), 0);
+		struct core_decision d = fx_decide(f, r);
+		core_endpoint_complete(f->c, d.endpoint);
+		if (d.reason != CORE_REASON_AFFINITY || d.endpoint != ep)
+			return i;
+	}
+	return n + 1;
+}
+
 START_TEST(warm_hit_needs_tolerance)
 {
 	struct fx f;
 	fx_init(&f, 4, NULL);
 	for (int i = 0; i < 4; i++)
-		fx_warm(&f, f.ep[i], 500, 25);
+		fx_warm(&f, f.ep[i], 500, 200);
 	struct core_request r = fx_session(99);
 	struct core_decision d = fx_decide(&f, &r);
 	int home = d.endpoint;
 	fx_feedback(&f, &d, 200, 500, false);
 	core_endpoint_complete(f.c, home);
-	/* 2x the median: still sticky. */
-	fx_warm(&f, home, 1000, 30);
-	d = fx_decide(&f, &r);
-	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
-	ck_assert_int_eq(d.endpoint, home);
-	core_endpoint_complete(f.c, home);
-	/* 3x the median: left, for the next of its ranking. */
-	fx_warm(&f, home, 1500, 30);
+	/* 2x the median (and its own past): still sticky. */
+	ck_assert_int_eq(slow_down(&f, home, 1000, 100, &r), 101);
+	/* Back to normal, then 4x: left once its EWMA passes 2.5x both the
+	 * median and its own past (about 20 samples at alpha 0.05), for the
+	 * next of its ranking. */
+	ck_assert_int_eq(slow_down(&f, home, 500, 100, &r), 101);
+	int n = slow_down(&f, home, 2000, 100, &r);
+	ck_assert_int_le(n, 30);
+	struct core_endpoint_info in = fx_info(&f, home);
+	ck_assert_double_gt(in.ewma_ms[CORE_KIND_PLAIN], 2.5 * 500);
 	d = fx_decide(&f, &r);
 	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
 	ck_assert_int_ne(d.endpoint, home);
+	fx_finish(&f);
+}
+END_TEST
+
+/* Times to headers are not comparable between servers that send headers
+ * before prefill and those that send them with the first token: an
+ * endpoint that always answers 4x later than its peers keeps its keys, and
+ * is left when it slows down from there. */
+START_TEST(tolerance_against_own_history)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	for (int i = 0; i < 4; i++)
+		fx_warm(&f, f.ep[i], 100, 200);
+	struct core_request r = fx_session(7);
+	struct core_decision d = fx_decide(&f, &r);
+	int home = d.endpoint;
+	/* A fresh endpoint takes the key's place: 4x the others' from the
+	 * start. */
+	core_endpoint_remove(f.c, home);
+	home = fx_add(&f, "late", NULL, 1, NULL);
+	int others = 0;
+	for (uint64_t k = 0; others < 3 && k < 1000; k++) {
+		/* find a session hashed to it */
+		r = fx_session(1000 + k);
+		d = fx_decide(&f, &r);
+		core_endpoint_complete(f.c, d.endpoint);
+		if (d.endpoint == home)
+			others = 3;
+	}
+	ck_assert_int_eq(d.endpoint, home);
+	fx_feedback(&f, &d, 200, 400, false);
+	ck_assert_int_eq(slow_down(&f, home, 400, 200, &r), 201);
+	ck_assert_double_gt(fx_info(&f, home).ewma_ms[CORE_KIND_PLAIN], 2.5 * 100);
+	/* 4x its own past: left. */
+	ck_assert_int_le(slow_down(&f, home, 1600, 100, &r), 30);
+	fx_finish(&f);
+}
+END_TEST
+
+/* While it is over the median's tolerance its own past does not learn the
+ * slowdown: however long it stays slow, it stays left. */
+START_TEST(slow_endpoint_base_does_not_learn)
+{
+	struct fx f;
+	struct core_params p;
+	core_params_defaults(&p);
+	p.idle_reset_ms = 0; /* no re-trials: the base alone */
+	fx_init(&f, 4, &p);
+	for (int i = 0; i < 4; i++)
+		fx_warm(&f, f.ep[i], 500, 200);
+	struct core_request r = fx_session(3);
+	struct core_decision d = fx_decide(&f, &r);
+	int home = d.endpoint;
+	fx_feedback(&f, &d, 200, 500, false);
+	core_endpoint_complete(f.c, home);
+	ck_assert_int_le(slow_down(&f, home, 2000, 100, &r), 30);
+	/* 1,000 more samples at 4x, each followed by a decision on the key
+	 * (the map still points there: the key is not fed back elsewhere). A
+	 * base that learnt them would be past 1,500 ms, and 2,000 within 2.5x
+	 * of it. */
+	for (int i = 0; i < 1000; i++) {
+		fx_observe(&f, home, 200, 2000, false, 0, false);
+		d = fx_decide(&f, &r);
+		core_endpoint_complete(f.c, d.endpoint);
+		ck_assert_int_ne(d.endpoint, home);
+	}
+	fx_finish(&f);
+}
+END_TEST
+
+/* After idle_reset a left endpoint is re-tried: it is cold for
+ * 4 samples (not cold_start_samples), then judged again; each re-trial
+ * that finds it slow doubles the next wait, up to 16 idle_reset; one that
+ * finds it fit ends that. */
+START_TEST(slow_endpoint_retrials)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	for (int i = 0; i < 4; i++)
+		fx_warm(&f, f.ep[i], 500, 200);
+	struct core_request r = fx_session(5);
+	struct core_decision d = fx_decide(&f, &r);
+	int home = d.endpoint;
+	fx_feedback(&f, &d, 200, 500, false);
+	core_endpoint_complete(f.c, home);
+	ck_assert_int_le(slow_down(&f, home, 2500, 100, &r), 20);
+	uint64_t wait = f.p.idle_reset_ms;
+	for (int round = 0; round < 7; round++) {
+		/* The others answer meanwhile; home is silent. */
+		uint64_t end = f.now + wait;
+		while (f.now + 10000 < end) {
+			f.now += 10000;
+			for (int i = 0; i < 4; i++)
+				if (f.ep[i] != home)
+					fx_observe(&f, f.ep[i], 200, 500, false, 0, false);
+			d = fx_decide(&f, &r);
+			core_endpoint_complete(f.c, d.endpoint);
+			ck_assert_msg(d.endpoint != home, "round %d: re-tried early", round);
+		}
+		f.now = end;
+		for (int i = 0; i < 4; i++)
+			if (f.ep[i] != home)
+				fx_observe(&f, f.ep[i], 200, 500, false, 0, false);
+		/* Idle: cold, it borrows the median and takes its key back. */
+		d = fx_decide(&f, &r);
+		core_endpoint_complete(f.c, d.endpoint);
+		ck_assert_msg(d.endpoint == home, "round %d: %s to %d, home %d samples %u", round, core_reason_name(d.reason), d.endpoint, home, fx_info(&f, home).samples[0]);
+		ck_assert_uint_eq(fx_info(&f, home).samples[CORE_KIND_PLAIN], 0);
+		/* The first answer after idle is dropped, then 4 decide. */
+		fx_observe(&f, home, 200, 2500, false, 0, false);
+		for (int i = 0; i < 3; i++) {
+			fx_observe(&f, home, 200, 2500, false, 0, false);
+			d = fx_decide(&f, &r);
+			core_endpoint_complete(f.c, d.endpoint);
+			ck_assert_int_eq(d.endpoint, home);
+		}
+		fx_observe(&f, home, 200, 2500, false, 0, false);
+		d = fx_decide(&f, &r);
+		core_endpoint_complete(f.c, d.endpoint);
+		ck_assert_int_ne(d.endpoint, home);
+		if (wait < 16 * f.p.idle_reset_ms)
+			wait *= 2;
+	}
+	/* Recovered: the re-trial finds it fit, it keeps the key, and the
+	 * next idle period is idle_reset again. */
+	f.now += wait;
+	d = fx_decide(&f, &r);
+	core_endpoint_complete(f.c, d.endpoint);
+	ck_assert_int_eq(d.endpoint, home);
+	for (int i = 0; i < 5; i++)
+		fx_observe(&f, home, 200, 500, false, 0, false);
+	fx_feedback(&f, &d, 200, 500, false);
+	d = fx_decide(&f, &r);
+	core_endpoint_complete(f.c, d.endpoint);
+	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+	ck_assert_int_eq(d.endpoint, home);
+	f.now += f.p.idle_reset_ms;
+	fx_observe(&f, home, 200, 500, false, 0, false); /* dropped: idle */
+	ck_assert_uint_eq(fx_info(&f, home).samples[CORE_KIND_PLAIN], 0);
 	fx_finish(&f);
 }
 END_TEST
@@ -616,12 +774,19 @@ START_TEST(spill_when_all_hashed_choices_fail)
 	int a = fx_add(&f, "a", NULL, 8, NULL);
 	int b = fx_add(&f, "b", NULL, 1, NULL);
 	int c = fx_add(&f, "c", NULL, 1, NULL);
-	fx_warm(&f, a, 10000, 25); /* far too slow */
-	fx_warm(&f, b, 500, 25);
-	fx_warm(&f, c, 500, 25);
+	fx_warm(&f, a, 500, 200);
+	fx_warm(&f, b, 500, 200);
+	fx_warm(&f, c, 500, 200);
+	/* a slows down 20x: decisions find it too slow. */
+	for (uint64_t k = 0; k < 60; k++) {
+		fx_observe(&f, a, 200, 10000, false, 0, false);
+		struct core_request r = fx_session(1000 + k);
+		struct core_decision d = fx_decide(&f, &r);
+		core_endpoint_complete(f.c, d.endpoint);
+	}
 	core_endpoint_sync(f.c, b, CORE_ADMIN_ENABLED, 5, f.now);
 	core_endpoint_sync(f.c, c, CORE_ADMIN_ENABLED, 5, f.now);
-	/* Predicted cost: a is 1 x 10000 / 8, b and c 6 x 500 / 1: a wins
+	/* Predicted cost: a is 1 x ~9,600 / 8, b and c 6 x 500 / 1: a wins
 	 * whenever the two choices include it (two draws in three). */
 	int to_a = 0;
 	for (uint64_t k = 0; k < 300; k++) {
@@ -803,8 +968,8 @@ START_TEST(ewma_from_successes_only)
 	fx_observe(&f, e, 200, 1000, false, 0, false);
 	ck_assert_double_eq_tol(fx_info(&f, e).ewma_ms[CORE_KIND_PLAIN], 1000, 1e-9);
 	fx_observe(&f, e, 200, 2000, false, 0, false);
-	ck_assert_double_eq_tol(fx_info(&f, e).ewma_ms[CORE_KIND_PLAIN],
-				1000 + 0.3 * 1000, 1e-9);
+	/* The mean of the first samples (up to 1/alpha of them). */
+	ck_assert_double_eq_tol(fx_info(&f, e).ewma_ms[CORE_KIND_PLAIN], 1500, 1e-9);
 	/* Failures, 4xx, unknown tr: no change. */
 	static const int statuses[] = { 500, 502, 503, 504, 408, 400, 404, 422,
 					429, 401, 403 };
@@ -812,8 +977,14 @@ START_TEST(ewma_from_successes_only)
 		fx_observe(&f, e, statuses[i], 1, false, 0, false);
 	fx_observe(&f, e, 200, -1, false, 0, false);
 	struct core_endpoint_info in = fx_info(&f, e);
-	ck_assert_double_eq_tol(in.ewma_ms[CORE_KIND_PLAIN], 1300, 1e-9);
+	ck_assert_double_eq_tol(in.ewma_ms[CORE_KIND_PLAIN], 1500, 1e-9);
 	ck_assert_uint_eq(in.samples[CORE_KIND_PLAIN], 2);
+	/* Past 1/alpha samples: alpha. */
+	for (int i = 0; i < 18; i++)
+		fx_observe(&f, e, 200, 1500, false, 0, false);
+	fx_observe(&f, e, 200, 2500, false, 0, false);
+	ck_assert_double_eq_tol(fx_info(&f, e).ewma_ms[CORE_KIND_PLAIN],
+				1500 + f.p.ewma_alpha * 1000, 1e-9);
 	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_SUCCESS], 3);
 	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_FAILURE], 5);
 	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_NEUTRAL], 3);
@@ -1421,7 +1592,7 @@ START_TEST(snapshot_round_trip)
 		fx_feedback(&a, &d, 200, 100 + (int64_t)k, false);
 		a.now += 1000;
 	}
-	fx_warm(&a, a.ep[1], 777, 25);
+	fx_warm(&a, a.ep[1], 777, 150);
 	fx_observe(&a, a.ep[2], 429, 1, false, 0, false);
 	struct sink s = { .n = 0 };
 	ck_assert_int_eq(core_affinity_export(a.c, a.now, collect, &s), 0);
@@ -1540,11 +1711,12 @@ START_TEST(defaults_match_architecture)
 	ck_assert_int_eq(p.identity_ladder[1], CORE_RUNG_PREFIX);
 	ck_assert_int_eq(p.identity_ladder[2], CORE_RUNG_INSTALL);
 	ck_assert_int_eq(p.identity_ladder[3], CORE_RUNG_CALLER);
-	ck_assert_double_eq(p.ewma_alpha, 0.3);
+	ck_assert_double_eq(p.ewma_alpha, 0.05);
 	ck_assert_uint_eq(p.cold_start_samples, 20);
 	ck_assert_double_eq(p.prior_ttfb_ms, 500);
 	ck_assert_uint_eq(p.idle_reset_ms, 60000);
 	ck_assert_double_eq(p.sticky_tolerance, 2.5);
+	ck_assert_int_eq(p.score_by, CORE_SCORE_BOTH);
 	ck_assert_double_eq(p.load_factor, 1.5);
 	ck_assert_double_eq(p.cost_weight_per_ms, 0);
 	ck_assert_uint_eq(p.breaker_window_ms, 10000);
@@ -1689,6 +1861,9 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, remove_moves_only_its_keys);
 	tcase_add_test(tc, weights_share);
 	tcase_add_test(tc, warm_hit_needs_tolerance);
+	tcase_add_test(tc, tolerance_against_own_history);
+	tcase_add_test(tc, slow_endpoint_base_does_not_learn);
+	tcase_add_test(tc, slow_endpoint_retrials);
 	tcase_add_test(tc, warm_hit_needs_closed_breaker_and_bound);
 	tcase_add_test(tc, failure_evicts_entry);
 	tcase_add_test(tc, removed_endpoint_entries_die);

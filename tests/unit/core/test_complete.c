@@ -1,0 +1,653 @@
+/* test_complete.c - core: core_complete (HAProxy's end-of-stream log line) and score_by. */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "fixture.h"
+
+/* A completion of decision d (its endpoint and akey). */
+static struct core_completion done(const struct core_decision *d, int status,
+				   enum core_end end, bool feedback_seen)
+{
+	return (struct core_completion){
+		.endpoint = d->endpoint, .status = status, .end = end,
+		.tr_ms = 100, .total_ms = 900, .bytes = 4096,
+		.feedback_seen = feedback_seen,
+		.has_akey = d->has_akey, .akey = d->akey,
+	};
+}
+
+static int complete(struct fx *f, const struct core_completion *cc)
+{
+	return core_complete(f->c, cc, f->now);
+}
+
+static uint32_t entries(const struct fx *f)
+{
+	struct core_stats st;
+	core_stats(f->c, &st);
+	return st.affinity_entries;
+}
+
+/* Decides session s, feeds back a 200 so that its entry points to the
+ * endpoint, and returns the decision (still in flight). */
+static struct core_decision homed(struct fx *f, uint64_t s)
+{
+	struct core_request r = fx_session(s);
+	struct core_decision d = fx_decide(f, &r);
+	ck_assert_int_ge(d.endpoint, 0);
+	ck_assert_int_eq(fx_feedback(f, &d, 200, 100, false), 0);
+	return d;
+}
+
+START_TEST(in_flight_floors_at_zero)
+{
+	struct fx f;
+	fx_init(&f, 2, NULL);
+	int e = f.ep[0];
+	ck_assert_int_eq(core_endpoint_sync(f.c, e, CORE_ADMIN_ENABLED, 2, f.now), 0);
+	struct core_decision d = { .endpoint = e };
+	/* Every end decrements, feedback or not. */
+	for (int end = 0; end < CORE_END_COUNT; end++) {
+		core_endpoint_sync(f.c, e, CORE_ADMIN_ENABLED, 2, f.now);
+		struct core_completion cc = done(&d, 200, (enum core_end)end, end % 2);
+		ck_assert_int_eq(complete(&f, &cc), 0);
+		ck_assert_uint_eq(fx_info(&f, e).in_flight, 1);
+	}
+	struct core_completion cc = done(&d, 200, CORE_END_COMPLETE, true);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(fx_info(&f, e).in_flight, 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[1]).in_flight, 0);
+	/* Rejected: nothing changes, in-flight included. */
+	core_endpoint_sync(f.c, e, CORE_ADMIN_ENABLED, 1, f.now);
+	cc.endpoint = 7;
+	ck_assert_int_eq(complete(&f, &cc), -ENOENT);
+	cc.endpoint = -1;
+	ck_assert_int_eq(complete(&f, &cc), -ENOENT);
+	cc.endpoint = e;
+	cc.end = CORE_END_COUNT;
+	ck_assert_int_eq(complete(&f, &cc), -EINVAL);
+	cc.end = CORE_END_COMPLETE;
+	static const int bad[] = { 0, -2, 99, 600, 1000 };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cc.status = bad[i];
+		ck_assert_int_eq(complete(&f, &cc), -EINVAL);
+	}
+	ck_assert_uint_eq(fx_info(&f, e).in_flight, 1);
+	cc.status = -1; /* unknown is fine */
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(fx_info(&f, e).in_flight, 0);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(no_double_count_with_feedback)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL); /* breaker_consecutive 5, min_requests 5 */
+	int e = f.ep[0];
+	struct core_decision d = { .endpoint = e };
+	/* Three failures told by feedback, then their log lines: three
+	 * failures, not six (six would open the breaker). */
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(fx_observe(&f, e, 503, -1, false, 0, false), 0);
+		struct core_completion cc = done(&d, 503, CORE_END_COMPLETE, true);
+		ck_assert_int_eq(complete(&f, &cc), 0);
+	}
+	struct core_endpoint_info in = fx_info(&f, e);
+	ck_assert_uint_eq(in.window_fail, 3);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_FAILURE], 3);
+	ck_assert_int_eq(in.breaker, CORE_BREAKER_CLOSED);
+	/* A success told by feedback: one headers sample, one window ok. */
+	ck_assert_int_eq(fx_observe(&f, e, 200, 250, false, 0, false), 0);
+	struct core_completion cc = done(&d, 200, CORE_END_COMPLETE, true);
+	cc.tr_ms = 250;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	in = fx_info(&f, e);
+	ck_assert_uint_eq(in.window_ok, 1);
+	ck_assert_uint_eq(in.samples[CORE_KIND_PLAIN], 1);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_SUCCESS], 1);
+	/* What feedback could not know did enter: the end-to-end time. */
+	ck_assert_uint_eq(in.e2e_samples[CORE_KIND_PLAIN], 1);
+	ck_assert_double_eq(in.e2e_ewma_ms[CORE_KIND_PLAIN], 900.0 / 16);
+	ck_assert_uint_eq(in.e2e_samples[CORE_KIND_STREAM], 0);
+	/* A 429 told by feedback is not reopened by its log line. */
+	int g = f.ep[1];
+	ck_assert_int_eq(fx_observe(&f, g, 429, -1, false, 0, false), 0);
+	uint64_t left = fx_info(&f, g).cooldown_left_ms;
+	f.now += 1000;
+	d.endpoint = g;
+	cc = done(&d, 429, CORE_END_COMPLETE, true);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(fx_info(&f, g).cooldown_left_ms, left - 1000);
+	ck_assert_uint_eq(fx_info(&f, g).outcomes[CORE_OUTCOME_RATE_LIMITED], 1);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(cut_with_200_is_failure)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	/* Told by feedback as a success, cut mid-way by the server. */
+	struct core_decision d = homed(&f, 1);
+	ck_assert_uint_eq(entries(&f), 1);
+	struct core_completion cc = done(&d, 200, CORE_END_SERVER_CUT, true);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	struct core_endpoint_info in = fx_info(&f, d.endpoint);
+	ck_assert_uint_eq(in.window_fail, 1);
+	ck_assert_uint_eq(in.window_ok, 1);
+	ck_assert_uint_eq(in.e2e_samples[CORE_KIND_PLAIN], 0);
+	ck_assert_uint_eq(entries(&f), 0); /* the next turn re-picks */
+	ck_assert_uint_eq(in.completions[CORE_END_SERVER_CUT], 1);
+	/* Without feedback: a failure whatever the status, never a sample. */
+	struct core_decision d2 = fx_decide(&f, &(struct core_request){
+		.session = { true, 2 } });
+	cc = done(&d2, 200, CORE_END_SERVER_CUT, false);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	in = fx_info(&f, d2.endpoint);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_FAILURE], 1);
+	ck_assert_uint_eq(in.samples[CORE_KIND_PLAIN], 0);
+	ck_assert_uint_eq(entries(&f), 0);
+	/* Five cuts in a row open the breaker, as five 5xx would. */
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_int_eq(fx_info(&f, d2.endpoint).breaker, CORE_BREAKER_OPEN);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(cut_evicts_only_its_own_entry)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	struct core_decision d = homed(&f, 3);
+	int other = d.endpoint == f.ep[0] ? f.ep[1] : f.ep[0];
+	/* A cut on another endpoint with this akey leaves the entry. */
+	struct core_completion cc = done(&d, 200, CORE_END_SERVER_CUT, true);
+	cc.endpoint = other;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(entries(&f), 1);
+	struct core_request r = fx_session(3);
+	struct core_decision again = fx_decide(&f, &r);
+	ck_assert_int_eq(again.reason, CORE_REASON_AFFINITY);
+	ck_assert_int_eq(again.endpoint, d.endpoint);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(client_abort_is_neutral)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	struct core_decision d = homed(&f, 4);
+	/* Whatever the status, with or without feedback: no failure, no
+	 * eviction, however many. */
+	static const int statuses[] = { 200, 502, 503, 504, -1 };
+	for (int i = 0; i < 20; i++) {
+		struct core_completion cc = done(&d, statuses[i % 5],
+						 CORE_END_CLIENT_ABORT, i % 2);
+		ck_assert_int_eq(complete(&f, &cc), 0);
+	}
+	struct core_endpoint_info in = fx_info(&f, d.endpoint);
+	ck_assert_uint_eq(in.window_fail, 0);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_FAILURE], 0);
+	ck_assert_int_eq(in.breaker, CORE_BREAKER_CLOSED);
+	ck_assert_uint_eq(in.e2e_samples[CORE_KIND_PLAIN], 0);
+	ck_assert_uint_eq(in.completions[CORE_END_CLIENT_ABORT], 20);
+	ck_assert_uint_eq(entries(&f), 1);
+	struct core_request r = fx_session(4);
+	ck_assert_int_eq(fx_decide(&f, &r).reason, CORE_REASON_AFFINITY);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(fail_without_feedback_evicts)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	struct core_decision d = homed(&f, 5);
+	ck_assert_uint_eq(entries(&f), 1);
+	/* HAProxy's own 503 (connection refused): no feedback was sent. */
+	struct core_completion cc = done(&d, _i == 0 ? 503 : -1,
+					 CORE_END_SERVER_FAIL, false);
+	cc.tr_ms = -1;
+	cc.total_ms = 3;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	struct core_endpoint_info in = fx_info(&f, d.endpoint);
+	ck_assert_uint_eq(in.window_fail, 1);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_FAILURE], 1);
+	ck_assert_uint_eq(in.e2e_samples[CORE_KIND_PLAIN], 0);
+	ck_assert_uint_eq(entries(&f), 0);
+	struct core_request r = fx_session(5);
+	struct core_decision again = fx_decide(&f, &r);
+	ck_assert_int_ne(again.reason, CORE_REASON_AFFINITY);
+	/* Fast failures do not look fast, and five open the breaker. */
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(complete(&f, &cc), 0);
+	in = fx_info(&f, d.endpoint);
+	ck_assert_int_eq(in.breaker, CORE_BREAKER_OPEN);
+	ck_assert_uint_eq(in.samples[CORE_KIND_PLAIN], 1);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(no_feedback_status_as_observe)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	struct core_request r = fx_session(6);
+	struct core_decision d = fx_decide(&f, &r);
+	/* A success: headers and end-to-end EWMAs, map entry. */
+	struct core_completion cc = done(&d, 200, CORE_END_COMPLETE, false);
+	cc.stream = true;
+	cc.tr_ms = 300;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	struct core_endpoint_info in = fx_info(&f, d.endpoint);
+	ck_assert_uint_eq(in.samples[CORE_KIND_STREAM], 1);
+	ck_assert_double_eq(in.ewma_ms[CORE_KIND_STREAM], 300);
+	ck_assert_uint_eq(in.e2e_samples[CORE_KIND_STREAM], 1);
+	ck_assert_double_eq(in.e2e_ewma_ms[CORE_KIND_STREAM], 900.0 / 16);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_SUCCESS], 1);
+	ck_assert_int_eq(fx_decide(&f, &r).reason, CORE_REASON_AFFINITY);
+	/* HAProxy's own 504 with a normal end: a failure, evicting. */
+	cc = done(&d, 504, CORE_END_COMPLETE, false);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(fx_info(&f, d.endpoint).window_fail, 1);
+	ck_assert_uint_eq(entries(&f), 0);
+	/* Other 4xx: neutral. */
+	cc = done(&d, 400, CORE_END_COMPLETE, false);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	in = fx_info(&f, d.endpoint);
+	ck_assert_uint_eq(in.window_fail, 1);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_NEUTRAL], 1);
+	/* 429: rate-limited for rate_limit_cooldown. */
+	cc = done(&d, 429, CORE_END_COMPLETE, false);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	in = fx_info(&f, d.endpoint);
+	ck_assert_int_eq(in.breaker, CORE_BREAKER_OPEN);
+	ck_assert_uint_eq(in.cooldown_left_ms, f.p.rate_limit_cooldown_ms);
+	/* 401: the key is dead for dead_key_retry. */
+	int k = f.ep[3] == d.endpoint ? f.ep[2] : f.ep[3];
+	cc.endpoint = k;
+	cc.status = 401;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(fx_info(&f, k).dead_key_left_ms, f.p.dead_key_retry_ms);
+	/* Status unknown, normal end: nothing learnt. */
+	int u = -1;
+	for (int i = 0; i < 4; i++)
+		if (f.ep[i] != k && f.ep[i] != d.endpoint)
+			u = f.ep[i];
+	cc.endpoint = u;
+	cc.status = -1;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	in = fx_info(&f, u);
+	for (int o = 0; o < CORE_OUTCOME_COUNT; o++)
+		ck_assert_uint_eq(in.outcomes[o], 0);
+	ck_assert_uint_eq(in.samples[CORE_KIND_PLAIN] + in.e2e_samples[CORE_KIND_PLAIN], 0);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(e2e_only_on_successful_complete)
+{
+	struct fx f;
+	fx_init(&f, 1, NULL);
+	struct core_decision d = { .endpoint = f.ep[0] };
+	struct core_completion cc = done(&d, 200, CORE_END_COMPLETE, true);
+	cc.total_ms = -1; /* unknown */
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	cc = done(&d, 200, CORE_END_CLIENT_ABORT, true);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	cc = done(&d, 500, CORE_END_COMPLETE, true);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	cc = done(&d, 404, CORE_END_COMPLETE, true);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(fx_info(&f, d.endpoint).e2e_samples[CORE_KIND_PLAIN], 0);
+	/* Time per KiB sent, a response under 16 KiB counting as 16 KiB:
+	 * 2,048 ms for 64 KiB and 1,000 ms for 4 KiB are 32 and 62.5. Their
+	 * mean while under 1/alpha samples. */
+	cc = done(&d, 200, CORE_END_COMPLETE, true);
+	cc.total_ms = 2048;
+	cc.bytes = 65536;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_double_eq(fx_info(&f, d.endpoint).e2e_ewma_ms[CORE_KIND_PLAIN], 32);
+	cc.total_ms = 1000;
+	cc.bytes = 4096;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	struct core_endpoint_info in = fx_info(&f, d.endpoint);
+	ck_assert_uint_eq(in.e2e_samples[CORE_KIND_PLAIN], 2);
+	ck_assert_double_eq_tol(in.e2e_ewma_ms[CORE_KIND_PLAIN], (32 + 62.5) / 2, 1e-9);
+	/* 0 bytes (a body-less 200) counts as 16 KiB too. */
+	cc.bytes = 0;
+	cc.total_ms = 160;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_double_eq_tol(fx_info(&f, d.endpoint).e2e_ewma_ms[CORE_KIND_PLAIN],
+				(32 + 62.5 + 10) / 3, 1e-9);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(long_stream_is_not_idleness)
+{
+	struct fx f;
+	fx_init(&f, 1, NULL);
+	int e = f.ep[0];
+	fx_warm(&f, e, 200, 25);
+	/* A generation longer than idle_reset, told by feedback at its
+	 * headers: its end does not make the endpoint cold. */
+	ck_assert_int_eq(fx_observe(&f, e, 200, 200, false, 0, true), 0);
+	f.now += f.p.idle_reset_ms + 5000;
+	struct core_decision d = { .endpoint = e };
+	struct core_completion cc = done(&d, 200, CORE_END_COMPLETE, true);
+	cc.stream = true;
+	cc.total_ms = (int64_t)f.p.idle_reset_ms + 5200;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	struct core_endpoint_info in = fx_info(&f, e);
+	ck_assert_uint_eq(in.samples[CORE_KIND_STREAM], 26);
+	ck_assert_uint_eq(in.e2e_samples[CORE_KIND_STREAM], 1);
+	/* Without feedback, idleness is judged at the request's start. */
+	cc.feedback_seen = false;
+	f.now += 1000;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(fx_info(&f, e).samples[CORE_KIND_STREAM], 27);
+	/* A request that did start after idle_reset of silence says nothing,
+	 * and the endpoint is cold again. */
+	f.now += f.p.idle_reset_ms + 1000;
+	cc.total_ms = 500;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	in = fx_info(&f, e);
+	ck_assert_uint_eq(in.samples[CORE_KIND_STREAM], 0);
+	ck_assert_uint_eq(in.e2e_samples[CORE_KIND_STREAM], 0);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(completions_counted_by_end)
+{
+	struct fx f;
+	fx_init(&f, 2, NULL);
+	struct core_decision d = { .endpoint = f.ep[1] };
+	uint64_t want[CORE_END_COUNT] = { 0 };
+	for (int i = 0; i < 10; i++) {
+		enum core_end end = (enum core_end)(i * 7 % CORE_END_COUNT);
+		struct core_completion cc = done(&d, -1, end, false);
+		ck_assert_int_eq(complete(&f, &cc), 0);
+		want[end]++;
+	}
+	struct core_stats st;
+	core_stats(f.c, &st);
+	struct core_endpoint_info in = fx_info(&f, f.ep[1]);
+	for (int e = 0; e < CORE_END_COUNT; e++) {
+		ck_assert_uint_eq(st.completions[e], want[e]);
+		ck_assert_uint_eq(in.completions[e], want[e]);
+		ck_assert_uint_eq(fx_info(&f, f.ep[0]).completions[e], 0);
+	}
+	ck_assert_str_eq(core_end_name(CORE_END_COMPLETE), "complete");
+	ck_assert_str_eq(core_end_name(CORE_END_CLIENT_ABORT), "client_abort");
+	ck_assert_str_eq(core_end_name(CORE_END_SERVER_CUT), "server_cut");
+	ck_assert_str_eq(core_end_name(CORE_END_SERVER_FAIL), "server_fail");
+	ck_assert_str_eq(core_end_name(CORE_END_COUNT), "unknown");
+	fx_finish(&f);
+}
+END_TEST
+
+/* Half-open probes: a log line without feedback releases or spends the
+ * probe as feedback would. */
+START_TEST(probe_released_by_completion)
+{
+	struct fx f;
+	struct core_params p;
+	core_params_defaults(&p);
+	p.half_open_probes = 1;
+	fx_init(&f, 1, &p);
+	int e = f.ep[0];
+	for (int i = 0; i < 5; i++)
+		fx_observe(&f, e, 503, -1, false, 0, false);
+	ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_OPEN);
+	f.now += fx_info(&f, e).cooldown_left_ms;
+	struct core_request r = { 0 };
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.endpoint, e); /* the one probe */
+	/* The client left before any answer: neutral, the slot is free. */
+	struct core_completion cc = done(&d, -1, CORE_END_CLIENT_ABORT, false);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_HALF_OPEN);
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.endpoint, e);
+	ck_assert_int_ne(d.reason, CORE_REASON_COOLDOWN_FALLBACK);
+	/* Refused again: OPEN. */
+	cc = done(&d, 503, CORE_END_SERVER_FAIL, false);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_OPEN);
+	fx_finish(&f);
+}
+END_TEST
+
+/* ---- score_by --------------------------------------------------------- */
+
+/* Four endpoints warm at 500 ms to headers (and, when e2e, 1000 ms end to
+ * end); then the key's endpoint home slows down to tr_home and e2e_home
+ * over 80 requests, each followed by a decision on the key as live
+ * traffic would. */
+static int score_setup(struct fx *f, enum core_score_by by, bool e2e,
+		       double e2e_home, double tr_home, uint64_t session)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.score_by = by;
+	fx_init(f, 4, &p);
+	for (int i = 0; i < 4; i++) {
+		fx_warm(f, f->ep[i], 500, 200);
+		struct core_decision x = { .endpoint = f->ep[i] };
+		struct core_completion cc = done(&x, 200, CORE_END_COMPLETE, true);
+		cc.total_ms = 1000;
+		for (int k = 0; e2e && k < 25; k++)
+			ck_assert_int_eq(complete(f, &cc), 0);
+	}
+	struct core_request r = fx_session(session);
+	struct core_decision d = fx_decide(f, &r);
+	int home = d.endpoint;
+	fx_feedback(f, &d, 200, 500, false);
+	core_endpoint_complete(f->c, home);
+	struct core_decision x = { .endpoint = home };
+	struct core_completion cc = done(&x, 200, CORE_END_COMPLETE, true);
+	cc.total_ms = (int64_t)e2e_home;
+	for (int k = 0; k < 80; k++) {
+		fx_observe(f, home, 200, (int64_t)tr_home, false, 0, false);
+		if (e2e)
+			ck_assert_int_eq(complete(f, &cc), 0);
+		d = fx_decide(f, &r);
+		core_endpoint_complete(f->c, d.endpoint);
+	}
+	return home;
+}
+
+START_TEST(score_by_chooses_signal)
+{
+	/* _i: score_by; rows: (e2e known, e2e 3x, headers 3x) and whether
+	 * the warm endpoint is kept. */
+	static const struct {
+		bool e2e;
+		double e2e_home, tr_home;
+		bool kept[CORE_SCORE_COUNT];
+	} rows[] = {
+		/* e2e 3x the median, headers fine */
+		{ true, 3000, 500, { true, false, false } },
+		/* headers 3x, e2e fine */
+		{ true, 1000, 1500, { false, true, false } },
+		/* both fine */
+		{ true, 1000, 500, { true, true, true } },
+		/* no log input: end_to_end falls back to headers */
+		{ false, 0, 1500, { false, false, false } },
+		{ false, 0, 500, { true, true, true } },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct fx f;
+		int home = score_setup(&f, (enum core_score_by)_i, rows[i].e2e,
+				       rows[i].e2e_home, rows[i].tr_home, 77);
+		struct core_request r = fx_session(77);
+		struct core_decision d = fx_decide(&f, &r);
+		bool kept = d.reason == CORE_REASON_AFFINITY && d.endpoint == home;
+		ck_assert_msg(kept == rows[i].kept[_i], "row %zu score_by %s",
+			      i, core_score_by_name((enum core_score_by)_i));
+		fx_finish(&f);
+	}
+}
+END_TEST
+
+/* End-to-end times per KiB are comparable across servers: an endpoint
+ * always 3x slower than its peers is left, own history or not (the time to
+ * headers would keep it: see tolerance_against_own_history). */
+START_TEST(e2e_judged_against_peers)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.score_by = CORE_SCORE_END_TO_END;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	struct core_request r = fx_session(21);
+	struct core_decision d = fx_decide(&f, &r);
+	int home = d.endpoint;
+	fx_feedback(&f, &d, 200, 500, false);
+	core_endpoint_complete(f.c, home);
+	for (int i = 0; i < 4; i++) {
+		fx_warm(&f, f.ep[i], 500, 25);
+		struct core_decision x = { .endpoint = f.ep[i] };
+		struct core_completion cc = done(&x, 200, CORE_END_COMPLETE, true);
+		cc.total_ms = f.ep[i] == home ? 3000 : 1000;
+		for (int k = 0; k < 25; k++)
+			ck_assert_int_eq(complete(&f, &cc), 0);
+	}
+	d = fx_decide(&f, &r);
+	ck_assert_int_ne(d.endpoint, home);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(score_by_p2c_prefers_fast_e2e)
+{
+	/* No identity: p2c. Endpoint 0 is 4x slower end to end only. */
+	for (int by = 0; by < CORE_SCORE_COUNT; by++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		p.score_by = (enum core_score_by)by;
+		struct fx f;
+		fx_init(&f, 2, &p);
+		fx_warm(&f, f.ep[0], 500, 25);
+		fx_warm(&f, f.ep[1], 500, 25);
+		for (int i = 0; i < 2; i++) {
+			struct core_decision x = { .endpoint = f.ep[i] };
+			struct core_completion cc = done(&x, 200, CORE_END_COMPLETE, true);
+			cc.total_ms = i == 0 ? 4000 : 1000;
+			for (int k = 0; k < 25; k++)
+				ck_assert_int_eq(complete(&f, &cc), 0);
+		}
+		int to0 = 0;
+		for (int i = 0; i < 100; i++) {
+			struct core_decision d = fx_decide(&f, &(struct core_request){ 0 });
+			to0 += d.endpoint == f.ep[0];
+			struct core_completion cc = done(&d, 200, CORE_END_CLIENT_ABORT, true);
+			complete(&f, &cc);
+		}
+		if (by == CORE_SCORE_HEADERS) /* equal headers: a coin */
+			ck_assert(to0 > 20 && to0 < 80);
+		else
+			ck_assert_int_eq(to0, 0);
+		fx_finish(&f);
+	}
+}
+END_TEST
+
+START_TEST(score_by_checked_and_named)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	ck_assert_int_eq(p.score_by, CORE_SCORE_BOTH);
+	struct core *c;
+	p.score_by = CORE_SCORE_COUNT;
+	ck_assert_int_eq(core_create(&c, &p), -EINVAL);
+	p.score_by = (enum core_score_by)-1;
+	ck_assert_int_eq(core_create(&c, &p), -EINVAL);
+	p.score_by = CORE_SCORE_BOTH;
+	ck_assert_int_eq(core_create(&c, &p), 0);
+	p.score_by = CORE_SCORE_COUNT;
+	ck_assert_int_eq(core_set_params(c, &p), -EINVAL);
+	ck_assert_int_eq(core_params(c)->score_by, CORE_SCORE_BOTH);
+	core_destroy(c);
+	ck_assert_str_eq(core_score_by_name(CORE_SCORE_HEADERS), "headers");
+	ck_assert_str_eq(core_score_by_name(CORE_SCORE_END_TO_END), "end_to_end");
+	ck_assert_str_eq(core_score_by_name(CORE_SCORE_BOTH), "both");
+	ck_assert_ptr_null(core_score_by_name(CORE_SCORE_COUNT));
+}
+END_TEST
+
+START_TEST(e2e_in_snapshot)
+{
+	struct fx a, b;
+	fx_init(&a, 1, NULL);
+	fx_init(&b, 1, NULL);
+	struct core_decision d = { .endpoint = a.ep[0] };
+	struct core_completion cc = done(&d, 200, CORE_END_COMPLETE, true);
+	cc.stream = true;
+	for (int k = 0; k < 3; k++)
+		ck_assert_int_eq(complete(&a, &cc), 0);
+	struct core_endpoint_stats st;
+	ck_assert_int_eq(core_endpoint_stats_export(a.c, a.ep[0], a.now, &st), 0);
+	ck_assert_uint_eq(st.e2e_samples[CORE_KIND_STREAM], 3);
+	ck_assert_double_eq(st.e2e_ewma_ms[CORE_KIND_STREAM], 900.0 / 16);
+	ck_assert_int_eq(core_endpoint_stats_import(b.c, b.ep[0], b.now, &st), 0);
+	struct core_endpoint_info in = fx_info(&b, b.ep[0]);
+	ck_assert_uint_eq(in.e2e_samples[CORE_KIND_STREAM], 3);
+	ck_assert_double_eq(in.e2e_ewma_ms[CORE_KIND_STREAM], 900.0 / 16);
+	st.e2e_ewma_ms[CORE_KIND_PLAIN] = NAN;
+	ck_assert_int_eq(core_endpoint_stats_import(b.c, b.ep[0], b.now, &st), -EINVAL);
+	st.e2e_ewma_ms[CORE_KIND_PLAIN] = -1;
+	ck_assert_int_eq(core_endpoint_stats_import(b.c, b.ep[0], b.now, &st), -EINVAL);
+	fx_finish(&a);
+	fx_finish(&b);
+}
+END_TEST
+
+static Suite *complete_suite(void)
+{
+	Suite *s = suite_create("complete");
+	TCase *tc = tcase_create("complete");
+	tcase_add_test(tc, in_flight_floors_at_zero);
+	tcase_add_test(tc, no_double_count_with_feedback);
+	tcase_add_test(tc, cut_with_200_is_failure);
+	tcase_add_test(tc, cut_evicts_only_its_own_entry);
+	tcase_add_test(tc, client_abort_is_neutral);
+	tcase_add_loop_test(tc, fail_without_feedback_evicts, 0, 2);
+	tcase_add_test(tc, no_feedback_status_as_observe);
+	tcase_add_test(tc, e2e_only_on_successful_complete);
+	tcase_add_test(tc, long_stream_is_not_idleness);
+	tcase_add_test(tc, completions_counted_by_end);
+	tcase_add_test(tc, probe_released_by_completion);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("score_by");
+	tcase_add_loop_test(tc, score_by_chooses_signal, 0, CORE_SCORE_COUNT);
+	tcase_add_test(tc, e2e_judged_against_peers);
+	tcase_add_test(tc, score_by_p2c_prefers_fast_e2e);
+	tcase_add_test(tc, score_by_checked_and_named);
+	tcase_add_test(tc, e2e_in_snapshot);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(complete_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_SILENT);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
