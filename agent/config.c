@@ -320,6 +320,7 @@ void config_finish(struct config *cfg)
 	free(cfg->runtime_socket);
 	free_strv(cfg->runtime_backends, cfg->n_runtime_backends);
 	free(cfg->state_file);
+	free(cfg->log_input_path);
 	for (size_t i = 0; i < cfg->n_endpoints; i++) {
 		struct config_endpoint *ep = &cfg->endpoints[i];
 		free(ep->backend);
@@ -343,8 +344,11 @@ int config_init(struct config *cfg)
 	cfg->metrics_listen = strdup(CONFIG_DEFAULT_METRICS);
 	cfg->runtime_socket = strdup(CONFIG_DEFAULT_RUNTIME_SOCKET);
 	cfg->state_file = strdup(CONFIG_DEFAULT_STATE_FILE);
+	cfg->log_input_path = strdup(CONFIG_DEFAULT_LOG_INPUT);
+	cfg->log_input_mode = CONFIG_DEFAULT_SOCKET_MODE;
 	if (cfg->listen == NULL || cfg->metrics_listen == NULL ||
-	    cfg->runtime_socket == NULL || cfg->state_file == NULL) {
+	    cfg->runtime_socket == NULL || cfg->state_file == NULL ||
+	    cfg->log_input_path == NULL) {
 		config_finish(cfg);
 		return -ENOMEM;
 	}
@@ -407,6 +411,12 @@ struct raw_state {
 	char *snapshot_interval;
 };
 
+struct raw_log_input {
+	char *path;
+	char *mode;
+	double *udp_port;
+};
+
 struct raw_policy {
 	char *affinity_ttl;
 	double *affinity_max_entries;
@@ -430,6 +440,7 @@ struct raw_policy {
 	char *rate_limit_cooldown;
 	char *dead_key_retry;
 	double *model_mismatch_404s;
+	char *score_by;
 };
 
 struct raw_endpoint {
@@ -451,6 +462,7 @@ struct raw_config {
 	struct raw_metrics *metrics;
 	struct raw_runtime *runtime_api;
 	struct raw_state *state;
+	struct raw_log_input *log_input;
 	struct raw_policy *policy;
 	struct raw_endpoint *endpoints;
 	unsigned endpoints_count;
@@ -488,6 +500,13 @@ static const cyaml_schema_field_t state_fields[] = {
 	CYAML_FIELD_END
 };
 
+static const cyaml_schema_field_t log_input_fields[] = {
+	STR("path", struct raw_log_input, path),
+	STR("mode", struct raw_log_input, mode),
+	INT("udp_port", struct raw_log_input, udp_port),
+	CYAML_FIELD_END
+};
+
 static const cyaml_schema_field_t policy_fields[] = {
 	STR("affinity_ttl", struct raw_policy, affinity_ttl),
 	INT("affinity_max_entries", struct raw_policy, affinity_max_entries),
@@ -510,6 +529,7 @@ static const cyaml_schema_field_t policy_fields[] = {
 	STR("rate_limit_cooldown", struct raw_policy, rate_limit_cooldown),
 	STR("dead_key_retry", struct raw_policy, dead_key_retry),
 	INT("model_mismatch_404s", struct raw_policy, model_mismatch_404s),
+	STR("score_by", struct raw_policy, score_by),
 	CYAML_FIELD_END
 };
 
@@ -538,6 +558,8 @@ static const cyaml_schema_field_t top_fields[] = {
 				runtime_api, runtime_fields),
 	CYAML_FIELD_MAPPING_PTR("state", OPT_NULL, struct raw_config, state,
 				state_fields),
+	CYAML_FIELD_MAPPING_PTR("log_input", OPT_NULL, struct raw_config,
+				log_input, log_input_fields),
 	CYAML_FIELD_MAPPING_PTR("policy", OPT_NULL, struct raw_config, policy,
 				policy_fields),
 	CYAML_FIELD_SEQUENCE("endpoints", OPT_NULL, struct raw_config,
@@ -978,6 +1000,19 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 		     &p->dead_key_retry_ms);
 	sem_u32(s, "policy.model_mismatch_404s", rp->model_mismatch_404s, 0,
 		1000, &p->model_mismatch_404s);
+	if (rp->score_by != NULL) {
+		int k = -1;
+		for (int i = 0; i < CORE_SCORE_COUNT; i++)
+			if (strcmp(rp->score_by,
+				   core_score_by_name((enum core_score_by)i)) == 0)
+				k = i;
+		if (k < 0)
+			sem_err(s, "policy.score_by",
+				"\"%s\" is not one of headers, end_to_end, both",
+				rp->score_by);
+		else
+			p->score_by = (enum core_score_by)k;
+	}
 }
 
 static void sem_endpoints(struct sem *s, const struct raw_config *raw,
@@ -1157,6 +1192,33 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 			     raw->state->snapshot_interval, 100,
 			     24ull * 3600 * 1000,
 			     &cfg->params.snapshot_interval_ms);
+	}
+
+	if (raw->log_input != NULL) {
+		const struct raw_log_input *li = raw->log_input;
+		if (li->path != NULL && strlen(li->path) > CONFIG_UNIX_PATH_MAX)
+			sem_err(s, "log_input.path",
+				"socket path longer than %d bytes",
+				CONFIG_UNIX_PATH_MAX);
+		sem_replace(s, &cfg->log_input_path, li->path);
+		if (li->mode != NULL) {
+			const char *m = li->mode;
+			unsigned v = 0;
+			bool ok = m[0] != '\0' && strlen(m) <= 4;
+			for (const char *q = m; ok && *q != '\0'; q++) {
+				ok = *q >= '0' && *q <= '7';
+				v = v * 8 + (unsigned)(*q - '0');
+			}
+			if (!ok || v > 0777)
+				sem_err(s, "log_input.mode",
+					"\"%s\" is not octal permission bits (e.g. \"0660\")",
+					m);
+			else
+				cfg->log_input_mode = v;
+		}
+		uint32_t port = 0;
+		sem_u32(s, "log_input.udp_port", li->udp_port, 0, 65535, &port);
+		cfg->log_input_udp_port = (uint16_t)port;
 	}
 
 	if (raw->policy != NULL)

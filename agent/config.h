@@ -17,6 +17,9 @@
 #define CONFIG_DEFAULT_METRICS        "127.0.0.1:9901"
 #define CONFIG_DEFAULT_RUNTIME_SOCKET "/run/haproxy/warmlane.sock"
 #define CONFIG_DEFAULT_STATE_FILE     "/var/lib/warmlane/state.msgpack"
+/* HAProxy's end-of-stream log lines, inside Debian's HAProxy chroot like
+ * the SPOP socket (/warmlane/log.sock in a chrooted HAProxy's config). */
+#define CONFIG_DEFAULT_LOG_INPUT      "/var/lib/haproxy/warmlane/log.sock"
 /* Longest backend, server, key or model name accepted: keeps every ACK far
  * below the smallest frame HAProxy may negotiate (see notify.c). */
 #define CONFIG_NAME_MAX               128
@@ -69,6 +72,9 @@ struct config {
 	char **runtime_backends;        /* empty: the endpoints' backends */
 	size_t n_runtime_backends;
 	char *state_file;               /* "" disables snapshots */
+	char *log_input_path;           /* unix datagram socket; "" disables */
+	unsigned log_input_mode;        /* its permission bits (0660) */
+	uint16_t log_input_udp_port;    /* UDP on 127.0.0.1; 0: none */
 	struct core_params params;      /* policy, poll and snapshot periods */
 	struct config_endpoint *endpoints;
 	size_t n_endpoints;

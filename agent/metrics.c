@@ -19,6 +19,7 @@
 
 #include "core.h"
 #include "log.h"
+#include "snapshot.h"
 #include "warmlane_version.h"
 
 /* A scraper, curl and a browser tab at most: a handful of connections. */
@@ -270,6 +271,58 @@ static void render_feedback(struct metrics_text *t, const struct route *r)
 			       causes[i].cause, causes[i].v);
 }
 
+/* The log input (logsrc.c): datagrams, what became of them, the lag. */
+static void render_log_input(struct metrics_text *t, const struct route *r)
+{
+	const struct route_log_stats *l = &r->log;
+	text_family_u64(t, "warmlane_log_input_active", "gauge",
+			"1 while HAProxy's log lines are read (log_input), else 0.",
+			r->log_input ? 1 : 0);
+	text_family_u64(t, "warmlane_log_datagrams_total", "counter",
+			"Log datagrams received from HAProxy.", l->received);
+	text_family(t, "warmlane_log_lines_total", "counter",
+		    "Log datagrams by result: parsed (warmlane's fields found) or unparseable.");
+	text_u64_label(t, "warmlane_log_lines_total", "result", "parsed",
+		       l->parsed);
+	text_u64_label(t, "warmlane_log_lines_total", "result", "unparseable",
+		       l->unparseable);
+	text_family(t, "warmlane_log_unparseable_total", "counter",
+		    "Unparseable log datagrams by error (empty, too_long, frame, no_fields, missing, value).");
+	for (int e = 1; e <= -HAPLOG_EVALUE; e++)
+		text_u64_label(t, "warmlane_log_unparseable_total", "error",
+			       haplog_status_name(-e), l->errors[e]);
+	text_family(t, "warmlane_log_completions_total", "counter",
+		    "Parsed log lines of requests warmlane routed, by termination class.");
+	for (int e = 0; e < CORE_END_COUNT; e++)
+		text_u64_label(t, "warmlane_log_completions_total", "end",
+			       core_end_name((enum core_end)e), l->ends[e]);
+	text_family(t, "warmlane_log_ignored_total", "counter",
+		    "Parsed log lines that changed nothing: unrouted (no warmlane decision), unknown_endpoint.");
+	text_u64_label(t, "warmlane_log_ignored_total", "cause", "unrouted",
+		       l->unrouted);
+	text_u64_label(t, "warmlane_log_ignored_total", "cause",
+		       "unknown_endpoint", l->unknown_endpoint);
+	text_family_u64(t, "warmlane_log_redispatched_total", "counter",
+			"Requests HAProxy redispatched away from warmlane's server after failed connections.",
+			l->redispatched);
+	text_family_u64(t, "warmlane_log_bad_fields_total", "counter",
+			"Parsed log lines with a malformed optional field (used without it).",
+			l->bad_fields);
+	text_family_u64(t, "warmlane_log_truncated_total", "counter",
+			"Log datagrams longer than the read buffer (cut).",
+			l->truncated);
+	text_family(t, "warmlane_log_lag_seconds", "histogram",
+		    "Time from a request's end (HAProxy's clock) to the processing of its log line.");
+	for (size_t i = 0; i < ROUTE_LAG_BUCKETS; i++)
+		text_printf(t, "warmlane_log_lag_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
+			    route_lag_bounds_s[i], l->lag_buckets[i]);
+	text_printf(t,
+		    "warmlane_log_lag_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
+		    "warmlane_log_lag_seconds_sum %.9g\n"
+		    "warmlane_log_lag_seconds_count %" PRIu64 "\n",
+		    l->lag_count, l->lag_sum_s, l->lag_count);
+}
+
 /* backend="...",server="..."[,key="..."]: the key id only when the
  * endpoint has one (ids name keys, never hold them). */
 static void text_endpoint_labels(struct metrics_text *t,
@@ -297,6 +350,8 @@ enum metrics_ep {
 	METRICS_EP_WEIGHT,
 	METRICS_EP_DECISIONS,
 	METRICS_EP_RESPONSES,
+	METRICS_EP_E2E_EWMA,
+	METRICS_EP_COMPLETIONS,
 };
 
 static const struct {
@@ -323,6 +378,10 @@ static const struct {
 	  "Requests routed to the endpoint." },
 	{ METRICS_EP_RESPONSES, "warmlane_endpoint_responses_total", "counter",
 	  "Feedback responses of the endpoint by class." },
+	{ METRICS_EP_E2E_EWMA, "warmlane_endpoint_e2e_ewma_seconds_per_kib", "gauge",
+	  "EWMA of the whole request time (HAProxy's Ta, from its log line) per KiB of answer (answers under 16 KiB count as 16 KiB), by request kind; 0 before the first sample." },
+	{ METRICS_EP_COMPLETIONS, "warmlane_endpoint_completions_total", "counter",
+	  "Requests of the endpoint that ended, from HAProxy's log lines, by how they ended." },
 };
 
 static void render_endpoint_sample(struct metrics_text *t, const char *name,
@@ -341,6 +400,24 @@ static void render_endpoint_sample(struct metrics_text *t, const char *name,
 				text_printf(t, "%.9g\n", ep->ewma_ms[k] / 1000.0);
 			else
 				text_printf(t, "%" PRIu32 "\n", ep->samples[k]);
+		}
+		return;
+	case METRICS_EP_E2E_EWMA:
+		for (int k = 0; k < CORE_KIND_COUNT; k++) {
+			text_printf(t, "%s{", name);
+			text_endpoint_labels(t, ep);
+			text_printf(t, ",kind=\"%s\"} %.9g\n",
+				    k == CORE_KIND_STREAM ? "stream" : "plain",
+				    ep->e2e_ewma_ms[k] / 1000.0);
+		}
+		return;
+	case METRICS_EP_COMPLETIONS:
+		for (int e = 0; e < CORE_END_COUNT; e++) {
+			text_printf(t, "%s{", name);
+			text_endpoint_labels(t, ep);
+			text_printf(t, ",end=\"%s\"} %" PRIu64 "\n",
+				    core_end_name((enum core_end)e),
+				    ep->completions[e]);
 		}
 		return;
 	case METRICS_EP_ADMIN:
@@ -452,6 +529,46 @@ static void render_core(struct metrics_text *t, const struct core *c,
 	}
 }
 
+/* The state snapshot (snapshot.h, struct snapshot_stats). */
+static void render_snapshot(struct metrics_text *t,
+			    const struct snapshot_stats *sn)
+{
+	text_family_u64(t, "warmlane_snapshot_writes_total", "counter",
+			"State snapshots written.", sn->writes);
+	text_family_u64(t, "warmlane_snapshot_write_failures_total", "counter",
+			"State snapshots that could not be written.",
+			sn->write_failures);
+	text_family(t, "warmlane_snapshot_last_success_timestamp_seconds", "gauge",
+		    "Wall-clock time of the last snapshot written (0: none yet).");
+	text_printf(t, "warmlane_snapshot_last_success_timestamp_seconds %.3f\n",
+		    (double)sn->last_write_unix_ms / 1000.0);
+	text_family(t, "warmlane_snapshot_write_duration_seconds", "gauge",
+		    "Last snapshot: from the start of its capture to the rename of the file.");
+	text_printf(t, "warmlane_snapshot_write_duration_seconds %.6f\n",
+		    (double)sn->last_write_us / 1e6);
+	text_family(t, "warmlane_snapshot_loop_hold_seconds", "gauge",
+		    "Last snapshot: longest time one capture slice held the event loop.");
+	text_printf(t, "warmlane_snapshot_loop_hold_seconds %.6f\n",
+		    (double)sn->last_hold_us / 1e6);
+	text_family_u64(t, "warmlane_snapshot_size_bytes", "gauge",
+			"Size of the last snapshot written.", sn->last_bytes);
+	text_family_u64(t, "warmlane_snapshot_entries", "gauge",
+			"Affinity entries in the last snapshot written.",
+			sn->last_entries);
+	text_family_u64(t, "warmlane_snapshot_restored_entries", "gauge",
+			"Affinity entries restored from the snapshot at start.",
+			sn->restored);
+	text_family(t, "warmlane_snapshot_dropped_entries", "gauge",
+		    "Affinity entries of the snapshot dropped at start, by cause.");
+	text_u64_label(t, "warmlane_snapshot_dropped_entries", "cause", "expired",
+		       sn->dropped_expired);
+	text_u64_label(t, "warmlane_snapshot_dropped_entries", "cause",
+		       "unknown_endpoint", sn->dropped_unknown);
+	text_family_u64(t, "warmlane_snapshot_corrupt_total", "counter",
+			"Snapshot files rejected at start and renamed aside (FILE.corrupt).",
+			sn->corrupt);
+}
+
 int metrics_render(struct metrics_text *t, const struct server *srv,
 		   uint64_t now_ms)
 {
@@ -463,6 +580,7 @@ int metrics_render(struct metrics_text *t, const struct server *srv,
 
 	render_decisions(t, st);
 	render_feedback(t, &srv->route);
+	render_log_input(t, &srv->route);
 	if (srv->route.core != NULL)
 		render_core(t, srv->route.core, now_ms);
 	render_spop(t, st);
@@ -472,6 +590,8 @@ int metrics_render(struct metrics_text *t, const struct server *srv,
 	text_family_u64(t, "warmlane_runtime_poll_failures_total", "counter",
 			"HAProxy runtime-API polls that got no usable answer.",
 			st->runtime_poll_failures);
+	if (srv->snapshot != NULL)
+		render_snapshot(t, srv->snapshot);
 	return t->oom ? -ENOMEM : 0;
 }
 

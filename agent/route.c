@@ -407,8 +407,10 @@ void route_feedback(struct route *r, const struct route_feedback *fb)
 		 * in-flight count now rather than at the next runtime-API
 		 * poll (back-to-back turns of an agent loop would otherwise
 		 * pile up as load on their warm endpoint). A streamed request
-		 * is still running: its end comes from the poll. */
-		if (!cf.stream)
+		 * is still running: its end comes from the poll. With the log
+		 * input on, every request leaves it when its log line arrives
+		 * (route_log_line), never here: nothing is counted twice. */
+		if (!cf.stream && !r->log_input)
 			core_endpoint_complete(r->core, cf.endpoint);
 	} else if (key.len == 0) {
 		/* No key id: HAProxy chose the server itself (no agent
@@ -465,4 +467,87 @@ void route_feedback(struct route *r, const struct route_feedback *fb)
 		if (core_observe(r->core, &cf, fb->now_ms) == -EINVAL)
 			r->fb.bad_status++;
 	}
+}
+
+/* ---- end-of-stream log lines -------------------------------------------- */
+
+const double route_lag_bounds_s[ROUTE_LAG_BUCKETS] = {
+	0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5,
+};
+
+static struct core_str hl_str(struct haplog_str s)
+{
+	return (struct core_str){ (const char *)s.ptr, s.len };
+}
+
+static bool hl_eq(struct haplog_str a, struct haplog_str b)
+{
+	return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+}
+
+enum core_end route_log_end(const struct haplog_line *l)
+{
+	uint8_t who = l->ts.len >= 2 ? l->ts.ptr[0] : '-';
+	uint8_t when = l->ts.len >= 2 ? l->ts.ptr[1] : '-';
+	switch (who) {
+	case 'C':
+	case 'c':
+		return CORE_END_CLIENT_ABORT;
+	case 'S':
+	case 's':
+	case 'D':
+		return when == 'D' || when == 'L' ? CORE_END_SERVER_CUT
+						  : CORE_END_SERVER_FAIL;
+	default:
+		return CORE_END_COMPLETE;
+	}
+}
+
+enum route_log_use route_log_line(struct route *r, const struct haplog_line *l,
+				  uint64_t now_ms)
+{
+	if (l->bad != 0)
+		r->log.bad_fields++;
+	if (l->wsrv.len == 0 || l->wbe.len == 0) {
+		r->log.unrouted++;
+		return ROUTE_LOG_UNROUTED;
+	}
+	int ep = core_endpoint_find(r->core, hl_str(l->wbe), hl_str(l->wsrv),
+				    hl_str(l->key));
+	if (ep < 0) {
+		r->log.unknown_endpoint++;
+		return ROUTE_LOG_UNKNOWN;
+	}
+	bool same = hl_eq(l->wbe, l->be) && hl_eq(l->wsrv, l->srv);
+	struct core_completion cc = {
+		.endpoint = ep,
+		.status = l->status,
+		.end = route_log_end(l),
+		.tr_ms = l->tr_ms,
+		.total_ms = l->ta_ms,
+		.bytes = l->bytes,
+		.stream = l->stream,
+		.feedback_seen = l->fb && same,
+		.has_akey = l->has_akey,
+		.akey = l->akey,
+	};
+	if (!same) {
+		/* HAProxy did not end on warmlane's server: redispatched after
+		 * failed connections (so it failed), or the rule was not
+		 * applied (the server was unusable): then only in-flight. */
+		cc.status = -1;
+		cc.tr_ms = cc.total_ms = -1;
+		cc.bytes = 0;
+		cc.end = l->retries > 0 && l->redispatched ? CORE_END_SERVER_FAIL
+							   : CORE_END_COMPLETE;
+		if (cc.end == CORE_END_SERVER_FAIL)
+			r->log.redispatched++;
+	}
+	if (core_complete(r->core, &cc, now_ms) < 0) {
+		/* a status HAProxy would not log: still end the request */
+		cc.status = -1;
+		core_complete(r->core, &cc, now_ms);
+	}
+	r->log.ends[cc.end]++;
+	return ROUTE_LOG_USED;
 }

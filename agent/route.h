@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "core.h"
+#include "haplog.h"
 #include "spop.h"
 
 struct config;
@@ -88,11 +89,38 @@ struct route_fb_stats {
 	uint64_t bad_akey;       /* akey not 16 hex digits: ignored */
 };
 
+/* Bucket bounds of the log lag histogram, seconds (route_log_stats). */
+#define ROUTE_LAG_BUCKETS 8
+extern const double route_lag_bounds_s[ROUTE_LAG_BUCKETS];
+
+/* The log input (logsrc.c, route_log_line): datagrams and what they did. */
+struct route_log_stats {
+	uint64_t received;        /* datagrams read */
+	uint64_t parsed;          /* haplog_parse returned HAPLOG_OK */
+	uint64_t unparseable;     /* anything else */
+	uint64_t errors[8];       /* unparseable by -haplog_status (1..6) */
+	uint64_t truncated;       /* datagrams larger than the read buffer */
+	uint64_t ends[CORE_END_COUNT]; /* lines used, by termination class */
+	uint64_t unrouted;        /* parsed, but warmlane did not route it */
+	uint64_t unknown_endpoint;/* routed to an endpoint no longer known */
+	uint64_t redispatched;    /* warmlane's server failed, another served */
+	uint64_t bad_fields;      /* lines with a malformed optional field */
+	/* Lag between a request's end (accept time + Tt, HAProxy's wall
+	 * clock) and its line's processing (the agent's). */
+	uint64_t lag_buckets[ROUTE_LAG_BUCKETS];
+	uint64_t lag_count;
+	double lag_sum_s;
+};
+
 struct route {
 	const struct config *cfg;
 	struct core *core;     /* the policy; metrics read it (core_stats...) */
 	struct core_rng rng;   /* seeded per process by route_init */
 	struct route_fb_stats fb;
+	/* The log input is reading lines: requests leave the in-flight count
+	 * when their log line arrives, not at non-streamed feedback. */
+	bool log_input;
+	struct route_log_stats log;
 	uint64_t wall_at_ms;   /* uv_now when wall_s was read (route_wall_s) */
 	int64_t wall_s;
 	bool wall_valid;
@@ -119,10 +147,37 @@ void route_decide(struct route *r, const struct route_request *req,
  * (integer or decimal STRING), tr (INT64, or STRING as %Tr: "-1" unknown),
  * retry_after (STRING: seconds or HTTP date, against fb->now_unix_s), akey
  * (16 hex digits), stream (BOOL) and model are used when present. Feedback
- * the core cannot use is counted in r->fb, never an error. A request that
- * does not stream is complete once its headers are in: it leaves the
- * endpoint's in-flight count here. */
+ * the core cannot use is counted in r->fb, never an error. Without the log
+ * input (r->log_input false), a request that does not stream is complete
+ * once its headers are in: it leaves the endpoint's in-flight count here;
+ * with it, its log line does that (route_log_line). */
 void route_feedback(struct route *r, const struct route_feedback *fb);
+
+/* What route_log_line did with a line. */
+enum route_log_use {
+	ROUTE_LOG_USED = 0,       /* core_complete on warmlane's endpoint */
+	ROUTE_LOG_UNROUTED,       /* no warmlane decision (fail open): ignored */
+	ROUTE_LOG_UNKNOWN,        /* that endpoint is not (any more) known */
+};
+
+/* How a request ended, from the line's termination state (first two
+ * characters of %tsc) and retries: C/c (client abort or timeout) ->
+ * CLIENT_ABORT; S/s/D (server abort, timeout, or server marked down) during
+ * the data phase (D, L) -> SERVER_CUT, before it -> SERVER_FAIL; anything
+ * else (normal, or HAProxy's own doing: P, L, R, I, K, U) -> COMPLETE, where
+ * the status speaks. */
+enum core_end route_log_end(const struct haplog_line *l);
+
+/* Takes one parsed end-of-stream line into account (l from haplog_parse,
+ * HAPLOG_OK). The request counts on the endpoint warmlane chose for it
+ * (wbe/wsrv/key, what its decision added to in-flight): a line without
+ * them is a request warmlane did not route and changes nothing. When
+ * HAProxy ended on another server after retries with redispatch, the
+ * chosen one failed to connect: SERVER_FAIL with no status for it.
+ * feedback_seen is the line's fb (txn.warmlane.ack: the feedback ACK was
+ * received) when the chosen server answered. Updates r->log. */
+enum route_log_use route_log_line(struct route *r, const struct haplog_line *l,
+				  uint64_t now_ms);
 
 /* Maps req's SPOE arguments to a core request. Identities: any type; NULL,
  * an empty STRING or BINARY are absent; integers of any width give their

@@ -95,6 +95,9 @@ class FleetEnv(h.Env):
         self.admin_stats = self.path("admin.sock")    # level admin: the test's
         self.fleet_proc = None
         self.agent_cfg = None
+        # "": no log input (not the default path, which another agent may
+        # hold); logs.py sets its own socket
+        self.log_input_path = ""
 
     # --- the fleet ---------------------------------------------------------
     def start_fleet(self, instances, timeout=15):
@@ -171,6 +174,7 @@ class FleetEnv(h.Env):
                          f'poll_interval: {self.poll_interval} }}')
         else:
             lines.append('runtime_api: { socket: "" }')
+        lines.append(f'log_input: {{ path: "{self.log_input_path}", mode: "0660" }}')
         if self.state_file:
             lines.append(f'state: {{ file: "{self.path("state.msgpack")}", '
                          'snapshot_interval: 1s }')

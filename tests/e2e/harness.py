@@ -251,6 +251,8 @@ class Env:
         lines = ["log_level: debug",
                  f'listen: ["unix:{self.agent_socket()},mode=0660"]',
                  f'metrics: {{ listen: "127.0.0.1:{self.metrics_port}" }}',
+                 # not the default path, which another agent may hold
+                 'log_input: { path: "" }',
                  "endpoints:"]
         for b in self.backends:
             lines.append(f"  - {{ backend: llm, server: {b.name}, models: [m1], "

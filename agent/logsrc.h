@@ -1,0 +1,67 @@
+/* logsrc.h - the log input: HAProxy's end-of-stream log lines on a unix datagram socket (and UDP on loopback). */
+#ifndef WARMLANE_LOGSRC_H
+#define WARMLANE_LOGSRC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct config;
+struct route;
+
+/* Datagrams read per readiness callback and socket: the rest waits for the
+ * next loop iteration, so a flood never starves the SPOP connections. */
+#define LOGSRC_BATCH 64
+/* Largest datagram read whole (HAProxy's largest `len` is 65535; the
+ * example configs use 4096). A longer one is cut and counted. */
+#define LOGSRC_BUF 16384
+/* Unparseable lines logged in full per window; the rest are counted and
+ * summed up in one line when the window ends. */
+#define LOGSRC_LOG_BURST 5
+#define LOGSRC_LOG_WINDOW_MS 10000
+
+struct logsrc_sock {
+	uv_poll_t poll;
+	int fd;                  /* -1: not open */
+	bool open;               /* poll handle initialised (needs a close) */
+	bool closing;            /* uv_close called: its callback closes fd */
+	struct logsrc *owner;
+};
+
+struct logsrc {
+	uv_loop_t *loop;
+	struct route *route;
+	struct logsrc_sock unix_sock;
+	struct logsrc_sock udp_sock;
+	char path[108];          /* the unix socket file we bound, or "" */
+	unsigned closing;        /* handles still closing */
+	/* rate limit of "unparseable log line" messages */
+	uint64_t rl_window_ms;
+	unsigned rl_logged;
+	uint64_t rl_suppressed;
+	uint8_t buf[LOGSRC_BUF];
+};
+
+/* Opens what cfg->log_input asks for: the unix datagram socket at its path
+ * (mode as configured; a stale file is replaced, one another process reads
+ * from is not) and, when udp_port is not 0, UDP on 127.0.0.1. Each line
+ * read is parsed (proto/haplog.h) and given to route_log_line; counters go
+ * to route->log. Sets route->log_input when at least one socket is open.
+ * Returns 0 (nothing configured is also 0), or -errno with a reason in err:
+ * then nothing stays open. ls must stay put until logsrc_stop's handles
+ * are closed (the loop has run). */
+int logsrc_start(struct logsrc *ls, uv_loop_t *loop, struct route *route,
+		 const struct config *cfg, char *err, size_t errlen);
+
+/* Closes the sockets (their handles close on the loop) and removes the
+ * unix socket file. Clears route->log_input. Safe on a zeroed ls, twice. */
+void logsrc_stop(struct logsrc *ls);
+
+/* Parses one datagram and applies it (what the socket callback does for
+ * each one; the unit tests call it directly). now_ms: uv_now; wall_ms:
+ * the wall clock in ms, for the lag. */
+void logsrc_handle(struct logsrc *ls, const uint8_t *p, size_t len,
+		   uint64_t now_ms, uint64_t wall_ms);
+
+#endif

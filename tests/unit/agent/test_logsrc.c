@@ -1,0 +1,440 @@
+/* test_logsrc.c - agent: the log input (logsrc.c) on a real unix datagram socket, and route_log_line. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "config.h"
+#include "log.h"
+#include "logsrc.h"
+#include "route.h"
+
+static char dir[64];
+
+static void load(struct config *cfg, const char *yaml)
+{
+	char err[4096];
+	ck_assert_int_eq(config_init(cfg), 0);
+	int r = config_load_data(cfg, "t.yaml", yaml, strlen(yaml), err,
+				 sizeof(err));
+	ck_assert_msg(r == 0, "%s", err);
+}
+
+/* A config with endpoints llm/s1..s3 (key k1) and the log socket in dir. */
+static void load_std(struct config *cfg, const char *path)
+{
+	char yaml[1024];
+	snprintf(yaml, sizeof(yaml),
+		 "log_input: { path: \"%s\", mode: \"0640\" }\n"
+		 "policy: { breaker_consecutive: 3, breaker_min_requests: 100 }\n"
+		 "endpoints:\n"
+		 "  - { backend: llm, server: s1, keys: [k1] }\n"
+		 "  - { backend: llm, server: s2, keys: [k1] }\n"
+		 "  - { backend: llm, server: s3, keys: [k1] }\n",
+		 path);
+	load(cfg, yaml);
+}
+
+/* The socket's directory, made and removed in the runner's process (an
+ * unchecked fixture), so that nothing is left even when a test fails. */
+static void dir_setup(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	snprintf(dir, sizeof(dir), "%s/warmlane-logsrc-XXXXXX",
+		 tmp != NULL && tmp[0] != '\0' && strlen(tmp) < 32 ? tmp : "/tmp");
+	if (mkdtemp(dir) == NULL)
+		dir[0] = '\0';
+}
+
+static void dir_teardown(void)
+{
+	char p[128];
+	if (dir[0] == '\0')
+		return;
+	snprintf(p, sizeof(p), "%s/log.sock", dir);
+	unlink(p);
+	rmdir(dir);
+}
+
+static int ep(struct route *r, const char *server)
+{
+	return core_endpoint_find(r->core, core_str_c("llm"), core_str_c(server),
+				  core_str_c("k1"));
+}
+
+static struct core_endpoint_info info(struct route *r, const char *server)
+{
+	struct core_endpoint_info in;
+	ck_assert_int_eq(core_endpoint_info(r->core, ep(r, server), 1000, &in), 0);
+	return in;
+}
+
+/* One line as warmlane's log format writes it. */
+static size_t line(char *buf, size_t cap, const char *srv, const char *wsrv,
+		   int status, const char *ts, const char *rc, int fb)
+{
+	int n = snprintf(buf, cap,
+			 "<134>1 2026-11-29T10:21:44.552318+00:00 - haproxy 1 - - "
+			 "be=llm srv=%s st=%d ts=%s rc=%s tw=0 tc=0 tr=1 ta=40 "
+			 "tt=40 bytes=900 at=1795947704.530 wbe=llm wsrv=%s key=k1 "
+			 "akey=- reason=hash fb=%d stream=1 id=\"x\" 127.0.0.1:1 "
+			 "\"POST / HTTP/1.1\"\n",
+			 srv, status, ts, rc, wsrv, fb);
+	ck_assert(n > 0 && (size_t)n < cap);
+	return (size_t)n;
+}
+
+static int apply(struct route *r, const char *srv, const char *wsrv,
+		 int status, const char *ts, const char *rc, int fb)
+{
+	char buf[1024];
+	struct haplog_line l;
+	size_t n = line(buf, sizeof(buf), srv, wsrv, status, ts, rc, fb);
+	ck_assert_int_eq(haplog_parse((const uint8_t *)buf, n, &l), HAPLOG_OK);
+	return (int)route_log_line(r, &l, 1000);
+}
+
+START_TEST(end_classes)
+{
+	static const struct {
+		const char *ts;
+		enum core_end end;
+	} t[] = {
+		{ "----", CORE_END_COMPLETE },	  { "CD--", CORE_END_CLIENT_ABORT },
+		{ "cD--", CORE_END_CLIENT_ABORT }, { "CR--", CORE_END_CLIENT_ABORT },
+		{ "SD--", CORE_END_SERVER_CUT },   { "sD--", CORE_END_SERVER_CUT },
+		{ "SL--", CORE_END_SERVER_CUT },   { "DD--", CORE_END_SERVER_CUT },
+		{ "SC--", CORE_END_SERVER_FAIL },  { "sC--", CORE_END_SERVER_FAIL },
+		{ "sH--", CORE_END_SERVER_FAIL },  { "SH--", CORE_END_SERVER_FAIL },
+		{ "sQ--", CORE_END_SERVER_FAIL },  { "PH--", CORE_END_COMPLETE },
+		{ "LR--", CORE_END_COMPLETE },	  { "--", CORE_END_COMPLETE },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		struct haplog_line l = { 0 };
+		l.ts = (struct haplog_str){ (const uint8_t *)t[i].ts,
+					    strlen(t[i].ts) };
+		ck_assert_msg(route_log_end(&l) == t[i].end, "%s", t[i].ts);
+	}
+}
+END_TEST
+
+/* Decisions raise in-flight, log lines lower it on warmlane's endpoint;
+ * with the log input on, non-streamed feedback does not. */
+START_TEST(completion_counts_once)
+{
+	struct config cfg;
+	struct route r;
+	load_std(&cfg, "");
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	r.log_input = true;
+	for (int i = 0; i < 3; i++)
+		core_endpoint_sync(r.core, i, CORE_ADMIN_ENABLED, 0, 1000);
+
+	struct core_request req = { .session = { true, 42 } };
+	struct core_decision d;
+	core_decide(r.core, &req, 1000, &r.rng, &d);
+	ck_assert_int_ge(d.endpoint, 0);
+	const char *s = d.server;
+	ck_assert_uint_eq(info(&r, s).in_flight, 1);
+
+	/* the feedback of a non-streamed answer: in-flight stays */
+	struct route_feedback fb;
+	memset(&fb, 0, sizeof(fb));
+	for (int i = 0; i < ROUTE_FB_COUNT; i++)
+		fb.args[i] = spop_data_null();
+	char path[64];
+	snprintf(path, sizeof(path), "llm/%s", s);
+	fb.args[ROUTE_FB_SERVER] = spop_data_string(path, strlen(path));
+	fb.args[ROUTE_FB_STATUS] = spop_data_int64(200);
+	fb.args[ROUTE_FB_KEY] = spop_data_string("k1", 2);
+	fb.now_ms = 1000;
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(info(&r, s).in_flight, 1);
+
+	/* its log line: in-flight falls, once */
+	ck_assert_int_eq(apply(&r, s, s, 200, "----", "0", 1), ROUTE_LOG_USED);
+	ck_assert_uint_eq(info(&r, s).in_flight, 0);
+	ck_assert_uint_eq(r.log.ends[CORE_END_COMPLETE], 1);
+	ck_assert_uint_eq(info(&r, s).completions[CORE_END_COMPLETE], 1);
+
+	/* a request warmlane did not route: nothing */
+	char buf[1024];
+	struct haplog_line l;
+	size_t n = line(buf, sizeof(buf), "s1", "-", 200, "----", "0", 0);
+	ck_assert_int_eq(haplog_parse((const uint8_t *)buf, n, &l), HAPLOG_OK);
+	ck_assert_int_eq(route_log_line(&r, &l, 1000), ROUTE_LOG_UNROUTED);
+	ck_assert_uint_eq(r.log.unrouted, 1);
+	/* an endpoint the core does not know */
+	n = line(buf, sizeof(buf), "s9", "s9", 200, "----", "0", 0);
+	ck_assert_int_eq(haplog_parse((const uint8_t *)buf, n, &l), HAPLOG_OK);
+	ck_assert_int_eq(route_log_line(&r, &l, 1000), ROUTE_LOG_UNKNOWN);
+
+	/* with the log input off, non-streamed feedback ends the request */
+	r.log_input = false;
+	core_decide(r.core, &req, 1000, &r.rng, &d);
+	ck_assert_uint_eq(info(&r, s).in_flight, 1);
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(info(&r, s).in_flight, 0);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+/* HAProxy's own failures and cut streams open the breaker; a client
+ * abort does not; a redispatch is a failure of warmlane's server. */
+START_TEST(failures)
+{
+	struct config cfg;
+	struct route r;
+	load_std(&cfg, "");
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	r.log_input = true;
+
+	for (int i = 0; i < 5; i++)
+		apply(&r, "s1", "s1", 200, "CD--", "0", 1);
+	ck_assert_int_eq(info(&r, "s1").breaker, CORE_BREAKER_CLOSED);
+	ck_assert_uint_eq(r.log.ends[CORE_END_CLIENT_ABORT], 5);
+
+	for (int i = 0; i < 3; i++)
+		apply(&r, "s2", "s2", 200, "SD--", "0", 1);
+	ck_assert_int_eq(info(&r, "s2").breaker, CORE_BREAKER_OPEN);
+	ck_assert_uint_eq(r.log.ends[CORE_END_SERVER_CUT], 3);
+
+	/* refused, redispatched to s1 which answered 200 */
+	for (int i = 0; i < 3; i++)
+		apply(&r, "s1", "s3", 200, "----", "+1", 1);
+	ck_assert_int_eq(info(&r, "s3").breaker, CORE_BREAKER_OPEN);
+	ck_assert_int_eq(info(&r, "s1").breaker, CORE_BREAKER_CLOSED);
+	ck_assert_uint_eq(r.log.redispatched, 3);
+	ck_assert_uint_eq(r.log.ends[CORE_END_SERVER_FAIL], 3);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+/* Sends one datagram to the unix socket at path without blocking: while
+ * its queue is full (net.unix.max_dgram_qlen, 10 by default), the loop
+ * runs and reads. Bounded: 1000 tries. */
+static void send_to(uv_loop_t *loop, const char *path, const void *p, size_t n)
+{
+	int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	for (int i = 0; i < 1000; i++) {
+		ssize_t w = sendto(fd, p, n, MSG_DONTWAIT, (struct sockaddr *)&sa,
+				   sizeof(sa));
+		if (w == (ssize_t)n)
+			break;
+		ck_assert_msg(errno == EAGAIN || errno == EWOULDBLOCK, "%s",
+			      strerror(errno));
+		uv_run(loop, UV_RUN_NOWAIT);
+	}
+	close(fd);
+}
+
+/* The socket: mode, stale file replaced, a live one refused, bounded work
+ * counters, rate-limited logging, removal at stop. */
+START_TEST(socket_input)
+{
+	struct config cfg;
+	struct route r;
+	struct logsrc ls, other;
+	char path[100], err[256];
+	uv_loop_t loop;
+
+	ck_assert_msg(dir[0] != '\0', "no temporary directory");
+	snprintf(path, sizeof(path), "%s/log.sock", dir);
+	/* a stale socket file: bound, then its process gone */
+	{
+		int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+		ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		close(fd);
+	}
+	load_std(&cfg, path);
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	ck_assert_int_eq(logsrc_start(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
+	ck_assert(r.log_input);
+	struct stat st;
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 0777, 0640);
+
+	/* a second reader on the same path is refused, and changes nothing */
+	struct route r2;
+	ck_assert_int_eq(route_init(&r2, &cfg), 0);
+	ck_assert_int_eq(logsrc_start(&other, &loop, &r2, &cfg, err, sizeof(err)),
+			 -EADDRINUSE);
+	ck_assert_ptr_nonnull(strstr(err, "another process"));
+	ck_assert(!r2.log_input);
+
+	FILE *logs = tmpfile();
+	ck_assert_ptr_nonnull(logs);
+	log_set_stream(logs);
+
+	/* 150 datagrams: 100 good lines, 50 bad ones */
+	char buf[1024];
+	size_t n = line(buf, sizeof(buf), "s1", "s1", 200, "----", "0", 1);
+	for (int i = 0; i < 150; i++) {
+		if (i % 3 == 2)
+			send_to(&loop, path, "<999>nope", 9);
+		else
+			send_to(&loop, path, buf, n);
+	}
+	for (int i = 0; i < 10 && r.log.received < 150; i++)
+		uv_run(&loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(r.log.received, 150);
+	ck_assert_uint_eq(r.log.parsed, 100);
+	ck_assert_uint_eq(r.log.unparseable, 50);
+	ck_assert_uint_eq(r.log.errors[-HAPLOG_EFRAME], 50);
+	ck_assert_uint_eq(r.log.ends[CORE_END_COMPLETE], 100);
+	ck_assert_uint_eq(r.log.lag_count, 100);
+
+	/* an oversized datagram is cut and counted */
+	static char big[LOGSRC_BUF + 100];
+	memset(big, 'x', sizeof(big));
+	send_to(&loop, path, big, sizeof(big));
+	uv_run(&loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(r.log.truncated, 1);
+	ck_assert_uint_eq(r.log.errors[-HAPLOG_ENOFIELDS], 1);
+
+	log_set_stream(NULL);
+	fflush(logs);
+	rewind(logs);
+	unsigned shown = 0;
+	char l[1024];
+	while (fgets(l, sizeof(l), logs) != NULL)
+		if (strstr(l, "msg=\"unparseable log line\"") != NULL)
+			shown++;
+	fclose(logs);
+	ck_assert_uint_eq(shown, LOGSRC_LOG_BURST);
+
+	logsrc_stop(&ls);
+	logsrc_stop(&ls); /* twice is fine */
+	logsrc_stop(&other);
+	ck_assert(!r.log_input);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	ck_assert_int_ne(access(path, F_OK), 0); /* removed */
+	route_finish(&r2);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+/* UDP on loopback with bounded work per loop iteration, and nothing
+ * configured. */
+START_TEST(udp_and_none)
+{
+	struct config cfg;
+	struct route r;
+	struct logsrc ls;
+	char err[256];
+	uv_loop_t loop;
+
+	load(&cfg, "log_input: { path: \"\" }\n");
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	ck_assert_int_eq(logsrc_start(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
+	ck_assert(!r.log_input);
+	logsrc_stop(&ls);
+
+	/* a free port: bind, read it, close */
+	int probe = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	ck_assert_int_eq(bind(probe, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(getsockname(probe, (struct sockaddr *)&sa, &sl), 0);
+	close(probe);
+	cfg.log_input_udp_port = ntohs(sa.sin_port);
+	ck_assert_int_eq(logsrc_start(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
+	ck_assert(r.log_input);
+	/* 150 datagrams queued (UDP: the 1 MiB receive buffer holds them):
+	 * one loop iteration reads LOGSRC_BATCH of them, no more */
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	for (int i = 0; i < 150; i++)
+		ck_assert_int_eq(sendto(fd, "be=llm srv=s1 st=200 ts=----", 28, 0,
+					(struct sockaddr *)&sa, sizeof(sa)), 28);
+	close(fd);
+	for (int i = 0; i < 100 && r.log.received == 0; i++) {
+		uv_run(&loop, UV_RUN_NOWAIT);
+		if (r.log.received == 0)
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	}
+	ck_assert_uint_eq(r.log.received, LOGSRC_BATCH);
+	for (int i = 0; i < 10 && r.log.received < 150; i++)
+		uv_run(&loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(r.log.parsed, 150);
+	ck_assert_uint_eq(r.log.unrouted, 150);
+	logsrc_stop(&ls);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+START_TEST(config_checks)
+{
+	struct config cfg;
+	char err[4096];
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert_str_eq(cfg.log_input_path, "/var/lib/haproxy/warmlane/log.sock");
+	ck_assert_uint_eq(cfg.log_input_mode, 0660);
+	static const char bad[] =
+		"log_input: { mode: \"0999\", udp_port: 70000 }\n"
+		"policy: { score_by: fastest }\n";
+	ck_assert_int_eq(config_load_data(&cfg, "b.yaml", bad, strlen(bad), err,
+					  sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "b.yaml: log_input.mode:"));
+	ck_assert_ptr_nonnull(strstr(err, "b.yaml: log_input.udp_port:"));
+	ck_assert_ptr_nonnull(strstr(err, "b.yaml: policy.score_by:"));
+	static const char good[] =
+		"log_input: { path: \"/x/l.sock\", mode: \"600\", udp_port: 5514 }\n"
+		"policy: { score_by: end_to_end }\n";
+	ck_assert_int_eq(config_load_data(&cfg, "g.yaml", good, strlen(good), err,
+					  sizeof(err)), 0);
+	ck_assert_str_eq(cfg.log_input_path, "/x/l.sock");
+	ck_assert_uint_eq(cfg.log_input_mode, 0600);
+	ck_assert_uint_eq(cfg.log_input_udp_port, 5514);
+	ck_assert_int_eq(cfg.params.score_by, CORE_SCORE_END_TO_END);
+	config_finish(&cfg);
+}
+END_TEST
+
+static Suite *logsrc_suite(void)
+{
+	Suite *s = suite_create("logsrc");
+	TCase *tc = tcase_create("logsrc");
+	tcase_add_unchecked_fixture(tc, dir_setup, dir_teardown);
+	tcase_add_test(tc, end_classes);
+	tcase_add_test(tc, completion_counts_once);
+	tcase_add_test(tc, failures);
+	tcase_add_test(tc, socket_input);
+	tcase_add_test(tc, udp_and_none);
+	tcase_add_test(tc, config_checks);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(logsrc_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_SILENT);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
