@@ -448,6 +448,15 @@ static void runtime_close_pipe(struct runtime *rt)
 		runtime_on_close((uv_handle_t *)&rt->pipe);
 }
 
+static void runtime_first_poll(struct runtime *rt, bool ok)
+{
+	if (rt->first_poll_done)
+		return;
+	rt->first_poll_done = true;
+	if (rt->on_first_poll != NULL)
+		rt->on_first_poll(rt, ok, rt->on_first_poll_arg);
+}
+
 static void runtime_fail(struct runtime *rt, int err, const char *what)
 {
 	rt->stats->runtime_poll_failures++;
@@ -466,6 +475,7 @@ static void runtime_fail(struct runtime *rt, int err, const char *what)
 	}
 	rt->reachable = false;
 	runtime_close_pipe(rt);
+	runtime_first_poll(rt, false);
 }
 
 static void runtime_succeed(struct runtime *rt)
@@ -484,6 +494,7 @@ static void runtime_succeed(struct runtime *rt)
 	else
 		runtime_next_gen(rt);
 	runtime_close_pipe(rt);
+	runtime_first_poll(rt, true);
 }
 
 static void runtime_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf)

@@ -124,6 +124,13 @@ struct runtime {
 	uv_write_t write_req;
 	/* Counters beyond stats: */
 	uint64_t servers_added, servers_removed, rows_unknown_status;
+	/* Called once, when the first poll ends (ok: a complete answer was
+	 * applied; false: it failed), for what must wait for HAProxy's view
+	 * of the servers (the snapshot load). Set after runtime_init; NULL:
+	 * nothing. Not called when polling is disabled. */
+	void (*on_first_poll)(struct runtime *rt, bool ok, void *arg);
+	void *on_first_poll_arg;
+	bool first_poll_done;
 	struct runtime_csv csv;
 	char rbuf[65536];
 };

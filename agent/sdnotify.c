@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <systemd/sd-daemon.h>
+#include <time.h>
 
 #include "log.h"
 #include "sdnotify.h"
@@ -92,8 +93,14 @@ void sdnotify_stopping(struct sdnotify *n)
 
 void sdnotify_reloading(struct sdnotify *n)
 {
-	if (n->enabled)
-		sd_notify(0, "RELOADING=1\nSTATUS=reloading");
+	struct timespec ts;
+	if (!n->enabled)
+		return;
+	/* systemd 253+ (Type=notify-reload) wants the monotonic time of the
+	 * reload with it; older versions ignore the field. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64 "\nSTATUS=reloading",
+		   (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u);
 }
 
 void sdnotify_reloaded(struct sdnotify *n)

@@ -37,8 +37,8 @@ int sdnotify_start(struct sdnotify *n, uv_loop_t *loop,
  * sdnotify_stop: a slow drain is not a hang. */
 void sdnotify_stopping(struct sdnotify *n);
 
-/* RELOADING=1 before a configuration reload, READY=1 after it (SIGHUP,
- * when reload exists). */
+/* RELOADING=1 with MONOTONIC_USEC= before a configuration reload (SIGHUP),
+ * READY=1 after it, whether the new file was applied or refused. */
 void sdnotify_reloading(struct sdnotify *n);
 void sdnotify_reloaded(struct sdnotify *n);
 

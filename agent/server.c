@@ -170,7 +170,8 @@ static int server_unix_prepare(const char *path, char *err, size_t errlen)
 }
 
 static int server_listen_unix(struct server *s, struct server_listener *l,
-			      char *err, size_t errlen)
+			      struct server_listener **head, char *err,
+			      size_t errlen)
 {
 	const char *path = l->addr.path;
 	struct stat st;
@@ -186,8 +187,8 @@ static int server_listen_unix(struct server *s, struct server_listener *l,
 		free(l);
 		return r;
 	}
-	l->next = s->listeners;
-	s->listeners = l;
+	l->next = *head;
+	*head = l;
 
 	/* The umask makes the socket born with the requested mode at most:
 	 * no window where it is wider. chmod then sets it exactly. */
@@ -224,7 +225,8 @@ static int server_listen_unix(struct server *s, struct server_listener *l,
 }
 
 static int server_listen_tcp(struct server *s, struct server_listener *l,
-			     char *err, size_t errlen)
+			     struct server_listener **head, char *err,
+			     size_t errlen)
 {
 	struct sockaddr_storage ss;
 	int r = l->addr.ipv6
@@ -243,8 +245,8 @@ static int server_listen_tcp(struct server *s, struct server_listener *l,
 		free(l);
 		return r;
 	}
-	l->next = s->listeners;
-	s->listeners = l;
+	l->next = *head;
+	*head = l;
 	r = uv_tcp_bind(&l->h.tcp, (const struct sockaddr *)&ss, 0);
 	if (r < 0) {
 		snprintf(err, errlen, "%s: cannot bind: %s", l->addr.text,
@@ -254,31 +256,131 @@ static int server_listen_tcp(struct server *s, struct server_listener *l,
 	return 0;
 }
 
+/* Binds and listens on addr, the new listener pushed onto *head (even on
+ * failure, for the caller to close). 0 or -errno with err set. */
+static int server_bind(struct server *s, const struct config_listen *addr,
+		       struct server_listener **head, char *err, size_t errlen)
+{
+	struct server_listener *l = calloc(1, sizeof(*l));
+	if (l == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	l->srv = s;
+	l->addr = *addr;
+	int r = l->addr.kind == CONFIG_LISTEN_UNIX
+			? server_listen_unix(s, l, head, err, errlen)
+			: server_listen_tcp(s, l, head, err, errlen);
+	if (r < 0)
+		return r;
+	r = uv_listen(&l->h.stream, SERVER_BACKLOG, server_on_connection);
+	if (r < 0) {
+		/* libuv reports a TCP port in use here, not at bind. */
+		snprintf(err, errlen, "%s: cannot listen: %s", l->addr.text,
+			 uv_strerror(r));
+		return r;
+	}
+	log_info("listening", "listen=%s", l->addr.text);
+	return 0;
+}
+
 int server_listen(struct server *s, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < s->cfg->n_listen; i++) {
-		struct server_listener *l = calloc(1, sizeof(*l));
-		if (l == NULL) {
-			snprintf(err, errlen, "out of memory");
-			return -ENOMEM;
-		}
-		l->srv = s;
-		l->addr = s->cfg->listen[i];
-		int r = l->addr.kind == CONFIG_LISTEN_UNIX
-				? server_listen_unix(s, l, err, errlen)
-				: server_listen_tcp(s, l, err, errlen);
+		int r = server_bind(s, &s->cfg->listen[i], &s->listeners, err,
+				    errlen);
 		if (r < 0)
 			return r;
-		r = uv_listen(&l->h.stream, SERVER_BACKLOG, server_on_connection);
-		if (r < 0) {
-			/* libuv reports a TCP port in use here, not at bind. */
-			snprintf(err, errlen, "%s: cannot listen: %s",
-				 l->addr.text, uv_strerror(r));
-			return r;
-		}
-		log_info("listening", "listen=%s", l->addr.text);
 	}
 	return 0;
+}
+
+/* Whether a and b are the same socket (a unix path, or host and port). */
+static bool server_same_addr(const struct config_listen *a,
+			     const struct config_listen *b)
+{
+	if (a->kind != b->kind)
+		return false;
+	if (a->kind == CONFIG_LISTEN_UNIX)
+		return strcmp(a->path, b->path) == 0;
+	return a->port == b->port && a->ipv6 == b->ipv6 &&
+	       strcmp(a->host, b->host) == 0;
+}
+
+static struct server_listener *server_find_listener(struct server *s,
+					const struct config_listen *addr)
+{
+	for (struct server_listener *l = s->listeners; l != NULL; l = l->next)
+		if (!uv_is_closing(&l->h.handle) && server_same_addr(&l->addr, addr))
+			return l;
+	return NULL;
+}
+
+int server_relisten_prepare(struct server *s, const struct config *next,
+			    struct server_listener **pending, char *err,
+			    size_t errlen)
+{
+	*pending = NULL;
+	for (size_t i = 0; i < next->n_listen; i++) {
+		const struct config_listen *a = &next->listen[i];
+		bool dup = false;
+		for (size_t j = 0; j < i; j++)
+			dup |= server_same_addr(&next->listen[j], a);
+		if (dup || server_find_listener(s, a) != NULL)
+			continue;
+		int r = server_bind(s, a, pending, err, errlen);
+		if (r < 0) {
+			server_relisten_abort(s, *pending);
+			*pending = NULL;
+			return r;
+		}
+	}
+	return 0;
+}
+
+void server_relisten_commit(struct server *s, const struct config *next,
+			    struct server_listener *pending)
+{
+	for (struct server_listener *l = s->listeners; l != NULL; l = l->next) {
+		if (uv_is_closing(&l->h.handle))
+			continue;
+		const struct config_listen *keep = NULL;
+		for (size_t i = 0; i < next->n_listen && keep == NULL; i++)
+			if (server_same_addr(&l->addr, &next->listen[i]))
+				keep = &next->listen[i];
+		if (keep == NULL) {
+			/* Its connections stay: only accepting stops. */
+			log_info("no longer listening", "listen=%s", l->addr.text);
+			server_listener_close(l);
+			continue;
+		}
+		if (keep->kind == CONFIG_LISTEN_UNIX && keep->mode != l->addr.mode) {
+			if (chmod(l->addr.path, (mode_t)keep->mode) < 0)
+				log_warn("cannot change the socket mode",
+					 "listen=%s mode=%04o error=%s",
+					 keep->text, keep->mode, strerror(errno));
+		}
+		bool unlink_on_close = l->unlink_on_close;
+		l->addr = *keep;
+		l->unlink_on_close = unlink_on_close;
+	}
+	while (pending != NULL) {
+		struct server_listener *l = pending;
+		pending = l->next;
+		l->next = s->listeners;
+		s->listeners = l;
+	}
+}
+
+void server_relisten_abort(struct server *s, struct server_listener *pending)
+{
+	(void)s;
+	while (pending != NULL) {
+		struct server_listener *l = pending;
+		pending = l->next;
+		l->next = NULL; /* the close callback finds it in no list */
+		server_listener_close(l);
+	}
 }
 
 /* ---- stopping ------------------------------------------------------------ */

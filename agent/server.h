@@ -16,6 +16,7 @@
 
 struct conn;
 struct server;
+struct snapshot_stats;
 
 typedef void (*server_stopped_cb)(struct server *s, void *arg);
 
@@ -39,6 +40,8 @@ struct server {
 	struct route route;
 	struct stats stats;
 	struct server_listener *listeners;
+	/* Snapshot counters for /metrics (NULL: none; set by main). */
+	const struct snapshot_stats *snapshot;
 	struct conn *conns;
 	uint64_t next_conn_id;
 	bool stopping;
@@ -63,6 +66,21 @@ int server_init(struct server *s, uv_loop_t *loop, const struct config *cfg);
  * (-EADDRINUSE). On failure err says which address and why, and listeners
  * already bound are left for server_stop to close. Returns 0 or -errno. */
 int server_listen(struct server *s, char *err, size_t errlen);
+
+/* Changes the listen addresses to next's (SIGHUP), in two phases so that
+ * a reload that cannot bind changes nothing. prepare binds every address
+ * of next that s does not listen on yet into *pending (an address already
+ * bound is kept, not bound twice); s is unchanged. On failure the new
+ * listeners are closed, *pending is NULL and err says which address and
+ * why: -errno. commit closes the listeners next lacks (accepting stops,
+ * their connections stay open and are served), applies next's mode to a
+ * kept unix socket, and adopts pending. abort closes pending. */
+int server_relisten_prepare(struct server *s, const struct config *next,
+			    struct server_listener **pending, char *err,
+			    size_t errlen);
+void server_relisten_commit(struct server *s, const struct config *next,
+			    struct server_listener *pending);
+void server_relisten_abort(struct server *s, struct server_listener *pending);
 
 /* Serves an already connected stream socket (a socketpair end in tests,
  * an inherited fd). The server owns fd from then on, even on failure.

@@ -18,13 +18,18 @@
 /* Largest duration or cooldown accepted (2^53 ms): now + value can never
  * overflow, and a double holds it exactly. */
 #define SNAPSHOT_MAX_MS       (UINT64_C(1) << 53)
+/* Digits of the radix sort of captured entries. */
+#define SNAPSHOT_RADIX_BITS   11u
+#define SNAPSHOT_RADIX        ((size_t)1 << SNAPSHOT_RADIX_BITS)
 /* Trips beyond this double the cooldown no further anyway. */
 #define SNAPSHOT_MAX_TRIPS    64u
 /* Largest EWMA accepted: a day. */
 #define SNAPSHOT_MAX_EWMA_MS  86400000.0
-/* Fields of a version 1 header and of an endpoint record. */
-#define SNAPSHOT_HEADER_FIELDS   5u
-#define SNAPSHOT_ENDPOINT_FIELDS 12u
+/* Fields of a header and of an endpoint record (version 1 had no
+ * end-to-end EWMAs). */
+#define SNAPSHOT_HEADER_FIELDS      5u
+#define SNAPSHOT_ENDPOINT_FIELDS    16u
+#define SNAPSHOT_ENDPOINT_FIELDS_V1 12u
 /* Breaker states as the file numbers them (independent of the core's enum). */
 enum {
 	SNAPSHOT_BREAKER_CLOSED = 0,
@@ -86,20 +91,34 @@ static void snapshot_put_be64(char *p, uint64_t v)
 }
 
 /* One affinity entry as captured on the loop: its endpoint already the
- * record index, so packing needs nothing of the core. */
+ * record index, so packing needs nothing of the core. last_ms is on the
+ * loop's clock. The array is in visit order until packing sorts it. */
 struct snapshot_entry {
 	uint64_t akey;
-	uint64_t idle_ms;
+	uint64_t last_ms;
 	uint32_t ep;
 };
 
+/* An endpoint as the capture began: its core index and names, checked at
+ * every slice (an index reused by another endpoint must not inherit its
+ * entries). */
+struct snapshot_cap_ep {
+	int idx;
+	char *backend, *server, *key;
+};
+
 struct snapshot_capture {
-	msgpack_sbuffer sb;  /* header and endpoint records, packed */
+	msgpack_sbuffer sb;  /* header and endpoint records, packed at the end */
 	msgpack_packer pk;
 	size_t counts_at;    /* offset of the two fix_uint64 counts */
-	uint64_t n_ep;
-	const int32_t *file_idx; /* core index -> record index, -1: none */
+	struct snapshot_cap_ep *eps;
+	size_t n_ep;
+	int32_t *file_idx;   /* core index -> record index, -1: none */
 	size_t n_idx;
+	struct core_affinity_cursor cur;
+	uint64_t start_ms;   /* loop time of the first slice */
+	uint64_t end_ms;     /* loop time of the last slice: idle times end here */
+	uint64_t slices;
 	struct snapshot_entry *e;
 	size_t n, cap;
 	int failed;
@@ -110,75 +129,168 @@ void snapshot_capture_free(struct snapshot_capture *cap)
 	if (cap == NULL)
 		return;
 	msgpack_sbuffer_destroy(&cap->sb);
+	for (size_t i = 0; i < cap->n_ep; i++) {
+		free(cap->eps[i].backend);
+		free(cap->eps[i].server);
+		free(cap->eps[i].key);
+	}
+	free(cap->eps);
+	free(cap->file_idx);
 	free(cap->e);
 	free(cap);
 }
 
-static int snapshot_cap_entry(void *arg, const struct core_affinity_record *rec)
+static bool snapshot_same(const char *a, const char *b)
 {
-	struct snapshot_capture *cap = arg;
-	if (rec->endpoint < 0 || (size_t)rec->endpoint >= cap->n_idx ||
-	    cap->file_idx[rec->endpoint] < 0)
-		return 0;
-	if (cap->n == cap->cap)
-		return -ENOSPC; /* the map grew during the walk: cannot be */
-	cap->e[cap->n++] = (struct snapshot_entry){
-		.akey = rec->akey, .idle_ms = rec->idle_ms,
-		.ep = (uint32_t)cap->file_idx[rec->endpoint],
-	};
-	return 0;
+	return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0;
 }
 
-int snapshot_capture(const struct core *c, uint64_t now_ms,
-		     int64_t now_unix_ms, struct snapshot_capture **out)
+/* Whether every endpoint of the capture is still the one it began with. */
+static bool snapshot_cap_eps_same(const struct snapshot_capture *cap,
+				  const struct core *c, uint64_t now_ms)
+{
+	for (size_t i = 0; i < cap->n_ep; i++) {
+		struct core_endpoint_info info;
+		const struct snapshot_cap_ep *e = &cap->eps[i];
+		if (core_endpoint_info(c, e->idx, now_ms, &info) < 0 ||
+		    !snapshot_same(info.backend, e->backend) ||
+		    !snapshot_same(info.server, e->server) ||
+		    !snapshot_same(info.key_id, e->key))
+			return false;
+	}
+	return true;
+}
+
+static char *snapshot_strdup(const char *s)
+{
+	return strdup(s != NULL ? s : "");
+}
+
+int snapshot_capture_begin(const struct core *c, uint64_t now_ms,
+			   struct snapshot_capture **out)
 {
 	struct snapshot_capture *cap = calloc(1, sizeof(*cap));
-	int32_t *file_idx = NULL;
-	int max_idx = -1;
 	struct core_stats cs;
+	int max_idx = -1;
+	size_t n = 0;
 
 	*out = NULL;
 	if (cap == NULL)
 		return -ENOMEM;
 	msgpack_sbuffer_init(&cap->sb);
 	msgpack_packer_init(&cap->pk, &cap->sb, msgpack_sbuffer_write);
-	core_stats(c, &cs);
-	cap->cap = cs.affinity_entries;
-	cap->e = malloc(sizeof(*cap->e) * (cap->cap ? cap->cap : 1));
-	for (int i = core_endpoint_next(c, -1); i >= 0; i = core_endpoint_next(c, i))
+	for (int i = core_endpoint_next(c, -1); i >= 0; i = core_endpoint_next(c, i)) {
 		max_idx = i;
-	file_idx = malloc(sizeof(*file_idx) * (size_t)(max_idx + 1) + 1);
-	if (cap->e == NULL || file_idx == NULL)
+		n++;
+	}
+	cap->eps = calloc(n ? n : 1, sizeof(*cap->eps));
+	cap->file_idx = malloc(sizeof(*cap->file_idx) * (size_t)(max_idx + 1) + 1);
+	core_stats(c, &cs);
+	/* Room for the entries live now, and some that come meanwhile. */
+	cap->cap = (size_t)cs.affinity_entries + cs.affinity_entries / 16 + 64;
+	cap->e = malloc(sizeof(*cap->e) * cap->cap);
+	if (cap->eps == NULL || cap->file_idx == NULL || cap->e == NULL)
 		goto fail;
-	cap->file_idx = file_idx;
 	cap->n_idx = (size_t)(max_idx + 1);
+	for (int i = 0; i <= max_idx; i++)
+		cap->file_idx[i] = -1;
+	for (int i = core_endpoint_next(c, -1); i >= 0 && cap->n_ep < n;
+	     i = core_endpoint_next(c, i)) {
+		struct core_endpoint_info info;
+		if (core_endpoint_info(c, i, now_ms, &info) < 0 ||
+		    cap->n_ep >= SNAPSHOT_MAX_ENDPOINTS)
+			continue;
+		struct snapshot_cap_ep *e = &cap->eps[cap->n_ep];
+		e->idx = i;
+		e->backend = snapshot_strdup(info.backend);
+		e->server = snapshot_strdup(info.server);
+		e->key = snapshot_strdup(info.key_id);
+		cap->file_idx[i] = (int32_t)cap->n_ep++;
+		if (e->backend == NULL || e->server == NULL || e->key == NULL)
+			goto fail;
+	}
+	core_affinity_cursor_init(c, &cap->cur);
+	cap->start_ms = cap->end_ms = now_ms;
+	*out = cap;
+	return 0;
+fail:
+	snapshot_capture_free(cap);
+	return -ENOMEM;
+}
 
+struct snapshot_slice {
+	struct snapshot_capture *cap;
+	uint64_t now_ms;
+};
+
+static int snapshot_cap_entry(void *arg, const struct core_affinity_record *rec)
+{
+	struct snapshot_slice *sl = arg;
+	struct snapshot_capture *cap = sl->cap;
+	if (rec->endpoint < 0 || (size_t)rec->endpoint >= cap->n_idx ||
+	    cap->file_idx[rec->endpoint] < 0)
+		return 0; /* an endpoint that joined during the walk */
+	if (cap->n == cap->cap) {
+		size_t ncap = cap->cap * 2;
+		struct snapshot_entry *e = realloc(cap->e, sizeof(*e) * ncap);
+		if (e == NULL)
+			return -ENOMEM;
+		cap->e = e;
+		cap->cap = ncap;
+	}
+	cap->e[cap->n] = (struct snapshot_entry){
+		.akey = rec->akey,
+		.last_ms = sl->now_ms - rec->idle_ms, /* idle <= now */
+		.ep = (uint32_t)cap->file_idx[rec->endpoint],
+	};
+	cap->n++;
+	return 0;
+}
+
+int snapshot_capture_step(struct snapshot_capture *cap, const struct core *c,
+			  uint64_t now_ms, uint32_t max_slots)
+{
+	if (cap->cur.done)
+		return 0;
+	if (!snapshot_cap_eps_same(cap, c, now_ms))
+		return -ESTALE;
+	struct snapshot_slice sl = { cap, now_ms };
+	int rc = core_affinity_cursor_next(c, &cap->cur, now_ms, max_slots,
+					   snapshot_cap_entry, &sl);
+	cap->slices++;
+	cap->end_ms = now_ms;
+	if (rc < 0)
+		return rc;
+	return cap->cur.done ? 0 : 1;
+}
+
+int snapshot_capture_end(struct snapshot_capture *cap, const struct core *c,
+			 uint64_t now_ms, int64_t now_unix_ms)
+{
+	msgpack_packer *pk = &cap->pk;
+	if (!cap->cur.done)
+		return -EINVAL;
+	if (!snapshot_cap_eps_same(cap, c, now_ms))
+		return -ESTALE;
+	cap->end_ms = now_ms;
 	/* Header: the counts are fixed-width so they can be patched once the
 	 * entries are packed. */
-	msgpack_packer *pk = &cap->pk;
 	cap->failed |= msgpack_pack_array(pk, SNAPSHOT_HEADER_FIELDS);
 	cap->failed |= snapshot_pack_str(pk, SNAPSHOT_MAGIC);
 	cap->failed |= msgpack_pack_uint32(pk, SNAPSHOT_VERSION);
 	cap->failed |= msgpack_pack_int64(pk, now_unix_ms);
 	cap->counts_at = cap->sb.size;
+	cap->failed |= msgpack_pack_fix_uint64(pk, cap->n_ep);
 	cap->failed |= msgpack_pack_fix_uint64(pk, 0);
-	cap->failed |= msgpack_pack_fix_uint64(pk, 0);
-
-	for (int i = 0; i <= max_idx; i++)
-		file_idx[i] = -1;
-	for (int i = core_endpoint_next(c, -1); i >= 0 && !cap->failed;
-	     i = core_endpoint_next(c, i)) {
-		struct core_endpoint_info info;
+	for (size_t i = 0; i < cap->n_ep && !cap->failed; i++) {
+		const struct snapshot_cap_ep *e = &cap->eps[i];
 		struct core_endpoint_stats st;
-		if (core_endpoint_info(c, i, now_ms, &info) < 0 ||
-		    core_endpoint_stats_export(c, i, now_ms, &st) < 0 ||
-		    cap->n_ep >= SNAPSHOT_MAX_ENDPOINTS)
-			continue;
-		file_idx[i] = (int32_t)cap->n_ep++;
+		if (core_endpoint_stats_export(c, e->idx, now_ms, &st) < 0)
+			return -ESTALE;
 		cap->failed |= msgpack_pack_array(pk, SNAPSHOT_ENDPOINT_FIELDS);
-		cap->failed |= snapshot_pack_str(pk, info.backend);
-		cap->failed |= snapshot_pack_str(pk, info.server);
-		cap->failed |= snapshot_pack_str(pk, info.key_id);
+		cap->failed |= snapshot_pack_str(pk, e->backend);
+		cap->failed |= snapshot_pack_str(pk, e->server);
+		cap->failed |= snapshot_pack_str(pk, e->key);
 		cap->failed |= msgpack_pack_double(pk, st.ewma_ms[CORE_KIND_PLAIN]);
 		cap->failed |= msgpack_pack_double(pk, st.ewma_ms[CORE_KIND_STREAM]);
 		cap->failed |= msgpack_pack_uint32(pk, st.samples[CORE_KIND_PLAIN]);
@@ -189,18 +301,145 @@ int snapshot_capture(const struct core *c, uint64_t now_ms,
 		cap->failed |= msgpack_pack_uint64(pk, st.cooldown_left_ms);
 		cap->failed |= msgpack_pack_uint64(pk, st.dead_key_left_ms);
 		cap->failed |= msgpack_pack_uint64(pk, st.idle_ms);
+		cap->failed |= msgpack_pack_double(pk, st.e2e_ewma_ms[CORE_KIND_PLAIN]);
+		cap->failed |= msgpack_pack_double(pk, st.e2e_ewma_ms[CORE_KIND_STREAM]);
+		cap->failed |= msgpack_pack_uint32(pk, st.e2e_samples[CORE_KIND_PLAIN]);
+		cap->failed |= msgpack_pack_uint32(pk, st.e2e_samples[CORE_KIND_STREAM]);
 	}
-	if (cap->failed || core_affinity_export(c, now_ms, snapshot_cap_entry,
-						 cap) != 0)
-		goto fail;
-	free(file_idx);
-	cap->file_idx = NULL;
+	return cap->failed ? -ENOMEM : 0;
+}
+
+int snapshot_capture(const struct core *c, uint64_t now_ms,
+		     int64_t now_unix_ms, struct snapshot_capture **out)
+{
+	struct snapshot_capture *cap;
+	int rc = snapshot_capture_begin(c, now_ms, &cap);
+	*out = NULL;
+	if (rc < 0)
+		return rc;
+	do
+		rc = snapshot_capture_step(cap, c, now_ms, UINT32_MAX);
+	while (rc > 0);
+	if (rc == 0)
+		rc = snapshot_capture_end(cap, c, now_ms, now_unix_ms);
+	if (rc < 0) {
+		snapshot_capture_free(cap);
+		return rc;
+	}
 	*out = cap;
 	return 0;
-fail:
-	free(file_idx);
-	snapshot_capture_free(cap);
-	return -ENOMEM;
+}
+
+size_t snapshot_capture_entries(const struct snapshot_capture *cap)
+{
+	return cap->n;
+}
+
+uint64_t snapshot_capture_slices(const struct snapshot_capture *cap)
+{
+	return cap->slices;
+}
+
+static uint64_t snapshot_mix(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	return k;
+}
+
+/* Stable LSD radix sort of the entries by last_ms (11 bits a pass: the
+ * 2048 write cursors stay in cache; only the passes the spread of last_ms
+ * needs, two for the default TTL). The entries come in visit order, so
+ * ties keep it. */
+static int snapshot_sort(struct snapshot_capture *cap)
+{
+	size_t n = cap->n;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = cap->e[i].last_ms;
+		lo = v < lo ? v : lo;
+		hi = v > hi ? v : hi;
+	}
+	if (n < 2 || lo == hi)
+		return 0;
+	struct snapshot_entry *tmp = malloc(n * sizeof(*tmp));
+	size_t *count = malloc(SNAPSHOT_RADIX * sizeof(*count));
+	if (tmp == NULL || count == NULL) {
+		free(tmp);
+		free(count);
+		return -ENOMEM;
+	}
+	struct snapshot_entry *src = cap->e, *dst = tmp;
+	for (unsigned shift = 0; shift < 64 && ((hi - lo) >> shift) != 0;
+	     shift += SNAPSHOT_RADIX_BITS) {
+		memset(count, 0, SNAPSHOT_RADIX * sizeof(*count));
+		for (size_t i = 0; i < n; i++)
+			count[((src[i].last_ms - lo) >> shift) & (SNAPSHOT_RADIX - 1)]++;
+		size_t sum = 0;
+		for (size_t d = 0; d < SNAPSHOT_RADIX; d++) {
+			size_t c = count[d];
+			count[d] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			dst[count[((src[i].last_ms - lo) >> shift) &
+				  (SNAPSHOT_RADIX - 1)]++] = src[i];
+		struct snapshot_entry *t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != cap->e) {
+		memcpy(cap->e, src, n * sizeof(*src));
+	}
+	free(tmp);
+	free(count);
+	return 0;
+}
+
+/* Oldest first (what restores the LRU order on load), and each key once.
+ * A key is copied twice only when it was removed after its slot was
+ * copied and inserted again, at or after start_ms, into a slot copied
+ * later: so the records of start_ms or later (a short suffix once sorted)
+ * are the only second copies, and the latest record of their keys is
+ * kept. */
+static int snapshot_order(struct snapshot_capture *cap)
+{
+	if (snapshot_sort(cap) < 0)
+		return -ENOMEM;
+	size_t n = cap->n, first = n;
+	while (first > 0 && cap->e[first - 1].last_ms >= cap->start_ms)
+		first--;
+	if (first == n)
+		return 0;
+	size_t recent = n - first, slots = 16;
+	while (slots < 2 * recent)
+		slots *= 2;
+	/* key -> index of its latest record + 1 (0: empty). */
+	struct { uint64_t key; size_t at; } *set = calloc(slots, sizeof(*set));
+	if (set == NULL)
+		return -ENOMEM;
+	for (size_t i = first; i < n; i++) {
+		size_t j = (size_t)snapshot_mix(cap->e[i].akey) & (slots - 1);
+		while (set[j].at != 0 && set[j].key != cap->e[i].akey)
+			j = (j + 1) & (slots - 1);
+		set[j].key = cap->e[i].akey;
+		set[j].at = i + 1;
+	}
+	size_t keep = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t j = (size_t)snapshot_mix(cap->e[i].akey) & (slots - 1);
+		while (set[j].at != 0 && set[j].key != cap->e[i].akey)
+			j = (j + 1) & (slots - 1);
+		if (set[j].at != 0 && set[j].at != i + 1)
+			continue; /* a later record of this key follows */
+		cap->e[keep++] = cap->e[i];
+	}
+	free(set);
+	cap->n = keep;
+	return 0;
 }
 
 int snapshot_pack(struct snapshot_capture *cap, char **out, size_t *len)
@@ -208,19 +447,22 @@ int snapshot_pack(struct snapshot_capture *cap, char **out, size_t *len)
 	msgpack_packer *pk = &cap->pk;
 	*out = NULL;
 	*len = 0;
+	if (cap->counts_at == 0 || snapshot_order(cap) < 0)
+		return -ENOMEM;
 	for (size_t i = 0; i < cap->n && !cap->failed; i += SNAPSHOT_BLOCK) {
 		size_t k = cap->n - i < SNAPSHOT_BLOCK ? cap->n - i : SNAPSHOT_BLOCK;
 		cap->failed |= msgpack_pack_array(pk, (size_t)3 * k);
 		for (size_t j = i; j < i + k; j++) {
+			uint64_t last = cap->e[j].last_ms;
 			cap->failed |= msgpack_pack_uint64(pk, cap->e[j].akey);
 			cap->failed |= msgpack_pack_uint32(pk, cap->e[j].ep);
-			cap->failed |= msgpack_pack_uint64(pk, cap->e[j].idle_ms);
+			cap->failed |= msgpack_pack_uint64(pk, cap->end_ms > last ?
+							   cap->end_ms - last : 0);
 		}
 	}
 	if (cap->failed)
 		return -ENOMEM;
 	/* counts_at points at two fix_uint64: 0xcf + 8 bytes each. */
-	snapshot_put_be64(cap->sb.data + cap->counts_at + 1, cap->n_ep);
 	snapshot_put_be64(cap->sb.data + cap->counts_at + 10, cap->n);
 	uint64_t sum = core_hash_bytes(cap->sb.data, cap->sb.size);
 	if (msgpack_pack_fix_uint64(pk, sum) != 0)
@@ -488,13 +730,15 @@ struct snapshot_ep {
 };
 
 static int snapshot_parse_endpoint(struct snapshot_rd *rd, struct core *c,
-				   uint64_t downtime, struct snapshot_ep *ep)
+				   uint64_t version, uint64_t downtime,
+				   struct snapshot_ep *ep)
 {
 	if (snapshot_next(rd) < 0)
 		return -EBADMSG;
 	const msgpack_object *o = &rd->u.data;
-	if (o->type != MSGPACK_OBJECT_ARRAY ||
-	    o->via.array.size != SNAPSHOT_ENDPOINT_FIELDS)
+	uint32_t fields = version == 1 ? SNAPSHOT_ENDPOINT_FIELDS_V1
+				       : SNAPSHOT_ENDPOINT_FIELDS;
+	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != fields)
 		return -EBADMSG;
 	const msgpack_object *f = o->via.array.ptr;
 	struct core_str be, sv, key;
@@ -515,6 +759,15 @@ static int snapshot_parse_endpoint(struct snapshot_rd *rd, struct core *c,
 		return -EBADMSG;
 	st->samples[CORE_KIND_PLAIN] = (uint32_t)samples[0];
 	st->samples[CORE_KIND_STREAM] = (uint32_t)samples[1];
+	if (fields > SNAPSHOT_ENDPOINT_FIELDS_V1) {
+		if (!snapshot_ewma(&f[12], &st->e2e_ewma_ms[CORE_KIND_PLAIN]) ||
+		    !snapshot_ewma(&f[13], &st->e2e_ewma_ms[CORE_KIND_STREAM]) ||
+		    !snapshot_uint(&f[14], UINT32_MAX, &samples[0]) ||
+		    !snapshot_uint(&f[15], UINT32_MAX, &samples[1]))
+			return -EBADMSG;
+		st->e2e_samples[CORE_KIND_PLAIN] = (uint32_t)samples[0];
+		st->e2e_samples[CORE_KIND_STREAM] = (uint32_t)samples[1];
+	}
 	st->breaker = breaker == SNAPSHOT_BREAKER_OPEN ? CORE_BREAKER_OPEN :
 		      breaker == SNAPSHOT_BREAKER_HALF_OPEN ?
 		      CORE_BREAKER_HALF_OPEN : CORE_BREAKER_CLOSED;
@@ -612,10 +865,10 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 		goto out;
 	}
 	res->version = (uint32_t)version;
-	if (version != SNAPSHOT_VERSION) {
+	if (version < SNAPSHOT_VERSION_MIN || version > SNAPSHOT_VERSION) {
 		snapshot_err(err, errlen,
-			     "format version %" PRIu64 ", this agent reads %u",
-			     version, SNAPSHOT_VERSION);
+			     "format version %" PRIu64 ", this agent reads %u to %u",
+			     version, SNAPSHOT_VERSION_MIN, SNAPSHOT_VERSION);
 		rc = -ENOTSUP;
 		goto out;
 	}
@@ -672,7 +925,7 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 		goto out;
 	}
 	for (uint64_t i = 0; i < n_ep; i++) {
-		if (snapshot_parse_endpoint(&rd, c, downtime, &eps[i]) < 0) {
+		if (snapshot_parse_endpoint(&rd, c, version, downtime, &eps[i]) < 0) {
 			snapshot_err(err, errlen, "endpoint record %" PRIu64
 				     " at byte %zu is invalid", i, rd.off);
 			goto out;
@@ -791,7 +1044,8 @@ out:
 	return rc;
 }
 
-int snapshot_restore(struct core *c, const char *path, uint64_t now_ms)
+int snapshot_restore(struct core *c, const char *path, uint64_t now_ms,
+		     struct snapshot_stats *st)
 {
 	struct snapshot_result res;
 	char err[1024], q[1100], qp[600];
@@ -804,19 +1058,30 @@ int snapshot_restore(struct core *c, const char *path, uint64_t now_ms)
 	uint64_t us = (uv_hrtime() - t0) / 1000;
 	if (rc == 0) {
 		log_info("snapshot loaded",
-			 "file=%s bytes=%" PRIu64 " endpoints=%" PRIu64
+			 "file=%s bytes=%" PRIu64 " version=%" PRIu32
+			 " endpoints=%" PRIu64
 			 " endpoints_unknown=%" PRIu64 " entries=%" PRIu64
 			 " restored=%" PRIu64 " expired=%" PRIu64
 			 " unknown_endpoint=%" PRIu64 " downtime_ms=%" PRIu64
 			 " load_us=%" PRIu64,
-			 qp, res.bytes, res.endpoints, res.endpoints_unknown,
-			 res.entries, res.entries_restored, res.entries_expired,
-			 res.entries_unknown, res.downtime_ms, us);
+			 qp, res.bytes, res.version, res.endpoints,
+			 res.endpoints_unknown, res.entries, res.entries_restored,
+			 res.entries_expired, res.entries_unknown, res.downtime_ms,
+			 us);
+		if (st != NULL) {
+			st->loaded = true;
+			st->load_us = us;
+			st->restored = res.entries_restored;
+			st->dropped_expired = res.entries_expired;
+			st->dropped_unknown = res.entries_unknown;
+		}
 	} else if (rc == -ENOENT) {
 		log_info("no snapshot: starting cold", "file=%s", qp);
 	} else if (rc == -EBADMSG || rc == -ENOTSUP || rc == -EFBIG) {
 		log_error("snapshot rejected: starting cold", "file=%s error=%s",
 			  qp, log_quote(q, sizeof(q), err, strlen(err)));
+		if (st != NULL)
+			st->corrupt++;
 	} else {
 		log_error("cannot read the snapshot: starting cold",
 			  "file=%s error=%s", qp,
@@ -825,7 +1090,8 @@ int snapshot_restore(struct core *c, const char *path, uint64_t now_ms)
 	return rc;
 }
 
-int snapshot_save(const struct core *c, const char *path, uint64_t now_ms)
+int snapshot_save(const struct core *c, const char *path, uint64_t now_ms,
+		  struct snapshot_stats *st)
 {
 	char err[512], q[600], qp[600];
 	if (path == NULL || path[0] == '\0')
@@ -834,18 +1100,27 @@ int snapshot_save(const struct core *c, const char *path, uint64_t now_ms)
 	uint64_t t0 = uv_hrtime();
 	int rc = snapshot_write_sync(c, path, now_ms, err, sizeof(err));
 	uint64_t us = (uv_hrtime() - t0) / 1000;
-	if (rc == 0)
+	if (rc == 0) {
 		log_info("snapshot written", "file=%s write_us=%" PRIu64, qp, us);
-	else
+		if (st != NULL) {
+			st->writes++;
+			st->last_write_unix_ms = snapshot_wall_ms();
+			st->last_write_us = us;
+			st->last_hold_us = us; /* at exit, all on the loop */
+		}
+	} else {
 		log_error("snapshot not written", "file=%s error=%s", qp,
 			  log_quote(q, sizeof(q), err, strlen(err)));
+		if (st != NULL)
+			st->write_failures++;
+	}
 	return rc;
 }
 
 /* ---- the periodic writer --------------------------------------------- */
 
-/* On a threadpool thread: only w->path, w->buf and w->len are touched,
- * and the loop leaves them alone while busy. */
+/* On a threadpool thread: only w->path, w->cap, w->buf and w->len are
+ * touched, and the loop leaves them alone while busy. */
 static void snapshot_work(uv_work_t *req)
 {
 	struct snapshot_writer *w = req->data;
@@ -863,31 +1138,56 @@ static void snapshot_work(uv_work_t *req)
 	w->last_write_us = (uv_hrtime() - t1) / 1000;
 }
 
+static void snapshot_fail(struct snapshot_writer *w, const char *why)
+{
+	char q[300];
+	/* Once per failure streak would hide a fix; every interval is at
+	 * most one line per 100 ms (the smallest interval). */
+	w->failures++;
+	if (w->st != NULL)
+		w->st->write_failures++;
+	log_error("snapshot not written", "error=%s",
+		  log_quote(q, sizeof(q), why, strlen(why)));
+}
+
 static void snapshot_after_work(uv_work_t *req, int status)
 {
 	struct snapshot_writer *w = req->data;
+	size_t entries = snapshot_capture_entries(w->cap);
 	free(w->buf);
 	w->buf = NULL;
 	snapshot_capture_free(w->cap);
 	w->cap = NULL;
 	w->busy = false;
 	if (status < 0) {
-		w->failures++;
-		log_error("snapshot not written", "error=%s", uv_err_name(status));
+		snapshot_fail(w, uv_err_name(status));
 	} else if (w->result < 0) {
-		char q[300];
-		/* Once per failure streak would hide a fix; every interval is
-		 * at most one line per 100 ms (the smallest interval). */
-		w->failures++;
-		log_error("snapshot not written", "error=%s",
-			  log_quote(q, sizeof(q), w->err, strlen(w->err)));
+		snapshot_fail(w, w->err);
 	} else {
+		uint64_t total_us = (uv_hrtime() - w->started_ns) / 1000;
 		w->writes++;
+		if (w->st != NULL) {
+			w->st->writes++;
+			w->st->last_write_unix_ms = snapshot_wall_ms();
+			w->st->last_write_us = total_us;
+			w->st->last_bytes = w->last_bytes;
+			w->st->last_entries = entries;
+			w->st->last_hold_us = w->last_max_slice_us;
+		}
 		log_debug("snapshot written",
-			  "bytes=%" PRIu64 " capture_us=%" PRIu64
-			  " pack_us=%" PRIu64 " write_us=%" PRIu64,
-			  w->last_bytes, w->last_capture_us, w->last_pack_us,
-			  w->last_write_us);
+			  "bytes=%" PRIu64 " entries=%zu slices=%" PRIu64
+			  " capture_us=%" PRIu64 " max_slice_us=%" PRIu64
+			  " pack_us=%" PRIu64 " write_us=%" PRIu64
+			  " total_us=%" PRIu64,
+			  w->last_bytes, entries, w->last_slices,
+			  w->last_capture_us, w->last_max_slice_us,
+			  w->last_pack_us, w->last_write_us, total_us);
+	}
+	if (w->path_pending) {
+		free(w->path);
+		w->path = w->next_path;
+		w->next_path = NULL;
+		w->path_pending = false;
 	}
 	if (w->stopped) {
 		free(w->path);
@@ -895,68 +1195,151 @@ static void snapshot_after_work(uv_work_t *req, int status)
 	}
 }
 
-static void snapshot_tick(uv_timer_t *t)
+static void snapshot_capture_stop(struct snapshot_writer *w)
 {
-	struct snapshot_writer *w = t->data;
-	if (w->busy || w->stopped) {
-		w->skipped++;
-		return;
+	if (w->capturing) {
+		uv_idle_stop(&w->idle);
+		snapshot_capture_free(w->cap);
+		w->cap = NULL;
+		w->capturing = false;
 	}
-	/* Only the walk of the core runs on the loop; packing, checksum and
-	 * I/O run on the threadpool. */
+}
+
+/* One slice per loop turn; the last one hands the capture to the
+ * threadpool. */
+static void snapshot_on_idle(uv_idle_t *h)
+{
+	struct snapshot_writer *w = h->data;
 	uint64_t t0 = uv_hrtime();
-	int r = snapshot_capture(w->core, uv_now(w->loop), snapshot_wall_ms(),
-				 &w->cap);
-	w->last_capture_us = (uv_hrtime() - t0) / 1000;
-	if (r < 0) {
-		w->failures++;
-		log_error("snapshot not written", "error=out_of_memory");
+	uint64_t now = uv_now(w->loop);
+	int r = snapshot_capture_step(w->cap, w->core, now, w->slice);
+	if (r == 0)
+		r = snapshot_capture_end(w->cap, w->core, now, snapshot_wall_ms());
+	uint64_t us = (uv_hrtime() - t0) / 1000;
+	w->last_capture_us += us;
+	if (us > w->last_max_slice_us)
+		w->last_max_slice_us = us;
+	if (us > w->max_slice_us)
+		w->max_slice_us = us;
+	if (r > 0)
+		return;
+	w->last_slices = snapshot_capture_slices(w->cap);
+	if (r == -ESTALE) {
+		/* An endpoint left (or the map was resized) meanwhile: its
+		 * entries cannot be told apart any more. The next tick
+		 * starts over. */
+		snapshot_capture_stop(w);
+		w->abandoned++;
+		if (w->st != NULL)
+			w->st->captures_abandoned++;
+		log_debug("snapshot capture abandoned: endpoints changed", NULL);
 		return;
 	}
+	if (r < 0) {
+		snapshot_capture_stop(w);
+		snapshot_fail(w, "out of memory");
+		return;
+	}
+	uv_idle_stop(&w->idle);
+	w->capturing = false;
 	w->work.data = w;
 	r = uv_queue_work(w->loop, &w->work, snapshot_work, snapshot_after_work);
 	if (r < 0) {
 		snapshot_capture_free(w->cap);
 		w->cap = NULL;
-		w->failures++;
-		log_error("snapshot not written", "error=%s", uv_err_name(r));
+		snapshot_fail(w, uv_err_name(r));
 		return;
 	}
 	w->busy = true;
 }
 
+static void snapshot_tick(uv_timer_t *t)
+{
+	struct snapshot_writer *w = t->data;
+	if (w->busy || w->capturing || w->stopped || w->path == NULL) {
+		w->skipped++;
+		return;
+	}
+	w->started_ns = uv_hrtime();
+	w->last_capture_us = 0;
+	w->last_max_slice_us = 0;
+	int r = snapshot_capture_begin(w->core, uv_now(w->loop), &w->cap);
+	if (r == 0 && !w->idle_init) {
+		r = uv_idle_init(w->loop, &w->idle);
+		w->idle_init = r == 0;
+		w->idle.data = w;
+	}
+	if (r == 0)
+		r = uv_idle_start(&w->idle, snapshot_on_idle);
+	if (r < 0) {
+		snapshot_capture_free(w->cap);
+		w->cap = NULL;
+		snapshot_fail(w, r == -ENOMEM ? "out of memory" : uv_err_name(r));
+		return;
+	}
+	w->capturing = true;
+}
+
 int snapshot_writer_start(struct snapshot_writer *w, uv_loop_t *loop,
 			  const struct core *c, const char *path,
-			  uint64_t interval_ms)
+			  uint64_t interval_ms, struct snapshot_stats *st)
 {
-	*w = (struct snapshot_writer){ .loop = loop, .core = c,
-				       .interval_ms = interval_ms };
-	if (path == NULL || path[0] == '\0' || interval_ms == 0) {
-		w->stopped = true;
+	*w = (struct snapshot_writer){ .loop = loop, .core = c, .st = st,
+				       .slice = SNAPSHOT_SLICE };
+	return snapshot_writer_set(w, path, interval_ms);
+}
+
+int snapshot_writer_set(struct snapshot_writer *w, const char *path,
+			uint64_t interval_ms)
+{
+	char *np = NULL;
+	bool on = path != NULL && path[0] != '\0' && interval_ms > 0;
+	if (on && (np = strdup(path)) == NULL)
+		return -ENOMEM;
+	if (on && !w->timer_init) {
+		int r = uv_timer_init(w->loop, &w->timer);
+		if (r < 0) {
+			free(np);
+			return r;
+		}
+		w->timer_init = true;
+		w->timer.data = w;
+	}
+	if (w->busy) {
+		free(w->next_path);
+		w->next_path = np;
+		w->path_pending = true;
+	} else {
+		free(w->path);
+		w->path = np;
+	}
+	w->interval_ms = interval_ms;
+	w->stopped = !on;
+	if (!on) {
+		snapshot_capture_stop(w);
+		if (w->timer_init)
+			uv_timer_stop(&w->timer);
 		return 0;
 	}
-	w->path = strdup(path);
-	if (w->path == NULL)
-		return -ENOMEM;
-	int r = uv_timer_init(loop, &w->timer);
-	if (r < 0) {
-		free(w->path);
-		w->path = NULL;
-		return r;
-	}
-	w->timer_init = true;
-	w->timer.data = w;
 	return uv_timer_start(&w->timer, snapshot_tick, interval_ms, interval_ms);
 }
 
 void snapshot_writer_stop(struct snapshot_writer *w)
 {
+	snapshot_capture_stop(w);
+	if (w->idle_init) {
+		uv_close((uv_handle_t *)&w->idle, NULL);
+		w->idle_init = false;
+	}
 	if (w->timer_init) {
 		uv_timer_stop(&w->timer);
 		uv_close((uv_handle_t *)&w->timer, NULL);
 		w->timer_init = false;
 	}
 	w->stopped = true;
+	free(w->next_path);
+	w->next_path = NULL;
+	w->path_pending = false;
 	if (!w->busy) {
 		free(w->path);
 		w->path = NULL;

@@ -153,6 +153,8 @@ metrics: { listen: "127.0.0.1:$metrics_port" }
 # HAProxy's read-only runtime API: server states, current and queued requests
 runtime_api: { socket: "$tmp/stats.sock", backends: [llm], poll_interval: 200ms }
 state: { file: "$tmp/state.msgpack" }
+# HAProxy's end-of-stream log lines: completions, its own failures, cuts
+log_input: { path: "$tmp/log.sock" }
 endpoints:
   - { backend: llm, server: s1, models: [m1], weight: 1, keys: [k1] }
   - { backend: llm, server: s2, models: [m1, fake-large], weight: 1, keys: [k1] }
@@ -192,9 +194,10 @@ sed -e '/^    chroot /d; /^    user haproxy$/d; /^    group haproxy$/d; /^    da
 	-e "s#^\(    server s1 127.0.0.1:\)8001#\1$p1#; s#^\(    server s2 127.0.0.1:\)8002#\1$p2#" \
 	-e "s#^\(    server s3 127.0.0.1:\)8003\(.*\)#\1$p3\2\n    server s4 127.0.0.1:$p4\2#" \
 	-e "s#^    server agent1 unix@/warmlane/spoa.sock #    server agent1 unix@$tmp/spoa.sock #" \
+	-e "s#^\(    log \)unix@/warmlane/log.sock #\1unix@$tmp/log.sock #" \
 	-e 's#^\(    http-response set-var-fmt(txn.warmlane.srv) .*\)#    http-response set-header x-warmlane-server %[var(txn.warmlane.server)]\n    http-response set-header x-warmlane-reason %[var(txn.warmlane.reason)]\n\1#' \
 	"$example" >"$tmp/haproxy.cfg"
-for want in "$tmp/spoa.sock" "$tmp/stats.sock" "127.0.0.1:$fe_port" "127.0.0.1:$p3" "127.0.0.1:$p4" x-warmlane-reason; do
+for want in "$tmp/spoa.sock" "$tmp/log.sock" "$tmp/stats.sock" "127.0.0.1:$fe_port" "127.0.0.1:$p3" "127.0.0.1:$p4" x-warmlane-reason; do
 	grep -q -- "$want" "$tmp/haproxy.cfg" || fail "$example changed: could not set $want"
 done
 "$haproxy" -c -q -f "$tmp/haproxy.cfg" || fail "haproxy -c failed on $tmp/haproxy.cfg"

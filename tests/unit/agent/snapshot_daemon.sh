@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# snapshot_daemon.sh - the snapshot as the running agent uses it: periodic writes, a write on SIGTERM, a load at start, a corrupt file renamed aside.
+# snapshot_daemon.sh - the snapshot as the running agent uses it: periodic writes, a write on SIGTERM, a load at start, a corrupt file renamed aside, a SIGHUP moving it to another file.
 #
 # Usage: snapshot_daemon.sh PATH-TO-WARMLANE
 set -euo pipefail
@@ -76,3 +76,24 @@ wait_log 'msg="snapshot rejected: starting cold"'
 [ "$(grep -c 'snapshot rejected' "$dir/log")" -eq 1 ]
 stop
 echo "ok: a corrupt snapshot is renamed aside"
+
+# 4. SIGHUP with another state file: the next periodic write goes there,
+#    the state is kept (nothing is loaded from the new file).
+rm -f "$dir/state.msgpack.corrupt"
+start
+sed -i "s|state.msgpack\", snapshot_interval: 100ms|state2.msgpack\", snapshot_interval: 200ms|" "$dir/warmlane.yaml"
+grep -q state2.msgpack "$dir/warmlane.yaml"
+kill -HUP "$pid"
+wait_log 'msg="configuration reloaded".*snapshot=changed'
+for _ in $(seq 100); do
+	[ -s "$dir/state2.msgpack" ] && break
+	sleep 0.05
+done
+[ -s "$dir/state2.msgpack" ] || { echo "no write to the new state file" >&2; cat "$dir/log" >&2; exit 1; }
+# A bad file: refused, the writer goes on.
+echo "state: { snapshot_interval: 1ms }" >"$dir/warmlane.yaml"
+kill -HUP "$pid"
+wait_log 'msg="reload refused: keeping the running configuration"'
+wait_log 'msg="configuration error" error=.*state.snapshot_interval'
+stop
+echo "ok: SIGHUP moves the snapshot to a new file; a bad file is refused"

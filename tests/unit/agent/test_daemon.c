@@ -1,5 +1,6 @@
 /* test_daemon.c - agent: the warmlane binary itself: command line, a real
- * socket, SIGTERM ending in AGENT-DISCONNECT and exit 0. Its path is argv[1]. */
+ * socket, SIGTERM ending in AGENT-DISCONNECT and exit 0, SIGHUP reloading
+ * the file (applied or refused). Its path is argv[1]. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -262,6 +263,166 @@ START_TEST(command_line)
 }
 END_TEST
 
+static void write_file(const char *p, const char *text)
+{
+	FILE *f = fopen(p, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Waits up to 3 s for needle in the log. */
+static void wait_log(const char *needle)
+{
+	for (int i = 0; i < 300; i++) {
+		if (log_has(needle))
+			return;
+		sleep_ms(10);
+	}
+	ck_abort_msg("no \"%s\" in the log", needle);
+}
+
+/* Counts needle in the log. */
+static int log_count(const char *needle)
+{
+	static char buf[65536];
+	FILE *f = fopen(logpath, "r");
+	if (f == NULL)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	int k = 0;
+	for (const char *p = buf; (p = strstr(p, needle)) != NULL; p++)
+		k++;
+	return k;
+}
+
+/* One route for model on fd (stream sid); returns the ACK's reason and
+ * server ("-" when unset) in the buffers. */
+static void route_model(int fd, uint64_t sid, const char *model, char *reason,
+			char *server)
+{
+	struct fb *f = calloc(1, sizeof(*f));
+	const char *const kv[] = { "model", model, "session", "s1", NULL };
+	fb_route(f, sid, 1, kv);
+	ck_assert_int_eq(write(fd, f->b, f->len), (ssize_t)f->len);
+	free(f);
+	static uint8_t buf[65536];
+	ptrdiff_t n = read_frame(fd, buf, sizeof(buf));
+	ck_assert_int_gt(n, 0);
+	struct ack_vars v;
+	answer_ack(buf, (size_t)n, sid, 1, &v);
+	snprintf(reason, 32, "%s", ack_str(&v, "reason"));
+	const char *sv = ack_has(&v, "server") ? ack_str(&v, "server") : "-";
+	snprintf(server, 32, "%s", sv);
+}
+
+/* SIGHUP: a valid file is applied (new listen path bound, the old one
+ * closed, an endpoint added, another's models changed) while a connection
+ * made before stays open and served; an invalid one is refused with every
+ * error logged, and the running configuration serves on. */
+START_TEST(sighup_reload)
+{
+	char cfg[128], sock2[128], addr2[160], yaml[1024], state[128];
+	char reason[32], server[32];
+	snprintf(cfg, sizeof(cfg), "%s/reload.yaml", dir);
+	snprintf(sock2, sizeof(sock2), "%s/spoa2.sock", dir);
+	snprintf(addr2, sizeof(addr2), "unix:%s", sock2);
+	snprintf(state, sizeof(state), "%s/state.msgpack", dir);
+	snprintf(yaml, sizeof(yaml),
+		 "listen: [\"%s\"]\n"
+		 "metrics: { listen: \"\" }\n"
+		 "runtime_api: { socket: \"\" }\n"
+		 "state: { file: \"%s\", snapshot_interval: 1h }\n"
+		 "endpoints:\n"
+		 "  - { backend: llm, server: gpu1, models: [m1] }\n"
+		 "  - { backend: llm, server: gpu2, models: [m1] }\n",
+		 addr, state);
+	write_file(cfg, yaml);
+	const char *const args[] = { "--config", cfg, NULL };
+	pid_t pid = spawn(args);
+	int fd = connect_when_ready(sock);
+	struct fb *f = calloc(1, sizeof(*f));
+	fb_hello(f, 16380);
+	ck_assert_int_eq(write(fd, f->b, f->len), (ssize_t)f->len);
+	free(f);
+	static uint8_t buf[65536];
+	ck_assert_int_gt(read_frame(fd, buf, sizeof(buf)), 0); /* AGENT-HELLO */
+	route_model(fd, 1, "m2", reason, server);
+	ck_assert_str_eq(reason, "no_model");
+	route_model(fd, 2, "m1", reason, server);
+	ck_assert(strcmp(server, "gpu1") == 0 || strcmp(server, "gpu2") == 0);
+
+	/* Valid: another socket; gpu3 added for m2; gpu1 serves m3 only (m1
+	 * goes to gpu2 alone); a policy change; log level debug. */
+	snprintf(yaml, sizeof(yaml),
+		 "log_level: debug\n"
+		 "listen: [\"%s\"]\n"
+		 "metrics: { listen: \"\" }\n"
+		 "runtime_api: { socket: \"\" }\n"
+		 "state: { file: \"%s\", snapshot_interval: 1h }\n"
+		 "policy: { load_factor: 2 }\n"
+		 "endpoints:\n"
+		 "  - { backend: llm, server: gpu1, models: [m3] }\n"
+		 "  - { backend: llm, server: gpu2, models: [m1], weight: 3 }\n"
+		 "  - { backend: llm, server: gpu3, models: [m2] }\n",
+		 addr2, state);
+	write_file(cfg, yaml);
+	ck_assert_int_eq(kill(pid, SIGHUP), 0);
+	wait_log("msg=\"configuration reloaded\" endpoints_added=1 endpoints_updated=2 endpoints_removed=0");
+	ck_assert(log_has("msg=listening listen=unix:"));
+	ck_assert(log_has("msg=\"no longer listening\""));
+	/* The old socket file is gone, the new one answers. */
+	ck_assert_int_eq(access(sock, F_OK), -1);
+	int fd2 = connect_when_ready(sock2);
+	close(fd2);
+	/* The connection made before the reload is still served, by the new
+	 * configuration. */
+	route_model(fd, 3, "m2", reason, server);
+	ck_assert_str_eq(server, "gpu3");
+	for (uint64_t i = 0; i < 8; i++) {
+		route_model(fd, 10 + i, "m1", reason, server);
+		ck_assert_str_eq(server, "gpu2");
+	}
+	ck_assert(log_has("level=debug")); /* the new log level */
+
+	/* Invalid: refused, every error logged, nothing changes. */
+	write_file(cfg, "listen: [\"unix:/nonexistent-dir/x.sock\"]\n"
+			"policy:\n  ewma_alpha: 2\n  half_open_probes: 0\n");
+	ck_assert_int_eq(kill(pid, SIGHUP), 0);
+	wait_log("policy.half_open_probes: must be between 1");
+	ck_assert(log_has("msg=\"reload refused: keeping the running configuration\""));
+	ck_assert(log_has("policy.ewma_alpha: must be in (0, 1], got 2"));
+	/* One that parses but cannot bind: refused as a whole. */
+	snprintf(yaml, sizeof(yaml),
+		 "listen: [\"unix:%s/no/such/dir.sock\"]\n"
+		 "metrics: { listen: \"\" }\n"
+		 "runtime_api: { socket: \"\" }\n"
+		 "endpoints:\n"
+		 "  - { backend: llm, server: gpu9 }\n", dir);
+	write_file(cfg, yaml);
+	ck_assert_int_eq(kill(pid, SIGHUP), 0);
+	wait_log("does not exist");
+	ck_assert_int_eq(log_count("reload refused"), 2);
+	ck_assert_int_eq(log_count("configuration reloaded"), 1);
+	route_model(fd, 30, "m2", reason, server);
+	ck_assert_str_eq(server, "gpu3");
+	fd2 = connect_when_ready(sock2);
+	close(fd2);
+
+	ck_assert_int_eq(kill(pid, SIGTERM), 0);
+	ssize_t n = read_frame(fd, buf, sizeof(buf));
+	ck_assert_int_gt(n, 0);
+	ck_assert_uint_eq(answer_disconnect_status(buf, (size_t)n), 0);
+	close(fd);
+	ck_assert_int_eq(wait_exit(pid, 3000), 0);
+	ck_assert_int_eq(access(sock2, F_OK), -1);
+	unlink(state);
+	unlink(cfg);
+}
+END_TEST
+
 static Suite *daemon_suite(void)
 {
 	Suite *s = suite_create("agent-daemon");
@@ -273,6 +434,7 @@ static Suite *daemon_suite(void)
 	tcase_add_test(tc, second_instance_refused);
 	tcase_add_test(tc, check_config_reports_all);
 	tcase_add_test(tc, command_line);
+	tcase_add_test(tc, sighup_reload);
 	suite_add_tcase(s, tc);
 	return s;
 }

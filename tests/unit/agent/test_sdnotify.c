@@ -87,7 +87,7 @@ START_TEST(notifies)
 	drain(got, sizeof(got));
 	ck_assert_msg(strstr(got, "READY=1") != NULL, "%s", got);
 	ck_assert_msg(strstr(got, "STOPPING=1") != NULL, "%s", got);
-	ck_assert_msg(strstr(got, "RELOADING=1") != NULL, "%s", got);
+	ck_assert_msg(strstr(got, "RELOADING=1\nMONOTONIC_USEC=") != NULL, "%s", got);
 	unsigned wd = 0;
 	for (const char *p = got; (p = strstr(p, "WATCHDOG=1")) != NULL; p++)
 		wd++;

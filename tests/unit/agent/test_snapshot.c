@@ -1,4 +1,4 @@
-/* test_snapshot.c - the state snapshot: round trips, every truncation, bit flips, versions, expiry, unknown endpoints, 10^6 entries. */
+/* test_snapshot.c - the state snapshot: round trips, every truncation, bit flips, versions (1 still read), expiry, unknown endpoints, sliced captures under changes, 10^6 entries. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +11,8 @@
 #include <uv.h>
 
 #include "core.h"
+#include <msgpack.h>
+
 #include "snapshot.h"
 
 #define T0_UNIX_MS INT64_C(1800000000000)
@@ -88,6 +90,7 @@ static void fill(struct core *c, uint32_t n, uint64_t now)
 		.ewma_ms = { 420.5, 90.25 }, .samples = { 30, 7 },
 		.breaker = CORE_BREAKER_OPEN, .trips = 2,
 		.cooldown_left_ms = 50000, .dead_key_left_ms = 0, .idle_ms = 10,
+		.e2e_ewma_ms = { 1500.5, 2500 }, .e2e_samples = { 11, 3 },
 	};
 	ck_assert_int_eq(core_endpoint_stats_import(c, ep_index(c, 0), now, &st), 0);
 	st = (struct core_endpoint_stats){ .ewma_ms = { 800, 0 },
@@ -153,7 +156,7 @@ START_TEST(round_trip)
 	struct core *b = make_core(1024, -1, true);
 	struct snapshot_result res;
 	ck_assert_int_eq(snapshot_load(b, path, 10, &res, err, sizeof(err)), 0);
-	ck_assert_uint_eq(res.version, 1);
+	ck_assert_uint_eq(res.version, SNAPSHOT_VERSION);
 	ck_assert_uint_eq(res.endpoints, N_EPS);
 	ck_assert_uint_eq(res.endpoints_unknown, 0);
 	ck_assert_uint_eq(res.entries, 100);
@@ -169,6 +172,10 @@ START_TEST(round_trip)
 		ck_assert(sa.ewma_ms[1] == sb.ewma_ms[1]);
 		ck_assert_uint_eq(sa.samples[0], sb.samples[0]);
 		ck_assert_uint_eq(sa.samples[1], sb.samples[1]);
+		ck_assert(sa.e2e_ewma_ms[0] == sb.e2e_ewma_ms[0]);
+		ck_assert(sa.e2e_ewma_ms[1] == sb.e2e_ewma_ms[1]);
+		ck_assert_uint_eq(sa.e2e_samples[0], sb.e2e_samples[0]);
+		ck_assert_uint_eq(sa.e2e_samples[1], sb.e2e_samples[1]);
 		ck_assert_int_eq(sa.breaker, sb.breaker);
 		ck_assert_uint_eq(sa.trips, sb.trips);
 		/* Less the downtime (wall clock between write and load). */
@@ -333,15 +340,15 @@ START_TEST(future_version)
 	uint8_t *buf = encode_small(&len, 5);
 	char err[512], aside[400];
 	/* 0x95, 0xa6 "WLSNAP", then the version as a positive fixint. */
-	ck_assert_uint_eq(buf[8], 1);
-	buf[8] = 2;
+	ck_assert_uint_eq(buf[8], SNAPSHOT_VERSION);
+	buf[8] = SNAPSHOT_VERSION + 1;
 	reseal(buf, len);
 	write_bytes(path, buf, len);
 	struct core *b = make_core(64, -1, false);
 	struct snapshot_result res;
 	ck_assert_int_eq(snapshot_load(b, path, 0, &res, err, sizeof(err)), -ENOTSUP);
-	ck_assert_uint_eq(res.version, 2);
-	ck_assert(strstr(err, "version 2") != NULL);
+	ck_assert_uint_eq(res.version, SNAPSHOT_VERSION + 1);
+	ck_assert(strstr(err, "version 3") != NULL);
 	snprintf(aside, sizeof(aside), "%s.corrupt", path);
 	ck_assert(!exists(path));
 	ck_assert(exists(aside));
@@ -351,7 +358,7 @@ START_TEST(future_version)
 	buf[8] = 0;
 	ck_assert_int_eq(snapshot_load_buffer(b, buf, len, 0, T0_UNIX_MS, NULL,
 					      err, sizeof(err)), -ENOTSUP);
-	buf[8] = 1;
+	buf[8] = SNAPSHOT_VERSION;
 	buf[2] = 'X';
 	reseal(buf, len);
 	ck_assert_int_eq(snapshot_load_buffer(b, buf, len, 0, T0_UNIX_MS, NULL,
@@ -450,7 +457,7 @@ START_TEST(hostile)
 
 	/* No file: a cold start, nothing renamed. */
 	ck_assert_int_eq(snapshot_load(b, path, 0, NULL, err, sizeof(err)), -ENOENT);
-	ck_assert_int_eq(snapshot_restore(b, path, 0), -ENOENT);
+	ck_assert_int_eq(snapshot_restore(b, path, 0, NULL), -ENOENT);
 	ck_assert_uint_eq(entries(b), 0);
 	core_destroy(b);
 }
@@ -460,10 +467,12 @@ START_TEST(periodic_writer)
 {
 	uv_loop_t loop;
 	struct snapshot_writer w;
+	struct snapshot_stats st = { .writes = 0 };
 	struct core *a = make_core(1024, -1, false);
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
 	fill(a, 30, uv_now(&loop));
-	ck_assert_int_eq(snapshot_writer_start(&w, &loop, a, path, 5), 0);
+	ck_assert_int_eq(snapshot_writer_start(&w, &loop, a, path, 5, &st), 0);
+	w.slice = 7; /* 30 entries: several loop turns */
 	while (w.writes < 2)
 		uv_run(&loop, UV_RUN_ONCE);
 	snapshot_writer_stop(&w);
@@ -471,6 +480,11 @@ START_TEST(periodic_writer)
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 	ck_assert_uint_eq(w.failures, 0);
 	ck_assert_ptr_null(w.path);
+	ck_assert_uint_ge(w.last_slices, 5);
+	ck_assert_uint_eq(st.writes, w.writes);
+	ck_assert_uint_eq(st.last_entries, 30);
+	ck_assert_uint_gt(st.last_bytes, 0);
+	ck_assert_int_gt(st.last_write_unix_ms, 0);
 
 	struct core *b = make_core(1024, -1, false);
 	char err[512];
@@ -480,8 +494,125 @@ START_TEST(periodic_writer)
 	core_destroy(b);
 
 	/* An empty path starts nothing. */
-	ck_assert_int_eq(snapshot_writer_start(&w, &loop, a, "", 5), 0);
+	ck_assert_int_eq(snapshot_writer_start(&w, &loop, a, "", 5, NULL), 0);
 	snapshot_writer_stop(&w);
+}
+END_TEST
+
+/* A capture in slices with the map changing between them: the file holds
+ * each key once, a key copied twice with its later state, and loads. */
+START_TEST(sliced_capture_changes)
+{
+	struct core *a = make_core(1024, -1, false);
+	char *buf, err[512];
+	size_t len;
+	uint64_t now = 5000;
+	fill(a, 100, now);
+	struct snapshot_capture *cap;
+	ck_assert_int_eq(snapshot_capture_begin(a, now, &cap), 0);
+	ck_assert_int_eq(snapshot_capture_step(cap, a, now, 50), 1);
+	/* The first record (visited: slot 0) is removed, then inserted again
+	 * into a free slot not visited yet; another one, not visited yet,
+	 * removed. */
+	uint64_t k0 = 0x9e3779b97f4a7c15ull * 1, k60 = 0x9e3779b97f4a7c15ull * 61;
+	struct core_feedback fb = { .endpoint = ep_index(a, 0), .status = 500,
+				    .tr_ms = -1, .retry_after_ms = -1,
+				    .has_akey = true, .akey = k0 };
+	ck_assert_int_eq(core_observe(a, &fb, now + 1), 0);
+	fb.endpoint = ep_index(a, 60 % N_EPS);
+	fb.akey = k60;
+	ck_assert_int_eq(core_observe(a, &fb, now + 1), 0);
+	struct core_affinity_record rec = { .akey = k0,
+					    .endpoint = ep_index(a, 2) };
+	ck_assert_int_eq(core_affinity_import(a, &rec, now + 2), 0);
+	while (snapshot_capture_step(cap, a, now + 3, 50) > 0)
+		;
+	ck_assert_uint_eq(snapshot_capture_entries(cap), 100); /* k0 twice */
+	ck_assert_int_eq(snapshot_capture_end(cap, a, now + 3, T0_UNIX_MS), 0);
+	ck_assert_int_eq(snapshot_pack(cap, &buf, &len), 0);
+	snapshot_capture_free(cap);
+
+	struct core *b = make_core(1024, -1, true);
+	struct snapshot_result res;
+	ck_assert_int_eq(snapshot_load_buffer(b, (uint8_t *)buf, len, 0,
+					      T0_UNIX_MS, &res, err,
+					      sizeof(err)), 0);
+	ck_assert_uint_eq(res.entries, 99);
+	ck_assert_uint_eq(entries(b), 99);
+	struct rec_list l = { .n = 0 };
+	ck_assert_int_eq(core_affinity_export(b, 0, collect, &l), 0);
+	ck_assert_uint_eq(l.n, 99);
+	/* Oldest first in the file: k0, the most recent, is last. */
+	ck_assert_uint_eq(l.r[98].akey, k0);
+	ck_assert_int_eq(l.r[98].endpoint, ep_index(b, 2));
+	for (size_t i = 0; i < l.n; i++)
+		ck_assert_uint_ne(l.r[i].akey, k60);
+	free(buf);
+	core_destroy(b);
+
+	/* An endpoint removed mid-capture: the capture is given up. */
+	ck_assert_int_eq(snapshot_capture_begin(a, now, &cap), 0);
+	ck_assert_int_eq(snapshot_capture_step(cap, a, now, 10), 1);
+	ck_assert_int_eq(core_endpoint_remove(a, ep_index(a, 3)), 0);
+	ck_assert_int_eq(snapshot_capture_step(cap, a, now, 10), -ESTALE);
+	snapshot_capture_free(cap);
+	core_destroy(a);
+}
+END_TEST
+
+/* A version 1 file (no end-to-end EWMAs), written by hand, still loads. */
+START_TEST(reads_version_1)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_array(&pk, 5);
+	msgpack_pack_str(&pk, 6);
+	msgpack_pack_str_body(&pk, "WLSNAP", 6);
+	msgpack_pack_uint32(&pk, 1);
+	msgpack_pack_int64(&pk, T0_UNIX_MS);
+	msgpack_pack_fix_uint64(&pk, 1);
+	msgpack_pack_fix_uint64(&pk, 2);
+	msgpack_pack_array(&pk, 12);
+	msgpack_pack_str(&pk, 3);
+	msgpack_pack_str_body(&pk, "llm", 3);
+	msgpack_pack_str(&pk, 4);
+	msgpack_pack_str_body(&pk, "gpu1", 4);
+	msgpack_pack_str(&pk, 0);
+	msgpack_pack_double(&pk, 321.5);
+	msgpack_pack_double(&pk, 0);
+	msgpack_pack_uint32(&pk, 40);
+	msgpack_pack_uint32(&pk, 0);
+	msgpack_pack_uint32(&pk, 0);
+	msgpack_pack_uint32(&pk, 0);
+	msgpack_pack_uint64(&pk, 0);
+	msgpack_pack_uint64(&pk, 0);
+	msgpack_pack_uint64(&pk, 7);
+	msgpack_pack_array(&pk, 6);
+	msgpack_pack_uint64(&pk, 111);
+	msgpack_pack_uint32(&pk, 0);
+	msgpack_pack_uint64(&pk, 20);
+	msgpack_pack_uint64(&pk, 222);
+	msgpack_pack_uint32(&pk, 0);
+	msgpack_pack_uint64(&pk, 10);
+	msgpack_pack_fix_uint64(&pk, core_hash_bytes(sb.data, sb.size));
+	struct core *b = make_core(64, -1, false);
+	struct snapshot_result res;
+	char err[512];
+	ck_assert_int_eq(snapshot_load_buffer(b, (uint8_t *)sb.data, sb.size, 0,
+					      T0_UNIX_MS, &res, err,
+					      sizeof(err)), 0);
+	ck_assert_uint_eq(res.version, 1);
+	ck_assert_uint_eq(res.entries_restored, 2);
+	struct core_endpoint_stats st;
+	ck_assert_int_eq(core_endpoint_stats_export(b, ep_index(b, 0), 0, &st), 0);
+	ck_assert(st.ewma_ms[0] == 321.5);
+	ck_assert_uint_eq(st.samples[0], 40);
+	ck_assert(st.e2e_ewma_ms[0] == 0);
+	ck_assert_uint_eq(st.e2e_samples[0], 0);
+	core_destroy(b);
+	msgpack_sbuffer_destroy(&sb);
 }
 END_TEST
 
@@ -503,8 +634,20 @@ START_TEST(million)
 	char *buf, err[512];
 	size_t len;
 	struct snapshot_capture *cap;
-	uint64_t t0 = uv_hrtime();
-	ck_assert_int_eq(snapshot_capture(a, 200000, T0_UNIX_MS, &cap), 0);
+	/* As the periodic writer does: slices of SNAPSHOT_SLICE slots. */
+	uint64_t t0 = uv_hrtime(), hold = 0, slices = 0;
+	int r;
+	ck_assert_int_eq(snapshot_capture_begin(a, 200000, &cap), 0);
+	do {
+		uint64_t s0 = uv_hrtime();
+		r = snapshot_capture_step(cap, a, 200000, SNAPSHOT_SLICE);
+		if (r == 0)
+			r = snapshot_capture_end(cap, a, 200000, T0_UNIX_MS);
+		uint64_t d = uv_hrtime() - s0;
+		hold = d > hold ? d : hold;
+		slices++;
+	} while (r > 0);
+	ck_assert_int_eq(r, 0);
 	uint64_t tc = uv_hrtime();
 	ck_assert_int_eq(snapshot_pack(cap, &buf, &len), 0);
 	snapshot_capture_free(cap);
@@ -512,6 +655,15 @@ START_TEST(million)
 	ck_assert_int_eq(snapshot_write_file(path, buf, len, err, sizeof(err)), 0);
 	uint64_t t2 = uv_hrtime();
 	free(buf);
+	/* For measuring the daemon on it (README, "State snapshot"). */
+	const char *keep = getenv("WARMLANE_SNAPSHOT_KEEP");
+	if (keep != NULL && keep[0] != '\0') {
+		char *copy;
+		size_t clen;
+		ck_assert_int_eq(snapshot_encode(a, 200000, T0_UNIX_MS, &copy, &clen), 0);
+		ck_assert_int_eq(snapshot_write_file(keep, copy, clen, err, sizeof(err)), 0);
+		free(copy);
+	}
 	struct core *b = make_core(n, -1, true);
 	struct snapshot_result res;
 	uint64_t t3 = uv_hrtime();
@@ -520,9 +672,12 @@ START_TEST(million)
 	ck_assert_uint_eq(res.entries_restored + res.entries_expired, n);
 	ck_assert_uint_eq(entries(b), res.entries_restored);
 	fprintf(stderr,
-		"# 10^6 entries: %zu bytes, capture (loop) %.1f ms, pack %.1f ms, "
+		"# 10^6 entries: %zu bytes, capture (loop) %.1f ms in %" PRIu64
+		" slices (mean %.3f ms), longest %.3f ms, pack %.1f ms, "
 		"write+fsync %.1f ms, load %.1f ms\n",
-		len, (double)(tc - t0) / 1e6, (double)(t1 - tc) / 1e6,
+		len, (double)(tc - t0) / 1e6, slices,
+		(double)(tc - t0) / 1e6 / (double)slices, (double)hold / 1e6,
+		(double)(t1 - tc) / 1e6,
 		(double)(t2 - t1) / 1e6,
 		(double)(t4 - t3) / 1e6);
 	core_destroy(a);
@@ -545,6 +700,8 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, unknown_dropped);
 	tcase_add_test(tc, hostile);
 	tcase_add_test(tc, periodic_writer);
+	tcase_add_test(tc, sliced_capture_changes);
+	tcase_add_test(tc, reads_version_1);
 	tcase_add_test(tc, million);
 	suite_add_tcase(s, tc);
 	return s;
