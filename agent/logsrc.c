@@ -167,6 +167,27 @@ static int logsrc_probe(const struct sockaddr_un *sa)
 	return e == ECONNREFUSED || e == ENOENT ? 0 : -e;
 }
 
+/* Under this many queued datagrams a busy HAProxy loses log lines. */
+#define LOGSRC_QLEN_WANT 512
+
+/* A unix datagram socket queues at most net.unix.max_dgram_qlen datagrams
+ * (the kernel's default is 10); HAProxy drops the lines beyond. Said once,
+ * at start, with the setting to change. */
+static void logsrc_check_qlen(void)
+{
+	FILE *f = fopen("/proc/sys/net/unix/max_dgram_qlen", "re");
+	if (f == NULL)
+		return;
+	long q = -1;
+	if (fscanf(f, "%ld", &q) != 1)
+		q = -1;
+	fclose(f);
+	if (q >= 0 && q < LOGSRC_QLEN_WANT)
+		log_warn("the log socket queues few lines: HAProxy drops lines beyond it under load; raise the sysctl or use log_input.udp_port",
+			 "sysctl=net.unix.max_dgram_qlen value=%ld want=%d", q,
+			 LOGSRC_QLEN_WANT);
+}
+
 static int logsrc_open_unix(struct logsrc *ls, const char *path, unsigned mode,
 			    char *err, size_t errlen)
 {
@@ -210,6 +231,7 @@ static int logsrc_open_unix(struct logsrc *ls, const char *path, unsigned mode,
 		set_err(err, errlen, path, errno);
 		return r;
 	}
+	logsrc_check_qlen();
 	/* Room for bursts: lines wait here while the loop serves SPOP. */
 	int sz = 1 << 20;
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
