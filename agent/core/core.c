@@ -46,7 +46,11 @@ struct core {
 	struct pool pool;
 	struct affinity aff;
 	uint64_t version;        /* bumped by anything that changes candidacy */
-	uint64_t ewma_version;   /* bumped by every EWMA change */
+	uint64_t map_rebuilds;   /* core_set_params rebuilt the map: walks restart */
+	/* Bumped by every change of an EWMA of that signal (pool_sig): a
+	 * cached median is stale only when its own signal moved, so the log
+	 * input's end-to-end samples leave the headers median cached. */
+	uint64_t ewma_version[POOL_SIGNALS];
 	uint64_t view_clock;
 	/* Per-decision scratch and views, sized to the pool's slots. */
 	uint32_t scratch_cap;
@@ -237,6 +241,13 @@ const struct core_params *core_params(const struct core *c)
 	return &c->p;
 }
 
+/* Every cached median is stale (parameters or a restored snapshot). */
+static void ewma_moved_all(struct core *c)
+{
+	for (unsigned k = 0; k < POOL_SIGNALS; k++)
+		c->ewma_version[k]++;
+}
+
 int core_set_params(struct core *c, const struct core_params *p)
 {
 	int rc = check_params(p);
@@ -259,11 +270,12 @@ int core_set_params(struct core *c, const struct core_params *p)
 		n.expirations += c->aff.expirations;
 		affinity_finish(&c->aff);
 		c->aff = n;
+		c->map_rebuilds++;
 	}
 	c->p = *p;
 	c->aff.ttl_ms = p->affinity_ttl_ms;
 	c->version++;
-	c->ewma_version++;
+	ewma_moved_all(c);
 	return 0;
 }
 
@@ -527,16 +539,19 @@ bool core_identity(const struct core *c, const struct core_request *req,
 static inline uint64_t idle_after(const struct core *c,
 				  const struct pool_endpoint *e)
 {
-	return c->p.idle_reset_ms << e->retrials;
+	uint64_t t = c->p.idle_reset_ms;
+	/* Saturates: a huge idle_reset (set by a reload after re-trials
+	 * doubled it) must not wrap to a short one. */
+	return t > (UINT64_MAX >> e->retrials) ? UINT64_MAX : t << e->retrials;
 }
 
-/* Idle past idle_after: its latency is unknown again (a scaled-to-zero
- * backend, or one that was left because it was slow). */
+/* Silent for idle_after at at_ms: its latency is unknown again (a
+ * scaled-to-zero backend, or one that was left because it was slow). */
 static inline bool idle(const struct core *c, const struct pool_endpoint *e,
-			uint64_t now_ms)
+			uint64_t at_ms)
 {
-	return e->seen && c->p.idle_reset_ms > 0 &&
-	       now_ms - e->last_seen_ms >= idle_after(c, e);
+	return e->seen && c->p.idle_reset_ms > 0 && at_ms >= e->last_seen_ms &&
+	       at_ms - e->last_seen_ms >= idle_after(c, e);
 }
 
 /* Samples that make an endpoint warm again after idle_reset once it has
@@ -572,14 +587,13 @@ static inline bool any_samples(const struct pool_endpoint *e)
  * the last reset, the next reset waits twice as long. */
 static inline void forget_samples(struct pool_endpoint *e)
 {
-	if (e->suspect) {
+	if (e->suspect != POOL_FIT) {
 		if (e->retrials < RETRIAL_MAX_SHIFT)
 			e->retrials++;
 	} else {
 		e->retrials = 0;
 	}
-	e->suspect = 0;
-	e->woke = 1;
+	e->suspect = POOL_FIT;
 	for (int k = 0; k < POOL_SIGNALS; k++)
 		e->samples[k] = 0;
 }
@@ -609,7 +623,7 @@ static void view_build(struct core *c, struct view *v, int model,
 	v->horizon_ms = UINT64_MAX;
 	for (int k = 0; k < POOL_SIGNALS; k++) {
 		v->n_warm[k] = 0;
-		v->median_version[k] = c->ewma_version - 1;
+		v->median_version[k] = c->ewma_version[k] - 1;
 	}
 	for (uint32_t i = 0; i < pool->end; i++) {
 		struct pool_endpoint *e = &pool->ep[i];
@@ -622,6 +636,7 @@ static void view_build(struct core *c, struct view *v, int model,
 		if (any_samples(e) && e->seen && c->p.idle_reset_ms > 0) {
 			if (idle(c, e, now_ms)) {
 				forget_samples(e);
+				e->woke = 1; /* its next answer is a wake-up */
 				changed = true;
 			} else {
 				v->horizon_ms = min_u64(v->horizon_ms,
@@ -695,33 +710,33 @@ static struct view *view_get(struct core *c, int model, uint64_t now_ms)
 	return v;
 }
 
-/* The median EWMA of signal kind over the warm candidates of v: a walk of
- * the EWMA order up to its middle, cached until some EWMA changes. With no
- * warm candidate, the prior. */
-static double view_median(struct core *c, struct view *v, unsigned kind)
+/* The median EWMA of signal sig over the warm candidates of v: a walk of
+ * the EWMA order up to its middle, cached until an EWMA of sig changes.
+ * With no warm candidate, the prior. */
+static double view_median(struct core *c, struct view *v, unsigned sig)
 {
-	uint32_t n = v->n_warm[kind];
+	uint32_t n = v->n_warm[sig];
 	if (n == 0)
 		return c->p.prior_ttfb_ms;
-	if (v->median_version[kind] == c->ewma_version)
-		return v->median[kind];
+	if (v->median_version[sig] == c->ewma_version[sig])
+		return v->median[sig];
 	uint32_t lo_at = (n - 1) / 2, hi_at = n / 2, seen = 0;
 	double lo = 0, med = 0;
-	const uint32_t *o = c->order[kind];
+	const uint32_t *o = c->order[sig];
 	for (uint32_t j = 0; j < c->order_n; j++) {
 		const struct pool_endpoint *e = &c->pool.ep[o[j]];
-		if (!view_has(v, o[j]) || !warm(c, e, kind))
+		if (!view_has(v, o[j]) || !warm(c, e, sig))
 			continue;
 		if (seen == lo_at)
-			lo = e->ewma[kind];
+			lo = e->ewma[sig];
 		if (seen == hi_at) {
-			med = (lo + e->ewma[kind]) / 2;
+			med = (lo + e->ewma[sig]) / 2;
 			break;
 		}
 		seen++;
 	}
-	v->median[kind] = med;
-	v->median_version[kind] = c->ewma_version;
+	v->median[sig] = med;
+	v->median_version[sig] = c->ewma_version[sig];
 	return med;
 }
 
@@ -743,6 +758,24 @@ static inline double eff_ewma(const struct core *c, const struct pool_endpoint *
 			      const struct pick *k, unsigned s)
 {
 	return warm(c, e, k->sig[s]) ? e->ewma[k->sig[s]] : k->median[s];
+}
+
+/* Successes after which power of two choices weighs an endpoint's own
+ * EWMA rather than the median. p2c's wrong guess costs one request, the
+ * sticky tolerance's a session's warm cache: p2c can believe a few samples
+ * where leaving a session waits for cold_start_samples. Without it, a
+ * fleet that has not yet seen cold_start_samples answers from any endpoint
+ * (deploy/quickstart.sh: 76 requests over 4 endpoints) sends a 5x slow one
+ * its full share of anonymous requests (docs/routing-quality.md). */
+#define P2C_OWN_SAMPLES 3u
+
+/* eff_ewma as p2c sees it: the endpoint's own from P2C_OWN_SAMPLES on. */
+static inline double p2c_ewma(const struct core *c, const struct pool_endpoint *e,
+			      const struct pick *k, unsigned s)
+{
+	unsigned sig = k->sig[s];
+	return e->samples[sig] >= P2C_OWN_SAMPLES || warm(c, e, sig) ?
+	       e->ewma[sig] : k->median[s];
 }
 
 /* Step 5: in_flight + 1 <= ceil(load_factor x (total + 1) x w / W), or
@@ -768,10 +801,12 @@ static inline bool within_bound(const struct core *c,
  * there only an endpoint slower than both its peers and its own past is
  * left: a slowdown. End-to-end times per KiB are comparable: the median
  * alone judges them. An endpoint over the median's tolerance is a suspect
- * (1; 2 when left): if it goes idle, its next idle_reset comes later, and
- * while left its base does not learn (it keeps the endpoint's usual
- * latency, against which the slowdown shows). A decision that finds it
- * within the tolerance on its own samples clears that. */
+ * (POOL_KEPT, or POOL_LEFT when left): if it goes idle, its next
+ * idle_reset comes later, and while left its base does not learn (it keeps
+ * the endpoint's usual latency, against which the slowdown shows). A
+ * decision that finds it within the tolerance on its own samples clears
+ * that. Called on the decision path: it writes only those marks (and bumps
+ * version when a re-trial's doubling ends). */
 static inline bool fast_enough(struct core *c, struct pool_endpoint *e,
 			       const struct pick *k)
 {
@@ -788,14 +823,13 @@ static inline bool fast_enough(struct core *c, struct pool_endpoint *e,
 		if (s == 0 && w &&
 		    e->ewma[sig] <= c->p.sticky_tolerance * e->base[sig])
 			continue;
-		e->suspect = 2;
+		e->suspect = POOL_LEFT;
 		return false;
 	}
 	if (suspect) {
-		if (e->suspect != 1)
-			e->suspect = 1;
-	} else if (all_warm && (e->suspect | e->retrials)) {
-		e->suspect = 0;
+		e->suspect = POOL_KEPT;
+	} else if (all_warm && (e->suspect != POOL_FIT || e->retrials)) {
+		e->suspect = POOL_FIT;
 		if (e->retrials) {
 			e->retrials = 0;
 			c->version++; /* its idle horizon moved */
@@ -813,11 +847,11 @@ static inline double p2c_latency(const struct core *c,
 				 const struct pick *k)
 {
 	if (!k->use[1])
-		return eff_ewma(c, e, k, 0);
-	double r1 = k->median[1] > 0 ? eff_ewma(c, e, k, 1) / k->median[1] : 1;
+		return p2c_ewma(c, e, k, 0);
+	double r1 = k->median[1] > 0 ? p2c_ewma(c, e, k, 1) / k->median[1] : 1;
 	if (!k->use[0])
 		return k->median[0] * r1;
-	double r0 = k->median[0] > 0 ? eff_ewma(c, e, k, 0) / k->median[0] : 1;
+	double r0 = k->median[0] > 0 ? p2c_ewma(c, e, k, 0) / k->median[0] : 1;
 	return k->median[0] * (r0 + r1) / 2;
 }
 
@@ -873,10 +907,11 @@ static void pick_signals(struct core *c, struct view *v, struct pick *k)
 		k->use[1] = false;
 		break;
 	}
-	/* The headers median also scales p2c's end-to-end latency. */
+	/* The headers median always: it also scales p2c's end-to-end
+	 * latency (p2c_latency). */
 	for (unsigned s = 0; s < 2; s++) {
-		if (!k->use[s] && s != 0)
-			continue;
+		if (s == 1 && !k->use[1])
+			break;
 		k->median[s] = view_median(c, v, k->sig[s]);
 		k->tolerated[s] = c->p.sticky_tolerance * k->median[s];
 	}
@@ -942,7 +977,8 @@ void core_decide(struct core *c, const struct core_request *req,
 			c->decisions[CORE_REASON_NONE]++;
 		return;
 	}
-	/* 8. Cold endpoints borrow the median of the warm ones. */
+	/* 8. Cold endpoints borrow the median of the warm ones (p2c trusts
+	 * its own EWMA sooner: p2c_ewma). */
 	struct pick k = { .v = v, .kind = req->stream ? CORE_KIND_STREAM : CORE_KIND_PLAIN };
 	pick_signals(c, v, &k);
 
@@ -1026,7 +1062,7 @@ static void ewma_add(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	e->ewma[sig] += a * (x - e->ewma[sig]);
 	/* The base of the time to headers: the same, BASE_SLOWER times
 	 * slower, and not while the endpoint is left as slow or re-tried. */
-	if (sig < CORE_KIND_COUNT && e->suspect < 2 && !e->retrials) {
+	if (!pool_sig_e2e(sig) && e->suspect != POOL_LEFT && !e->retrials) {
 		if (e->base_n[sig] < UINT32_MAX)
 			e->base_n[sig]++;
 		a = e->base_n[sig] <= c->p.cold_start_samples ?
@@ -1035,27 +1071,33 @@ static void ewma_add(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	}
 	if (warm(c, e, sig) != was_warm) {
 		e->veteran |= (uint8_t)(1u << sig);
-		c->version++; /* it just became warm */
+		c->version++; /* it just became warm: views count it */
 	} else if (e->samples[sig] == 1) {
-		c->version++;
+		c->version++; /* its idle horizon begins: views track it */
 	}
-	c->ewma_version++;
+	c->ewma_version[sig]++;
 	order_fix(c, sig, idx);
 }
 
-/* Notes feedback-like activity on e at now_ms. Returns whether it ends an
- * idle_reset period: the endpoint starts cold again and this first answer
- * (a scaled-to-zero backend waking up) says nothing. */
-static bool touch(struct core *c, struct pool_endpoint *e, uint64_t now_ms)
+/* Notes an answer from e at now_ms to a request that started at start_ms
+ * (idleness is judged there, so that a long request on a quiet endpoint
+ * does not look like a wake-up). Returns whether it ends an idle_reset
+ * period: the endpoint starts cold again, and this first answer (a
+ * scaled-to-zero backend waking up) says nothing; nor does the end-to-end
+ * time of a request that started before it (awake_ms). */
+static bool touch(struct core *c, struct pool_endpoint *e, uint64_t start_ms,
+		  uint64_t now_ms)
 {
 	/* Samples forgotten by a decision count as idleness too: the wait
 	 * that forgetting doubled was measured before. */
-	bool after_idle = e->woke || idle(c, e, now_ms);
+	bool after_idle = e->woke || idle(c, e, start_ms);
 	e->woke = 0;
-	if (after_idle && any_samples(e)) {
-		forget_samples(e);
-		e->woke = 0;
-		c->version++;
+	if (after_idle) {
+		e->awake_ms = now_ms;
+		if (any_samples(e)) {
+			forget_samples(e);
+			c->version++;
+		}
 	}
 	e->seen = true;
 	e->last_seen_ms = now_ms;
@@ -1142,7 +1184,7 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 		.has_akey = fb->has_akey, .akey = fb->akey,
 		.model = fb->model.len > 0 ?
 			 pool_model_find(&c->pool, fb->model.ptr, fb->model.len) : -1,
-		.after_idle = touch(c, e, now_ms),
+		.after_idle = touch(c, e, now_ms, now_ms),
 	};
 	learn(c, e, (uint32_t)fb->endpoint, o, &l, now_ms);
 	return 0;
@@ -1183,6 +1225,8 @@ int core_complete(struct core *c, const struct core_completion *cc,
 
 	bool cut = cc->end == CORE_END_SERVER_CUT ||
 		   cc->end == CORE_END_SERVER_FAIL;
+	uint64_t start = cc->total_ms >= 0 && (uint64_t)cc->total_ms <= now_ms ?
+			 now_ms - (uint64_t)cc->total_ms : now_ms;
 	struct lesson l = {
 		.status = cc->status, .tr_ms = cc->tr_ms, .retry_after_ms = -1,
 		.stream = cc->stream, .has_akey = cc->has_akey, .akey = cc->akey,
@@ -1197,21 +1241,7 @@ int core_complete(struct core *c, const struct core_completion *cc,
 		if (cut)
 			learn(c, e, idx, CORE_OUTCOME_FAILURE, &l, now_ms);
 	} else {
-		/* Idle is judged at the request's start, so that a long
-		 * request on a quiet endpoint does not look like a wake-up. */
-		uint64_t start = cc->total_ms >= 0 && (uint64_t)cc->total_ms <= now_ms ?
-				 now_ms - (uint64_t)cc->total_ms : now_ms;
-		l.after_idle = e->woke || (e->seen && c->p.idle_reset_ms > 0 &&
-					       start >= e->last_seen_ms &&
-					       start - e->last_seen_ms >= idle_after(c, e));
-		e->woke = 0;
-		if (l.after_idle && any_samples(e)) {
-			forget_samples(e);
-			e->woke = 0;
-			c->version++;
-		}
-		e->seen = true;
-		e->last_seen_ms = now_ms;
+		l.after_idle = touch(c, e, start, now_ms);
 		enum core_outcome t = o;
 		if (cut)
 			t = CORE_OUTCOME_FAILURE;
@@ -1226,8 +1256,10 @@ int core_complete(struct core *c, const struct core_completion *cc,
 		 * HALF_OPEN probe slot is freed (neutral). */
 		learn(c, e, idx, t, &l, now_ms);
 	}
+	/* Status -1 is neutral: only a known success is timed; not the
+	 * wake-up, told here or earlier by feedback (awake_ms). */
 	if (cc->end == CORE_END_COMPLETE && o == CORE_OUTCOME_SUCCESS &&
-	    cc->status != -1 && cc->total_ms >= 0 && !l.after_idle) {
+	    cc->total_ms >= 0 && !l.after_idle && start >= e->awake_ms) {
 		double kib = (double)(cc->bytes > E2E_MIN_BYTES ? cc->bytes : E2E_MIN_BYTES) / 1024;
 		ewma_add(c, e, idx, pool_sig(true, cc->stream),
 			 (double)cc->total_ms / kib);
@@ -1304,7 +1336,7 @@ void core_affinity_cursor_init(const struct core *c,
 			       struct core_affinity_cursor *cur)
 {
 	*cur = (struct core_affinity_cursor){
-		.cap = c->aff.cap, .map = (uintptr_t)c->aff.e,
+		.map_rebuilds = c->map_rebuilds,
 		.done = c->aff.high == 0,
 	};
 }
@@ -1314,7 +1346,7 @@ int core_affinity_cursor_next(const struct core *c,
 			      uint64_t now_ms, uint32_t max,
 			      core_affinity_fn fn, void *arg)
 {
-	if (cur->cap != c->aff.cap || cur->map != (uintptr_t)c->aff.e)
+	if (cur->map_rebuilds != c->map_rebuilds)
 		return -ESTALE;
 	struct cursor_visit v = { c, now_ms, fn, arg };
 	int rc = affinity_scan(&c->aff, &cur->pos, max, cursor_visit, &v);
@@ -1381,7 +1413,7 @@ int core_endpoint_stats_import(struct core *c, int idx, uint64_t now_ms,
 		e->base_n[k] = e->samples[k];
 	}
 	c->version++;
-	c->ewma_version++;
+	ewma_moved_all(c);
 	breaker_restore(&e->br, st->breaker, st->trips, st->cooldown_left_ms,
 			now_ms);
 	e->dead_until_ms = st->dead_key_left_ms ? now_ms + st->dead_key_left_ms : 0;

@@ -251,7 +251,7 @@ struct core;
 /* Creates a core with a copy of p (NULL: defaults). Rejects (-EINVAL)
  * affinity_max_entries of 0 or above 2^30, ewma_alpha outside (0, 1],
  * load_factor < 1, negative tolerances or ratios, an identity ladder longer
- * than CORE_RUNG_COUNT or naming an unknown rung, a score_by that is not a
+ * than CORE_RUNG_COUNT or naming an unknown rung, a score_by that is not an
  * enum core_score_by value. Returns 0 with *out set,
  * or -EINVAL / -ENOMEM. Release with core_destroy. */
 int core_create(struct core **out, const struct core_params *p);
@@ -310,7 +310,7 @@ int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 int core_endpoint_complete(struct core *c, int idx);
 
 /* One request ended on cc->endpoint (HAProxy's log line; ARCHITECTURE.md,
- * "What %Tr measures"). Always: in-flight - 1, not below 0, and the
+ * "What `tr` measures"). Always: in-flight - 1, not below 0, and the
  * completion counted by its end. Then, never counting twice what feedback
  * told:
  * - cc->feedback_seen (core_observe already took the status): only what
@@ -325,8 +325,10 @@ int core_endpoint_complete(struct core *c, int idx);
  *   ends the request.
  * - COMPLETE with a 1xx-3xx status and total_ms >= 0 also enters the
  *   end-to-end EWMA of cc->stream's kind as total_ms per KiB of cc->bytes
- *   (at least 16 KiB counted; not the first answer after idle_reset, as
- *   for the headers EWMA).
+ *   (at least 16 KiB counted), unless the request started before the
+ *   endpoint's last wake-up after idle_reset (the first answer after it,
+ *   told by feedback or by this line, is not a sample, as for the headers
+ *   EWMA).
  * Returns 0; -ENOENT when cc->endpoint is not a live endpoint; -EINVAL for
  * an unknown end or a status that is neither -1 nor an HTTP status
  * (nothing changed). Never allocates. */
@@ -426,10 +428,9 @@ int core_affinity_export(const struct core *c, uint64_t now_ms,
  * between which the map keeps serving. Caller-owned; set up with
  * core_affinity_cursor_init. */
 struct core_affinity_cursor {
-	uint32_t pos;       /* next entry slot of the map's array */
-	uint32_t cap;       /* map capacity when the walk began */
-	uintptr_t map;      /* the map's array when the walk began */
-	bool done;          /* every slot was visited */
+	uint32_t pos;          /* next entry slot of the map's array */
+	uint64_t map_rebuilds; /* the core's count of map rebuilds at init */
+	bool done;             /* every slot was visited */
 };
 
 /* Starts a walk of c's map at its first slot. */
@@ -455,7 +456,7 @@ void core_affinity_cursor_init(const struct core *c,
  * calls. Returns 0, fn's first non-zero return (the walk can go on with
  * the next slot), or -ESTALE when the map was rebuilt since
  * core_affinity_cursor_init (core_set_params with a new
- * affinity_max_entries): start over. */
+ * affinity_max_entries, however many times): start over. */
 int core_affinity_cursor_next(const struct core *c,
 			      struct core_affinity_cursor *cur,
 			      uint64_t now_ms, uint32_t max,

@@ -30,15 +30,14 @@ enum core_rung {
  * weighs the two relative to their medians.
  *
  * Default BOTH, measured with the simulator (docs/routing-quality.md):
- * without the log input it is HEADERS. With it, on the Mooncake trace all
- * three keep 0.94 of the oracle's hit rate, and a 5x slow endpoint gets
- * 0.6% of requests with BOTH, 1.3% with END_TO_END only, 1.8% with HEADERS
- * only: the end-to-end time arrives at the end of a stream, which a slow
- * endpoint makes long, the time to headers at its start (on the
- * heterogeneous fleet END_TO_END alone leaves it 6.9%, BOTH 1.4%). On a
- * fleet whose servers send headers before prefill (vLLM), only the
- * end-to-end signal sees a slow endpoint (1.6% instead of 5.5% on
- * synthetic chat). */
+ * without the log input it is HEADERS. With it, all three keep 0.94 of the
+ * oracle's hit rate on the Mooncake trace, and a 5x slow endpoint gets,
+ * with BOTH, END_TO_END, HEADERS: 0.65%, 0.91%, 1.84% of the trace's
+ * requests; 1.63%, 1.94%, 1.69% of synthetic chat's (the end-to-end time
+ * arrives at the end of a stream, which a slow endpoint makes long, the
+ * time to headers at its start). On a fleet whose servers send headers
+ * before prefill (vLLM), only the end-to-end signal sees a slow endpoint:
+ * 1.94% with BOTH or END_TO_END, 5.53% with HEADERS, on synthetic chat. */
 enum core_score_by {
 	CORE_SCORE_HEADERS = 0,
 	CORE_SCORE_END_TO_END,
@@ -59,6 +58,10 @@ struct core_params {
 	 * which still sees a 5x slowdown within about 10 samples). The EWMA
 	 * is the mean of the samples until there are 1/alpha of them. */
 	double ewma_alpha;                 /* 0.05 */
+	/* Successes before the sticky tolerance judges an endpoint by its own
+	 * EWMA. Power of two choices believes it from 3 on (core.c,
+	 * P2C_OWN_SAMPLES): a wrong guess there costs one request, not a
+	 * session's warm cache. */
 	uint32_t cold_start_samples;       /* 20 */
 	double prior_ttfb_ms;              /* 500 */
 	/* After this much silence an endpoint's first answer is dropped and

@@ -23,6 +23,19 @@ static inline unsigned pool_sig(bool e2e, unsigned kind)
 	return e2e ? CORE_KIND_COUNT + kind : kind;
 }
 
+static inline bool pool_sig_e2e(unsigned sig)
+{
+	return sig >= CORE_KIND_COUNT;
+}
+
+/* pool_endpoint.suspect: over sticky_tolerance x the median at some
+ * decision since it was last found within it (core.c, fast_enough). */
+enum pool_suspect {
+	POOL_FIT = 0,   /* within, or not judged since */
+	POOL_KEPT,      /* over, but kept by its own past (time to headers) */
+	POOL_LEFT,      /* over, and left */
+};
+
 /* 404s seen for one endpoint and model. */
 struct pool_mismatch {
 	uint64_t until_ms;  /* excluded until then once count reached */
@@ -39,22 +52,23 @@ struct pool_endpoint {
 	bool seen;              /* some feedback arrived */
 	uint8_t admin;          /* enum core_admin */
 	uint8_t veteran;        /* bit per signal: was warm once (re-trials) */
-	uint8_t suspect;        /* over sticky_tolerance x median at some
-				 * decision since it was last found within:
-				 * 1 kept by its own past, 2 left */
+	uint8_t suspect;        /* enum pool_suspect: how the decisions since
+				 * it was last found fit judged it */
 	uint8_t retrials;       /* idle_reset periods doubled: re-trials in a
 				 * row that found it slow */
-	uint8_t woke;           /* samples forgotten for idleness: the next
-				 * answer is the first after idle */
+	uint8_t woke;           /* samples forgotten for idleness by a
+				 * decision: the next answer is a wake-up */
 	uint32_t in_flight;
 	uint32_t samples[POOL_SIGNALS]; /* indexed by pool_sig */
 	double weight;
 	double ewma[POOL_SIGNALS];
 	double base[CORE_KIND_COUNT];     /* time to headers: its long-run
-					   * EWMA, its own history */
+					   * EWMA, its own history; indexed
+					   * by kind = pool_sig(false, kind) */
 	uint32_t base_n[CORE_KIND_COUNT]; /* samples in it (kept across idle) */
 	uint64_t dead_until_ms; /* 401/403: key excluded until then */
 	uint64_t last_seen_ms;
+	uint64_t awake_ms;      /* the last wake-up answer after idleness */
 	uint64_t models[POOL_MODEL_WORDS];
 	/* Second line: the breaker's state, then what a miss or p2c reads. */
 	struct breaker br;

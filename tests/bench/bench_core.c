@@ -95,7 +95,9 @@ static uint64_t session_of(uint32_t i)
 	return (uint64_t)i * 0x9e3779b97f4a7c15ull + 1;
 }
 
-static void setup(struct setup *s, int n_ep, uint32_t entries)
+/* e2e: the endpoints' end-to-end EWMAs warm too (an agent with the log
+ * input), so that decisions judge two signals. */
+static void setup(struct setup *s, int n_ep, uint32_t entries, bool e2e)
 {
 	struct core_params p;
 	core_params_defaults(&p); /* capacity 1,000,000 */
@@ -123,6 +125,10 @@ static void setup(struct setup *s, int n_ep, uint32_t entries)
 			.samples = { 100, 100 },
 			.idle_ms = 1,
 		};
+		if (e2e) {
+			st.e2e_ewma_ms[0] = st.e2e_ewma_ms[1] = 120 + i % 30;
+			st.e2e_samples[0] = st.e2e_samples[1] = 100;
+		}
 		core_endpoint_stats_import(s->c, s->ep[i], s->now, &st);
 	}
 	/* Entries for sessions 0 .. entries-1, spread over the endpoints. */
@@ -147,12 +153,14 @@ static void finish(struct setup *s)
 	free(s->ep);
 }
 
-enum bcase { DECIDE_HIT, DECIDE_MISS, OBSERVE, DECIDE_HIT_AFTER_OBSERVE, COMPLETE };
+enum bcase { DECIDE_HIT, DECIDE_MISS, OBSERVE, DECIDE_HIT_AFTER_OBSERVE, COMPLETE,
+	     DECIDE_HIT_AFTER_BOTH, DECIDE_HIT_AFTER_OTHER };
 
 static void run(struct setup *s, enum bcase kind, uint64_t *t, uint64_t overhead)
 {
 	static const char *const names[] = { "decide-hit", "decide-miss", "observe",
-					     "decide-hit-after-observe", "complete" };
+					     "decide-hit-after-observe", "complete",
+					     "decide-hit-after-both", "decide-hit-after-other" };
 	struct core_rng rng, pick;
 	core_rng_seed(&rng, 7);
 	core_rng_seed(&pick, 11 + (uint64_t)kind);
@@ -197,15 +205,32 @@ static void run(struct setup *s, enum bcase kind, uint64_t *t, uint64_t overhead
 			core_complete(s->c, &cc, s->now);
 			t[i] = ns_now() - t0;
 		} else {
-			if (kind == DECIDE_HIT_AFTER_OBSERVE) {
+			if (kind == DECIDE_HIT_AFTER_OBSERVE ||
+			    kind == DECIDE_HIT_AFTER_BOTH ||
+			    kind == DECIDE_HIT_AFTER_OTHER) {
 				/* Untimed: an EWMA moves before every decision,
-				 * as in a live agent, so no median is reused. */
+				 * as in a live agent, so no median is reused;
+				 * AFTER_OTHER: the EWMA of the other kind
+				 * (non-streamed), whose median the streamed
+				 * decision does not read. */
 				struct core_feedback fb = {
 					.endpoint = s->ep[i % (uint32_t)s->n_ep],
 					.status = 200, .tr_ms = 100 + (int64_t)(i % 97),
-					.retry_after_ms = -1, .stream = true,
+					.retry_after_ms = -1,
+					.stream = kind != DECIDE_HIT_AFTER_OTHER,
 				};
 				core_observe(s->c, &fb, s->now);
+			}
+			if (kind == DECIDE_HIT_AFTER_BOTH) {
+				/* With the log input: the end of another
+				 * request too. */
+				struct core_completion cc = {
+					.endpoint = s->ep[(i + 3) % (uint32_t)s->n_ep],
+					.status = 200, .end = CORE_END_COMPLETE,
+					.tr_ms = 120, .total_ms = 2000 + (int64_t)(i % 997),
+					.bytes = 8192, .stream = true, .feedback_seen = true,
+				};
+				core_complete(s->c, &cc, s->now);
 			}
 			/* Misses use sessions beyond the filled ones. */
 			uint64_t sess = kind != DECIDE_MISS ? session_of(k)
@@ -285,7 +310,7 @@ int main(int argc, char **argv)
 	 * 1,000,000-entry map is filled. */
 	long rss0 = rss_kib();
 	struct setup s;
-	setup(&s, 8, 1000000);
+	setup(&s, 8, 1000000, false);
 	long rss1 = rss_kib();
 	struct core_stats st;
 	core_stats(s.c, &st);
@@ -299,12 +324,18 @@ int main(int argc, char **argv)
 		if (only_ep && endpoints[e] != only_ep)
 			continue;
 		for (size_t m = 0; m < sizeof(entries) / sizeof(entries[0]); m++) {
-			setup(&s, endpoints[e], entries[m]);
+			setup(&s, endpoints[e], entries[m], false);
 			run(&s, DECIDE_HIT, t, overhead);
 			run(&s, DECIDE_MISS, t, overhead);
 			run(&s, OBSERVE, t, overhead);
 			run(&s, DECIDE_HIT_AFTER_OBSERVE, t, overhead);
+			run(&s, DECIDE_HIT_AFTER_OTHER, t, overhead);
 			run(&s, COMPLETE, t, overhead);
+			finish(&s);
+			/* Fresh: COMPLETE's cuts, with no feedback success
+			 * between them, have opened the breakers. */
+			setup(&s, endpoints[e], entries[m], true);
+			run(&s, DECIDE_HIT_AFTER_BOTH, t, overhead);
 			finish(&s);
 		}
 	}

@@ -94,6 +94,14 @@ if [ $have_trace = 1 ]; then
 		run "mooncake-$sc" --trace "$trace" --scenario "$sc" \
 			$([ "$sc" = fast-failure ] && echo --dump "$tmp/mooncake-ff.dump")
 	done
+	# anonymous requests: every warmlane decision is power of two choices
+	for n in 80 1500; do
+		run "anon-quick$n" --trace "$trace" --keys none --config tests/sim/examples/quickstart.conf \
+			--limit "$n" --dump "$tmp/anon-quick$n.dump"
+	done
+	for sc in slow fast-failure; do
+		run "anon-$sc" --trace "$trace" --keys none --scenario "$sc"
+	done
 fi
 # policy changes tried on the real core (--set) and on the design model
 variants=(
@@ -354,6 +362,18 @@ MD
 			printf 'Each agent has its own HAProxy: its in-flight view and HAProxy'"'"'s counts cover only its own share of the traffic.\n\n'
 			csv_md <"$tmp/mooncake-agents$a.csv"
 		done
+		printf '\n### Anonymous requests (`--keys none`): every decision is power of two choices\n\n'
+		printf 'No identity at all, as the one-shot requests of `deploy/quickstart.sh`. Its fleet (`tests/sim/examples/quickstart.conf`: fast1-3, and slow at speed 0.2), the first 80 and 1,500 requests of the trace; slow_share is the share of requests sent to the slow endpoint (fair share 25%%). `%s`\n\n' "$(sed 's/^# //' "$tmp/anon-quick80.info")"
+		printf '| policy | 80 requests: slow_share | ttft_p90_ms | 1,500 requests: slow_share | ttft_p90_ms |\n|---|---|---|---|---|\n'
+		share() { awk -F, -v p="$2" 'NR > 1 && $1 == p { n++; if ($4 ~ /^slow/) s++ } END { printf "%.1f%%", n ? 100 * s / n : 0 }' "$tmp/$1.dump"; }
+		for p in $(tail -n +2 "$tmp/anon-quick80.csv" | cut -d, -f1); do
+			printf '| %s | %s | %s | %s | %s |\n' "$p" "$(share anon-quick80 "$p")" "$(fig anon-quick80 "$p" 5)" \
+				"$(share anon-quick1500 "$p")" "$(fig anon-quick1500 "$p" 5)"
+		done
+		printf '\nThe whole trace, anonymous, on the default fleet with one endpoint 5x slower, then with one failing fast:\n\n'
+		scen_md <"$tmp/anon-slow.txt"
+		printf '\n'
+		scen_md <"$tmp/anon-fast-failure.txt"
 		printf '\n'
 		[ $plots = 1 ] && printf '![TTFT CDF, Mooncake](sim-ttft-cdf-mooncake.png)\n\n![TTFT CDF, Mooncake 3x](sim-ttft-cdf-mooncake-speed3.png)\n\n'
 	else

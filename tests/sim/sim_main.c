@@ -47,7 +47,7 @@ static void usage(FILE *out)
 		"  --rate X            synthetic: multiply arrival rates by X\n"
 		"  --speed X           divide arrival times by X (replay X times faster)\n"
 		"  --limit N           keep the first N requests\n"
-		"  --keys K            identities sent: prefix, session, both (default: prefix for\n"
+		"  --keys K            identities sent: prefix, session, both, none (default: prefix for\n"
 		"                      traces, both for chat, prefix for groups and mixed)\n"
 		"  --config FILE       fleet file (default: built in, as tests/sim/fleet.conf)\n"
 		"  --scenario NAME     add a scenario's faults and figures (--list shows them)\n"
@@ -260,8 +260,10 @@ static int load_workload(const struct opts *o, struct sim_workload *w, unsigned 
 			*keys = SIM_KEYS_SESSION;
 		else if (strcmp(o->keys, "both") == 0)
 			*keys = SIM_KEYS_PREFIX | SIM_KEYS_SESSION;
+		else if (strcmp(o->keys, "none") == 0)
+			*keys = 0; /* anonymous one-shots: every decision is p2c */
 		else {
-			snprintf(err, errlen, "bad --keys %s (prefix, session, both)", o->keys);
+			snprintf(err, errlen, "bad --keys %s (prefix, session, both, none)", o->keys);
 			return -EINVAL;
 		}
 	}
@@ -275,6 +277,7 @@ static const char *keys_name(unsigned keys)
 	switch (keys) {
 	case SIM_KEYS_PREFIX: return "prefix";
 	case SIM_KEYS_SESSION: return "session";
+	case 0: return "none";
 	default: return "session+prefix";
 	}
 }

@@ -367,6 +367,42 @@ START_TEST(long_stream_is_not_idleness)
 }
 END_TEST
 
+/* The request that wakes an endpoint after idle_reset says nothing about
+ * its speed, whether feedback told its status first or not: nor does its
+ * end-to-end time (nor that of one that started while it woke). */
+START_TEST(wake_up_not_timed_end_to_end)
+{
+	struct fx f;
+	fx_init(&f, 1, NULL);
+	int e = f.ep[0];
+	fx_warm(&f, e, 200, 25);
+	struct core_decision d = { .endpoint = e };
+	struct core_completion cc = done(&d, 200, CORE_END_COMPLETE, true);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(fx_info(&f, e).e2e_samples[CORE_KIND_PLAIN], 1);
+	/* Silent for idle_reset; a request starts, its headers come after
+	 * 3 s (the wake-up, dropped), it ends 2 s later. */
+	f.now += f.p.idle_reset_ms + 3000;
+	ck_assert_int_eq(fx_observe(&f, e, 200, 3000, false, 0, false), 0);
+	ck_assert_uint_eq(fx_info(&f, e).samples[CORE_KIND_PLAIN], 0);
+	f.now += 2000;
+	cc.total_ms = 5000;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(fx_info(&f, e).e2e_samples[CORE_KIND_PLAIN], 0);
+	/* One that started after the wake-up is timed. */
+	cc.total_ms = 900;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(fx_info(&f, e).e2e_samples[CORE_KIND_PLAIN], 1);
+	/* Without feedback, the same: the wake-up's end is not timed. */
+	f.now += f.p.idle_reset_ms + 5000;
+	cc.feedback_seen = false;
+	cc.total_ms = 4000;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(fx_info(&f, e).e2e_samples[CORE_KIND_PLAIN], 0);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(completions_counted_by_end)
 {
 	struct fx f;
@@ -627,6 +663,7 @@ static Suite *complete_suite(void)
 	tcase_add_test(tc, no_feedback_status_as_observe);
 	tcase_add_test(tc, e2e_only_on_successful_complete);
 	tcase_add_test(tc, long_stream_is_not_idleness);
+	tcase_add_test(tc, wake_up_not_timed_end_to_end);
 	tcase_add_test(tc, completions_counted_by_end);
 	tcase_add_test(tc, probe_released_by_completion);
 	suite_add_tcase(s, tc);

@@ -615,6 +615,43 @@ START_TEST(slow_endpoint_retrials)
 }
 END_TEST
 
+/* A reload to a huge idle_reset after re-trials doubled the wait: the
+ * doubled wait saturates instead of wrapping to nothing (which made every
+ * answer a wake-up and the endpoint cold for good). */
+START_TEST(retrial_wait_saturates)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	for (int i = 0; i < 4; i++)
+		fx_warm(&f, f.ep[i], 500, 200);
+	struct core_request r = fx_session(5);
+	struct core_decision d = fx_decide(&f, &r);
+	int home = d.endpoint;
+	fx_feedback(&f, &d, 200, 500, false);
+	core_endpoint_complete(f.c, home);
+	ck_assert_int_le(slow_down(&f, home, 2500, 100, &r), 20);
+	/* Left and silent for idle_reset: forgotten, the next wait doubled. */
+	f.now += f.p.idle_reset_ms;
+	d = fx_decide(&f, &r);
+	core_endpoint_complete(f.c, d.endpoint);
+	ck_assert_uint_eq(fx_info(&f, home).samples[CORE_KIND_PLAIN], 0);
+	struct core_params p = f.p;
+	p.idle_reset_ms = (UINT64_C(1) << 63) + 1;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	for (int i = 0; i < 6; i++) {
+		f.now += 1000;
+		fx_observe(&f, home, 200, 500, false, 0, false);
+	}
+	/* The first answer was the wake-up; the other five count. */
+	ck_assert_uint_eq(fx_info(&f, home).samples[CORE_KIND_PLAIN], 5);
+	f.now += 1000;
+	d = fx_decide(&f, &r);
+	core_endpoint_complete(f.c, d.endpoint);
+	ck_assert_uint_eq(fx_info(&f, home).samples[CORE_KIND_PLAIN], 5);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(warm_hit_needs_closed_breaker_and_bound)
 {
 	struct fx f;
@@ -873,6 +910,44 @@ START_TEST(p2c_prefers_fast_and_cheap)
 			ck_assert(n > 400 && n < 600);
 		fx_finish(&f);
 	}
+}
+END_TEST
+
+/* deploy/quickstart.sh's case: no endpoint has cold_start_samples yet and
+ * one is five times slower. p2c believes an endpoint's own EWMA from a few
+ * samples on (before, all compared the prior: a quarter each); the sticky
+ * tolerance still waits for cold_start_samples before moving a session. */
+START_TEST(p2c_trusts_few_samples_sticky_waits)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	int to_slow = 0;
+	for (int i = 0; i < 76; i++) {
+		struct core_decision d = fx_decide(&f, &(struct core_request){ 0 });
+		ck_assert_int_eq(d.reason, CORE_REASON_P2C);
+		bool slow = d.endpoint == f.ep[3];
+		to_slow += slow;
+		fx_feedback(&f, &d, 200, slow ? 500 : 100, false);
+		core_endpoint_complete(f.c, d.endpoint);
+		f.now += 100;
+	}
+	ck_assert_uint_lt(fx_info(&f, f.ep[3]).samples[CORE_KIND_PLAIN],
+			  f.p.cold_start_samples);
+	ck_assert_int_ge(to_slow, 3);  /* it was tried */
+	ck_assert_int_le(to_slow, 8);  /* a fair share is 19 */
+
+	/* A session on the slow endpoint stays while it is under
+	 * cold_start_samples, though p2c already avoids it. */
+	struct core_request r = fx_session(77);
+	uint64_t akey;
+	ck_assert(core_identity(f.c, &r, &akey));
+	ck_assert_int_eq(fx_observe(&f, f.ep[3], 200, 500, true, akey, false), 0);
+	ck_assert_uint_lt(fx_info(&f, f.ep[3]).samples[CORE_KIND_PLAIN],
+			  f.p.cold_start_samples);
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+	ck_assert_int_eq(d.endpoint, f.ep[3]);
+	fx_finish(&f);
 }
 END_TEST
 
@@ -1864,6 +1939,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, tolerance_against_own_history);
 	tcase_add_test(tc, slow_endpoint_base_does_not_learn);
 	tcase_add_test(tc, slow_endpoint_retrials);
+	tcase_add_test(tc, retrial_wait_saturates);
 	tcase_add_test(tc, warm_hit_needs_closed_breaker_and_bound);
 	tcase_add_test(tc, failure_evicts_entry);
 	tcase_add_test(tc, removed_endpoint_entries_die);
@@ -1875,6 +1951,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, spill_when_all_hashed_choices_fail);
 	tcase_add_test(tc, p2c_spreads_without_identity);
 	tcase_add_test(tc, p2c_prefers_fast_and_cheap);
+	tcase_add_test(tc, p2c_trusts_few_samples_sticky_waits);
 	tcase_add_test(tc, cold_endpoint_share_near_weight);
 	tcase_add_test(tc, prior_when_none_warm);
 	suite_add_tcase(s, tc);

@@ -264,6 +264,15 @@ START_TEST(endpoint_removed_ttl_and_rebuild)
 	ck_assert_int_eq(core_set_params(f.c, &p), 0);
 	ck_assert_int_eq(core_affinity_cursor_next(f.c, &cur, f.now, 10, collect,
 						   &t), -ESTALE);
+	/* Rebuilt twice, back to the first size (the new array may land at
+	 * the old address): still a rebuild. */
+	core_affinity_cursor_init(f.c, &cur);
+	p.affinity_max_entries = 3000;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	p.affinity_max_entries = 2000;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	ck_assert_int_eq(core_affinity_cursor_next(f.c, &cur, f.now, 10, collect,
+						   &t), -ESTALE);
 	seen_free(&s);
 	seen_free(&t);
 	core_destroy(f.c);
