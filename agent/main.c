@@ -11,6 +11,7 @@
 #include "log.h"
 #include "logsrc.h"
 #include "metrics.h"
+#include "reload.h"
 #include "runtime.h"
 #include "sdnotify.h"
 #include "server.h"
@@ -53,13 +54,9 @@ static void usage(FILE *f)
 struct app {
 	uv_loop_t *loop;
 	struct config *cfg;      /* the running configuration (main's) */
-	const char *config_path; /* NULL: defaults, nothing to reload */
-	/* Command-line options that override the file, at start and at each
-	 * reload. */
-	const char *const *cli_listen;
-	size_t n_cli_listen;
-	bool cli_level;
-	enum log_level cli_lvl;
+	/* The file (opts.path NULL: defaults, nothing to reload) and the
+	 * command-line options that override it. */
+	struct reload_opts opts;
 	struct server srv;
 	struct metrics *metrics; /* NULL: metrics.listen is "" */
 	struct runtime *runtime; /* NULL until started */
@@ -68,46 +65,14 @@ struct app {
 	struct sdnotify sd;     /* zeroed: sdnotify_stop too */
 	struct logsrc logsrc;   /* zeroed: logsrc_stop too */
 	bool restored;          /* the snapshot was loaded (or there was none) */
+	/* The state file of the start, loaded once: a reload before the load
+	 * changes where writes go, not what the last run wrote. */
+	char *load_path;
 	bool save_on_exit;      /* stopped by a signal: write the snapshot */
 	uv_signal_t sig_term, sig_int, sig_hup;
 };
 
-/* ---- metrics and runtime poller, replaceable by a reload ----------------- */
-
-static void main_metrics_free(struct metrics *m, void *arg)
-{
-	(void)arg;
-	free(m);
-}
-
-/* Stops m and frees it once its handles are closed. Accepts NULL. */
-static void main_metrics_release(struct metrics *m)
-{
-	if (m != NULL)
-		metrics_stop(m, main_metrics_free, NULL);
-}
-
-/* A metrics server on cfg's address, or NULL with *rc 0 when disabled. */
-static struct metrics *main_metrics_start(struct app *app,
-					  const struct config *cfg, int *rc,
-					  char *err, size_t errlen)
-{
-	*rc = 0;
-	if (cfg->metrics_listen == NULL || cfg->metrics_listen[0] == '\0')
-		return NULL;
-	struct metrics *m = calloc(1, sizeof(*m));
-	if (m == NULL) {
-		snprintf(err, errlen, "out of memory");
-		*rc = -ENOMEM;
-		return NULL;
-	}
-	*rc = metrics_start(m, app->loop, &cfg->metrics, &app->srv, err, errlen);
-	if (*rc < 0) {
-		main_metrics_release(m);
-		return NULL;
-	}
-	return m;
-}
+/* ---- the runtime poller, replaceable by a reload ------------------------ */
 
 /* A stopped poller is freed once libuv has finished closing its handles
  * (close callbacks of handles closed from a close callback run a loop
@@ -171,8 +136,12 @@ static void main_restore(struct app *app)
 		return;
 	app->restored = true;
 	uv_update_time(app->loop);
-	snapshot_restore(app->srv.route.core, app->cfg->state_file,
+	snapshot_restore(app->srv.route.core,
+			 app->load_path != NULL ? app->load_path
+						: app->cfg->state_file,
 			 uv_now(app->loop), &app->snap_stats);
+	free(app->load_path);
+	app->load_path = NULL;
 	/* Writes only after the load: an earlier one would replace the file
 	 * with a cold map. */
 	int r = snapshot_writer_start(&app->snap, app->loop, app->srv.route.core,
@@ -232,7 +201,7 @@ static void main_on_stopped(struct server *s, void *arg)
 	struct app *app = arg;
 	(void)s;
 	/* Scrapes are answered until the SPOP side is done. */
-	main_metrics_release(app->metrics);
+	reload_metrics_release(app->metrics);
 	app->metrics = NULL;
 	main_runtime_release(app, app->runtime);
 	app->runtime = NULL;
@@ -243,228 +212,38 @@ static void main_on_stopped(struct server *s, void *arg)
 	uv_close((uv_handle_t *)&app->sig_term, NULL);
 	uv_close((uv_handle_t *)&app->sig_int, NULL);
 	uv_close((uv_handle_t *)&app->sig_hup, NULL);
+	/* Closing the handle gave SIGHUP its default action back, which
+	 * ends the process: a reload asked during the final snapshot must
+	 * not lose it. A second SIGTERM may still end the process. */
+	struct sigaction sa = { .sa_handler = SIG_IGN };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGHUP, &sa, NULL);
 }
 
 /* ---- reload (SIGHUP) ------------------------------------------------------ */
 
-/* Logs every line of a config error text, one log line each. */
-static void main_log_errors(const char *err)
-{
-	char q[1100];
-	for (const char *p = err; *p != '\0';) {
-		size_t n = strcspn(p, "\n");
-		if (n > 0)
-			log_error("configuration error", "error=%s",
-				  log_quote(q, sizeof(q), p, n));
-		p += n;
-		if (*p == '\n')
-			p++;
-	}
-}
-
-static bool main_str_eq(const char *a, const char *b)
-{
-	return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0;
-}
-
-static const struct config_endpoint *main_cfg_find(const struct config *cfg,
-						   const char *backend,
-						   const char *server)
-{
-	for (size_t i = 0; i < cfg->n_endpoints; i++)
-		if (strcmp(cfg->endpoints[i].backend, backend) == 0 &&
-		    strcmp(cfg->endpoints[i].server, server) == 0)
-			return &cfg->endpoints[i];
-	return NULL;
-}
-
-/* The key id of ep equal to key ("" or NULL: keyless), as ep's own
- * string; "" for keyless; NULL when ep has no such key. */
-static const char *main_cfg_key(const struct config_endpoint *ep,
-				const char *key)
-{
-	if (key == NULL || key[0] == '\0')
-		return ep->n_keys == 0 ? "" : NULL;
-	for (size_t k = 0; k < ep->n_keys; k++)
-		if (strcmp(ep->keys[k], key) == 0)
-			return ep->keys[k];
-	return NULL;
-}
-
-struct main_ep_changes {
-	unsigned added, updated, removed, failed;
-};
-
-/* Makes the core's endpoints follow next: an endpoint of a server in next
- * takes next's metadata (keeping its statistics and map entries), one of
- * a key id or a server the new file dropped leaves, one next adds joins.
- * Servers that came from HAProxy's runtime API alone (in neither file)
- * stay as they are. */
-static void main_reload_endpoints(struct app *app, const struct config *old,
-				  const struct config *next,
-				  struct main_ep_changes *ch)
-{
-	struct core *c = app->srv.route.core;
-	uint64_t now = uv_now(app->loop);
-	int nexti;
-	for (int i = core_endpoint_next(c, -1); i >= 0; i = nexti) {
-		nexti = core_endpoint_next(c, i);
-		struct core_endpoint_info info;
-		if (core_endpoint_info(c, i, now, &info) < 0)
-			continue;
-		const struct config_endpoint *ne =
-			main_cfg_find(next, info.backend, info.server);
-		const char *key = ne != NULL ? main_cfg_key(ne, info.key_id) : NULL;
-		if (ne != NULL && key != NULL) {
-			struct core_endpoint_config ec = {
-				.backend = ne->backend, .server = ne->server,
-				.key_id = key[0] != '\0' ? key : NULL,
-				.models = (const char *const *)ne->models,
-				.n_models = ne->n_models, .weight = ne->weight,
-				.cost_per_mtok = ne->cost_per_mtok,
-			};
-			int r = core_endpoint_update(c, i, &ec);
-			if (r < 0) {
-				ch->failed++;
-				log_error("endpoint not updated", "backend=%s server=%s error=%s",
-					  ne->backend, ne->server, strerror(-r));
-			} else {
-				ch->updated++;
-			}
-			continue;
-		}
-		if (ne == NULL && main_cfg_find(old, info.backend, info.server) == NULL)
-			continue; /* HAProxy's alone */
-		char b[CONFIG_NAME_MAX + 1], s[CONFIG_NAME_MAX + 1];
-		snprintf(b, sizeof(b), "%s", info.backend);
-		snprintf(s, sizeof(s), "%s", info.server);
-		if (core_endpoint_remove(c, i) == 0) {
-			ch->removed++;
-			log_info("endpoint left the pool (configuration)",
-				 "backend=%s server=%s", b, s);
-		}
-	}
-	for (size_t e = 0; e < next->n_endpoints; e++) {
-		const struct config_endpoint *ep = &next->endpoints[e];
-		size_t nk = ep->n_keys > 0 ? ep->n_keys : 1;
-		for (size_t k = 0; k < nk; k++) {
-			const char *key = ep->n_keys > 0 ? ep->keys[k] : NULL;
-			if (core_endpoint_find(c, core_str_c(ep->backend),
-					       core_str_c(ep->server),
-					       core_str_c(key)) >= 0)
-				continue;
-			struct core_endpoint_config ec = {
-				.backend = ep->backend, .server = ep->server,
-				.key_id = key, .models = (const char *const *)ep->models,
-				.n_models = ep->n_models, .weight = ep->weight,
-				.cost_per_mtok = ep->cost_per_mtok,
-			};
-			int r = core_endpoint_add(c, &ec, now);
-			if (r < 0) {
-				ch->failed++;
-				log_error("endpoint not added", "backend=%s server=%s error=%s",
-					  ep->backend, ep->server, strerror(-r));
-			} else {
-				ch->added++;
-				log_info("endpoint joined the pool (configuration)",
-					 "backend=%s server=%s", ep->backend, ep->server);
-			}
-		}
-	}
-}
-
-/* Whether the poller must be made anew for next: what runtime_init reads
- * once (socket, interval) or sizes by (the endpoint count). */
-static bool main_runtime_changed(const struct config *a, const struct config *b)
-{
-	if (!main_str_eq(a->runtime_socket, b->runtime_socket) ||
-	    a->params.poll_interval_ms != b->params.poll_interval_ms ||
-	    a->n_endpoints != b->n_endpoints ||
-	    a->n_runtime_backends != b->n_runtime_backends)
-		return true;
-	for (size_t i = 0; i < a->n_runtime_backends; i++)
-		if (!main_str_eq(a->runtime_backends[i], b->runtime_backends[i]))
-			return true;
-	return false;
-}
-
-/* Loads and checks the file, then applies it: the steps that can fail
- * (binding new addresses, the metrics port, the core's parameters) first,
- * so that a refused reload changes nothing. Returns 0 or -errno. */
+/* reload_prepare does what can fail (nothing changes when it does), then
+ * reload_commit and what depends on the new file here. Returns 0 or
+ * -errno. */
 static int main_reload_apply(struct app *app)
 {
-	static char err[16384];
-	struct config next;
-	struct server_listener *pending = NULL;
-	struct metrics *m = app->metrics;
-	int r;
-
-	if (config_init(&next) < 0) {
-		log_error("reload refused: out of memory", NULL);
-		return -ENOMEM;
-	}
-	r = config_load_file(&next, app->config_path, err, sizeof(err));
-	if (r == 0 && app->n_cli_listen > 0)
-		r = config_set_listen(&next, app->cli_listen, app->n_cli_listen,
-				      err, sizeof(err));
-	if (r < 0) {
-		char q[600];
-		log_error("reload refused: keeping the running configuration",
-			  "config=%s", log_quote(q, sizeof(q), app->config_path,
-						 strlen(app->config_path)));
-		main_log_errors(err);
-		config_finish(&next);
+	struct reload_plan p;
+	int r = reload_prepare(&p, &app->srv, app->cfg, &app->opts);
+	if (r < 0)
 		return r;
-	}
-	if (app->cli_level)
-		next.log_level = app->cli_lvl;
-
+	struct reload_changes ch;
+	uv_update_time(app->loop);
+	reload_commit(&p, &app->srv, app->cfg, &app->metrics, uv_now(app->loop),
+		      &ch);
 	struct config *cur = app->cfg;
-	bool metrics_changed = !main_str_eq(cur->metrics_listen, next.metrics_listen);
-	r = server_relisten_prepare(&app->srv, &next, &pending, err, sizeof(err));
-	if (r == 0 && metrics_changed)
-		m = main_metrics_start(app, &next, &r, err, sizeof(err));
-	if (r == 0) {
-		r = core_set_params(app->srv.route.core, &next.params);
-		if (r < 0)
-			snprintf(err, sizeof(err), "the routing core refused the policy: %s",
-				 strerror(-r));
-	}
-	if (r < 0) {
-		char q[sizeof(err) + 100];
-		log_error("reload refused: keeping the running configuration",
-			  "error=%s", log_quote(q, sizeof(q), err, strlen(err)));
-		server_relisten_abort(&app->srv, pending);
-		if (metrics_changed)
-			main_metrics_release(m);
-		config_finish(&next);
-		return r;
-	}
-
-	/* Nothing can fail from here on. */
-	server_relisten_commit(&app->srv, &next, pending);
-	if (metrics_changed) {
-		main_metrics_release(app->metrics);
-		app->metrics = m;
-	}
-	struct main_ep_changes ch = { 0 };
-	main_reload_endpoints(app, cur, &next, &ch);
-	bool rt_changed = main_runtime_changed(cur, &next);
-	bool snap_changed = !main_str_eq(cur->state_file, next.state_file) ||
-			    cur->params.snapshot_interval_ms !=
-				    next.params.snapshot_interval_ms;
-	/* Everyone holds app->cfg: the new contents go in place. */
-	struct config old = *cur;
-	*cur = next;
-	config_finish(&old);
 	log_set_level(cur->log_level);
-	if (rt_changed) {
+	if (p.runtime_changed) {
 		bool restore = !app->restored;
 		main_runtime_release(app, app->runtime);
 		app->runtime = NULL;
 		main_runtime_start(app, restore);
 	}
-	if (snap_changed && app->restored) {
+	if (p.snapshot_changed && app->restored) {
 		r = snapshot_writer_set(&app->snap, cur->state_file,
 					cur->params.snapshot_interval_ms);
 		if (r < 0)
@@ -475,9 +254,9 @@ static int main_reload_apply(struct app *app)
 		 "endpoints_added=%u endpoints_updated=%u endpoints_removed=%u "
 		 "endpoints_failed=%u listen=%zu metrics=%s poller=%s snapshot=%s",
 		 ch.added, ch.updated, ch.removed, ch.failed, cur->n_listen,
-		 metrics_changed ? "changed" : "same",
-		 rt_changed ? "restarted" : "same",
-		 snap_changed ? "changed" : "same");
+		 p.metrics_changed ? "changed" : "same",
+		 p.runtime_changed ? "restarted" : "same",
+		 p.snapshot_changed ? "changed" : "same");
 	return 0;
 }
 
@@ -487,7 +266,7 @@ static void main_reload(struct app *app)
 		log_warn("SIGHUP ignored: stopping", NULL);
 		return;
 	}
-	if (app->config_path == NULL) {
+	if (app->opts.path == NULL) {
 		log_warn("SIGHUP ignored: no --config file to reload", NULL);
 		return;
 	}
@@ -562,7 +341,13 @@ static int main_run(struct app *app)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGPIPE, &sa, NULL);
 
+	if (cfg->state_file != NULL &&
+	    (app->load_path = strdup(cfg->state_file)) == NULL) {
+		log_error("cannot start: out of memory", NULL);
+		return EXIT_FAILURE;
+	}
 	if (server_init(&app->srv, app->loop, cfg) < 0) {
+		free(app->load_path);
 		log_error("cannot initialise the server", NULL);
 		return EXIT_FAILURE;
 	}
@@ -576,7 +361,7 @@ static int main_run(struct app *app)
 		main_restore(app);
 	int r = server_listen(&app->srv, err, sizeof(err));
 	if (r == 0)
-		app->metrics = main_metrics_start(app, cfg, &r, err, sizeof(err));
+		app->metrics = reload_metrics_start(&app->srv, cfg, &r, err, sizeof(err));
 	if (r < 0) {
 		char q[600];
 		log_error("cannot listen", "error=%s",
@@ -586,6 +371,7 @@ static int main_run(struct app *app)
 		uv_run(app->loop, UV_RUN_DEFAULT);
 		server_finish(&app->srv);
 		uv_loop_close(app->loop);
+		free(app->load_path);
 		return EXIT_FAILURE;
 	}
 	/* The poller starts once the agent is reachable: until its first
@@ -628,6 +414,8 @@ static int main_run(struct app *app)
 	}
 	server_finish(&app->srv);
 	uv_loop_close(app->loop);
+	free(app->load_path); /* stopped before the load */
+	app->load_path = NULL;
 	if (rc == EXIT_SUCCESS)
 		log_info("stopped", NULL);
 	return rc;
@@ -719,9 +507,10 @@ int main(int argc, char **argv)
 	log_set_level(cfg.log_level);
 
 	struct app app = {
-		.loop = uv_default_loop(), .cfg = &cfg, .config_path = config_path,
-		.cli_listen = listen, .n_cli_listen = n_listen,
-		.cli_level = level != NULL, .cli_lvl = lvl,
+		.loop = uv_default_loop(), .cfg = &cfg,
+		.opts = { .path = config_path, .cli_listen = listen,
+			  .n_cli_listen = n_listen, .cli_level = level != NULL,
+			  .cli_lvl = lvl },
 	};
 	int rc = main_run(&app);
 	config_finish(&cfg);

@@ -1225,14 +1225,14 @@ static void snapshot_on_idle(uv_idle_t *h)
 		return;
 	w->last_slices = snapshot_capture_slices(w->cap);
 	if (r == -ESTALE) {
-		/* An endpoint left (or the map was resized) meanwhile: its
-		 * entries cannot be told apart any more. The next tick
+		/* An endpoint left (its entries cannot be told apart any
+		 * more) or the map was rebuilt meanwhile: the next tick
 		 * starts over. */
 		snapshot_capture_stop(w);
 		w->abandoned++;
 		if (w->st != NULL)
 			w->st->captures_abandoned++;
-		log_debug("snapshot capture abandoned: endpoints changed", NULL);
+		log_debug("snapshot capture abandoned: endpoints or map changed", NULL);
 		return;
 	}
 	if (r < 0) {

@@ -1,6 +1,8 @@
 /* test_daemon.c - agent: the warmlane binary itself: command line, a real
  * socket, SIGTERM ending in AGENT-DISCONNECT and exit 0, SIGHUP reloading
- * the file (applied or refused). Its path is argv[1]. */
+ * the file (applied or refused: the metrics server kept; two in a row; a
+ * file gone; during the stop; before the snapshot load). Its path is
+ * argv[1]. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +16,8 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -423,6 +427,213 @@ START_TEST(sighup_reload)
 }
 END_TEST
 
+/* A free loopback TCP port (bound and released: the agent binds it next). */
+static unsigned free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/* Whether GET /healthz on 127.0.0.1:port answers 200. */
+static bool http_ok(unsigned port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	struct timeval tv = { 3, 0 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return false;
+	}
+	static const char req[] = "GET /healthz HTTP/1.0\r\n\r\n";
+	ck_assert_int_eq(write(fd, req, sizeof(req) - 1), (ssize_t)sizeof(req) - 1);
+	char buf[64] = { 0 };
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n > 12 && strncmp(buf + 9, "200", 3) == 0;
+}
+
+/* A reload refused after the new metrics port was bound (here: a listen
+ * address that cannot be bound) keeps the running metrics server: it
+ * answers after, and the agent stops cleanly. Two reloads in a row (the
+ * second moving the port back) and a SIGHUP during the stop, too. */
+START_TEST(sighup_refused_keeps_metrics)
+{
+	char cfg[128], yaml[1024], state[128];
+	unsigned p1 = free_port(), p2 = free_port();
+	snprintf(cfg, sizeof(cfg), "%s/metrics.yaml", dir);
+	snprintf(state, sizeof(state), "%s/state.msgpack", dir);
+	snprintf(yaml, sizeof(yaml),
+		 "listen: [\"%s\"]\n"
+		 "metrics: { listen: \"127.0.0.1:%u\" }\n"
+		 "runtime_api: { socket: \"\" }\n"
+		 "state: { file: \"%s\", snapshot_interval: 1h }\n", addr, p1,
+		 state);
+	write_file(cfg, yaml);
+	const char *const args[] = { "--config", cfg, NULL };
+	pid_t pid = spawn(args);
+	close(connect_when_ready(sock));
+	wait_log("msg=started");
+	ck_assert_msg(http_ok(p1), "metrics: %s", "at start");
+
+	snprintf(yaml, sizeof(yaml),
+		 "listen: [\"unix:%s/no/such/dir.sock\"]\n"
+		 "metrics: { listen: \"127.0.0.1:%u\" }\n"
+		 "runtime_api: { socket: \"\" }\n"
+		 "state: { file: \"%s\", snapshot_interval: 1h }\n", dir, p2,
+		 state);
+	write_file(cfg, yaml);
+	ck_assert_int_eq(kill(pid, SIGHUP), 0);
+	wait_log("reload refused");
+	ck_assert_msg(http_ok(p1), "metrics: %s", "after the refused reload");
+	ck_assert(!http_ok(p2));
+
+	/* A metrics port taken: refused too, and the SPOP address the same
+	 * file adds (bound first) is closed again. */
+	struct sockaddr_in hsa = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t hl = sizeof(hsa);
+	int holder = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ge(holder, 0);
+	ck_assert_int_eq(bind(holder, (struct sockaddr *)&hsa, sizeof(hsa)), 0);
+	ck_assert_int_eq(listen(holder, 1), 0);
+	ck_assert_int_eq(getsockname(holder, (struct sockaddr *)&hsa, &hl), 0);
+	char extra[128];
+	snprintf(extra, sizeof(extra), "%s/extra.sock", dir);
+	snprintf(yaml, sizeof(yaml),
+		 "listen: [\"%s\", \"unix:%s\"]\n"
+		 "metrics: { listen: \"127.0.0.1:%u\" }\n"
+		 "runtime_api: { socket: \"\" }\n"
+		 "state: { file: \"%s\", snapshot_interval: 1h }\n", addr, extra,
+		 (unsigned)ntohs(hsa.sin_port), state);
+	write_file(cfg, yaml);
+	ck_assert_int_eq(kill(pid, SIGHUP), 0);
+	for (int i = 0; i < 300 && log_count("reload refused") < 2; i++)
+		sleep_ms(10);
+	ck_assert_int_eq(log_count("reload refused"), 2);
+	ck_assert_int_eq(access(extra, F_OK), -1);
+	ck_assert_msg(http_ok(p1), "metrics: %s", "after the port taken");
+	close(holder);
+
+	/* Two in a row: to p2, then back to p1. */
+	snprintf(yaml, sizeof(yaml),
+		 "listen: [\"%s\"]\n"
+		 "metrics: { listen: \"127.0.0.1:%u\" }\n"
+		 "runtime_api: { socket: \"\" }\n"
+		 "state: { file: \"%s\", snapshot_interval: 1h }\n", addr, p2,
+		 state);
+	write_file(cfg, yaml);
+	ck_assert_int_eq(kill(pid, SIGHUP), 0);
+	wait_log("configuration reloaded");
+	ck_assert(http_ok(p2));
+	snprintf(yaml, sizeof(yaml),
+		 "listen: [\"%s\"]\n"
+		 "metrics: { listen: \"127.0.0.1:%u\" }\n"
+		 "runtime_api: { socket: \"\" }\n"
+		 "state: { file: \"%s\", snapshot_interval: 1h }\n", addr, p1,
+		 state);
+	write_file(cfg, yaml);
+	ck_assert_int_eq(kill(pid, SIGHUP), 0);
+	for (int i = 0; i < 300 && log_count("configuration reloaded") < 2; i++)
+		sleep_ms(10);
+	ck_assert_int_eq(log_count("configuration reloaded"), 2);
+	ck_assert_msg(http_ok(p1), "metrics: %s", "after moving back");
+
+	/* The file gone: refused with its name. */
+	unlink(cfg);
+	ck_assert_int_eq(kill(pid, SIGHUP), 0);
+	for (int i = 0; i < 300 && log_count("reload refused") < 3; i++)
+		sleep_ms(10);
+	ck_assert_int_eq(log_count("reload refused"), 3);
+	ck_assert(log_has("metrics.yaml"));
+	ck_assert_msg(http_ok(p1), "metrics: %s", "after the missing file");
+
+	/* SIGHUP while stopping is ignored until the process has exited
+	 * (libuv gives a signal its default action back when its handle
+	 * closes: for SIGHUP, the end of the process before the final
+	 * snapshot). */
+	ck_assert_int_eq(kill(pid, SIGTERM), 0);
+	int st = 0;
+	pid_t w;
+	while ((w = waitpid(pid, &st, WNOHANG)) == 0)
+		kill(pid, SIGHUP);
+	ck_assert_int_eq(w, pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "exit status %d, signal %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+		      WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	/* (the log may have outgrown log_has's window: no look for
+	 * "stopped") */
+	ck_assert_int_eq(access(state, F_OK), 0); /* the final snapshot */
+	unlink(state);
+}
+END_TEST
+
+/* SIGHUP before the first runtime-API poll is over (so before the
+ * snapshot is loaded) with a new state.file: the load still reads the
+ * file of the start (where the last run wrote), the writes go to the new
+ * one. The test is HAProxy: it accepts the poll and answers only after
+ * the reload, by closing. */
+START_TEST(sighup_before_first_poll)
+{
+	char cfg[128], yaml[1024], rtsock[128], st_a[128], st_b[128];
+	snprintf(cfg, sizeof(cfg), "%s/early.yaml", dir);
+	snprintf(rtsock, sizeof(rtsock), "%s/rt.sock", dir);
+	snprintf(st_a, sizeof(st_a), "%s/a.msgpack", dir);
+	snprintf(st_b, sizeof(st_b), "%s/b.msgpack", dir);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, rtsock, strlen(rtsock) + 1);
+	int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(lfd, 4), 0);
+#define EARLY_YAML "listen: [\"%s\"]\n" \
+		   "metrics: { listen: \"\" }\n" \
+		   "runtime_api: { socket: \"%s\" }\n" \
+		   "state: { file: \"%s\", snapshot_interval: 1h }\n" \
+		   "endpoints:\n" \
+		   "  - { backend: llm, server: gpu1 }\n"
+	snprintf(yaml, sizeof(yaml), EARLY_YAML, addr, rtsock, st_a);
+	write_file(cfg, yaml);
+	const char *const args[] = { "--config", cfg, NULL };
+	pid_t pid = spawn(args);
+	struct pollfd pfd = { .fd = lfd, .events = POLLIN };
+	ck_assert_int_eq(poll(&pfd, 1, 5000), 1);
+	int cfd = accept(lfd, NULL, NULL); /* the first poll, unanswered */
+	ck_assert_int_ge(cfd, 0);
+
+	snprintf(yaml, sizeof(yaml), EARLY_YAML, addr, rtsock, st_b);
+	write_file(cfg, yaml);
+	ck_assert_int_eq(kill(pid, SIGHUP), 0);
+	wait_log("configuration reloaded");
+	ck_assert(log_has("poller=same snapshot=changed"));
+	ck_assert(!log_has("starting cold"));
+	close(cfd); /* the poll fails: now the load */
+	close(lfd);
+	unlink(rtsock);
+	wait_log("msg=\"no snapshot: starting cold\"");
+	char want[200];
+	snprintf(want, sizeof(want), "starting cold\" file=%s", st_a);
+	ck_assert_msg(log_has(want), "not loaded from %s", st_a);
+
+	ck_assert_int_eq(kill(pid, SIGTERM), 0);
+	ck_assert_int_eq(wait_exit(pid, 5000), 0);
+	ck_assert_int_eq(access(st_b, F_OK), 0); /* written to the new file */
+	ck_assert_int_eq(access(st_a, F_OK), -1);
+	unlink(st_b);
+	unlink(cfg);
+}
+END_TEST
+
 static Suite *daemon_suite(void)
 {
 	Suite *s = suite_create("agent-daemon");
@@ -435,6 +646,8 @@ static Suite *daemon_suite(void)
 	tcase_add_test(tc, check_config_reports_all);
 	tcase_add_test(tc, command_line);
 	tcase_add_test(tc, sighup_reload);
+	tcase_add_test(tc, sighup_refused_keeps_metrics);
+	tcase_add_test(tc, sighup_before_first_poll);
 	suite_add_tcase(s, tc);
 	return s;
 }

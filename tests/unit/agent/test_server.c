@@ -1,5 +1,6 @@
 /* test_server.c - agent: listeners on real sockets, stale and live socket
- * files, socket mode, TCP, and the stop that removes the socket. */
+ * files, socket mode, TCP, the stop that removes the socket, and the two
+ * phases of a reload's new addresses. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -215,6 +216,89 @@ START_TEST(tcp_listen)
 }
 END_TEST
 
+static size_t listener_count(const struct server *s)
+{
+	size_t n = 0;
+	for (const struct server_listener *l = s->listeners; l != NULL; l = l->next)
+		n++;
+	return n;
+}
+
+/* SIGHUP's two phases: a prepare that fails on its second new address
+ * closes the first (its socket file gone) and leaves the listeners as
+ * they were; a good one binds the new address beside the old, and the
+ * commit closes the old (its file gone) while a connection made on it is
+ * served on, and gives a kept socket its new mode. */
+START_TEST(relisten_two_phases)
+{
+	struct harness h;
+	char a_addr[256], b[128], b_addr[256], bad[256];
+	harness_init(&h, NULL);
+	snprintf(a_addr, sizeof(a_addr), "unix:%s,mode=0660", sock);
+	snprintf(b, sizeof(b), "%s/b.sock", dir);
+	config_listen(&h, a_addr);
+	ck_assert_int_eq(server_listen(&h.srv, err, sizeof(err)), 0);
+	struct server_listener *a = h.srv.listeners;
+	ck_assert_uint_eq(listener_count(&h.srv), 1);
+	struct client *c = connect_unix(sock);
+
+	struct config next;
+	char why[256];
+	ck_assert_int_eq(config_init(&next), 0);
+	snprintf(b_addr, sizeof(b_addr), "unix:%s", b);
+	snprintf(bad, sizeof(bad), "unix:%s/nodir/x.sock", dir);
+	const char *const fail[] = { a_addr, b_addr, bad };
+	ck_assert_int_eq(config_set_listen(&next, fail, 3, why, sizeof(why)), 0);
+	struct server_listener *pending = (struct server_listener *)&h;
+	ck_assert_int_lt(server_relisten_prepare(&h.srv, &next, &pending, err,
+						 sizeof(err)), 0);
+	ck_assert_ptr_null(pending);
+	ck_assert_msg(strstr(err, "nodir") != NULL, "%s", err);
+	ck_assert_int_eq(access(b, F_OK), -1); /* b was bound, then closed */
+	uv_run(&h.loop, UV_RUN_NOWAIT);
+	ck_assert_ptr_eq(h.srv.listeners, a);
+	ck_assert_uint_eq(listener_count(&h.srv), 1);
+	config_finish(&next);
+
+	/* a kept with mode 0600, b added; then a dropped. */
+	ck_assert_int_eq(config_init(&next), 0);
+	snprintf(a_addr, sizeof(a_addr), "unix:%s,mode=0600", sock);
+	const char *const good[] = { a_addr, b_addr, a_addr };
+	ck_assert_int_eq(config_set_listen(&next, good, 3, why, sizeof(why)), 0);
+	ck_assert_msg(server_relisten_prepare(&h.srv, &next, &pending, err,
+					      sizeof(err)) == 0, "%s", err);
+	ck_assert_ptr_nonnull(pending);
+	ck_assert_ptr_null(pending->next); /* a listed twice, bound once */
+	ck_assert_uint_eq(listener_count(&h.srv), 1); /* nothing visible yet */
+	server_relisten_commit(&h.srv, &next, pending);
+	ck_assert_uint_eq(listener_count(&h.srv), 2);
+	struct stat st;
+	ck_assert_int_eq(stat(sock, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 0777, 0600);
+	config_finish(&next);
+
+	ck_assert_int_eq(config_init(&next), 0);
+	const char *const only_b[] = { b_addr };
+	ck_assert_int_eq(config_set_listen(&next, only_b, 1, why, sizeof(why)), 0);
+	ck_assert_int_eq(server_relisten_prepare(&h.srv, &next, &pending, err,
+						 sizeof(err)), 0);
+	ck_assert_ptr_null(pending); /* b is bound already */
+	server_relisten_commit(&h.srv, &next, pending);
+	ck_assert_int_eq(access(sock, F_OK), -1);
+	uv_run(&h.loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(listener_count(&h.srv), 1);
+	/* The connection made on a is served on. */
+	hello_roundtrip(&h, c);
+	client_free(c);
+	struct client *cb = connect_unix(b);
+	hello_roundtrip(&h, cb);
+	client_free(cb);
+	config_finish(&next);
+	harness_finish(&h);
+	ck_assert_int_eq(access(b, F_OK), -1);
+}
+END_TEST
+
 static Suite *server_suite(void)
 {
 	Suite *s = suite_create("agent-server");
@@ -227,6 +311,7 @@ static Suite *server_suite(void)
 	tcase_add_test(tc, unix_not_a_socket);
 	tcase_add_test(tc, unix_missing_directory);
 	tcase_add_test(tc, tcp_listen);
+	tcase_add_test(tc, relisten_two_phases);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,4 +1,4 @@
-/* test_snapshot.c - the state snapshot: round trips, every truncation, bit flips, versions (1 still read), expiry, unknown endpoints, sliced captures under changes, 10^6 entries. */
+/* test_snapshot.c - the state snapshot: round trips, every truncation, bit flips, versions (1 still read), expiry, unknown endpoints, sliced captures under changes, the periodic writer (a capture given up after a map rebuild, stopped mid-capture), 10^6 entries. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -499,6 +499,90 @@ START_TEST(periodic_writer)
 }
 END_TEST
 
+/* The map rebuilt and rebuilt back (affinity_max_entries X, Y, X in two
+ * reloads) during a capture: the new map may lie where the old one was,
+ * and the cursor still sees the rebuilds. The writer gives the capture
+ * up and the next write holds each key once. */
+START_TEST(writer_abandons_after_resize)
+{
+	uv_loop_t loop;
+	struct snapshot_writer w;
+	struct snapshot_stats st = { .writes = 0 };
+	struct core *a = make_core(1024, -1, false);
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	fill(a, 300, uv_now(&loop));
+	/* The first 100 keys made the most recent: the rebuilt map, laid out
+	 * oldest first, holds them last, where the old one held them first. */
+	for (uint32_t i = 0; i < 100; i++) {
+		struct core_affinity_record rec = {
+			.akey = 0x9e3779b97f4a7c15ull * (i + 1),
+			.endpoint = ep_index(a, i % N_EPS),
+		};
+		ck_assert_int_eq(core_affinity_import(a, &rec, uv_now(&loop)), 0);
+	}
+	ck_assert_int_eq(snapshot_writer_start(&w, &loop, a, path, 5, &st), 0);
+	w.slice = 16;
+	while (!w.capturing || snapshot_capture_slices(w.cap) < 2)
+		uv_run(&loop, UV_RUN_ONCE);
+	struct core_params p;
+	core_params_defaults(&p);
+	p.affinity_max_entries = 4096;
+	ck_assert_int_eq(core_set_params(a, &p), 0);
+	p.affinity_max_entries = 1024;
+	ck_assert_int_eq(core_set_params(a, &p), 0);
+	/* The next slice sees the rebuild (twice, back to the same size:
+	 * the map may be where it was) and gives the capture up. */
+	while (w.abandoned < 1)
+		uv_run(&loop, UV_RUN_ONCE);
+	ck_assert_uint_eq(st.captures_abandoned, 1);
+	while (w.writes < 1)
+		uv_run(&loop, UV_RUN_ONCE);
+	snapshot_writer_stop(&w);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	ck_assert_uint_eq(w.failures, 0);
+	ck_assert_uint_eq(st.last_entries, 300);
+
+	struct core *b = make_core(1024, -1, false);
+	char err[512];
+	struct snapshot_result res;
+	ck_assert_int_eq(snapshot_load(b, path, 0, &res, err, sizeof(err)), 0);
+	ck_assert_uint_eq(res.entries, 300);
+	ck_assert_uint_eq(entries(b), 300);
+	core_destroy(a);
+	core_destroy(b);
+}
+END_TEST
+
+/* SIGTERM while a capture is under way: the writer's stop frees it and
+ * closes its handles at once (the loop ends), writes nothing; the final
+ * snapshot is main's, in one piece. */
+START_TEST(writer_stop_mid_capture)
+{
+	uv_loop_t loop;
+	struct snapshot_writer w;
+	struct snapshot_stats st = { .writes = 0 };
+	struct core *a = make_core(1024, -1, false);
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	fill(a, 300, uv_now(&loop));
+	ck_assert_int_eq(snapshot_writer_start(&w, &loop, a, path, 5, &st), 0);
+	w.slice = 16;
+	while (!w.capturing || snapshot_capture_slices(w.cap) < 2)
+		uv_run(&loop, UV_RUN_ONCE);
+	snapshot_writer_stop(&w);
+	ck_assert(!w.capturing);
+	ck_assert_ptr_null(w.cap);
+	ck_assert_ptr_null(w.path);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	ck_assert_uint_eq(w.writes, 0);
+	ck_assert_uint_eq(st.writes, 0);
+	ck_assert(!exists(path));
+	ck_assert_uint_eq(w.abandoned, 0);
+	core_destroy(a);
+}
+END_TEST
+
 /* A capture in slices with the map changing between them: the file holds
  * each key once, a key copied twice with its later state, and loads. */
 START_TEST(sliced_capture_changes)
@@ -701,6 +785,8 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, hostile);
 	tcase_add_test(tc, periodic_writer);
 	tcase_add_test(tc, sliced_capture_changes);
+	tcase_add_test(tc, writer_abandons_after_resize);
+	tcase_add_test(tc, writer_stop_mid_capture);
 	tcase_add_test(tc, reads_version_1);
 	tcase_add_test(tc, million);
 	suite_add_tcase(s, tc);

@@ -1,0 +1,260 @@
+/* reload.c - SIGHUP: a new configuration file checked, then applied whole or not at all. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "metrics.h"
+#include "reload.h"
+#include "route.h"
+#include "server.h"
+
+/* ---- the metrics server, replaceable by a reload ------------------------- */
+
+static void reload_metrics_free(struct metrics *m, void *arg)
+{
+	(void)arg;
+	free(m);
+}
+
+void reload_metrics_release(struct metrics *m)
+{
+	if (m != NULL)
+		metrics_stop(m, reload_metrics_free, NULL);
+}
+
+struct metrics *reload_metrics_start(struct server *srv,
+				     const struct config *cfg, int *rc,
+				     char *err, size_t errlen)
+{
+	*rc = 0;
+	if (cfg->metrics_listen == NULL || cfg->metrics_listen[0] == '\0')
+		return NULL;
+	struct metrics *m = calloc(1, sizeof(*m));
+	if (m == NULL) {
+		snprintf(err, errlen, "out of memory");
+		*rc = -ENOMEM;
+		return NULL;
+	}
+	*rc = metrics_start(m, srv->loop, &cfg->metrics, srv, err, errlen);
+	if (*rc < 0) {
+		reload_metrics_release(m);
+		return NULL;
+	}
+	return m;
+}
+
+/* ---- what changed --------------------------------------------------------- */
+
+static bool reload_str_eq(const char *a, const char *b)
+{
+	return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0;
+}
+
+/* Whether the poller must be made anew for b: what runtime_init reads
+ * once (socket, interval) or sizes by (the endpoint count). */
+static bool reload_runtime_changed(const struct config *a,
+				   const struct config *b)
+{
+	if (!reload_str_eq(a->runtime_socket, b->runtime_socket) ||
+	    a->params.poll_interval_ms != b->params.poll_interval_ms ||
+	    a->n_endpoints != b->n_endpoints ||
+	    a->n_runtime_backends != b->n_runtime_backends)
+		return true;
+	for (size_t i = 0; i < a->n_runtime_backends; i++)
+		if (!reload_str_eq(a->runtime_backends[i], b->runtime_backends[i]))
+			return true;
+	return false;
+}
+
+/* ---- loading and the steps that can fail ---------------------------------- */
+
+/* Logs every line of a config error text, one log line each. */
+static void reload_log_errors(const char *err)
+{
+	char q[1100];
+	for (const char *p = err; *p != '\0';) {
+		size_t n = strcspn(p, "\n");
+		if (n > 0)
+			log_error("configuration error", "error=%s",
+				  log_quote(q, sizeof(q), p, n));
+		p += n;
+		if (*p == '\n')
+			p++;
+	}
+}
+
+int reload_prepare(struct reload_plan *p, struct server *srv,
+		   const struct config *cur, const struct reload_opts *o)
+{
+	static char err[16384]; /* the loader's every problem; one loop */
+	int r;
+
+	memset(p, 0, sizeof(*p));
+	if (config_init(&p->next) < 0) {
+		log_error("reload refused: out of memory", NULL);
+		return -ENOMEM;
+	}
+	err[0] = '\0';
+	r = config_load_file(&p->next, o->path, err, sizeof(err));
+	if (r == 0 && o->n_cli_listen > 0)
+		r = config_set_listen(&p->next, o->cli_listen, o->n_cli_listen,
+				      err, sizeof(err));
+	if (r < 0) {
+		char q[600];
+		log_error("reload refused: keeping the running configuration",
+			  "config=%s", log_quote(q, sizeof(q), o->path,
+						 strlen(o->path)));
+		reload_log_errors(err);
+		config_finish(&p->next);
+		return r;
+	}
+	if (o->cli_level)
+		p->next.log_level = o->cli_lvl;
+
+	const struct config *next = &p->next;
+	p->metrics_changed = !reload_str_eq(cur->metrics_listen,
+					    next->metrics_listen);
+	p->runtime_changed = reload_runtime_changed(cur, next);
+	p->snapshot_changed =
+		!reload_str_eq(cur->state_file, next->state_file) ||
+		cur->params.snapshot_interval_ms != next->params.snapshot_interval_ms;
+
+	r = server_relisten_prepare(srv, next, &p->pending, err, sizeof(err));
+	if (r == 0 && p->metrics_changed)
+		p->metrics = reload_metrics_start(srv, next, &r, err, sizeof(err));
+	if (r == 0) {
+		r = core_set_params(srv->route.core, &next->params);
+		if (r < 0)
+			snprintf(err, sizeof(err),
+				 "the routing core refused the policy: %s",
+				 strerror(-r));
+	}
+	if (r < 0) {
+		char q[sizeof(err) + 100], qp[600];
+		log_error("reload refused: keeping the running configuration",
+			  "config=%s error=%s",
+			  log_quote(qp, sizeof(qp), o->path, strlen(o->path)),
+			  log_quote(q, sizeof(q), err, strlen(err)));
+		server_relisten_abort(srv, p->pending);
+		/* Only what this reload started: the running server stays. */
+		reload_metrics_release(p->metrics);
+		config_finish(&p->next);
+		memset(p, 0, sizeof(*p));
+		return r;
+	}
+	return 0;
+}
+
+/* ---- applying ------------------------------------------------------------- */
+
+/* Whether cfg names the server backend/server (any key). */
+static bool reload_in_file(const struct config *cfg, const char *backend,
+			   const char *server)
+{
+	for (size_t i = 0; i < cfg->n_endpoints; i++)
+		if (strcmp(cfg->endpoints[i].backend, backend) == 0 &&
+		    strcmp(cfg->endpoints[i].server, server) == 0)
+			return true;
+	return false;
+}
+
+/* The key id of ep equal to key ("" or NULL: keyless), as ep's own
+ * string; "" for keyless; NULL when ep has no such key. */
+static const char *reload_key(const struct config_endpoint *ep,
+			      const char *key)
+{
+	if (key == NULL || key[0] == '\0')
+		return ep->n_keys == 0 ? "" : NULL;
+	for (size_t k = 0; k < ep->n_keys; k++)
+		if (strcmp(ep->keys[k], key) == 0)
+			return ep->keys[k];
+	return NULL;
+}
+
+/* Makes the core's endpoints follow r->cfg (already the new file): an
+ * endpoint of a server in it takes its metadata (keeping its statistics
+ * and map entries), one of a key id or a server the new file dropped
+ * leaves, one it adds joins (route_server_add, as a poll would add it).
+ * Servers of neither file (HAProxy's runtime API alone) stay as they
+ * are. */
+static void reload_endpoints(struct route *r, const struct config *old,
+			     uint64_t now, struct reload_changes *ch)
+{
+	struct core *c = r->core;
+	int nexti;
+	for (int i = core_endpoint_next(c, -1); i >= 0; i = nexti) {
+		nexti = core_endpoint_next(c, i);
+		struct core_endpoint_info info;
+		if (core_endpoint_info(c, i, now, &info) < 0)
+			continue;
+		const struct config_endpoint *ne = route_config_find(
+			r, core_str_c(info.backend), core_str_c(info.server));
+		const char *key = ne != NULL ? reload_key(ne, info.key_id) : NULL;
+		if (key != NULL) {
+			struct core_endpoint_config ec = {
+				.backend = ne->backend, .server = ne->server,
+				.key_id = key[0] != '\0' ? key : NULL,
+				.models = (const char *const *)ne->models,
+				.n_models = ne->n_models, .weight = ne->weight,
+				.cost_per_mtok = ne->cost_per_mtok,
+			};
+			int e = core_endpoint_update(c, i, &ec);
+			if (e < 0) {
+				ch->failed++;
+				log_error("endpoint not updated",
+					  "backend=%s server=%s error=%s",
+					  ne->backend, ne->server, strerror(-e));
+			} else {
+				ch->updated++;
+			}
+			continue;
+		}
+		if (ne == NULL && !reload_in_file(old, info.backend, info.server))
+			continue; /* HAProxy's alone */
+		/* info's strings are the core's: copied before the removal. */
+		char b[CONFIG_NAME_MAX + 1], s[CONFIG_NAME_MAX + 1];
+		snprintf(b, sizeof(b), "%s", info.backend);
+		snprintf(s, sizeof(s), "%s", info.server);
+		if (core_endpoint_remove(c, i) == 0) {
+			ch->removed++;
+			log_info("endpoint left the pool (configuration)",
+				 "backend=%s server=%s", b, s);
+		}
+	}
+	for (size_t e = 0; e < r->cfg->n_endpoints; e++) {
+		const struct config_endpoint *ep = &r->cfg->endpoints[e];
+		int a = route_server_add(r, core_str_c(ep->backend),
+					 core_str_c(ep->server), now);
+		if (a < 0) {
+			ch->failed++;
+			log_error("endpoint not added", "backend=%s server=%s error=%s",
+				  ep->backend, ep->server, strerror(-a));
+		} else if (a > 0) {
+			ch->added += (unsigned)a;
+			log_info("endpoint joined the pool (configuration)",
+				 "backend=%s server=%s", ep->backend, ep->server);
+		}
+	}
+}
+
+void reload_commit(struct reload_plan *p, struct server *srv,
+		   struct config *cur, struct metrics **metrics,
+		   uint64_t now_ms, struct reload_changes *ch)
+{
+	memset(ch, 0, sizeof(*ch));
+	server_relisten_commit(srv, &p->next, p->pending);
+	if (p->metrics_changed) {
+		reload_metrics_release(*metrics);
+		*metrics = p->metrics;
+	}
+	/* In place: the server, the route, the poller and the log input
+	 * hold cur. The old contents live until the endpoints are done. */
+	struct config old = *cur;
+	*cur = p->next;
+	reload_endpoints(&srv->route, &old, now_ms, ch);
+	config_finish(&old);
+	memset(&p->next, 0, sizeof(p->next)); /* *cur's now */
+	p->pending = NULL;
+	p->metrics = NULL;
+}
