@@ -18,10 +18,13 @@
 #include "log.h"
 #include "route.h"
 
-static void set_err(char *err, size_t errlen, const char *what, int e)
+/* Writes "what: strerror(e)" to err and returns -e (errno read by the
+ * caller before anything else can change it). */
+static int set_err(char *err, size_t errlen, const char *what, int e)
 {
 	if (errlen > 0)
 		snprintf(err, errlen, "%s: %s", what, strerror(e));
+	return -e;
 }
 
 static uint64_t wall_now_ms(void)
@@ -55,7 +58,8 @@ static void logsrc_report(struct logsrc *ls, int status, const uint8_t *p,
 	char q[300];
 	log_warn("unparseable log line", "error=%s len=%zu line=%s",
 		 haplog_status_name(status), len,
-		 log_quote(q, sizeof(q), (const char *)p, len < 200 ? len : 200));
+		 log_quote(q, sizeof(q), (const char *)p,
+			   len < LOGSRC_LOG_SHOWN ? len : LOGSRC_LOG_SHOWN));
 }
 
 void logsrc_handle(struct logsrc *ls, const uint8_t *p, size_t len,
@@ -89,13 +93,27 @@ void logsrc_handle(struct logsrc *ls, const uint8_t *p, size_t len,
 
 /* ---- sockets ------------------------------------------------------------- */
 
+/* A socket whose readiness is watched. */
+static bool logsrc_sock_reading(const struct logsrc_sock *s)
+{
+	return s->open && uv_is_active((const uv_handle_t *)&s->poll);
+}
+
 static void logsrc_on_readable(uv_poll_t *h, int status, int events)
 {
 	struct logsrc_sock *s = h->data;
 	struct logsrc *ls = s->owner;
 	(void)events;
 	if (status < 0) {
-		log_warn("log input poll error", "error=%s", uv_err_name(status));
+		/* libuv stops the handle on a poll error: this socket is read
+		 * no more. Without a socket read, the log input is off (and
+		 * non-streamed feedback ends requests again). */
+		uv_poll_stop(h);
+		ls->route->log_input = logsrc_sock_reading(&ls->unix_sock) ||
+				       logsrc_sock_reading(&ls->udp_sock);
+		log_error("log input poll error: this socket is no longer read",
+			  "error=%s log_input=%s", uv_err_name(status),
+			  ls->route->log_input ? "on" : "off");
 		return;
 	}
 	uint64_t now_ms = uv_now(ls->loop);
@@ -209,28 +227,18 @@ static int logsrc_open_unix(struct logsrc *ls, const char *path, unsigned mode,
 			snprintf(err, errlen, "%s: exists and is not a socket", path);
 			return -EEXIST;
 		}
-		if (unlink(path) < 0) {
-			set_err(err, errlen, path, errno);
-			return -errno;
-		}
+		if (unlink(path) < 0)
+			return set_err(err, errlen, path, errno);
 	}
 	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0) {
-		set_err(err, errlen, "socket", errno);
-		return -errno;
-	}
+	if (fd < 0)
+		return set_err(err, errlen, "socket", errno);
 	ls->unix_sock.fd = fd;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		r = -errno;
-		set_err(err, errlen, path, errno);
-		return r;
-	}
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return set_err(err, errlen, path, errno);
 	snprintf(ls->path, sizeof(ls->path), "%s", path);
-	if (chmod(path, mode) < 0) {
-		r = -errno;
-		set_err(err, errlen, path, errno);
-		return r;
-	}
+	if (chmod(path, mode) < 0)
+		return set_err(err, errlen, path, errno);
 	logsrc_check_qlen();
 	/* Room for bursts: lines wait here while the loop serves SPOP. */
 	int sz = 1 << 20;
@@ -250,16 +258,14 @@ static int logsrc_open_udp(struct logsrc *ls, uint16_t port, char *err,
 		.sin_addr.s_addr = htonl(INADDR_LOOPBACK),
 	};
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0) {
-		set_err(err, errlen, "socket", errno);
-		return -errno;
-	}
+	if (fd < 0)
+		return set_err(err, errlen, "socket", errno);
 	ls->udp_sock.fd = fd;
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int r = -errno;
+		int e = errno;
 		snprintf(err, errlen, "udp 127.0.0.1:%u: %s", (unsigned)port,
-			 strerror(errno));
-		return r;
+			 strerror(e));
+		return -e;
 	}
 	int sz = 1 << 20;
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
@@ -290,7 +296,8 @@ int logsrc_start(struct logsrc *ls, uv_loop_t *loop, struct route *route,
 		logsrc_stop(ls);
 		return r;
 	}
-	route->log_input = ls->unix_sock.fd >= 0 || ls->udp_sock.fd >= 0;
+	route->log_input = logsrc_sock_reading(&ls->unix_sock) ||
+			    logsrc_sock_reading(&ls->udp_sock);
 	return 0;
 }
 

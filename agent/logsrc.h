@@ -16,10 +16,12 @@ struct route;
 /* Largest datagram read whole (HAProxy's largest `len` is 65535; the
  * example configs use 4096). A longer one is cut and counted. */
 #define LOGSRC_BUF 16384
-/* Unparseable lines logged in full per window; the rest are counted and
- * summed up in one line when the window ends. */
+/* Unparseable lines logged per window (their first LOGSRC_LOG_SHOWN bytes,
+ * quoted); the others are counted, and their count is logged with the
+ * first unparseable line of a later window. */
 #define LOGSRC_LOG_BURST 5
 #define LOGSRC_LOG_WINDOW_MS 10000
+#define LOGSRC_LOG_SHOWN 200
 
 struct logsrc_sock {
 	uv_poll_t poll;
@@ -47,7 +49,8 @@ struct logsrc {
  * (mode as configured; a stale file is replaced, one another process reads
  * from is not) and, when udp_port is not 0, UDP on 127.0.0.1. Each line
  * read is parsed (proto/haplog.h) and given to route_log_line; counters go
- * to route->log. Sets route->log_input when at least one socket is open.
+ * to route->log. route->log_input is set while at least one socket is read
+ * (libuv stops a socket on a poll error; the last one stopped clears it).
  * Returns 0 (nothing configured is also 0), or -errno with a reason in err:
  * then nothing stays open. ls must stay put until logsrc_stop's handles
  * are closed (the loop has run). */

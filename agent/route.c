@@ -344,29 +344,6 @@ void route_decide(struct route *r, const struct route_request *req,
 
 /* ---- feedback ----------------------------------------------------------- */
 
-/* 16 hex digits (either case) as warmlane wrote them. */
-static bool parse_akey(struct core_str s, uint64_t *v)
-{
-	if (s.len != 16)
-		return false;
-	uint64_t x = 0;
-	for (size_t i = 0; i < 16; i++) {
-		char c = s.ptr[i];
-		unsigned d;
-		if (c >= '0' && c <= '9')
-			d = (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			d = (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			d = (unsigned)(c - 'A' + 10);
-		else
-			return false;
-		x = x << 4 | d;
-	}
-	*v = x;
-	return true;
-}
-
 /* An HTTP status as an integer or 3 decimal digits; -1 otherwise. */
 static int parse_status(const struct spop_data *d)
 {
@@ -407,10 +384,13 @@ void route_feedback(struct route *r, const struct route_feedback *fb)
 		 * in-flight count now rather than at the next runtime-API
 		 * poll (back-to-back turns of an agent loop would otherwise
 		 * pile up as load on their warm endpoint). A streamed request
-		 * is still running: its end comes from the poll. With the log
-		 * input on, every request leaves it when its log line arrives
-		 * (route_log_line), never here: nothing is counted twice. */
-		if (!cf.stream && !r->log_input)
+		 * is still running: its end comes from the poll. Once the log
+		 * input reads HAProxy's lines, every request leaves it when its
+		 * line arrives (route_log_line), never here: nothing is counted
+		 * twice. Until a first line in warmlane's format arrives
+		 * (HAProxy may have no log target for the open socket), it
+		 * still leaves here. */
+		if (!cf.stream && !(r->log_input && r->log_lines))
 			core_endpoint_complete(r->core, cf.endpoint);
 	} else if (key.len == 0) {
 		/* No key id: HAProxy chose the server itself (no agent
@@ -453,7 +433,8 @@ void route_feedback(struct route *r, const struct route_feedback *fb)
 	}
 
 	if ((s = arg_str(&a[ROUTE_FB_AKEY])).len > 0) {
-		cf.has_akey = parse_akey(s, &cf.akey);
+		cf.has_akey = haplog_akey_parse((const uint8_t *)s.ptr, s.len,
+						&cf.akey);
 		if (!cf.has_akey)
 			r->fb.bad_akey++;
 	}
@@ -506,6 +487,7 @@ enum core_end route_log_end(const struct haplog_line *l)
 enum route_log_use route_log_line(struct route *r, const struct haplog_line *l,
 				  uint64_t now_ms)
 {
+	r->log_lines = true;
 	if (l->bad != 0)
 		r->log.bad_fields++;
 	if (l->wsrv.len == 0 || l->wbe.len == 0) {

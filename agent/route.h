@@ -117,9 +117,14 @@ struct route {
 	struct core *core;     /* the policy; metrics read it (core_stats...) */
 	struct core_rng rng;   /* seeded per process by route_init */
 	struct route_fb_stats fb;
-	/* The log input is reading lines: requests leave the in-flight count
-	 * when their log line arrives, not at non-streamed feedback. */
+	/* At least one log input socket is read (logsrc.c). */
 	bool log_input;
+	/* A line in warmlane's format arrived (route_log_line): HAProxy does
+	 * send them. From then on, with log_input, requests leave the
+	 * in-flight count when their line arrives, not at non-streamed
+	 * feedback. Before it (a socket open but HAProxy not configured to
+	 * write to it), non-streamed feedback still ends requests. */
+	bool log_lines;
 	struct route_log_stats log;
 	uint64_t wall_at_ms;   /* uv_now when wall_s was read (route_wall_s) */
 	int64_t wall_s;
@@ -148,7 +153,8 @@ void route_decide(struct route *r, const struct route_request *req,
  * retry_after (STRING: seconds or HTTP date, against fb->now_unix_s), akey
  * (16 hex digits), stream (BOOL) and model are used when present. Feedback
  * the core cannot use is counted in r->fb, never an error. Without the log
- * input (r->log_input false), a request that does not stream is complete
+ * input (r->log_input false, or no line in warmlane's format received
+ * yet: r->log_lines false), a request that does not stream is complete
  * once its headers are in: it leaves the endpoint's in-flight count here;
  * with it, its log line does that (route_log_line). */
 void route_feedback(struct route *r, const struct route_feedback *fb);
@@ -175,7 +181,8 @@ enum core_end route_log_end(const struct haplog_line *l);
  * HAProxy ended on another server after retries with redispatch, the
  * chosen one failed to connect: SERVER_FAIL with no status for it.
  * feedback_seen is the line's fb (txn.warmlane.ack: the feedback ACK was
- * received) when the chosen server answered. Updates r->log. */
+ * received) when the chosen server answered. Sets r->log_lines. Updates
+ * r->log. */
 enum route_log_use route_log_line(struct route *r, const struct haplog_line *l,
 				  uint64_t now_ms);
 

@@ -139,6 +139,23 @@ static bool frame_3164_time(const uint8_t *p, size_t len)
 	return true;
 }
 
+/* An ISO 8601 time "YYYY-MM-DDT..." and its space (HAProxy's `timed` and
+ * `iso`): returns the bytes to skip, or 0. */
+static size_t frame_iso_time(const uint8_t *p, size_t len)
+{
+	static const char pat[] = "dddd-dd-ddT";
+	size_t i;
+	for (i = 0; i < sizeof(pat) - 1; i++) {
+		if (i >= len)
+			return 0;
+		if (pat[i] == 'd' ? !is_digit(p[i]) : p[i] != (uint8_t)pat[i])
+			return 0;
+	}
+	while (i < len && p[i] != ' ' && p[i] != '=')
+		i++;
+	return i < len && p[i] == ' ' ? i + 1 : 0;
+}
+
 static bool has_byte(struct haplog_str s, uint8_t c)
 {
 	return s.len > 0 && memchr(s.ptr, c, s.len) != NULL;
@@ -169,7 +186,8 @@ static int frame_parse(const uint8_t *p, size_t len, struct haplog_line *l)
 		if (len > 0 && p[0] == '<')
 			return HAPLOG_EFRAME;
 		l->frame = HAPLOG_FRAME_RAW;
-		l->msg = (struct haplog_str){ p, len };
+		i = frame_iso_time(p, len);
+		l->msg = (struct haplog_str){ p + i, len - i };
 		return HAPLOG_OK;
 	}
 	if (len - i >= 2 && p[i] == '1' && p[i + 1] == ' ') {
@@ -214,11 +232,12 @@ static int frame_parse(const uint8_t *p, size_t len, struct haplog_line *l)
 				j = k2;
 			}
 		}
-		/* else HAProxy's `timed`: the message follows the time. */
+		/* else no tag: the message follows the time. */
 		l->msg = (struct haplog_str){ p + j, len - j };
 		return HAPLOG_OK;
 	}
 	l->frame = HAPLOG_FRAME_SHORT;
+	i += frame_iso_time(p + i, len - i);
 	l->msg = (struct haplog_str){ p + i, len - i };
 	return HAPLOG_OK;
 }
@@ -277,13 +296,13 @@ static bool val_bool(struct haplog_str v, bool *out)
 	return false;
 }
 
-static bool val_hex16(struct haplog_str v, uint64_t *out)
+bool haplog_akey_parse(const uint8_t *p, size_t len, uint64_t *out)
 {
 	uint64_t x = 0;
-	if (v.len != 16)
+	if (len != 16)
 		return false;
 	for (size_t i = 0; i < 16; i++) {
-		uint8_t c = v.ptr[i];
+		uint8_t c = p[i];
 		unsigned d;
 		if (is_digit(c))
 			d = (unsigned)(c - '0');
@@ -392,7 +411,7 @@ static bool field_set(struct haplog_line *l, uint32_t f, struct haplog_str v)
 		return true;
 	}
 	case HAPLOG_F_AKEY:
-		if (!val_hex16(v, &l->akey))
+		if (!haplog_akey_parse(v.ptr, v.len, &l->akey))
 			return false;
 		l->has_akey = true;
 		return true;
@@ -416,7 +435,11 @@ static uint32_t field_lookup(struct haplog_str name)
 	return 0;
 }
 
-/* Walks the message's tokens and sets the fields. */
+/* Walks the message's leading NAME=VALUE tokens, NAME one of warmlane's,
+ * and sets the fields. The first other token (no '=', an unknown name, or
+ * anything glued to a closing quote) ends them: what follows (HAProxy's own
+ * fields, captured headers, the request line) is never read, so a client
+ * cannot supply a field even when the format lacks it. */
 static void fields_parse(struct haplog_str m, struct haplog_line *l,
 			 uint32_t *seen)
 {
@@ -426,23 +449,17 @@ static void fields_parse(struct haplog_str m, struct haplog_line *l,
 			i++;
 			continue;
 		}
-		size_t s = i, e = i, eq = 0;
-		bool has_eq = false;
-		while (e < m.len && m.ptr[e] != ' ') {
-			if (!has_eq && m.ptr[e] == '=') {
-				has_eq = true;
-				eq = e;
-				break;
-			}
-			e++;
-		}
-		if (!has_eq) {
-			i = e;
-			continue;
-		}
-		struct haplog_str name = { m.ptr + s, eq - s };
+		size_t s = i, eq = i;
+		while (eq < m.len && m.ptr[eq] != ' ' && m.ptr[eq] != '=')
+			eq++;
+		if (eq >= m.len || m.ptr[eq] != '=')
+			return; /* not NAME=VALUE */
+		uint32_t f = field_lookup((struct haplog_str){ m.ptr + s, eq - s });
+		if (f == 0)
+			return; /* not one of warmlane's */
 		struct haplog_str v;
 		size_t vs = eq + 1;
+		bool last = false;
 		if (vs < m.len && m.ptr[vs] == '"') {
 			const uint8_t *q = vs + 1 < m.len
 				? memchr(m.ptr + vs + 1, '"', m.len - vs - 1)
@@ -450,6 +467,7 @@ static void fields_parse(struct haplog_str m, struct haplog_line *l,
 			size_t ve = q != NULL ? (size_t)(q - m.ptr) : m.len;
 			v = (struct haplog_str){ m.ptr + vs + 1, ve - vs - 1 };
 			i = q != NULL ? ve + 1 : m.len;
+			last = i < m.len && m.ptr[i] != ' ';
 		} else {
 			size_t ve = vs;
 			while (ve < m.len && m.ptr[ve] != ' ')
@@ -457,21 +475,19 @@ static void fields_parse(struct haplog_str m, struct haplog_line *l,
 			v = (struct haplog_str){ m.ptr + vs, ve - vs };
 			i = ve;
 		}
-		uint32_t f = field_lookup(name);
-		if (f == 0 || (*seen & f) != 0)
-			continue; /* unknown, or not the first */
-		*seen |= f;
-		if (v.len == 1 && v.ptr[0] == '-') {
-			/* HAProxy's "no value": absent, and for a required
-			 * field, missing */
-			if ((f & HAPLOG_REQUIRED) == 0)
-				l->present |= f;
-			continue;
+		/* The first occurrence wins; "-" is HAProxy's "no value":
+		 * written, absent. */
+		if ((*seen & f) == 0) {
+			*seen |= f;
+			if (!(v.len == 1 && v.ptr[0] == '-')) {
+				if (field_set(l, f, v))
+					l->present |= f;
+				else
+					l->bad |= f;
+			}
 		}
-		if (field_set(l, f, v))
-			l->present |= f;
-		else
-			l->bad |= f;
+		if (last)
+			return;
 	}
 }
 

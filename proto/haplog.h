@@ -9,18 +9,25 @@
  * Framing (what precedes the message), detected per datagram:
  * - RFC 5424: "<PRI>1 TIMESTAMP HOST APP PROCID MSGID SD MSG";
  * - RFC 3164: "<PRI>Mmm dd hh:mm:ss [HOST ]TAG[PID]: MSG" (HAProxy's
- *   `rfc3164` and `local`; without a tag, HAProxy's `timed`);
- * - short: "<PRI>MSG" (HAProxy's `short` and `priority`);
- * - raw: a datagram not starting with '<' is all message (`raw`, `iso`).
+ *   `rfc3164` and `local`; a tag is optional);
+ * - short: "<PRI>[ISO-8601-TIME ]MSG" (HAProxy's `short`, `priority`,
+ *   `timed`);
+ * - raw: a datagram not starting with '<': "[ISO-8601-TIME ]MSG" (`raw`,
+ *   `iso`).
  * Trailing line ends (LF, CR, NUL) are ignored.
  *
- * Fields: the message is split on spaces; a token NAME=VALUE whose NAME is
- * one of the names below (exact match, compared by length first) sets that
- * field the first time it appears; later duplicates and unknown names are
- * ignored, so the fields warmlane's format writes first win over anything a
- * client could smuggle into later parts of the line. A VALUE starting with
- * '"' runs to the next '"' (or the end of a cut line). "-" is HAProxy's
- * "no value" and leaves a field absent.
+ * Fields: warmlane's fields open the message. It is read token by token
+ * (tokens separated by spaces) while each is NAME=VALUE with NAME one of
+ * the names below (exact match, compared by length first); the first
+ * other token ends the fields, and nothing after it is read. A name sets
+ * its field the first time it appears; a repeated name is ignored. So
+ * nothing a client controls in later parts of the line (captured headers,
+ * the request line) can set a field, even one the format lacks. A VALUE
+ * starting with '"' runs to the next '"' (or the end of a cut line); a
+ * token glued to that closing quote ends the fields. "-" is HAProxy's
+ * "no value": the field counts as written (a later occurrence of its name
+ * is ignored) but has no value, and its bit is set in neither `present`
+ * nor `bad`.
  */
 #ifndef WARMLANE_HAPLOG_H
 #define WARMLANE_HAPLOG_H
@@ -38,7 +45,8 @@ enum haplog_status {
 	HAPLOG_EEMPTY = -1,    /* no byte but line ends */
 	HAPLOG_ETOOLONG = -2,  /* longer than HAPLOG_MAX_LEN */
 	HAPLOG_EFRAME = -3,    /* '<' without a valid <PRI>, or a bad 5424 header */
-	HAPLOG_ENOFIELDS = -4, /* well framed, but none of warmlane's fields */
+	HAPLOG_ENOFIELDS = -4, /* well framed, but the message does not open
+				* with one of warmlane's fields */
 	HAPLOG_EMISSING = -5,  /* some fields, not every required one */
 	HAPLOG_EVALUE = -6,    /* a required field with a malformed value */
 };
@@ -85,8 +93,7 @@ struct haplog_str {
 };
 
 /* One parsed line. Views point into the datagram. A field absent, "-", or
- * malformed (optional fields only: its bit is then set in `bad`) keeps the
- * default given here. */
+ * malformed (its bit is then set in `bad`) keeps the default given here. */
 struct haplog_line {
 	enum haplog_frame frame;
 	int pri;                   /* 0..191, -1 for raw */
@@ -105,7 +112,7 @@ struct haplog_line {
 	uint64_t akey;
 	bool fb;                   /* false */
 	bool stream;               /* false */
-	uint32_t present;          /* HAPLOG_F_* found with a usable value */
+	uint32_t present;          /* HAPLOG_F_* found with a usable value ("-" is none) */
 	uint32_t bad;              /* HAPLOG_F_* found with a malformed value */
 };
 
@@ -121,5 +128,11 @@ const char *haplog_status_name(int status);
 
 /* The name of one HAPLOG_F_* bit ("be", "srv", ...), or NULL. */
 const char *haplog_field_name(uint32_t bit);
+
+/* The affinity key as warmlane writes txn.warmlane.akey (the `akey` field
+ * here, the `akey` argument of the SPOE feedback message): exactly 16 hex
+ * digits, either case, nothing else (no "0x", no sign, no space). Returns
+ * true with *out set, or false with *out untouched. */
+bool haplog_akey_parse(const uint8_t *p, size_t len, uint64_t *out);
 
 #endif

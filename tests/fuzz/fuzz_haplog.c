@@ -39,12 +39,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	FUZZ_CHECK(l.tw_ms >= -1 && l.tc_ms >= -1 && l.tr_ms >= -1 &&
 		   l.ta_ms >= -1 && l.tt_ms >= -1);
-	FUZZ_CHECK(!l.has_akey || (l.present & HAPLOG_F_AKEY) != 0);
-	/* The message alone, as a raw datagram, holds the same fields. */
+	FUZZ_CHECK(l.has_akey == ((l.present & HAPLOG_F_AKEY) != 0));
+	/* A string field is present exactly when it has a value ("-" is
+	 * none). */
+	const struct {
+		uint32_t f;
+		struct haplog_str v;
+	} strs[] = { { HAPLOG_F_BE, l.be }, { HAPLOG_F_SRV, l.srv },
+		     { HAPLOG_F_WBE, l.wbe }, { HAPLOG_F_WSRV, l.wsrv },
+		     { HAPLOG_F_KEY, l.key }, { HAPLOG_F_REASON, l.reason },
+		     { HAPLOG_F_TS, l.ts } };
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+		FUZZ_CHECK(((l.present & strs[i].f) != 0) == (strs[i].v.len > 0));
+	/* The message alone, as a raw datagram, holds the same fields (when
+	 * the raw framing takes it whole: no leading ISO time). */
 	if (l.frame != HAPLOG_FRAME_RAW && l.msg.len > 0 &&
 	    l.msg.ptr[0] != '<') {
 		int r2 = haplog_parse(l.msg.ptr, l.msg.len, &m);
-		if (r2 != HAPLOG_EEMPTY) {
+		if (r2 != HAPLOG_EEMPTY && m.msg.len == l.msg.len) {
 			FUZZ_CHECK(r2 == r);
 			FUZZ_CHECK(m.present == l.present && m.bad == l.bad);
 			FUZZ_CHECK(m.status == l.status && m.tt_ms == l.tt_ms &&

@@ -128,7 +128,8 @@ START_TEST(end_classes)
 END_TEST
 
 /* Decisions raise in-flight, log lines lower it on warmlane's endpoint;
- * with the log input on, non-streamed feedback does not. */
+ * once the log input receives HAProxy's lines, non-streamed feedback does
+ * not (before the first one, a socket nobody writes to, it still does). */
 START_TEST(completion_counts_once)
 {
 	struct config cfg;
@@ -157,6 +158,27 @@ START_TEST(completion_counts_once)
 	fb.args[ROUTE_FB_STATUS] = spop_data_int64(200);
 	fb.args[ROUTE_FB_KEY] = spop_data_string("k1", 2);
 	fb.now_ms = 1000;
+	/* the socket is open but no line came yet (HAProxy may not be
+	 * configured to write to it): the feedback ends the request */
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(info(&r, s).in_flight, 0);
+	ck_assert(!r.log_lines);
+
+	/* a line in warmlane's format (a request HAProxy balanced itself):
+	 * HAProxy does write to the log input */
+	char buf[1024];
+	struct haplog_line l;
+	size_t n = line(buf, sizeof(buf), "s1", "-", 200, "----", "0", 0);
+	ck_assert_int_eq(haplog_parse((const uint8_t *)buf, n, &l), HAPLOG_OK);
+	ck_assert_int_eq(route_log_line(&r, &l, 1000), ROUTE_LOG_UNROUTED);
+	ck_assert_uint_eq(r.log.unrouted, 1);
+	ck_assert(r.log_lines);
+	ck_assert_uint_eq(info(&r, s).in_flight, 0);
+
+	/* from now on, the feedback of a non-streamed answer: in-flight stays */
+	core_decide(r.core, &req, 1000, &r.rng, &d);
+	ck_assert_str_eq(d.server, s);
+	ck_assert_uint_eq(info(&r, s).in_flight, 1);
 	route_feedback(&r, &fb);
 	ck_assert_uint_eq(info(&r, s).in_flight, 1);
 
@@ -166,13 +188,9 @@ START_TEST(completion_counts_once)
 	ck_assert_uint_eq(r.log.ends[CORE_END_COMPLETE], 1);
 	ck_assert_uint_eq(info(&r, s).completions[CORE_END_COMPLETE], 1);
 
-	/* a request warmlane did not route: nothing */
-	char buf[1024];
-	struct haplog_line l;
-	size_t n = line(buf, sizeof(buf), "s1", "-", 200, "----", "0", 0);
-	ck_assert_int_eq(haplog_parse((const uint8_t *)buf, n, &l), HAPLOG_OK);
-	ck_assert_int_eq(route_log_line(&r, &l, 1000), ROUTE_LOG_UNROUTED);
-	ck_assert_uint_eq(r.log.unrouted, 1);
+	/* a replayed line: in-flight stays at 0, never below */
+	ck_assert_int_eq(apply(&r, s, s, 200, "----", "0", 1), ROUTE_LOG_USED);
+	ck_assert_uint_eq(info(&r, s).in_flight, 0);
 	/* an endpoint the core does not know */
 	n = line(buf, sizeof(buf), "s9", "s9", 200, "----", "0", 0);
 	ck_assert_int_eq(haplog_parse((const uint8_t *)buf, n, &l), HAPLOG_OK);
@@ -216,6 +234,35 @@ START_TEST(failures)
 	ck_assert_int_eq(info(&r, "s1").breaker, CORE_BREAKER_CLOSED);
 	ck_assert_uint_eq(r.log.redispatched, 3);
 	ck_assert_uint_eq(r.log.ends[CORE_END_SERVER_FAIL], 3);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+/* The lag histogram counts lines whose accept time is known: "at=-" (no
+ * value) is not the Unix epoch, which would add 56 years to its sum. */
+START_TEST(lag_needs_accept_time)
+{
+	struct config cfg;
+	struct route r;
+	load_std(&cfg, "");
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	struct logsrc ls = { .route = &r };
+	static const char no_at[] = "be=llm srv=s1 st=200 ts=---- tt=40 at=-";
+	static const char at[] = "be=llm srv=s1 st=200 ts=---- tt=40 "
+				 "at=1795947704.530";
+	const uint64_t wall = 1795947704570ull + 250; /* 0.25 s after its end */
+	logsrc_handle(&ls, (const uint8_t *)no_at, strlen(no_at), 1000, wall);
+	ck_assert_uint_eq(r.log.parsed, 1);
+	ck_assert_uint_eq(r.log.lag_count, 0);
+	ck_assert(r.log.lag_sum_s == 0.0);
+	logsrc_handle(&ls, (const uint8_t *)at, strlen(at), 1000, wall);
+	ck_assert_uint_eq(r.log.lag_count, 1);
+	ck_assert(r.log.lag_sum_s > 0.249 && r.log.lag_sum_s < 0.251);
+	/* cumulative buckets: 0.25 s is over 0.1, within 0.5 */
+	ck_assert_uint_eq(r.log.lag_buckets[4], 0);
+	ck_assert_uint_eq(r.log.lag_buckets[5], 1);
+	ck_assert_uint_eq(r.log.lag_buckets[ROUTE_LAG_BUCKETS - 1], 1);
 	route_finish(&r);
 	config_finish(&cfg);
 }
@@ -385,6 +432,55 @@ START_TEST(udp_and_none)
 }
 END_TEST
 
+/* A poll error (libuv stops the handle and reports it once): that socket
+ * is no longer read; when none is, the log input is off, so that
+ * non-streamed feedback ends requests again. libuv's part is played here:
+ * the handle stopped, the callback called with the error. */
+START_TEST(poll_error_turns_input_off)
+{
+	struct config cfg;
+	struct route r;
+	struct logsrc ls;
+	char path[100], err[256];
+	uv_loop_t loop;
+
+	ck_assert_msg(dir[0] != '\0', "no temporary directory");
+	snprintf(path, sizeof(path), "%s/log.sock", dir);
+	load_std(&cfg, path);
+	/* a free UDP port on loopback */
+	int probe = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sa);
+	ck_assert_int_eq(bind(probe, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(getsockname(probe, (struct sockaddr *)&sa, &sl), 0);
+	close(probe);
+	cfg.log_input_udp_port = ntohs(sa.sin_port);
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	ck_assert_int_eq(logsrc_start(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
+	ck_assert(r.log_input);
+
+	FILE *logs = tmpfile();
+	ck_assert_ptr_nonnull(logs);
+	log_set_stream(logs);
+	uv_poll_stop(&ls.unix_sock.poll);
+	ls.unix_sock.poll.poll_cb(&ls.unix_sock.poll, UV_EBADF, 0);
+	ck_assert(r.log_input); /* UDP is still read */
+	uv_poll_stop(&ls.udp_sock.poll);
+	ls.udp_sock.poll.poll_cb(&ls.udp_sock.poll, UV_EBADF, 0);
+	ck_assert(!r.log_input);
+	log_set_stream(NULL);
+	fclose(logs);
+
+	logsrc_stop(&ls);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 START_TEST(config_checks)
 {
 	struct config cfg;
@@ -421,8 +517,10 @@ static Suite *logsrc_suite(void)
 	tcase_add_test(tc, end_classes);
 	tcase_add_test(tc, completion_counts_once);
 	tcase_add_test(tc, failures);
+	tcase_add_test(tc, lag_needs_accept_time);
 	tcase_add_test(tc, socket_input);
 	tcase_add_test(tc, udp_and_none);
+	tcase_add_test(tc, poll_error_turns_input_off);
 	tcase_add_test(tc, config_checks);
 	suite_add_tcase(s, tc);
 	return s;

@@ -97,7 +97,7 @@ START_TEST(golden_30_refused)
 	ck_assert_int_eq(l.tr_ms, -1);
 	ck_assert_int_eq(l.ta_ms, 3007);
 	ck_assert(!l.fb); /* "-": the feedback never ran */
-	ck_assert((l.present & HAPLOG_F_FB) != 0);
+	ck_assert((l.present & HAPLOG_F_FB) == 0 && (l.bad & HAPLOG_F_FB) == 0);
 	ck_assert(l.msg.len > 0 && l.msg.ptr[0] == 'b');
 }
 END_TEST
@@ -163,11 +163,28 @@ START_TEST(framings)
 	ck_assert(str_eq(l.tag, "haproxy"));
 	ck_assert_uint_eq(l.host.len, 0);
 
-	/* HAProxy's `timed`: no tag */
+	/* 3164 without a tag */
 	snprintf(buf, sizeof(buf), "<134>Nov 29 10:21:54 %s", body);
 	ck_assert_int_eq(parse(buf, &l), HAPLOG_OK);
 	ck_assert_int_eq(l.frame, HAPLOG_FRAME_RFC3164);
 	ck_assert_uint_eq(l.tag.len, 0);
+
+	/* HAProxy's `timed` ("<PRI>" ISO time) and `iso` (ISO time alone) */
+	snprintf(buf, sizeof(buf), "<6>2026-11-29T10:21:54.552318+00:00 %s", body);
+	ck_assert_int_eq(parse(buf, &l), HAPLOG_OK);
+	ck_assert_int_eq(l.frame, HAPLOG_FRAME_SHORT);
+	ck_assert(l.msg.ptr[0] == 'b');
+	snprintf(buf, sizeof(buf), "2026-11-29T10:21:54Z %s", body);
+	ck_assert_int_eq(parse(buf, &l), HAPLOG_OK);
+	ck_assert_int_eq(l.frame, HAPLOG_FRAME_RAW);
+	ck_assert(l.msg.ptr[0] == 'b');
+	/* not a time: the message starts there (and has no field first) */
+	ck_assert_int_eq(parse("2026-11-29 be=b srv=s st=200 ts=----", &l),
+			 HAPLOG_ENOFIELDS);
+	ck_assert_int_eq(parse("2026-11-29T be=b srv=s st=200 ts=----", &l),
+			 HAPLOG_OK);
+	ck_assert_int_eq(parse("2026-11-29Tbe=b srv=s st=200 ts=----", &l),
+			 HAPLOG_ENOFIELDS);
 
 	/* 5424 with structured data holding escapes and a BOM */
 	snprintf(buf, sizeof(buf),
@@ -266,16 +283,115 @@ START_TEST(first_wins)
 	/* a malformed first occurrence is not replaced by a later one */
 	ck_assert_int_eq(parse("be=b srv=s st=x ts=---- st=200", &l),
 			 HAPLOG_EVALUE);
-	/* names are compared whole: "status=" is not "st=", nor "s=" */
-	ck_assert_int_eq(parse("bee=b srvx=s status=200 s=1 ts=----", &l),
+	/* names are compared whole: "bee=" is not "be=", "status=" not "st=" */
+	ck_assert_int_eq(parse("ts=---- bee=b srvx=s status=200 s=1", &l),
 			 HAPLOG_EMISSING);
 	ck_assert_uint_eq(l.present, HAPLOG_F_TS);
+	ck_assert_int_eq(parse("status=200 be=b srv=s st=200 ts=----", &l),
+			 HAPLOG_ENOFIELDS);
 	/* an unclosed quote runs to the end (a line cut by `len`) */
 	ck_assert_int_eq(parse("be=b srv=s st=200 ts=---- id=\"abc", &l),
 			 HAPLOG_OK);
 	ck_assert(str_eq(l.id, "abc"));
 	ck_assert_int_eq(parse("be=b srv=s st=200 ts=---- id=\"", &l), HAPLOG_OK);
 	ck_assert_uint_eq(l.id.len, 0);
+}
+END_TEST
+
+/* warmlane's fields are the leading tokens; the first other one ends them.
+ * A format that lacks a field (an older or edited one: here no fb, wbe,
+ * wsrv) cannot have it supplied by what a client controls after them: a
+ * captured header with spaces and '=' (HAProxy encodes '"', '{', '|', '}'
+ * and '#' in it, not those), a request line, or a unique id with a '"'. */
+START_TEST(fields_end_at_first_other_token)
+{
+	struct haplog_line l;
+	ck_assert_int_eq(parse("be=b srv=s st=502 ts=SH-- 127.0.0.1:5 "
+			       "{x fb=1 wbe=b wsrv=s st=200 ts=----} "
+			       "\"GET /?x HTTP/1.1\"", &l), HAPLOG_OK);
+	ck_assert(!l.fb && l.wbe.len == 0 && l.wsrv.len == 0);
+	ck_assert_int_eq(l.status, 502);
+	ck_assert_uint_eq(l.present, HAPLOG_REQUIRED);
+	/* an unknown name ends them as well */
+	ck_assert_int_eq(parse("be=b srv=s st=200 ts=---- hdr=x fb=1 wbe=b", &l),
+			 HAPLOG_OK);
+	ck_assert(!l.fb && l.wbe.len == 0);
+	/* a quoted value's closing quote with a token glued to it */
+	ck_assert_int_eq(parse("be=b srv=s st=200 ts=---- id=\"a\"b fb=1", &l),
+			 HAPLOG_OK);
+	ck_assert(str_eq(l.id, "a") && !l.fb);
+	ck_assert_int_eq(parse("be=b srv=s st=200 ts=---- id=\"a\"fb=1 wbe=b",
+			       &l), HAPLOG_OK);
+	ck_assert(!l.fb && l.wbe.len == 0);
+	/* a quoted value with spaces, then more fields: all read */
+	ck_assert_int_eq(parse("id=\"a b=c\" be=b srv=s st=200 ts=---- fb=1", &l),
+			 HAPLOG_OK);
+	ck_assert(str_eq(l.id, "a b=c") && l.fb);
+	/* required fields after the end are missing */
+	ck_assert_int_eq(parse("be=b srv=s - st=200 ts=----", &l), HAPLOG_EMISSING);
+	ck_assert_uint_eq(l.present, HAPLOG_F_BE | HAPLOG_F_SRV);
+}
+END_TEST
+
+/* "-" is HAProxy's "no value": the field is neither present nor bad (so a
+ * caller testing `present` never reads its default as a value), and it
+ * still holds its name against a later occurrence. */
+START_TEST(dash_is_no_value)
+{
+	struct haplog_line l;
+	ck_assert_int_eq(parse("be=b srv=s st=200 ts=---- at=- akey=- fb=- wbe=- "
+			       "stream=- at=1795947704.530 wbe=evil fb=1", &l),
+			 HAPLOG_OK);
+	ck_assert_uint_eq(l.present, HAPLOG_REQUIRED);
+	ck_assert_uint_eq(l.bad, 0);
+	ck_assert_uint_eq(l.at_ms, 0);
+	ck_assert(!l.has_akey && !l.fb && !l.stream);
+	ck_assert_uint_eq(l.wbe.len, 0);
+	/* required ones written "-" are missing, not malformed */
+	ck_assert_int_eq(parse("be=b srv=- st=200 ts=---- srv=s", &l),
+			 HAPLOG_EMISSING);
+	ck_assert_uint_eq(l.bad, 0);
+}
+END_TEST
+
+/* The one parser of warmlane's affinity key (the log's akey field and the
+ * feedback's akey argument): 16 hex digits exactly, either case. */
+START_TEST(akey_parse)
+{
+	static const struct {
+		const char *s;
+		bool ok;
+		uint64_t v;
+	} t[] = {
+		{ "0000000000000000", true, 0 },
+		{ "ffffffffffffffff", true, UINT64_MAX },
+		{ "9F86d081884C7d65", true, 0x9f86d081884c7d65ull },
+		{ "0123456789abcdef", true, 0x0123456789abcdefull },
+		{ "123456789abcdef", false, 0 },   /* 15 */
+		{ "0123456789abcdef0", false, 0 }, /* 17 */
+		{ "0x23456789abcdef", false, 0 },
+		{ "0123456789abcdeg", false, 0 },
+		{ "012345678 abcdef", false, 0 },
+		{ "-123456789abcdef", false, 0 },
+		{ "", false, 0 },
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		uint64_t v = 42;
+		size_t n = strlen(t[i].s);
+		bool ok = haplog_akey_parse(guard_place(t[i].s, n), n, &v);
+		ck_assert_msg(ok == t[i].ok, "%s", t[i].s);
+		ck_assert_uint_eq(v, t[i].ok ? t[i].v : 42);
+	}
+	/* bytes beyond the ASCII letters (':' '@' 'G' '`' 'g' and high bit) */
+	uint8_t b[16];
+	memset(b, '0', sizeof(b));
+	static const uint8_t odd[] = { '/', ':', '@', 'G', '`', 'g', 0x80, 0xff,
+				       0 };
+	for (size_t i = 0; i < sizeof(odd); i++) {
+		uint64_t v;
+		b[15] = odd[i];
+		ck_assert(!haplog_akey_parse(b, sizeof(b), &v));
+	}
 }
 END_TEST
 
@@ -311,6 +427,9 @@ static Suite *haplog_suite(void)
 	tcase_add_test(tc, errors);
 	tcase_add_test(tc, optional_fields);
 	tcase_add_test(tc, first_wins);
+	tcase_add_test(tc, fields_end_at_first_other_token);
+	tcase_add_test(tc, dash_is_no_value);
+	tcase_add_test(tc, akey_parse);
 	tcase_add_test(tc, flips);
 	suite_add_tcase(s, tc);
 	return s;
