@@ -1234,11 +1234,13 @@ int core_complete(struct core *c, const struct core_completion *cc,
 	};
 	if (cc->feedback_seen) {
 		/* core_observe took the status (and the idle check, at the
-		 * headers): only the end is news. A long stream is activity,
-		 * not idleness. */
+		 * headers): only the end is news, and only when the status
+		 * was not already a failure (a 5xx whose body is then cut is
+		 * one failed request). A long stream is activity, not
+		 * idleness. */
 		e->seen = true;
 		e->last_seen_ms = now_ms;
-		if (cut)
+		if (cut && o != CORE_OUTCOME_FAILURE)
 			learn(c, e, idx, CORE_OUTCOME_FAILURE, &l, now_ms);
 	} else {
 		l.after_idle = touch(c, e, start, now_ms);

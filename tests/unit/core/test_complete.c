@@ -115,6 +115,14 @@ START_TEST(no_double_count_with_feedback)
 	ck_assert_uint_eq(in.e2e_samples[CORE_KIND_PLAIN], 1);
 	ck_assert_double_eq(in.e2e_ewma_ms[CORE_KIND_PLAIN], 900.0 / 16);
 	ck_assert_uint_eq(in.e2e_samples[CORE_KIND_STREAM], 0);
+	/* A 503 whose body is then cut by the server: one failed request,
+	 * not two. */
+	ck_assert_int_eq(fx_observe(&f, e, 503, -1, false, 0, false), 0);
+	cc = done(&d, 503, CORE_END_SERVER_CUT, true);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	in = fx_info(&f, e);
+	ck_assert_uint_eq(in.window_fail, 4);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_FAILURE], 4);
 	/* A 429 told by feedback is not reopened by its log line. */
 	int g = f.ep[1];
 	ck_assert_int_eq(fx_observe(&f, g, 429, -1, false, 0, false), 0);
