@@ -74,58 +74,19 @@ struct app {
 
 /* ---- the runtime poller, replaceable by a reload ------------------------ */
 
-/* A stopped poller is freed once libuv has finished closing its handles
- * (close callbacks of handles closed from a close callback run a loop
- * turn later, after the timers): a timer looks for them in the loop. */
-struct main_reap {
-	uv_timer_t timer;
-	struct runtime *rt;
-};
-
-struct main_reap_walk {
-	const struct runtime *rt;
-	bool found;
-};
-
-static void main_reap_look(uv_handle_t *h, void *arg)
+static void main_runtime_free(struct runtime *rt)
 {
-	struct main_reap_walk *w = arg;
-	if (h == (const uv_handle_t *)&w->rt->timer ||
-	    h == (const uv_handle_t *)&w->rt->pipe)
-		w->found = true;
+	runtime_finish(rt);
+	free(rt);
 }
 
-static void main_reap_closed(uv_handle_t *h)
-{
-	free(container_of(h, struct main_reap, timer));
-}
-
-static void main_reap_try(uv_timer_t *t)
-{
-	struct main_reap *r = container_of(t, struct main_reap, timer);
-	struct main_reap_walk w = { r->rt, false };
-	uv_walk(t->loop, main_reap_look, &w);
-	if (w.found)
-		return; /* again at the next tick */
-	runtime_finish(r->rt);
-	free(r->rt);
-	r->rt = NULL;
-	uv_timer_stop(t);
-	uv_close((uv_handle_t *)t, main_reap_closed);
-}
-
+/* A poller replaced by a reload (or never started) goes once libuv has
+ * closed its handles. */
 static void main_runtime_release(struct app *app, struct runtime *rt)
 {
-	if (rt == NULL)
-		return;
-	runtime_stop(rt);
-	struct main_reap *r = calloc(1, sizeof(*r));
-	if (r == NULL || uv_timer_init(app->loop, &r->timer) < 0) {
-		free(r);
-		return; /* leaked rather than freed under a pending callback */
-	}
-	r->rt = rt;
-	uv_timer_start(&r->timer, main_reap_try, 0, 10);
+	(void)app;
+	if (rt != NULL)
+		runtime_release(rt, main_runtime_free);
 }
 
 /* ---- the snapshot: loaded once HAProxy's servers are known --------------- */

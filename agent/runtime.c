@@ -415,12 +415,35 @@ static void runtime_row_cb(void *arg, const struct runtime_row *row)
 	runtime_apply_row(rt, row, uv_now(rt->loop));
 }
 
+static void runtime_released_maybe(struct runtime *rt)
+{
+	if (rt->closing > 0 || rt->on_released == NULL)
+		return;
+	void (*done)(struct runtime *) = rt->on_released;
+	rt->on_released = NULL;
+	done(rt);
+}
+
+/* A handle closed by runtime_stop is gone. */
+static void runtime_stop_closed(struct runtime *rt)
+{
+	rt->closing--;
+	runtime_released_maybe(rt);
+}
+
+static void runtime_on_timer_closed(uv_handle_t *h)
+{
+	runtime_stop_closed(container_of(h, struct runtime, timer));
+}
+
 static void runtime_on_close(uv_handle_t *h)
 {
 	struct runtime *rt = container_of(h, struct runtime, pipe);
 	rt->pipe_open = false;
-	if (rt->state == RUNTIME_STOPPED)
+	if (rt->state == RUNTIME_STOPPED) {
+		runtime_stop_closed(rt);
 		return;
+	}
 	rt->state = RUNTIME_IDLE;
 	uint64_t delay = rt->interval_ms;
 	if (rt->failures > RUNTIME_FAST_RETRIES) {
@@ -638,10 +661,24 @@ void runtime_stop(struct runtime *rt)
 	if (rt->state == RUNTIME_STOPPED)
 		return;
 	rt->state = RUNTIME_STOPPED;
-	if (rt->timer_init && !uv_is_closing((uv_handle_t *)&rt->timer))
-		uv_close((uv_handle_t *)&rt->timer, NULL);
-	if (rt->pipe_open && !uv_is_closing((uv_handle_t *)&rt->pipe))
-		uv_close((uv_handle_t *)&rt->pipe, runtime_on_close);
+	if (rt->timer_init) {
+		rt->closing++;
+		uv_close((uv_handle_t *)&rt->timer, runtime_on_timer_closed);
+	}
+	/* A pipe already closing (a poll just ended) still has
+	 * runtime_on_close due: it counts too. */
+	if (rt->pipe_open) {
+		rt->closing++;
+		if (!uv_is_closing((uv_handle_t *)&rt->pipe))
+			uv_close((uv_handle_t *)&rt->pipe, runtime_on_close);
+	}
+}
+
+void runtime_release(struct runtime *rt, void (*done)(struct runtime *rt))
+{
+	rt->on_released = done;
+	runtime_stop(rt);
+	runtime_released_maybe(rt);
 }
 
 void runtime_finish(struct runtime *rt)

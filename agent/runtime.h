@@ -131,6 +131,10 @@ struct runtime {
 	void (*on_first_poll)(struct runtime *rt, bool ok, void *arg);
 	void *on_first_poll_arg;
 	bool first_poll_done;
+	/* Handles runtime_stop closed whose close callbacks are still due,
+	 * and what to call once there are none (runtime_release). */
+	unsigned closing;
+	void (*on_released)(struct runtime *rt);
 	struct runtime_csv csv;
 	char rbuf[65536];
 };
@@ -157,6 +161,11 @@ void runtime_stop(struct runtime *rt);
 /* Frees what runtime_init allocated; after runtime_stop and the loop has
  * run the close callbacks. Accepts a zeroed rt. */
 void runtime_finish(struct runtime *rt);
+
+/* runtime_stop, then done(rt) once libuv has run the close callbacks of
+ * rt's handles (at once when none is open): where a poller replaced by a
+ * reload is finished and freed. */
+void runtime_release(struct runtime *rt, void (*done)(struct runtime *rt));
 
 /* Applies one parsed server row to the core at now_ms (what each poll does
  * for every line; for tests): a watched backend's server new to the core

@@ -501,6 +501,47 @@ START_TEST(poller_unreachable)
 }
 END_TEST
 
+static unsigned released;
+
+static void release_done(struct runtime *rt)
+{
+	released++;
+	runtime_finish(rt);
+	free(rt);
+}
+
+/* runtime_release: done once libuv has closed the poller's handles (its
+ * timer, a pipe in the middle of a poll), never before; at once for a
+ * poller with no handle. */
+START_TEST(release_after_close_callbacks)
+{
+	struct harness h;
+	harness_init(&h, "runtime_api: {socket: /nonexistent/warmlane.sock, poll_interval: 10ms}\n"
+			 "endpoints:\n  - {backend: llm, server: s1}\n");
+	struct runtime *rt = malloc(sizeof(*rt));
+	ck_assert_int_eq(runtime_init(rt, &h.loop, &h.srv.route, &h.srv.stats,
+				      &h.cfg), 0);
+	ck_assert_int_eq(runtime_start(rt), 0);
+	run_until(&h, &h.srv.stats.runtime_poll_failures, 2);
+	released = 0;
+	runtime_release(rt, release_done);
+	ck_assert_uint_eq(released, 0); /* its timer is still closing */
+	for (int i = 0; i < 100 && released == 0; i++)
+		uv_run(&h.loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(released, 1);
+	harness_finish(&h);
+
+	harness_init(&h, "runtime_api: {socket: \"\"}\n");
+	rt = malloc(sizeof(*rt));
+	ck_assert_int_eq(runtime_init(rt, &h.loop, &h.srv.route, &h.srv.stats,
+				      &h.cfg), 0);
+	ck_assert_int_eq(runtime_start(rt), 0);
+	runtime_release(rt, release_done);
+	ck_assert_uint_eq(released, 2);
+	harness_finish(&h);
+}
+END_TEST
+
 /* No endpoint configured and no backend list: every http backend's
  * servers are the pool. */
 START_TEST(apply_every_http_backend)
@@ -546,6 +587,7 @@ static Suite *runtime_suite(void)
 	tcase_add_test(tc, status_words);
 	tcase_add_test(tc, poller_syncs_core);
 	tcase_add_test(tc, poller_unreachable);
+	tcase_add_test(tc, release_after_close_callbacks);
 	tcase_add_test(tc, apply_every_http_backend);
 	suite_add_tcase(s, tc);
 	return s;
