@@ -77,11 +77,11 @@ static void conn_write_cb(uv_write_t *req, int status)
 	}
 }
 
-/* Queues one frame with a single uv_write (SPOP.md: split frames caused
- * resets on HAProxy 3.2). Returns 0, or a libuv error after which the
- * connection is closing. */
-static int conn_send(struct conn *c, struct conn_wbuf *wb, size_t len,
-		     enum stats_frame kind)
+/* Queues len bytes of whole frames with a single uv_write (SPOP.md: split
+ * frames caused resets on HAProxy 3.2; several whole frames in one write
+ * are fine). Returns 0, or a libuv error after which wb is back on the
+ * free list and the connection is closing. */
+static int conn_write(struct conn *c, struct conn_wbuf *wb, size_t len)
 {
 	uv_buf_t buf = uv_buf_init((char *)wb->data, (unsigned)len);
 	int r = uv_write(&wb->req, &c->h.stream, &buf, 1, conn_write_cb);
@@ -93,8 +93,74 @@ static int conn_send(struct conn *c, struct conn_wbuf *wb, size_t len,
 		return r;
 	}
 	c->pending_writes++;
+	c->srv->stats.writes++;
+	return 0;
+}
+
+/* Queues one frame on its own write; see conn_write. */
+static int conn_send(struct conn *c, struct conn_wbuf *wb, size_t len,
+		     enum stats_frame kind)
+{
+	int r = conn_write(c, wb, len);
+	if (r < 0)
+		return r;
 	c->srv->stats.frames[kind]++;
 	return 0;
+}
+
+/* Writes the ACKs batched so far, if any, in one write. Called when a
+ * pass over the read buffer ends, when the next ACK does not fit, and
+ * before any frame or close that must come after them. Returns 0, or a
+ * libuv error after which the connection is closing. */
+static int conn_flush(struct conn *c)
+{
+	struct conn_wbuf *wb = c->batch;
+	if (wb == NULL)
+		return 0;
+	size_t len = c->batch_len;
+	unsigned frames = c->batch_frames;
+	c->batch = NULL;
+	c->batch_len = 0;
+	c->batch_frames = 0;
+	int r = conn_write(c, wb, len);
+	if (r < 0)
+		return r;
+	c->srv->stats.frames[STATS_FRAME_ACK] += frames;
+	return 0;
+}
+
+/* Appends one whole ACK frame of len bytes (at most conn_out_cap) to the
+ * batch, writing the batch first when the frame does not fit: a frame is
+ * never split across writes. Returns 0, or a libuv error after which the
+ * connection is closing. */
+static int conn_queue_ack(struct conn *c, const uint8_t *frame, size_t len)
+{
+	if (c->batch != NULL && len > CONN_WBUF_SIZE - c->batch_len) {
+		int r = conn_flush(c);
+		if (r < 0)
+			return r;
+	}
+	if (c->batch == NULL) {
+		c->batch = wbuf_get(c, false);
+		if (c->batch == NULL) { /* cannot happen: conn_process checked */
+			conn_abort(c);
+			return UV_ENOBUFS;
+		}
+	}
+	memcpy(c->batch->data + c->batch_len, frame, len);
+	c->batch_len += len;
+	c->batch_frames++;
+	return 0;
+}
+
+/* Whether one more frame's answer has a place: room in the batch for a
+ * frame of the largest size, or a buffer for a new write. */
+static bool conn_can_answer(const struct conn *c)
+{
+	if (c->batch != NULL &&
+	    CONN_WBUF_SIZE - c->batch_len >= conn_out_cap(c))
+		return true;
+	return wbuf_available(c);
 }
 
 /* ---- closing ------------------------------------------------------------ */
@@ -103,6 +169,12 @@ void conn_abort(struct conn *c)
 {
 	c->state = CONN_CLOSING;
 	c->reading = false;
+	if (c->batch != NULL) { /* never written: nothing to cancel */
+		wbuf_put(c, c->batch);
+		c->batch = NULL;
+		c->batch_len = 0;
+		c->batch_frames = 0;
+	}
 	if (!uv_is_closing(&c->h.handle))
 		uv_close(&c->h.handle, conn_close_cb);
 }
@@ -119,6 +191,8 @@ static void conn_shutdown_cb(uv_shutdown_t *req, int status)
  * where uv_close would cancel them (and the DISCONNECT with them). */
 static void conn_finish(struct conn *c)
 {
+	if (conn_flush(c) < 0)
+		return;
 	c->state = CONN_CLOSING;
 	if (c->reading) {
 		uv_read_stop(&c->h.stream);
@@ -136,6 +210,9 @@ static void conn_disconnect(struct conn *c, enum spop_status status,
 			    const char *message)
 {
 	if (c->state == CONN_CLOSING)
+		return;
+	/* The ACKs answered before it go first. */
+	if (conn_flush(c) < 0)
 		return;
 	struct conn_wbuf *wb = wbuf_get(c, true);
 	if (wb == NULL) {
@@ -191,7 +268,8 @@ static void conn_close_cb(uv_handle_t *h)
 {
 	struct conn *c = container_of(h, struct conn, h.handle);
 	/* libuv has run every write callback (ECANCELED for the unsent) before
-	 * this one, so every buffer is back on the free list. */
+	 * this one, so every buffer is back on the free list (a batch never
+	 * written was put back by conn_abort). */
 	while (c->free_wbufs != NULL) {
 		struct conn_wbuf *wb = c->free_wbufs;
 		c->free_wbufs = wb->next;
@@ -215,6 +293,7 @@ static void conn_on_hello(struct conn *c, const struct spop_frame *f)
 		conn_fail(c, SPOP_ERR_INVALID, "HAPROXY-HELLO after the handshake");
 		return;
 	}
+	/* Before the handshake no ACK is batched: the HELLO goes alone. */
 	if (spop_hello_parse(f->payload, f->payload_len, &h, &st) < 0 ||
 	    spop_hello_negotiate(&h, c->srv->cfg->max_frame_size, &max, &st) < 0) {
 		conn_fail(c, st, NULL);
@@ -256,11 +335,6 @@ static void conn_on_notify(struct conn *c, const struct spop_frame *f)
 		conn_fail(c, SPOP_ERR_INVALID, "NOTIFY before HELLO");
 		return;
 	}
-	struct conn_wbuf *wb = wbuf_get(c, false);
-	if (wb == NULL) {
-		conn_abort(c);
-		return;
-	}
 	uint64_t now = uv_now(c->srv->loop);
 	struct notify_ctx ctx = {
 		.route = &c->srv->route,
@@ -271,17 +345,18 @@ static void conn_on_notify(struct conn *c, const struct spop_frame *f)
 	};
 	struct notify_deferred later;
 	enum spop_status st = SPOP_ERR_INVALID;
-	ptrdiff_t n = notify_handle(&ctx, f, wb->data, conn_out_cap(c), &later,
-				    &st);
+	/* Built whole in scratch with the single-frame limit, then appended
+	 * to the batch: the room left in the batch never cuts an ACK down. */
+	ptrdiff_t n = notify_handle(&ctx, f, c->scratch, conn_out_cap(c),
+				    &later, &st);
 	if (n <= 0) {
-		wbuf_put(c, wb);
 		conn_fail(c, st, st == SPOP_ERR_INVALID ? "malformed NOTIFY payload"
 							: NULL);
 		return;
 	}
-	if (conn_send(c, wb, (size_t)n, STATS_FRAME_ACK) < 0)
+	if (conn_queue_ack(c, c->scratch, (size_t)n) < 0)
 		return;
-	/* After the ACK is queued and before the read buffer moves: the
+	/* After the ACK is batched and before the read buffer moves: the
 	 * deferred feedback holds views into this frame. */
 	notify_run_deferred(&ctx, &later);
 }
@@ -332,9 +407,9 @@ static void conn_process(struct conn *c)
 	size_t off = 0;
 
 	while (c->state != CONN_CLOSING) {
-		/* Every frame is answered by one frame: without a free write
-		 * buffer, stop here and let the peer wait (backpressure). */
-		if (!wbuf_available(c)) {
+		/* Every frame is answered by one frame: without room for it,
+		 * stop here and let the peer wait (backpressure). */
+		if (!conn_can_answer(c)) {
 			if (!c->stalled)
 				c->srv->stats.read_stalls++;
 			c->stalled = true;
@@ -355,6 +430,10 @@ static void conn_process(struct conn *c)
 		conn_on_frame(c, &f);
 		off += (size_t)n;
 	}
+	/* One write for the ACKs of the whole pass; a stalled pass writes
+	 * its batch too, so that a write callback comes to resume it. */
+	if (c->state != CONN_CLOSING)
+		conn_flush(c);
 	if (c->state == CONN_CLOSING)
 		return;
 

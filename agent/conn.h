@@ -14,6 +14,7 @@ struct server;
  * the largest ACK is under 700 bytes. */
 #define CONN_WBUF_SIZE 2048
 /* Writes in flight per connection before reading pauses (backpressure).
+ * The ACKs of one read share a write, so this counts writes, not frames.
  * HAProxy keeps at most 20 NOTIFYs outstanding per connection
  * (max-waiting-frames), so a well-behaved peer never reaches it. */
 #define CONN_WBUF_MAX 32
@@ -54,6 +55,13 @@ struct conn {
 	struct conn_wbuf *free_wbufs;
 	unsigned n_wbufs;        /* allocated */
 	unsigned pending_writes; /* in flight */
+	/* The ACKs of the current pass over the read buffer, not yet written:
+	 * whole frames back to back, written when the pass ends or the next
+	 * one does not fit. NULL when empty. */
+	struct conn_wbuf *batch;
+	size_t batch_len;
+	unsigned batch_frames;
+	uint8_t scratch[CONN_WBUF_SIZE]; /* one ACK, before it joins the batch */
 	uint8_t *rbuf;           /* max_frame_size + 4 bytes */
 	size_t rcap, rlen;
 };

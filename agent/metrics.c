@@ -223,6 +223,9 @@ static void render_spop(struct metrics_text *t, const struct stats *st)
 	text_family_u64(t, "warmlane_spop_io_errors_total", "counter",
 			"Socket read or write errors other than end of file or reset.",
 			st->io_errors);
+	text_family_u64(t, "warmlane_spop_writes_total", "counter",
+			"Socket writes to HAProxy; the ACKs of one read share a write.",
+			st->writes);
 }
 
 static void render_decisions(struct metrics_text *t, const struct stats *st)

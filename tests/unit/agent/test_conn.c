@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conn.h"
 #include "harness.h"
 #include "notify.h"
 
@@ -238,6 +239,132 @@ START_TEST(notify_pipelined_ids)
 	}
 	ck_assert_uint_eq(h.srv.stats.frames[STATS_FRAME_ACK], NIDS);
 	free(f);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+/* NOTIFYs pipelined in one read are answered with fewer writes than
+ * frames, every ACK whole and in order, and still counted as frames. */
+START_TEST(notify_coalesced_writes)
+{
+	enum { N = 12 };
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	ck_assert_uint_eq(h.srv.stats.writes, 1); /* the AGENT-HELLO */
+
+	struct fb *f = calloc(1, sizeof(*f));
+	const char *const kv[] = { "model", "m1", NULL };
+	for (uint64_t i = 0; i < N; i++)
+		fb_route(f, 2 * i + 1, 1, kv);
+	client_send(&h, c, f->b, f->len);
+	for (uint64_t i = 0; i < N; i++) {
+		struct ack_vars v;
+		read_ack(&h, c, 2 * i + 1, 1, &v);
+		ck_assert_str_eq(ack_str(&v, "reason"), "p2c");
+	}
+	uint64_t writes = h.srv.stats.writes - 1;
+	ck_assert_uint_ge(writes, 1);
+	ck_assert_uint_lt(writes, N);
+	ck_assert_uint_eq(h.srv.stats.frames[STATS_FRAME_ACK], N);
+	ck_assert_uint_eq(h.srv.stats.frames[STATS_FRAME_NOTIFY], N);
+	free(f);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+/* Names this long make a route ACK of LONG_ACK bytes; the negotiated
+ * frame size is set so that it fills a frame exactly. */
+#define LONG_NAME_B                                                          \
+	"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb" \
+	"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+#define LONG_NAME_S                                                          \
+	"ssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssssss" \
+	"ssssssssssssssssssssssssssssssssssssssssssssssssssss"
+static const char *const long_endpoint =
+	"endpoints:\n"
+	"  - {backend: " LONG_NAME_B ", server: " LONG_NAME_S ", models: [m1]}\n";
+
+/* The size of the route ACK for long_endpoint (stream-id and frame-id
+ * under 240), measured with the default frame size. */
+static size_t long_ack_size(void)
+{
+	struct harness h;
+	harness_init(&h, long_endpoint);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	struct fb *f = calloc(1, sizeof(*f));
+	const char *const kv[] = { "model", "m1", NULL };
+	fb_route(f, 1, 1, kv);
+	client_send(&h, c, f->b, f->len);
+	ptrdiff_t n = client_frame(&h, c, frame_buf, sizeof(frame_buf), 2000);
+	ck_assert_int_gt(n, 0);
+	struct ack_vars v;
+	answer_ack(frame_buf, (size_t)n, 1, 1, &v);
+	ck_assert_str_eq(ack_str(&v, "backend"), LONG_NAME_B);
+	free(f);
+	client_free(c);
+	harness_finish(&h);
+	return (size_t)n;
+}
+
+/* Large (exactly the negotiated frame size) and small ACKs mixed in one
+ * read: each arrives whole, uncut, in order; the batch is written when the
+ * next ACK does not fit, so it takes several writes, but fewer than
+ * frames. */
+START_TEST(notify_coalesced_large)
+{
+	enum { N = 40 };
+	size_t big = long_ack_size();
+	ck_assert_uint_gt(big, 260);
+	uint32_t max = (uint32_t)(big - 4);
+
+	struct harness h;
+	harness_init(&h, long_endpoint);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, max, max);
+
+	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
+	const char *const kv[] = { "model", "m1", NULL };
+	for (uint64_t i = 0; i < N; i++) {
+		if (i % 3 == 2) { /* an unknown message: a bare `ack` */
+			p->len = 0;
+			fb_str(p, "something-new");
+			fb_u8(p, 0);
+			fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, i, 1, p);
+		} else {
+			fb_route(f, i, 1, kv);
+		}
+	}
+	client_send(&h, c, f->b, f->len);
+	size_t total = 0;
+	for (uint64_t i = 0; i < N; i++) {
+		ptrdiff_t n = client_frame(&h, c, frame_buf, sizeof(frame_buf),
+					   2000);
+		ck_assert_int_gt(n, 0);
+		ck_assert_uint_le((size_t)n, (size_t)max + 4);
+		struct ack_vars v;
+		answer_ack(frame_buf, (size_t)n, i, 1, &v);
+		if (i % 3 == 2) {
+			ck_assert_uint_eq(v.n, 1);
+			ck_assert_str_eq(v.v[0].name, NOTIFY_ACK_VAR);
+		} else {
+			ck_assert_uint_eq((size_t)n, big);
+			ck_assert_str_eq(ack_str(&v, "backend"), LONG_NAME_B);
+			ck_assert_str_eq(ack_str(&v, "server"), LONG_NAME_S);
+		}
+		total += (size_t)n;
+	}
+	ck_assert_uint_eq(h.srv.stats.ack_fallbacks, 0);
+	ck_assert_uint_eq(h.srv.stats.frames[STATS_FRAME_ACK], N);
+	uint64_t writes = h.srv.stats.writes - 1; /* less the AGENT-HELLO */
+	ck_assert_uint_ge(writes, (total + CONN_WBUF_SIZE - 1) / CONN_WBUF_SIZE);
+	ck_assert_uint_lt(writes, N);
+	free(f);
+	free(p);
 	client_free(c);
 	harness_finish(&h);
 }
@@ -875,6 +1002,8 @@ static Suite *agent_suite(void)
 			    (int)(sizeof(bad_hellos) / sizeof(bad_hellos[0])));
 	tcase_add_test(tc, hello_twice);
 	tcase_add_test(tc, notify_pipelined_ids);
+	tcase_add_test(tc, notify_coalesced_writes);
+	tcase_add_test(tc, notify_coalesced_large);
 	tcase_add_test(tc, notify_byte_by_byte);
 	tcase_add_test(tc, notify_split_everywhere);
 	tcase_add_test(tc, error_oversized_length);
