@@ -206,25 +206,7 @@ done
 pids+=($!)
 
 stat_of() { # PROXY SERVER -> status column of show stat
-	python3 - "$tmp/stats.sock" "$1" "$2" <<'PY'
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(2)
-s.connect(sys.argv[1])
-s.sendall(b"show stat\n")
-data = b""
-while True:
-    d = s.recv(65536)
-    if not d:
-        break
-    data += d
-lines = data.decode().splitlines()
-head = lines[0].lstrip("# ").split(",")
-for line in lines[1:]:
-    r = dict(zip(head, line.split(",")))
-    if r.get("pxname") == sys.argv[2] and r.get("svname") == sys.argv[3]:
-        print(r["status"])
-PY
+	python3 "$top/tests/haproxy/server-status.py" "$tmp/stats.sock" "$1" "$2"
 }
 is_up() { stat_of "$1" "$2" | grep -q '^UP'; }
 is_down() { stat_of "$1" "$2" | grep -q '^DOWN'; }

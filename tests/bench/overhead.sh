@@ -163,25 +163,7 @@ EOF
 
 # `show stat` status of proxy/server on the stats socket ("" when unknown).
 server_status() {
-	python3 - "$tmp/stats.sock" "$1" "$2" <<'EOF' 2>/dev/null || true
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(2)
-s.connect(sys.argv[1])
-s.sendall(b"show stat\n")
-data = b""
-while True:
-    d = s.recv(65536)
-    if not d:
-        break
-    data += d
-lines = data.decode().splitlines()
-head = lines[0].lstrip("# ").split(",")
-for line in lines[1:]:
-    r = dict(zip(head, line.split(",")))
-    if r.get("pxname") == sys.argv[2] and r.get("svname") == sys.argv[3]:
-        print(r["status"])
-EOF
+	python3 "$root/tests/haproxy/server-status.py" "$tmp/stats.sock" "$1" "$2" 2>/dev/null || true
 }
 
 # Polls "$@" until it succeeds, at most $1 tenths of a second.
