@@ -182,8 +182,9 @@ wait_for "warmlane's socket" test -S "$tmp/spoa.sock"
 
 # --- HAProxy, from the example config --------------------------------------------
 printf 'k1 Bearer upstream-secret-for-k1\n' >"$tmp/keys.map"
-# Unchrooted and in the foreground; the demo adds two response headers that
-# show warmlane's decision (not part of the example), and a fourth server.
+# Unchrooted and in the foreground, with a fourth server, and with the
+# example's optional debugging headers (x-warmlane-server, x-warmlane-reason:
+# what warmlane decided, read by tests/fleet/client.py) turned on.
 sed -e '/^    chroot /d; /^    user haproxy$/d; /^    group haproxy$/d; /^    daemon$/d' \
 	-e 's#^    log /dev/log local0$#    log stderr format raw local0 info#' \
 	-e '/^    stats socket \/run\/haproxy\/admin.sock/d' \
@@ -195,9 +196,10 @@ sed -e '/^    chroot /d; /^    user haproxy$/d; /^    group haproxy$/d; /^    da
 	-e "s#^\(    server s3 127.0.0.1:\)8003\(.*\)#\1$p3\2\n    server s4 127.0.0.1:$p4\2#" \
 	-e "s#^    server agent1 unix@/warmlane/spoa.sock #    server agent1 unix@$tmp/spoa.sock #" \
 	-e "s#^\(    log \)unix@/warmlane/log.sock #\1unix@$tmp/log.sock #" \
-	-e 's#^\(    http-response set-var-fmt(txn.warmlane.srv) .*\)#    http-response set-header x-warmlane-server %[var(txn.warmlane.server)]\n    http-response set-header x-warmlane-reason %[var(txn.warmlane.reason)]\n\1#' \
+	-e 's/^    #\(http-response set-header x-warmlane-\(server\|reason\) \)/    \1/' \
 	"$example" >"$tmp/haproxy.cfg"
-for want in "$tmp/spoa.sock" "$tmp/log.sock" "$tmp/stats.sock" "127.0.0.1:$fe_port" "127.0.0.1:$p3" "127.0.0.1:$p4" x-warmlane-reason; do
+for want in "$tmp/spoa.sock" "$tmp/log.sock" "$tmp/stats.sock" "127.0.0.1:$fe_port" "127.0.0.1:$p3" "127.0.0.1:$p4" \
+	'^    http-response set-header x-warmlane-server ' '^    http-response set-header x-warmlane-reason '; do
 	grep -q -- "$want" "$tmp/haproxy.cfg" || fail "$example changed: could not set $want"
 done
 "$haproxy" -c -q -f "$tmp/haproxy.cfg" || fail "haproxy -c failed on $tmp/haproxy.cfg"
@@ -275,7 +277,12 @@ bad=0
 check_run warmlane 1 || bad=1
 metrics_url=http://127.0.0.1:$metrics_port/metrics
 if curl -sf -m 5 "$metrics_url" >"$tmp/metrics.txt"; then
-	printf '\n%s (excerpt):\n' "$metrics_url"
+	if [ "$smoke" -eq 1 ]; then
+		# this agent is stopped before the script exits: no URL to try
+		printf "\nwarmlane's /metrics after this run (excerpt):\n"
+	else
+		printf '\n%s (excerpt):\n' "$metrics_url"
+	fi
 	grep '^warmlane_decisions_total' "$tmp/metrics.txt" || true
 elif [ "$smoke" -eq 1 ]; then
 	fail "no metrics on $metrics_url"
@@ -319,6 +326,12 @@ PY
 	if [ "$smoke" -eq 0 ]; then
 		start_agent
 		wait_for "HAProxy to see warmlane UP" is_up warmlane-agents agent1
+		cat <<'EOF'
+
+warmlane started again for you to try: its counters (/metrics) start from 0,
+but its affinity map comes back from its state file, so the conversations of
+the first run are answered as `affinity`.
+EOF
 	fi
 fi
 

@@ -19,7 +19,9 @@ Scenarios:
   haproxyown   a server refusing connections (a failure HAProxy reports
                no feedback for) is marked DOWN by HAProxy's health
                (observe layer4) and left by the agent via the runtime API
-  models       requests for a model go only to servers that serve it
+  models       requests for a model go only to servers that serve it; one
+               for a model no server serves gets the example config's 404
+               from HAProxy (warmlane's no_model) and reaches no server
   killrestart  agent SIGKILLed under load: every request succeeds (fail
                open); after a restart the agent decides again
   metrics      /metrics passes promtool, its counters match what was sent,
@@ -33,6 +35,7 @@ never about how fast (timings are printed).
 """
 
 import concurrent.futures as cf
+import http.client
 import json
 import os
 import shutil
@@ -557,16 +560,21 @@ def models(binary, version):
             else:
                 body = fe.chat_body(text, model=model)
             return body, hd, model
+        before = {n: s["requests"] for n, s in env.fleet_stats().items()}
         recs = fe.drive(env.port, make, n=240, concurrency=4)
-        fe.assert_core_reasons(recs, "models")
+        fe.assert_core_reasons([r for r in recs if r.tag != "m-z"], "models")
         for model in ("m-a", "m-b", "m-c", "m-z"):
             rs = [r for r in recs if r.tag == model]
             log(f"{model}: {len(rs)} requests, warmlane chose {fe.fmt_counts(fe.by(rs, 'wserver'))}, "
-                f"reasons {fe.fmt_counts(fe.by(rs, 'reason'))}, status {fe.fmt_counts(fe.by(rs, 'status'))}")
+                f"reasons {fe.fmt_counts(fe.by(rs, 'reason'))}, status {fe.fmt_counts(fe.by(rs, 'status'))}, "
+                f"served by {fe.fmt_counts(fe.by(rs, 'served'))}")
             if model == "m-z":
+                # The example config's no_model rule: HAProxy answers 404
+                # itself (no http-response rule runs, so no x-warmlane-*
+                # header) and no server sees the request.
                 for r in rs:
-                    assert r.reason == "no_model" and r.wserver is None, \
-                        f"unserved model m-z: {r}"
+                    assert r.status == 404 and r.served is None and r.wserver is None, \
+                        f"unserved model m-z: {r} (expected HAProxy's own 404)"
                 continue
             ok = {n for n, m in serves.items() if model in m}
             for r in rs:
@@ -578,6 +586,31 @@ def models(binary, version):
         longs = [r for r in recs if r.i % 13 == 0]
         assert longs and all(r.status == 200 and r.wserver in ("s1", "s2") for r in longs), \
             f"long prompts (model after 27 KB of messages): {longs}"
+        # The fleet saw exactly the served requests: none of the m-z ones.
+        after = {n: s["requests"] for n, s in env.fleet_stats().items()}
+        got = {n: after[n] - before[n] for n in after}
+        served = sum(1 for r in recs if r.tag != "m-z")
+        log(f"fleet requests during the run: {fe.fmt_counts(got)}, {served} of them sent "
+            f"for served models, {len(recs) - served} for m-z")
+        assert sum(got.values()) == served, \
+            f"the fleet got {got}: {sum(got.values())} requests, {served} expected (m-z reached a server)"
+        samples = fe.parse_metrics(env.metrics_text()[0])
+        no_model = fe.metric_sum(samples, "warmlane_decisions_total", reason="no_model")
+        n_z = len(recs) - served
+        assert no_model == n_z, f"warmlane_decisions_total{{reason=no_model}} = {no_model}, {n_z} sent"
+        # The body is the rule's JSON error, with its content type.
+        conn = http.client.HTTPConnection("127.0.0.1", env.port, timeout=10)
+        try:
+            conn.request("POST", "/v1/chat/completions", body=fe.chat_body("hi", model="m-z"),
+                         headers={"content-type": "application/json"})
+            resp = conn.getresponse()
+            body = resp.read()
+        finally:
+            conn.close()
+        assert resp.status == 404 and resp.getheader("content-type") == "application/json", \
+            f"{resp.status} {resp.getheaders()}"
+        err = json.loads(body)
+        assert err["error"]["code"] == "model_not_found", body
         env.stop_agent_checked()
 
 
