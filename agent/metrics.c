@@ -478,9 +478,21 @@ static void render_endpoint_sample(struct metrics_text *t, const char *name,
 	}
 }
 
-static void render_core(struct metrics_text *t, const struct core *c,
+/* Expired affinity entries dropped per scrape at most (about 1 ms). */
+#define METRICS_EXPIRE_MAX 8192
+
+static void render_core(struct metrics_text *t, struct core *c,
 			uint64_t now_ms)
 {
+	/* The map drops an expired entry only when a lookup meets it or an
+	 * insert makes room, so without traffic the entries gauge would go
+	 * on counting callers long gone. Expiring first makes it count live
+	 * entries: oldest first, stopping at the first live one, each entry
+	 * dropped once. Bounded, like a snapshot slice, because a drop costs
+	 * about 150 ns: a backlog of 10^6 (traffic that fell) would hold the
+	 * loop 0.15 s in one scrape; beyond the bound, later scrapes (and
+	 * inserts, two each) go on. */
+	core_affinity_expire(c, now_ms, METRICS_EXPIRE_MAX);
 	struct core_stats cs;
 	core_stats(c, &cs);
 

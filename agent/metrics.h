@@ -61,7 +61,9 @@ int metrics_start(struct metrics *m, uv_loop_t *loop,
 void metrics_stop(struct metrics *m, metrics_stopped_cb cb, void *arg);
 
 /* Renders the Prometheus text format 0.0.4 of srv's counters and core at
- * now_ms (uv_now) into t (appended; t may be zeroed). Returns 0, or
+ * now_ms (uv_now) into t (appended; t may be zeroed). It first drops up to
+ * 8192 affinity entries idle past affinity_ttl at now_ms, so that the
+ * entries gauge counts live ones (the only change it makes). Returns 0, or
  * -ENOMEM with t->oom set (t keeps its memory either way; release with
  * metrics_text_finish). */
 int metrics_render(struct metrics_text *t, const struct server *srv,

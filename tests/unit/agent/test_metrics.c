@@ -481,6 +481,54 @@ START_TEST(histogram_buckets)
 }
 END_TEST
 
+/* warmlane_affinity_entries counts live entries: once every caller has
+ * been idle past affinity_ttl, a scrape shows 0 (and the expirations),
+ * even though no lookup or insert has touched the map since. */
+START_TEST(affinity_gauge_live_only)
+{
+	struct harness h;
+	harness_init(&h, "policy: {affinity_ttl: 10s}\n"
+			 "endpoints:\n"
+			 "  - {backend: llm, server: gpu1}\n"
+			 "  - {backend: llm, server: gpu2}\n");
+	struct core *c = h.srv.route.core;
+	struct core_rng rng;
+	core_rng_seed(&rng, 1);
+	const uint64_t t0 = 1000000;
+	for (uint64_t i = 0; i < 21; i++) {
+		struct core_request req = { .session = { true, 0x1000 + i } };
+		struct core_decision d;
+		core_decide(c, &req, t0 + i, &rng, &d);
+		ck_assert_int_ge(d.endpoint, 0);
+		/* the entry is made by the caller's success */
+		struct core_feedback fb = { .endpoint = d.endpoint, .status = 200,
+					    .tr_ms = 100, .retry_after_ms = -1,
+					    .has_akey = d.has_akey, .akey = d.akey };
+		ck_assert_int_eq(core_observe(c, &fb, t0 + i), 0);
+	}
+	struct metrics_text t = { 0 };
+	ck_assert_int_eq(metrics_render(&t, &h.srv, t0 + 5000), 0);
+	ck_assert_double_eq(sample(t.p, "warmlane_affinity_entries"), 21);
+	ck_assert_double_eq(sample(t.p, "warmlane_affinity_expirations_total"), 0);
+	metrics_text_finish(&t);
+
+	/* Past the TTL of the first 10 only. */
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(metrics_render(&t, &h.srv, t0 + 10000 + 9), 0);
+	ck_assert_double_eq(sample(t.p, "warmlane_affinity_entries"), 11);
+	ck_assert_double_eq(sample(t.p, "warmlane_affinity_expirations_total"), 10);
+	metrics_text_finish(&t);
+
+	/* All expired. */
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(metrics_render(&t, &h.srv, t0 + 60000), 0);
+	ck_assert_double_eq(sample(t.p, "warmlane_affinity_entries"), 0);
+	ck_assert_double_eq(sample(t.p, "warmlane_affinity_expirations_total"), 21);
+	metrics_text_finish(&t);
+	harness_finish(&h);
+}
+END_TEST
+
 static Suite *metrics_suite(void)
 {
 	Suite *s = suite_create("agent-metrics");
@@ -489,6 +537,7 @@ static Suite *metrics_suite(void)
 	tcase_add_test(tc, routes_and_methods);
 	tcase_add_test(tc, bound_address);
 	tcase_add_test(tc, histogram_buckets);
+	tcase_add_test(tc, affinity_gauge_live_only);
 	suite_add_tcase(s, tc);
 	return s;
 }
