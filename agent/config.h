@@ -80,7 +80,7 @@ struct config {
 	size_t n_endpoints;
 };
 
-/* Fills cfg with the defaults of ARCHITECTURE.md (no endpoints, the default
+/* Fills cfg with the defaults of docs/architecture.md (no endpoints, the default
  * socket). Returns 0 or -ENOMEM. Release with config_finish. */
 int config_init(struct config *cfg);
 

@@ -77,7 +77,7 @@ static void conn_write_cb(uv_write_t *req, int status)
 	}
 }
 
-/* Queues len bytes of whole frames with a single uv_write (SPOP.md: split
+/* Queues len bytes of whole frames with a single uv_write (docs/spop.md: split
  * frames caused resets on HAProxy 3.2; several whole frames in one write
  * are fine). Returns 0, or a libuv error after which wb is back on the
  * free list and the connection is closing. */

@@ -109,7 +109,7 @@ static int notify_feedback(struct notify_ctx *ctx, struct spop_reader *r,
 	ctx->stats->msgs_feedback++;
 	ack_set_ack(ack);
 
-	/* The ACK goes first (ARCHITECTURE.md, "Feedback"); a frame with
+	/* The ACK goes first (docs/architecture.md, "Data flow"); a frame with
 	 * more feedback than fits the deferred list is applied at once. */
 	if (ack->later->n < NOTIFY_MAX_DEFERRED)
 		ack->later->fb[ack->later->n++] = fb;

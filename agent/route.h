@@ -14,7 +14,7 @@ struct config;
 struct config_endpoint;
 
 /* Why an endpoint was chosen, as named in the ACK, metrics, logs and docs
- * (ARCHITECTURE.md, "The decision"): the core's reasons, same numbers. */
+ * (docs/architecture.md, "The decision"): the core's reasons, same numbers. */
 enum route_reason {
 	ROUTE_AFFINITY = CORE_REASON_AFFINITY,
 	ROUTE_HASH = CORE_REASON_HASH,

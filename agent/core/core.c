@@ -1,4 +1,4 @@
-/* core.c - decide() and observe(): the routing policy of ARCHITECTURE.md over the pool, map, hash and breakers. */
+/* core.c - decide() and observe(): the routing policy of docs/architecture.md over the pool, map, hash and breakers. */
 #include "core.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* core.h - warmlane's routing core: which endpoint serves a request, and what its answer teaches.
  *
- * The rules are ARCHITECTURE.md's "The decision (core)", parameters are
+ * The rules are docs/architecture.md's "The decision", parameters are
  * struct core_params (params.h). The core is pure C: it has no clock, no
  * random source, no I/O and no globals; it is not thread-safe (one core per
  * thread, as the agent's single loop uses it).
@@ -309,8 +309,8 @@ int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
  * not below 0. Returns 0 or -ENOENT. (The log input uses core_complete.) */
 int core_endpoint_complete(struct core *c, int idx);
 
-/* One request ended on cc->endpoint (HAProxy's log line; ARCHITECTURE.md,
- * "What `tr` measures"). Always: in-flight - 1, not below 0, and the
+/* One request ended on cc->endpoint (HAProxy's log line; docs/architecture.md,
+ * "What answers teach"). Always: in-flight - 1, not below 0, and the
  * completion counted by its end. Then, never counting twice what feedback
  * told:
  * - cc->feedback_seen (core_observe already took the status): only what
@@ -358,7 +358,7 @@ void core_decide(struct core *c, const struct core_request *req,
 bool core_identity(const struct core *c, const struct core_request *req,
 		   uint64_t *akey);
 
-/* Takes one response into account (see ARCHITECTURE.md, "Feedback"):
+/* Takes one response into account (see docs/architecture.md, "What answers teach"):
  * - success: the EWMA of fb->stream's kind (when tr_ms >= 0), the map entry
  *   akey -> endpoint refreshed; the first answer after idle_reset without
  *   feedback is not used and the endpoint starts cold again (params.h,

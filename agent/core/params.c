@@ -1,4 +1,4 @@
-/* params.c - defaults of the routing policy (ARCHITECTURE.md, "Defaults"). */
+/* params.c - defaults of the routing policy (docs/architecture.md, "Defaults"). */
 #include "params.h"
 
 #include <stddef.h>

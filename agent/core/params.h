@@ -1,6 +1,6 @@
 /* params.h - the routing policy's parameters and their defaults.
  *
- * One field per row of ARCHITECTURE.md's defaults table. Durations are in
+ * docs/architecture.md's defaults table lists them. Durations are in
  * milliseconds of the monotonic clock the caller passes to the core. The
  * config loader (agent/config.c) fills this struct; the core only reads it.
  */
@@ -50,7 +50,7 @@ struct core_params {
 	uint32_t affinity_max_entries;     /* 1,000,000 */
 	enum core_rung identity_ladder[CORE_RUNG_COUNT];
 	unsigned identity_ladder_len;      /* session, prefix, install, caller */
-	/* 0.05, not ARCHITECTURE.md's first 0.3: the time to headers of an
+	/* 0.05, not the first design's 0.3: the time to headers of an
 	 * LLM request varies a hundredfold with the prompt and its cache hits;
 	 * at 0.3 (about the last 3 samples) a couple of cold long prompts put
 	 * an endpoint past 2.5x the median and its sessions were sent away
@@ -72,11 +72,11 @@ struct core_params {
 	 * not a slow endpoint its slowness. */
 	uint64_t idle_reset_ms;            /* 60 s */
 	double sticky_tolerance;           /* 2.5 */
-	/* Not in the table: what sticky_tolerance and p2c compare (enum
+	/* What sticky_tolerance and p2c compare (enum
 	 * core_score_by; config names "headers", "end_to_end", "both"). */
 	enum core_score_by score_by;       /* both */
 	double load_factor;                /* 1.5 */
-	/* Not in the table: in-flight requests an endpoint may always hold
+	/* In-flight requests an endpoint may always hold
 	 * whatever the bound says. At low load the bound alone is too tight
 	 * for LLM servers, which batch many requests: with 4 endpoints and one
 	 * request in flight, ceil(1.5 x 2 / 4) = 1 would move a second session
@@ -92,14 +92,14 @@ struct core_params {
 	uint32_t half_open_probes;         /* 3 */
 	uint64_t rate_limit_cooldown_ms;   /* 60 s */
 	uint64_t dead_key_retry_ms;        /* 60 s */
-	/* Not in the table: 404s in a row for one endpoint+model before it
+	/* 404s in a row for one endpoint+model before it
 	 * counts as not serving that model (for dead_key_retry_ms). 0: never. */
 	uint32_t model_mismatch_404s;      /* 3 */
 	uint64_t poll_interval_ms;         /* 200 ms (agent) */
 	uint64_t snapshot_interval_ms;     /* 10 s (agent) */
 };
 
-/* Fills p with the defaults of ARCHITECTURE.md. */
+/* Fills p with the defaults (docs/architecture.md, "Defaults"). */
 void core_params_defaults(struct core_params *p);
 
 /* The config name of a score_by value ("headers", "end_to_end", "both"),

@@ -99,7 +99,7 @@ static struct ca_wbuf *ca_wbuf_get(struct ca_conn *c)
 	return wb;
 }
 
-/* Sends wb->data[0..len) with a single write (SPOP.md). */
+/* Sends wb->data[0..len) with a single write (docs/spop.md). */
 static void ca_send(struct ca_conn *c, struct ca_wbuf *wb, size_t len)
 {
 	uv_buf_t b = uv_buf_init((char *)wb->data, (unsigned)len);
@@ -150,7 +150,7 @@ static size_t ca_ack(const struct spop_frame *f, uint8_t *out, size_t cap)
 			}
 		}
 	}
-	if (!any) { /* never an empty ACK (SPOP.md) */
+	if (!any) { /* never an empty ACK (docs/spop.md) */
 		struct spop_data d = spop_data_bool(true);
 		spop_ack_set_var(&w, SPOP_SCOPE_TXN, "ack", 3, &d);
 	}

@@ -27,7 +27,7 @@ import harness as h  # noqa: E402
 
 FLEET_DIR = os.path.join(h.source_root(), "tests", "fleet")
 
-# The reasons of the routing core (ARCHITECTURE.md); `rr` is the scaffold of
+# The reasons of the routing core (docs/architecture.md); `rr` is the scaffold of
 # the agent before the core was wired and is NOT one of them.
 CORE_REASONS = {"affinity", "hash", "spill", "p2c", "cooldown_fallback",
                 "no_model", "none"}

@@ -1,5 +1,5 @@
 /* gen_corpus.c - writes the seed corpora of the fuzz harnesses from the
- * golden frames of SPOP.md and the codec's own encoder.
+ * golden frames of docs/spop.md and the codec's own encoder.
  * Usage: gen_corpus DIR (DIR/frame, DIR/hello, DIR/notify must exist). */
 #include <stdio.h>
 #include <stdlib.h>

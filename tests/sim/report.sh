@@ -113,7 +113,7 @@ variants=(
 	"warmlane|ewma_alpha 0.1|--set ewma_alpha=0.1"
 	"warmlane|no sticky tolerance|--set sticky_tolerance=1e9"
 	"warmlane|no idle_reset|--set idle_reset_ms=1e12"
-	"warmlane-model|model of ARCHITECTURE.md's first defaults|"
+	"warmlane-model|model of the first design's defaults|"
 	"warmlane-model|model: tr per KiB, bound +2|--set norm=1 --set slack=2"
 )
 if [ $have_trace = 1 ] && "$sim" --list | grep -q ' warmlane '; then
@@ -253,7 +253,7 @@ they agree). 8 identical endpoints, each a 70B-class model on one 8-GPU node:
 | max_running | 32 | batch cap; a FIFO queue behind it; TTFT = queue wait + prefill |
 | cache_blocks | 3,000 | 1.5M tokens of prefix cache per endpoint (what 8x80 GB leave after a 70B model's weights at ~320 KB of KV per token); 24,000 blocks in the fleet against about 183,000 distinct blocks in the Mooncake trace: the cache is well under the working set |
 | cost_per_mtok | 1 | cached input tokens are billed at half price in the cost column |
-| poll_interval | 200 ms | the agent's view of in-flight: scur+qcur at each poll, +1 per decision in between (ARCHITECTURE.md) |
+| poll_interval | 200 ms | the agent's view of in-flight: scur+qcur at each poll, +1 per decision in between (docs/architecture.md) |
 | health checks | fall 6 s, rise 4 s | HAProxy `inter 2s fall 3 rise 2`: a refusing server is marked DOWN after 6 s |
 
 The batch factors are fixed when a request's phase starts (1 + factor x other
@@ -293,7 +293,7 @@ bytes per token, 1 KiB lies inside block 0, 4 KiB = 1,024 tokens = 2 blocks, 8 K
 2,048 tokens = 4 blocks, so the replay sends prefix1 = hash(hash_ids[0]) when the
 prompt has >= 256 tokens, prefix2 = hash(hash_ids[0..1]) when >= 1,024, prefix3 =
 hash(hash_ids[0..3]) when >= 2,048. The affinity key is the longest present
-(ARCHITECTURE.md's ladder). With `--keys session`, a conversation id is
+(docs/architecture.md's ladder). With `--keys session`, a conversation id is
 hash(hash_ids[0..1]), the shared-prefix grouping of the trace's README (2,259
 multi-request groups, 57% of requests). Block 0 is shared by every request, so
 prefix1 alone identifies nobody. Synthetic chat sends both its conversation id
@@ -342,7 +342,7 @@ MD
 		csv_md <"$tmp/mooncake-speed3.csv"
 		if [ -f "$tmp/variant0.out" ]; then
 			printf '### Policy changes tried\n\n'
-			printf 'The same trace with warmlane'"'"'s parameters changed (`--set NAME=VALUE`, the real core), and `warmlane-model` (`tests/sim/sim_pol_wlmodel.c`: ARCHITECTURE.md'"'"'s decision written out in the simulator, which tracks the core within a few points) for changes the core'"'"'s parameters cannot express: `norm=1` feeds the latency EWMA with tr per KiB of request body instead of tr, `slack=2` lets the load bound admit 2 more requests than ceil(load_factor x ...). Oracle for reference: hit rate %s, speed 3 TTFT p90 %s ms, leastconn speed 3 TTFT p90 %s ms.\n\n' \
+			printf 'The same trace with warmlane'"'"'s parameters changed (`--set NAME=VALUE`, the real core), and `warmlane-model` (`tests/sim/sim_pol_wlmodel.c`: the first design'"'"'s decision (docs/architecture.md) written out in the simulator, which tracks the core within a few points) for changes the core'"'"'s parameters cannot express: `norm=1` feeds the latency EWMA with tr per KiB of request body instead of tr, `slack=2` lets the load bound admit 2 more requests than ceil(load_factor x ...). Oracle for reference: hit rate %s, speed 3 TTFT p90 %s ms, leastconn speed 3 TTFT p90 %s ms.\n\n' \
 				"$(fig mooncake oracle 3)" "$(fig mooncake-speed3 oracle 5)" "$(fig mooncake-speed3 leastconn 5)"
 			printf '| variant | hit_rate | ttft_p90_ms | hit_rate, 4 agents | 4 agents / 1 | speed 3: hit_rate | speed 3: ttft_p90_ms | slow: share to the slow one | slow: hit%% (no fault) | fast-failure share_after |\n|---|---|---|---|---|---|---|---|---|---|\n'
 			i=0

@@ -1,4 +1,4 @@
-/* sim_pol_wlmodel.c - "warmlane-model": ARCHITECTURE.md's decision written out in the simulator, to check the design against the core. */
+/* sim_pol_wlmodel.c - "warmlane-model": the decision of docs/architecture.md as first designed, written out in the simulator, to check the design against the core. */
 #include "sim_policy.h"
 #include "sim_map.h"
 #include "sim_rng.h"
@@ -8,7 +8,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-/* Defaults of ARCHITECTURE.md (the core's params.h holds the same). */
+/* The first design's defaults: params.h holds the same but for ewma_alpha
+ * (0.05 there; docs/architecture.md, "Defaults"). */
 #define M_TTL_MS 300000
 #define M_ALPHA 0.3
 #define M_COLD 20
@@ -322,7 +323,7 @@ static void wlm_feedback(void *st, const struct sim_view *v, const struct sim_re
 
 const struct sim_policy sim_pol_wlmodel = {
 	.name = "warmlane-model",
-	.desc = "ARCHITECTURE.md's decision re-implemented in the simulator (design check; not the core)",
+	.desc = "the first design's decision (docs/architecture.md) re-implemented in the simulator (design check; not the core)",
 	.create = wlm_create,
 	.destroy = wlm_destroy,
 	.decide = wlm_decide,

@@ -17,7 +17,7 @@ struct sim_view_ep {
 	uint8_t up;           /* present and UP by HAProxy's health checks */
 	double weight;
 	double cost_per_mtok;
-	uint32_t in_flight;   /* the agent's view (ARCHITECTURE.md): scur+qcur at the
+	uint32_t in_flight;   /* the agent's view (docs/architecture.md): scur+qcur at the
 			       * last runtime-API poll, +1 per decision since */
 	uint32_t live;        /* HAProxy's own exact count of this instance's
 			       * requests: what its native algorithms (roundrobin,

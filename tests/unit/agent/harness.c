@@ -34,7 +34,7 @@ void fb_u32(struct fb *f, uint32_t v)
 	fb_bytes(f, b, 4);
 }
 
-/* SPOP.md's encoding, written out again so the tests do not trust the
+/* docs/spop.md's encoding, written out again so the tests do not trust the
  * codec under test to frame their inputs. */
 void fb_varint(struct fb *f, uint64_t v)
 {

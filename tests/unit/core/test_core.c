@@ -1,4 +1,4 @@
-/* test_core.c - core: decide() and observe() rules and the properties of ARCHITECTURE.md. */
+/* test_core.c - core: decide() and observe() rules and the properties of docs/architecture.md. */
 #include <check.h>
 #include <errno.h>
 #include <math.h>

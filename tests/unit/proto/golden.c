@@ -1,4 +1,4 @@
-/* golden.c - SPOP test vectors (from SPOP.md) and the guard-page helper. */
+/* golden.c - SPOP test vectors (from docs/spop.md) and the guard-page helper. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 #define G(n, s) \
 	const struct golden n = { #n, (const uint8_t *)(s), sizeof(s) - 1 }
 
-/* Captured from HAProxy 2.6.12 (SPOP.md); the uuid is any 36 bytes. */
+/* Captured from HAProxy 2.6.12 (docs/spop.md); the uuid is any 36 bytes. */
 G(golden_hello_26,
   "\x00\x00\x00\x81" "\x01" "\x00\x00\x00\x01" "\x00" "\x00"
   "\x12" "supported-versions" "\x08\x03" "2.0"

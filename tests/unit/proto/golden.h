@@ -1,4 +1,4 @@
-/* golden.h - SPOP test vectors (from SPOP.md) and test helpers for proto. */
+/* golden.h - SPOP test vectors (from docs/spop.md) and test helpers for proto. */
 #ifndef WARMLANE_TEST_GOLDEN_H
 #define WARMLANE_TEST_GOLDEN_H
 
@@ -11,7 +11,7 @@ struct golden {
 	size_t len;
 };
 
-/* Frames of SPOP.md, byte for byte; the 2.6.12 HELLO with a 36-byte uuid. */
+/* Frames of docs/spop.md, byte for byte; the 2.6.12 HELLO with a 36-byte uuid. */
 extern const struct golden golden_hello_26;      /* HAPROXY-HELLO, 133 bytes */
 extern const struct golden golden_hello_hc;      /* health-check HELLO */
 extern const struct golden golden_agent_hello;   /* minimal AGENT-HELLO */

@@ -12,7 +12,7 @@ struct vec {
 	uint8_t b[SPOP_VARINT_MAX_LEN];
 };
 
-/* SPOP.md's table plus the boundaries of the 1-, 2- and 3-byte forms. */
+/* docs/spop.md's table plus the boundaries of the 1-, 2- and 3-byte forms. */
 static const struct vec varints[] = {
 	{ 0, 1, { 0x00 } },
 	{ 1, 1, { 0x01 } },
