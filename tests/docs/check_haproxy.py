@@ -7,7 +7,9 @@ What is checked, as a user would paste it:
   - each fenced block of README.md and docs/*.md whose info string starts
     with `haproxy`; it must say which versions it is for, as in
         ```haproxy versions=2.6,3.0,3.2
-    (GitHub shows the block as HAProxy config and ignores the rest). A
+    (GitHub shows the block as HAProxy config and ignores the rest): the
+    tested versions 2.6, 3.0, 3.2, or the ranges 2.6-3.0, 3.1+ (checked
+    with 3.2) and 2.6+ (all three). A
     fragment that is not a whole configuration must not be fenced as
     `haproxy` (use a plain indented block): every `haproxy` block is whole.
   - each haproxy/*.cfg, whose versions are on a comment line
@@ -44,7 +46,7 @@ VERSIONS = ("2.6", "3.0", "3.2")
 SKIP = 77
 
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-CFG_CLAIM = re.compile(r"^#\s*versions=(?P<v>[0-9.,]+)\b")
+CFG_CLAIM = re.compile(r"^#\s*versions=(?P<v>[0-9.,+-]+)")
 
 
 def source_root():
@@ -52,9 +54,19 @@ def source_root():
         os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+# Ranges a snippet may claim, and the tested versions that stand for them.
+ALIASES = {"2.6-3.0": ("2.6", "3.0"), "3.1+": ("3.2",), "2.6+": VERSIONS}
+
+
 def parse_versions(s):
-    vs = [v.strip() for v in s.split(",") if v.strip()]
-    bad = [v for v in vs if v not in VERSIONS]
+    vs, bad = [], []
+    for v in (x.strip() for x in s.split(",")):
+        if v in VERSIONS:
+            vs.append(v)
+        elif v in ALIASES:
+            vs.extend(ALIASES[v])
+        elif v:
+            bad.append(v)
     return vs, bad
 
 
@@ -90,7 +102,8 @@ def markdown_blocks(path):
                         f"(```haproxy versions={','.join(VERSIONS)})", ""))
             continue
         vs, bad = parse_versions(claim[0][len("versions="):])
-        problem = f"unknown version(s) {bad}: tested are {list(VERSIONS)}" if bad or not vs else None
+        problem = (f"unknown version(s) {bad}: tested are {list(VERSIONS)}, "
+                   f"ranges {list(ALIASES)}") if bad or not vs else None
         out.append((start, vs, problem, "\n".join(body) + "\n"))
     return out
 
@@ -102,7 +115,8 @@ def cfg_file(path):
         m = CFG_CLAIM.match(line)
         if m:
             vs, bad = parse_versions(m.group("v"))
-            problem = f"unknown version(s) {bad}: tested are {list(VERSIONS)}" if bad or not vs else None
+            problem = (f"unknown version(s) {bad}: tested are {list(VERSIONS)}, "
+                   f"ranges {list(ALIASES)}") if bad or not vs else None
             return (1, vs, problem, text)
     return (1, None, "no `# versions=...` line naming the HAProxy versions it is for", text)
 
