@@ -525,6 +525,28 @@ START_TEST(affinity_gauge_live_only)
 	ck_assert_double_eq(sample(t.p, "warmlane_affinity_entries"), 0);
 	ck_assert_double_eq(sample(t.p, "warmlane_affinity_expirations_total"), 21);
 	metrics_text_finish(&t);
+
+	/* A backlog over the per-scrape bound (8192) is dropped over two
+	 * scrapes: the second shows 0. */
+	const uint64_t t1 = t0 + 100000;
+	for (uint64_t i = 0; i < 10000; i++) {
+		struct core_request req = { .session = { true, 0x100000 + i } };
+		struct core_decision d;
+		core_decide(c, &req, t1, &rng, &d);
+		struct core_feedback fb = { .endpoint = d.endpoint, .status = 200,
+					    .tr_ms = 100, .retry_after_ms = -1,
+					    .has_akey = d.has_akey, .akey = d.akey };
+		ck_assert_int_eq(core_observe(c, &fb, t1), 0);
+	}
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(metrics_render(&t, &h.srv, t1 + 20000), 0);
+	ck_assert_double_eq(sample(t.p, "warmlane_affinity_entries"), 10000 - 8192);
+	metrics_text_finish(&t);
+	memset(&t, 0, sizeof(t));
+	ck_assert_int_eq(metrics_render(&t, &h.srv, t1 + 20000), 0);
+	ck_assert_double_eq(sample(t.p, "warmlane_affinity_entries"), 0);
+	ck_assert_double_eq(sample(t.p, "warmlane_affinity_expirations_total"), 10021);
+	metrics_text_finish(&t);
 	harness_finish(&h);
 }
 END_TEST
