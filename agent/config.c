@@ -1150,11 +1150,14 @@ static void cl_sequence(struct cfg_load *l, const cyaml_schema_value_t *sv,
 			arr = na;
 			cap = nc;
 		}
-		memset(arr + n * esize, 0, esize);
+		/* Counted before it is read: an entry cut short (a bound
+		 * crossed inside it) is still freed with the others. */
+		uint8_t *e = arr + n * esize;
+		memset(e, 0, esize);
 		size_t old = cl_push(l, NULL, 0, (long)n);
-		cl_value(l, ent, arr + n * esize, NULL, 0);
-		cl_pop(l, old);
 		n++;
+		cl_value(l, ent, e, NULL, 0);
+		cl_pop(l, old);
 	}
 	if (n < sv->sequence.min && !l->fatal) {
 		cl_err(l, "at least %u entries needed", sv->sequence.min);
