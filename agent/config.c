@@ -1,4 +1,4 @@
-/* config.c - YAML configuration: libcyaml schema, positions, semantic checks. */
+/* config.c - YAML configuration: libcyaml's schema, read by one bounded libyaml pass, semantic checks. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -9,21 +9,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <yaml.h>
 
+/* The largest file read; a bigger one is refused before any parsing. */
 #define CONFIG_FILE_MAX (1024 * 1024)
 
 /* ---- error lines ---------------------------------------------------- */
 
-/* Accumulates newline-terminated lines in the caller's buffer; once full,
- * the last line says so, and counting continues so callers still know how
- * many problems there were. */
+/* Problems are collected with their position, then written in file order
+ * (the semantic pass visits fields in its own order). At most
+ * CONFIG_ERRS_KEEP are kept: past that they are counted, not shown. */
+#define CONFIG_ERRS_KEEP 10000u
+
+struct config_err {
+	unsigned line, col; /* 1-based; 0: no position, sorts first */
+	unsigned seq;       /* arrival order, for equal positions */
+	char *text;         /* one line, no newline */
+};
+
 struct config_errs {
 	char *buf;
 	size_t cap;
-	size_t len;
-	unsigned count;
-	bool full;
+	struct config_err *v;
+	size_t n, alloc;
+	unsigned count; /* every problem, shown or not */
+	bool lost;      /* one was not kept (memory, CONFIG_ERRS_KEEP) */
 };
 
 static void errs_init(struct config_errs *e, char *buf, size_t cap)
@@ -33,41 +44,114 @@ static void errs_init(struct config_errs *e, char *buf, size_t cap)
 		buf[0] = '\0';
 }
 
-static void errs_vadd(struct config_errs *e, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
-static void errs_vadd(struct config_errs *e, const char *fmt, va_list ap)
+static void errs_vadd_at(struct config_errs *e, unsigned line, unsigned col,
+			 const char *fmt, va_list ap)
+	__attribute__((format(printf, 4, 0)));
+static void errs_vadd_at(struct config_errs *e, unsigned line, unsigned col,
+			 const char *fmt, va_list ap)
 {
 	e->count++;
-	if (e->full || e->cap == 0)
+	if (e->cap == 0)
 		return;
-	char line[512];
-	int n = vsnprintf(line, sizeof(line), fmt, ap);
+	char line_txt[512];
+	int n = vsnprintf(line_txt, sizeof(line_txt), fmt, ap);
 	if (n < 0)
 		return;
-	size_t ln = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;
-	static const char more[] = "(more errors not shown)\n";
-	if (ln + 1 + sizeof(more) > e->cap - e->len) {
-		if (sizeof(more) <= e->cap - e->len) {
-			memcpy(e->buf + e->len, more, sizeof(more));
-			e->len += sizeof(more) - 1;
+	/* Values from the file are quoted into messages: one problem must
+	 * stay one line whatever they hold. */
+	for (char *p = line_txt; *p != '\0'; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	if (e->n == e->alloc) {
+		size_t na = e->alloc == 0 ? 16 : e->alloc * 2;
+		struct config_err *nv = NULL;
+		if (e->alloc < CONFIG_ERRS_KEEP)
+			nv = realloc(e->v, na * sizeof(*nv));
+		if (nv == NULL) {
+			e->lost = true;
+			return;
 		}
-		e->full = true;
+		e->v = nv;
+		e->alloc = na;
+	}
+	char *t = strdup(line_txt);
+	if (t == NULL) {
+		e->lost = true;
 		return;
 	}
-	memcpy(e->buf + e->len, line, ln);
-	e->len += ln;
-	e->buf[e->len++] = '\n';
-	e->buf[e->len] = '\0';
+	e->v[e->n] = (struct config_err){ line, col, (unsigned)e->n, t };
+	e->n++;
 }
 
+static void errs_add_at(struct config_errs *e, unsigned line, unsigned col,
+			const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void errs_add_at(struct config_errs *e, unsigned line, unsigned col,
+			const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	errs_vadd_at(e, line, col, fmt, ap);
+	va_end(ap);
+}
+
+/* A problem without a position (memory, the file as a whole). */
 static void errs_add(struct config_errs *e, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void errs_add(struct config_errs *e, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	errs_vadd(e, fmt, ap);
+	errs_vadd_at(e, 0, 0, fmt, ap);
 	va_end(ap);
+}
+
+/* Forgets every problem collected so far. */
+static void errs_clear(struct config_errs *e)
+{
+	for (size_t i = 0; i < e->n; i++)
+		free(e->v[i].text);
+	e->n = 0;
+	e->count = 0;
+	e->lost = false;
+}
+
+static int errs_cmp(const void *a, const void *b)
+{
+	const struct config_err *x = a, *y = b;
+	if (x->line != y->line)
+		return x->line < y->line ? -1 : 1;
+	if (x->col != y->col)
+		return x->col < y->col ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Writes the kept lines into the caller's buffer in file order; once it
+ * is full, or when some were not kept, the last line says so. Frees them. */
+static void errs_flush(struct config_errs *e)
+{
+	static const char more[] = "(more errors not shown)\n";
+	size_t len = 0;
+	bool full = false;
+	if (e->n > 1)
+		qsort(e->v, e->n, sizeof(*e->v), errs_cmp);
+	for (size_t i = 0; i < e->n; i++) {
+		size_t ln = strlen(e->v[i].text);
+		if (!full && ln + 1 + sizeof(more) <= e->cap - len) {
+			memcpy(e->buf + len, e->v[i].text, ln);
+			len += ln;
+			e->buf[len++] = '\n';
+			e->buf[len] = '\0';
+		} else {
+			full = true;
+		}
+		free(e->v[i].text);
+	}
+	if ((full || e->lost) && e->cap > 0 && sizeof(more) <= e->cap - len)
+		memcpy(e->buf + len, more, sizeof(more));
+	free(e->v);
+	e->v = NULL;
+	e->n = e->alloc = 0;
 }
 
 /* Copies a one-line message into a caller buffer (snprintf semantics). */
@@ -392,9 +476,18 @@ int config_set_listen(struct config *cfg, const char *const *addrs, size_t n,
 
 /* ---- the schema ------------------------------------------------------- */
 
-/* What libcyaml fills: every field optional, numbers behind pointers so an
- * absent one is NULL, durations as strings (checked in the semantic pass,
- * like every range, so that all such problems are reported at once). */
+/* What the schema below describes, in libcyaml's terms, and the loader
+ * fills (cfg_load: the schema's offsets, sizes and flags; cyaml_free
+ * frees it). Every field optional, numbers behind pointers so an absent
+ * one is NULL, durations as strings (checked in the semantic pass, like
+ * every range, so that all such problems are reported at once).
+ *
+ * Adding a key: a member here, a line in its *_fields table (STR, INT,
+ * FLT, STRSEQ; a mapping with CYAML_FIELD_MAPPING_PTR), and its check in
+ * the semantic pass (sem_duration, sem_u32, sem_double, ...) with its
+ * path, "section.key": that path is what finds its line and column, and
+ * the table is what unknown keys are matched against for "did you
+ * mean". */
 struct raw_metrics {
 	char *listen;
 };
@@ -475,8 +568,10 @@ struct raw_config {
  * so the semantic pass checks they are whole instead. */
 #define INT(key, st, m) CYAML_FIELD_FLOAT_PTR(key, OPT | CYAML_FLAG_STRICT, st, m)
 #define FLT(key, st, m) CYAML_FIELD_FLOAT_PTR(key, OPT | CYAML_FLAG_STRICT, st, m)
-#define STRSEQ(key, st, m) \
-	CYAML_FIELD_SEQUENCE(key, OPT_NULL, st, m, &str_entry, 0, CYAML_UNLIMITED)
+/* A list of strings of at most max entries: every list is bounded, so
+ * that no file can make a check over its entries slow. */
+#define STRSEQ(key, st, m, max) \
+	CYAML_FIELD_SEQUENCE(key, OPT_NULL, st, m, &str_entry, 0, max)
 
 static const cyaml_schema_value_t str_entry = {
 	CYAML_VALUE_STRING(CYAML_FLAG_POINTER, char, 0, CYAML_UNLIMITED),
@@ -489,7 +584,7 @@ static const cyaml_schema_field_t metrics_fields[] = {
 
 static const cyaml_schema_field_t runtime_fields[] = {
 	STR("socket", struct raw_runtime, socket),
-	STRSEQ("backends", struct raw_runtime, backends),
+	STRSEQ("backends", struct raw_runtime, backends, 1024),
 	STR("poll_interval", struct raw_runtime, poll_interval),
 	CYAML_FIELD_END
 };
@@ -510,7 +605,7 @@ static const cyaml_schema_field_t log_input_fields[] = {
 static const cyaml_schema_field_t policy_fields[] = {
 	STR("affinity_ttl", struct raw_policy, affinity_ttl),
 	INT("affinity_max_entries", struct raw_policy, affinity_max_entries),
-	STRSEQ("identity_ladder", struct raw_policy, identity_ladder),
+	STRSEQ("identity_ladder", struct raw_policy, identity_ladder, 16),
 	FLT("ewma_alpha", struct raw_policy, ewma_alpha),
 	INT("cold_start_samples", struct raw_policy, cold_start_samples),
 	STR("prior_ttfb", struct raw_policy, prior_ttfb),
@@ -536,10 +631,10 @@ static const cyaml_schema_field_t policy_fields[] = {
 static const cyaml_schema_field_t endpoint_fields[] = {
 	STR("backend", struct raw_endpoint, backend),
 	STR("server", struct raw_endpoint, server),
-	STRSEQ("models", struct raw_endpoint, models),
+	STRSEQ("models", struct raw_endpoint, models, 256),
 	FLT("weight", struct raw_endpoint, weight),
 	FLT("cost_per_mtok", struct raw_endpoint, cost_per_mtok),
-	STRSEQ("keys", struct raw_endpoint, keys),
+	STRSEQ("keys", struct raw_endpoint, keys, 256),
 	CYAML_FIELD_END
 };
 
@@ -550,7 +645,7 @@ static const cyaml_schema_value_t endpoint_entry = {
 
 static const cyaml_schema_field_t top_fields[] = {
 	STR("log_level", struct raw_config, log_level),
-	STRSEQ("listen", struct raw_config, listen),
+	STRSEQ("listen", struct raw_config, listen, 64),
 	INT("max_frame_size", struct raw_config, max_frame_size),
 	CYAML_FIELD_MAPPING_PTR("metrics", OPT_NULL, struct raw_config,
 				metrics, metrics_fields),
@@ -563,7 +658,7 @@ static const cyaml_schema_field_t top_fields[] = {
 	CYAML_FIELD_MAPPING_PTR("policy", OPT_NULL, struct raw_config, policy,
 				policy_fields),
 	CYAML_FIELD_SEQUENCE("endpoints", OPT_NULL, struct raw_config,
-			     endpoints, &endpoint_entry, 0, CYAML_UNLIMITED),
+			     endpoints, &endpoint_entry, 0, 4096),
 	CYAML_FIELD_END
 };
 
@@ -571,192 +666,648 @@ static const cyaml_schema_value_t top_schema = {
 	CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, struct raw_config, top_fields),
 };
 
-/* ---- where libcyaml stopped ------------------------------------------- */
+/* ---- the loader: libyaml events against the schema --------------------- */
 
-/* libcyaml 1.3 reports its first error through the log callback: a message,
- * then a backtrace of "in mapping field 'x' (line: L, column: C)" lines.
- * Those positions are where the enclosing values started or the previous
- * event was, not where the offending token is. Its debug log also names
- * every YAML event it pulls ("Load: Event: ..."), one per libyaml event, so
- * counting them gives the index of the event it failed on, and a libyaml
- * pass over the same bytes turns that index into an exact line and column. */
-struct cy_capture {
-	unsigned events;      /* events pulled until the first error */
-	bool failed;          /* an error message was seen */
-	char msg[320];        /* the first error message, "Load: " removed */
-	char segs[8][72];     /* backtrace path, innermost first */
-	unsigned nsegs;
-	unsigned bt_line, bt_col; /* innermost backtrace position, 1-based */
-	bool in_backtrace;
+/* One pass of libyaml's event parser fills the raw structures the schema
+ * describes and reports every problem it meets, each at its own line and
+ * column: an unknown key (with the nearest known one), a duplicate key, a
+ * value of the wrong kind, a list too long. A wrong value is skipped and
+ * the pass goes on, so one run reports them all. Only a YAML syntax error
+ * stops it (libyaml cannot go past one), and so do the bounds that keep
+ * any file cheap: nesting deeper than CONFIG_DEPTH_MAX (libyaml and the
+ * walk cost more per level at depth; our schema needs 4), a second
+ * document, too many events. Aliases are refused where they appear: the
+ * schema needs none, and expanding them is how a small file becomes a
+ * huge one. libyaml reads ahead at most about a simple key's 1024
+ * characters, so it never sees much past the point where the pass stops. */
+#define CONFIG_DEPTH_MAX  16u
+#define CONFIG_EVENTS_MAX (1u << 20)
+#define CONFIG_FIELDS_MAX 64u
+#define CONFIG_PATH_MAX   256u
+
+/* Where the value at a path ("policy.ewma_alpha", "endpoints[1]") starts;
+ * bad: the loader already reported it, the semantic pass stays quiet. */
+struct cfg_pos {
+	size_t path;   /* offset in the arena */
+	const char *p; /* the path itself, once the arena is final */
+	unsigned line, col;
+	bool bad;
 };
 
-static void cy_log(cyaml_log_t level, void *ctx, const char *fmt, va_list args)
-	__attribute__((format(printf, 3, 0)));
-static void cy_log(cyaml_log_t level, void *ctx, const char *fmt, va_list args)
-{
-	struct cy_capture *c = ctx;
-	char line[320];
-	vsnprintf(line, sizeof(line), fmt, args);
-	size_t n = strlen(line);
-	while (n > 0 && line[n - 1] == '\n')
-		line[--n] = '\0';
-
-	if (!c->failed) {
-		if (strncmp(line, "Load: Event: ", 13) == 0)
-			c->events++;
-		if (level >= CYAML_LOG_ERROR &&
-		    strncmp(line, "Load: Backtrace", 15) != 0) {
-			const char *m = strncmp(line, "Load: ", 6) == 0 ? line + 6
-									: line;
-			snprintf(c->msg, sizeof(c->msg), "%s", m);
-			c->failed = true;
-		}
-		return;
-	}
-	if (level < CYAML_LOG_ERROR)
-		return;
-	if (strncmp(line, "Load: Backtrace", 15) == 0) {
-		c->in_backtrace = true;
-		return;
-	}
-	if (!c->in_backtrace || strncmp(line, "  in ", 5) != 0)
-		return;
-
-	const char *pos = strstr(line, "(line: ");
-	if (pos != NULL && c->bt_line == 0) {
-		unsigned l, col;
-		if (sscanf(pos, "(line: %u, column: %u)", &l, &col) == 2) {
-			c->bt_line = l;
-			c->bt_col = col;
-		}
-	}
-	if (c->nsegs >= sizeof(c->segs) / sizeof(c->segs[0]))
-		return;
-	const char *q;
-	if ((q = strstr(line, "field '")) != NULL) {
-		q += 7;
-		const char *e = strchr(q, '\'');
-		if (e != NULL)
-			snprintf(c->segs[c->nsegs++], sizeof(c->segs[0]), "%.*s",
-				 (int)(e - q), q);
-	} else if ((q = strstr(line, "entry '")) != NULL) {
-		/* libcyaml counts entries from 1; paths here count from 0. */
-		unsigned idx;
-		if (sscanf(q + 7, "%u", &idx) == 1 && idx > 0)
-			snprintf(c->segs[c->nsegs++], sizeof(c->segs[0]),
-				 "[%u]", idx - 1);
-	}
-}
-
-/* Joins the backtrace segments outermost first: endpoints[1].weight. */
-static void cy_path(const struct cy_capture *c, char *buf, size_t cap)
-{
-	size_t o = 0;
-	buf[0] = '\0';
-	for (unsigned i = c->nsegs; i-- > 0;) {
-		const char *s = c->segs[i];
-		int n = snprintf(buf + o, cap - o, "%s%s",
-				 (o > 0 && s[0] != '[') ? "." : "", s);
-		if (n < 0 || (size_t)n >= cap - o)
-			break;
-		o += (size_t)n;
-	}
-}
-
-/* Rewrites libcyaml's common messages in the words of a config file. */
-static void cy_message(const char *msg, char *buf, size_t cap)
-{
-	static const struct {
-		const char *from, *to;
-	} kinds[] = {
-		{ "STRING", "a string" },	{ "INT", "an integer" },
-		{ "UINT", "an integer" },	{ "FLOAT", "a number" },
-		{ "BOOL", "a boolean" },	{ "MAPPING", "a mapping" },
-		{ "SEQUENCE", "a list" },	{ "SCALAR", "a scalar value" },
-		{ "SEQUENCE_START", "a list" }, { "MAPPING_START", "a mapping" },
-		{ "ALIAS", "an alias" },
-	};
-	char want[32], got[32];
-	if (strncmp(msg, "Unexpected key: ", 16) == 0) {
-		snprintf(buf, cap, "unknown key \"%s\"", msg + 16);
-		return;
-	}
-	if (sscanf(msg, "Expecting %31[A-Z_], got event: %31[A-Z_]", want,
-		   got) == 2) {
-		const char *w = want, *g = got;
-		for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-			if (strcmp(want, kinds[i].from) == 0)
-				w = kinds[i].to;
-			if (strcmp(got, kinds[i].from) == 0)
-				g = kinds[i].to;
-		}
-		snprintf(buf, cap, "expected %s, found %s", w, g);
-		return;
-	}
-	if (strncmp(msg, "Invalid FLOAT value: ", 21) == 0) {
-		snprintf(buf, cap, "\"%s\" is not a number", msg + 21);
-		return;
-	}
-	if (strncmp(msg, "Mapping field already seen: ", 28) == 0) {
-		snprintf(buf, cap, "duplicate key \"%s\"", msg + 28);
-		return;
-	}
-	snprintf(buf, cap, "%s", msg);
-}
-
-/* The libyaml pre-pass: reports a syntax error with its exact position
- * (returns -EINVAL), notes whether aliases occur (their replay would skew
- * the event count), and can find the start of the n-th event (1-based). */
-struct prepass {
-	bool has_alias;
-	unsigned want;      /* event index to locate, 0 for none */
-	unsigned line, col; /* its start, 1-based */
-};
-
-static int prepass_run(const char *name, const char *data, size_t len,
-		       struct prepass *pp, struct config_errs *errs)
-{
+struct cfg_load {
+	const char *name;
+	struct config_errs *errs;
 	yaml_parser_t parser;
 	yaml_event_t ev;
-	unsigned n = 0;
-	int rc = 0;
+	bool have_ev;
+	bool fatal; /* parsing stopped: nothing more comes */
+	bool oom;
+	unsigned depth, docs;
+	unsigned long events;
+	char path[CONFIG_PATH_MAX];
+	size_t plen;
+	char *arena; /* NUL-terminated paths of pos[] */
+	size_t alen, acap;
+	struct cfg_pos *pos;
+	size_t npos, cpos;
+};
 
-	if (!yaml_parser_initialize(&parser)) {
-		errs_add(errs, "%s: out of memory", name);
-		return -ENOMEM;
-	}
-	yaml_parser_set_input_string(&parser, (const unsigned char *)data, len);
-	for (;;) {
-		if (!yaml_parser_parse(&parser, &ev)) {
-			unsigned long l = (unsigned long)parser.problem_mark.line + 1;
-			unsigned long c = (unsigned long)parser.problem_mark.column + 1;
-			const char *problem = parser.problem != NULL
-						      ? parser.problem
-						      : "syntax error";
-			if (parser.context != NULL)
-				errs_add(errs, "%s:%lu:%lu: %s (%s at line %lu)",
-					 name, l, c, problem, parser.context,
-					 (unsigned long)parser.context_mark.line + 1);
-			else
-				errs_add(errs, "%s:%lu:%lu: %s", name, l, c,
-					 problem);
-			rc = -EINVAL;
-			break;
+static unsigned cl_line(const yaml_mark_t *m)
+{
+	return (unsigned)m->line + 1;
+}
+
+static unsigned cl_col(const yaml_mark_t *m)
+{
+	return (unsigned)m->column + 1;
+}
+
+/* An error at the current event's start, prefixed with the current path. */
+static void cl_err(struct cfg_load *l, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void cl_err(struct cfg_load *l, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	const yaml_mark_t *m = &l->ev.start_mark;
+	errs_add_at(l->errs, cl_line(m), cl_col(m), "%s:%u:%u: %s%s%s", l->name,
+		    cl_line(m), cl_col(m), l->path, l->plen > 0 ? ": " : "",
+		    msg);
+}
+
+/* Notes where the current event's value for the current path starts. */
+static void cl_note(struct cfg_load *l, bool bad)
+{
+	if (l->npos == l->cpos) {
+		size_t n = l->cpos == 0 ? 64 : l->cpos * 2;
+		struct cfg_pos *v = realloc(l->pos, n * sizeof(*v));
+		if (v == NULL) {
+			l->oom = true;
+			return;
 		}
+		l->pos = v;
+		l->cpos = n;
+	}
+	if (l->plen + 1 > l->acap - l->alen) {
+		size_t n = l->acap == 0 ? 4096 : l->acap * 2;
+		while (l->plen + 1 > n - l->alen)
+			n *= 2;
+		char *a = realloc(l->arena, n);
+		if (a == NULL) {
+			l->oom = true;
+			return;
+		}
+		l->arena = a;
+		l->acap = n;
+	}
+	memcpy(l->arena + l->alen, l->path, l->plen + 1);
+	l->pos[l->npos++] = (struct cfg_pos){
+		.path = l->alen, .line = cl_line(&l->ev.start_mark),
+		.col = cl_col(&l->ev.start_mark), .bad = bad,
+	};
+	l->alen += l->plen + 1;
+}
+
+/* Appends ".key" (or "key" at the top) or "[i]" to the path; returns the
+ * length to restore. A path too long is cut: only messages read it. */
+static size_t cl_push(struct cfg_load *l, const char *key, size_t klen,
+		      long idx)
+{
+	size_t old = l->plen;
+	size_t room = sizeof(l->path) - l->plen;
+	int n;
+	if (idx >= 0)
+		n = snprintf(l->path + l->plen, room, "[%ld]", idx);
+	else
+		n = snprintf(l->path + l->plen, room, "%s%.*s",
+			     l->plen > 0 ? "." : "", (int)klen, key);
+	if (n > 0)
+		l->plen += (size_t)n < room ? (size_t)n : room - 1;
+	return old;
+}
+
+static void cl_pop(struct cfg_load *l, size_t old)
+{
+	l->plen = old;
+	l->path[old] = '\0';
+}
+
+/* The next event in l->ev. False once parsing has stopped (syntax error,
+ * a bound, out of memory): the caller unwinds. */
+static bool cl_next(struct cfg_load *l)
+{
+	if (l->have_ev) {
+		yaml_event_delete(&l->ev);
+		l->have_ev = false;
+	}
+	if (l->fatal)
+		return false;
+	if (!yaml_parser_parse(&l->parser, &l->ev)) {
+		yaml_parser_t *p = &l->parser;
+		unsigned line = (unsigned)p->problem_mark.line + 1;
+		unsigned col = (unsigned)p->problem_mark.column + 1;
+		const char *problem = p->problem != NULL ? p->problem
+							 : "syntax error";
+		/* What came before is dropped: a syntax error makes the
+		 * events before it doubtful (a line indented one space too
+		 * far turns into part of the previous value). */
+		errs_clear(l->errs);
+		if (p->error == YAML_MEMORY_ERROR) {
+			l->oom = true;
+		} else if (p->context != NULL) {
+			errs_add_at(l->errs, line, col,
+				    "%s:%u:%u: %s (%s at line %lu; nothing after a YAML syntax error is checked)",
+				    l->name, line, col, problem, p->context,
+				    (unsigned long)p->context_mark.line + 1);
+		} else {
+			errs_add_at(l->errs, line, col,
+				    "%s:%u:%u: %s (nothing after a YAML syntax error is checked)",
+				    l->name, line, col, problem);
+		}
+		l->fatal = true;
+		return false;
+	}
+	l->have_ev = true;
+	const yaml_mark_t *m = &l->ev.start_mark;
+	if (++l->events > CONFIG_EVENTS_MAX) {
+		errs_add_at(l->errs, cl_line(m), cl_col(m),
+			    "%s:%u:%u: more than %u YAML nodes, not read further",
+			    l->name, cl_line(m), cl_col(m), CONFIG_EVENTS_MAX);
+		l->fatal = true;
+		return false;
+	}
+	switch (l->ev.type) {
+	case YAML_MAPPING_START_EVENT:
+	case YAML_SEQUENCE_START_EVENT:
+		if (++l->depth > CONFIG_DEPTH_MAX) {
+			errs_add_at(l->errs, cl_line(m), cl_col(m),
+				    "%s:%u:%u: nested deeper than %u levels, not read further",
+				    l->name, cl_line(m), cl_col(m),
+				    CONFIG_DEPTH_MAX);
+			l->fatal = true;
+			return false;
+		}
+		break;
+	case YAML_MAPPING_END_EVENT:
+	case YAML_SEQUENCE_END_EVENT:
+		l->depth--;
+		break;
+	case YAML_DOCUMENT_START_EVENT:
+		if (++l->docs > 1) {
+			errs_add_at(l->errs, cl_line(m), cl_col(m),
+				    "%s:%u:%u: a second YAML document: the file must hold one",
+				    l->name, cl_line(m), cl_col(m));
+			l->fatal = true;
+			return false;
+		}
+		break;
+	case YAML_ALIAS_EVENT:
+		cl_err(l, "aliases (*%s) are not supported",
+		       (const char *)l->ev.data.alias.anchor);
+		break;
+	default:
+		break;
+	}
+	return true;
+}
+
+/* Consumes the value that starts at l->ev. */
+static void cl_skip(struct cfg_load *l)
+{
+	yaml_event_type_t t = l->ev.type;
+	if (t != YAML_MAPPING_START_EVENT && t != YAML_SEQUENCE_START_EVENT)
+		return;
+	unsigned nest = 1;
+	while (nest > 0 && cl_next(l)) {
+		t = l->ev.type;
+		if (t == YAML_MAPPING_START_EVENT || t == YAML_SEQUENCE_START_EVENT)
+			nest++;
+		else if (t == YAML_MAPPING_END_EVENT ||
+			 t == YAML_SEQUENCE_END_EVENT)
+			nest--;
+	}
+}
+
+static const char *cl_kind(enum cyaml_type t)
+{
+	switch (t) {
+	case CYAML_STRING: return "a string";
+	case CYAML_INT:
+	case CYAML_UINT: return "an integer";
+	case CYAML_FLOAT: return "a number";
+	case CYAML_BOOL: return "a boolean";
+	case CYAML_MAPPING: return "a mapping";
+	case CYAML_SEQUENCE: return "a list";
+	default: return "a value";
+	}
+}
+
+static const char *cl_found(const yaml_event_t *ev)
+{
+	switch (ev->type) {
+	case YAML_MAPPING_START_EVENT: return "a mapping";
+	case YAML_SEQUENCE_START_EVENT: return "a list";
+	case YAML_ALIAS_EVENT: return "an alias";
+	default: return "a scalar value";
+	}
+}
+
+/* A plain empty, ~ or null scalar: an absent mapping or list. */
+static bool cl_is_null(const yaml_event_t *ev)
+{
+	if (ev->type != YAML_SCALAR_EVENT ||
+	    ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		return false;
+	const char *v = (const char *)ev->data.scalar.value;
+	return v[0] == '\0' || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 ||
+	       strcmp(v, "Null") == 0 || strcmp(v, "NULL") == 0;
+}
+
+/* Optimal string alignment distance (edits and adjacent swaps) between
+ * short strings; anything longer than 63 bytes is simply far. */
+static unsigned cl_distance(const char *a, size_t na, const char *b)
+{
+	size_t nb = strlen(b);
+	if (na > 63 || nb > 63)
+		return 99;
+	unsigned d[64][64];
+	for (size_t i = 0; i <= na; i++)
+		d[i][0] = (unsigned)i;
+	for (size_t j = 0; j <= nb; j++)
+		d[0][j] = (unsigned)j;
+	for (size_t i = 1; i <= na; i++) {
+		for (size_t j = 1; j <= nb; j++) {
+			unsigned cost = a[i - 1] != b[j - 1];
+			unsigned v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (d[i - 1][j - 1] + cost < v)
+				v = d[i - 1][j - 1] + cost;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] &&
+			    a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	}
+	return d[na][nb];
+}
+
+/* The known key nearest to an unknown one, when it is near enough to be
+ * a typo (1 edit for short keys, up to 3 for long ones), else NULL. */
+static const char *cl_suggest(const cyaml_schema_field_t *fields,
+			      const char *key, size_t klen)
+{
+	unsigned limit = klen <= 4 ? 1 : klen <= 8 ? 2 : 3;
+	unsigned best = limit + 1;
+	const char *pick = NULL;
+	for (const cyaml_schema_field_t *f = fields; f->key != NULL; f++) {
+		unsigned d = cl_distance(key, klen, f->key);
+		if (d < best) {
+			best = d;
+			pick = f->key;
+		}
+	}
+	return pick;
+}
+
+static void cl_value(struct cfg_load *l, const cyaml_schema_value_t *sv,
+		     void *dst, void *count_dst, uint8_t count_size);
+
+/* Stores a scalar of type sv (the event is a scalar) at dst. */
+static void cl_scalar(struct cfg_load *l, const cyaml_schema_value_t *sv,
+		      void *dst)
+{
+	const char *v = (const char *)l->ev.data.scalar.value;
+	size_t vlen = l->ev.data.scalar.length;
+	bool ptr = (sv->flags & CYAML_FLAG_POINTER) != 0;
+	union {
+		double d;
+		float f;
+		int64_t i;
+		uint64_t u;
+		bool b;
+	} num = { 0 };
+	size_t size = sv->data_size;
+
+	if (sv->type == CYAML_STRING) {
+		if (!ptr || memchr(v, '\0', vlen) != NULL) {
+			cl_err(l, ptr ? "a string must not contain NUL"
+				      : "unsupported schema type (a bug)");
+			cl_note(l, true);
+			return;
+		}
+		char *s = strdup(v);
+		if (s == NULL) {
+			l->oom = true;
+			return;
+		}
+		*(char **)dst = s;
+		cl_note(l, false);
+		return;
+	}
+
+	char *end = NULL;
+	bool ok = vlen > 0;
+	switch (sv->type) {
+	case CYAML_FLOAT:
+		errno = 0;
+		num.d = strtod(v, &end);
+		ok = ok && end == v + vlen && errno != ERANGE;
+		if (size == sizeof(float))
+			num.f = (float)num.d;
+		else
+			ok = ok && size == sizeof(double);
+		break;
+	case CYAML_INT:
+		errno = 0;
+		num.i = strtoll(v, &end, 0);
+		ok = ok && end == v + vlen && errno != ERANGE &&
+		     size == sizeof(int64_t);
+		break;
+	case CYAML_UINT:
+		errno = 0;
+		num.u = strtoull(v, &end, 0);
+		ok = ok && v[0] != '-' && end == v + vlen && errno != ERANGE &&
+		     size == sizeof(uint64_t);
+		break;
+	case CYAML_BOOL:
+		if (strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0 ||
+		    strcasecmp(v, "on") == 0)
+			num.b = true;
+		else if (!(strcasecmp(v, "false") == 0 ||
+			   strcasecmp(v, "no") == 0 ||
+			   strcasecmp(v, "off") == 0))
+			ok = false;
+		ok = ok && size == sizeof(bool);
+		break;
+	default:
+		cl_err(l, "unsupported schema type (a bug)");
+		cl_note(l, true);
+		return;
+	}
+	if (!ok) {
+		cl_err(l, "\"%.80s\" is not %s", v, cl_kind(sv->type));
+		cl_note(l, true);
+		return;
+	}
+	if (ptr) {
+		void *p = malloc(size);
+		if (p == NULL) {
+			l->oom = true;
+			return;
+		}
+		memcpy(p, &num, size);
+		*(void **)dst = p;
+	} else {
+		memcpy(dst, &num, size);
+	}
+	cl_note(l, false);
+}
+
+/* Fills the mapping that starts at l->ev into base, field by field. */
+static void cl_mapping(struct cfg_load *l, const cyaml_schema_field_t *fields,
+		       uint8_t *base)
+{
+	bool seen[CONFIG_FIELDS_MAX] = { false };
+	while (cl_next(l) && l->ev.type != YAML_MAPPING_END_EVENT) {
+		if (l->ev.type != YAML_SCALAR_EVENT) {
+			if (l->ev.type != YAML_ALIAS_EVENT)
+				cl_err(l, "a key must be a plain name, found %s",
+				       cl_found(&l->ev));
+			cl_skip(l);
+			if (cl_next(l))
+				cl_skip(l);
+			continue;
+		}
+		const char *key = (const char *)l->ev.data.scalar.value;
+		size_t klen = l->ev.data.scalar.length;
+		size_t k = 0;
+		const cyaml_schema_field_t *f = fields;
+		for (; f->key != NULL; f++, k++)
+			if (strlen(f->key) == klen && memcmp(f->key, key, klen) == 0)
+				break;
+		if (f->key == NULL) {
+			const char *near = cl_suggest(fields, key, klen);
+			cl_err(l, "unknown key \"%.80s\"%s%s%s", key,
+			       near != NULL ? " (did you mean \"" : "",
+			       near != NULL ? near : "",
+			       near != NULL ? "\"?)" : "");
+		} else if (k >= CONFIG_FIELDS_MAX) {
+			cl_err(l, "too many fields in the schema (a bug)");
+		} else if (seen[k]) {
+			size_t old = cl_push(l, key, klen, -1);
+			cl_err(l, "duplicate key \"%s\"", f->key);
+			cl_pop(l, old);
+		} else {
+			seen[k] = true;
+			size_t old = cl_push(l, key, klen, -1);
+			if (cl_next(l))
+				cl_value(l, &f->value, base + f->data_offset,
+					 base + f->count_offset, f->count_size);
+			cl_pop(l, old);
+			continue;
+		}
+		if (cl_next(l))
+			cl_skip(l);
+	}
+	if (l->fatal)
+		return;
+	for (size_t i = 0; fields[i].key != NULL && i < CONFIG_FIELDS_MAX; i++)
+		if (!seen[i] && !(fields[i].value.flags & CYAML_FLAG_OPTIONAL))
+			cl_err(l, "missing required key \"%s\"", fields[i].key);
+}
+
+/* Fills the list that starts at l->ev: an array of entries at *dst, its
+ * length in the count_size bytes at count_dst. */
+static void cl_sequence(struct cfg_load *l, const cyaml_schema_value_t *sv,
+			void *dst, void *count_dst, uint8_t count_size)
+{
+	const cyaml_schema_value_t *ent = sv->sequence.entry;
+	size_t esize = (ent->flags & CYAML_FLAG_POINTER) ? sizeof(void *)
+							 : ent->data_size;
+	uint8_t *arr = NULL;
+	uint64_t n = 0, cap = 0;
+	bool reported = false;
+	while (cl_next(l) && l->ev.type != YAML_SEQUENCE_END_EVENT) {
+		if (n >= sv->sequence.max) {
+			if (!reported)
+				cl_err(l, "more than %u entries", sv->sequence.max);
+			reported = true;
+			cl_skip(l);
+			continue;
+		}
+		if (n == cap) {
+			uint64_t nc = cap == 0 ? 4 : cap * 2;
+			uint8_t *na = realloc(arr, (size_t)nc * esize);
+			if (na == NULL) {
+				l->oom = true;
+				cl_skip(l);
+				break;
+			}
+			arr = na;
+			cap = nc;
+		}
+		/* Counted before it is read: an entry cut short (a bound
+		 * crossed inside it) is still freed with the others. */
+		uint8_t *e = arr + n * esize;
+		memset(e, 0, esize);
+		size_t old = cl_push(l, NULL, 0, (long)n);
 		n++;
-		if (ev.type == YAML_ALIAS_EVENT)
-			pp->has_alias = true;
-		if (n == pp->want) {
-			pp->line = (unsigned)ev.start_mark.line + 1;
-			pp->col = (unsigned)ev.start_mark.column + 1;
-		}
-		yaml_event_type_t t = ev.type;
-		yaml_event_delete(&ev);
-		if (t == YAML_STREAM_END_EVENT)
-			break;
+		cl_value(l, ent, e, NULL, 0);
+		cl_pop(l, old);
 	}
-	yaml_parser_delete(&parser);
-	return rc;
+	if (n < sv->sequence.min && !l->fatal) {
+		cl_err(l, "at least %u entries needed", sv->sequence.min);
+		cl_note(l, true);
+	}
+	*(void **)dst = arr;
+	/* libcyaml's counts are unsigned of count_size bytes. */
+	if (count_size == sizeof(uint32_t)) {
+		uint32_t c = (uint32_t)n;
+		memcpy(count_dst, &c, sizeof(c));
+	} else if (count_size == sizeof(uint64_t)) {
+		memcpy(count_dst, &n, sizeof(n));
+	} else if (count_size == sizeof(uint16_t)) {
+		uint16_t c = (uint16_t)n;
+		memcpy(count_dst, &c, sizeof(c));
+	} else if (count_size == sizeof(uint8_t)) {
+		uint8_t c = (uint8_t)n;
+		memcpy(count_dst, &c, sizeof(c));
+	}
+}
+
+/* Reads the value that starts at l->ev as sv into dst (the pointer's
+ * place for pointer types). */
+static void cl_value(struct cfg_load *l, const cyaml_schema_value_t *sv,
+		     void *dst, void *count_dst, uint8_t count_size)
+{
+	yaml_event_type_t t = l->ev.type;
+	if (t == YAML_ALIAS_EVENT) { /* reported by cl_next */
+		cl_note(l, true);
+		return;
+	}
+	if (sv->type == CYAML_MAPPING || sv->type == CYAML_SEQUENCE) {
+		yaml_event_type_t want = sv->type == CYAML_MAPPING
+						 ? YAML_MAPPING_START_EVENT
+						 : YAML_SEQUENCE_START_EVENT;
+		if (t != want) {
+			if ((sv->flags & CYAML_FLAG_POINTER_NULL) && cl_is_null(&l->ev)) {
+				cl_note(l, false);
+				return;
+			}
+			cl_err(l, "expected %s, found %s", cl_kind(sv->type),
+			       cl_found(&l->ev));
+			cl_note(l, true);
+			cl_skip(l);
+			return;
+		}
+		cl_note(l, false);
+		if (sv->type == CYAML_SEQUENCE) {
+			cl_sequence(l, sv, dst, count_dst, count_size);
+			return;
+		}
+		uint8_t *base = dst;
+		if (sv->flags & CYAML_FLAG_POINTER) {
+			base = calloc(1, sv->data_size);
+			if (base == NULL) {
+				l->oom = true;
+				cl_skip(l);
+				return;
+			}
+			*(void **)dst = base;
+		}
+		cl_mapping(l, sv->mapping.fields, base);
+		return;
+	}
+	if (t != YAML_SCALAR_EVENT) {
+		cl_err(l, "expected %s, found %s", cl_kind(sv->type),
+		       cl_found(&l->ev));
+		cl_note(l, true);
+		cl_skip(l);
+		return;
+	}
+	cl_scalar(l, sv, dst);
+}
+
+/* Reads the whole stream into *raw (NULL: an empty document). Returns
+ * -ENOMEM, or 0 with every problem in l->errs. */
+static int cl_run(struct cfg_load *l, const char *data, size_t len,
+		  struct raw_config **raw)
+{
+	*raw = NULL;
+	if (!yaml_parser_initialize(&l->parser))
+		return -ENOMEM;
+	yaml_parser_set_input_string(&l->parser, (const unsigned char *)data,
+				     len);
+	bool root = false;
+	while (cl_next(l) && l->ev.type != YAML_STREAM_END_EVENT) {
+		yaml_event_type_t t = l->ev.type;
+		if (t == YAML_STREAM_START_EVENT || t == YAML_DOCUMENT_START_EVENT ||
+		    t == YAML_DOCUMENT_END_EVENT)
+			continue;
+		if (root) { /* libyaml gives one root per document */
+			cl_skip(l);
+			continue;
+		}
+		root = true;
+		if (!cl_is_null(&l->ev)) /* a bare "---": all defaults */
+			cl_value(l, &top_schema, raw, NULL, 0);
+	}
+	if (l->have_ev)
+		yaml_event_delete(&l->ev);
+	l->have_ev = false;
+	yaml_parser_delete(&l->parser);
+	return l->oom ? -ENOMEM : 0;
+}
+
+static int cl_pos_cmp(const void *a, const void *b)
+{
+	const struct cfg_pos *x = a, *y = b;
+	return strcmp(x->p, y->p);
+}
+
+/* Makes the positions searchable by path (once the arena moves no more). */
+static void cl_index(struct cfg_load *l)
+{
+	for (size_t i = 0; i < l->npos; i++)
+		l->pos[i].p = l->arena + l->pos[i].path;
+	if (l->npos > 1)
+		qsort(l->pos, l->npos, sizeof(*l->pos), cl_pos_cmp);
+}
+
+/* The position of path's value, else of the nearest enclosing value the
+ * file has (a key the semantic pass misses is reported where its mapping
+ * is); NULL when the file has none of them. */
+static const struct cfg_pos *cl_find(const struct cfg_load *l,
+				     const char *path)
+{
+	char buf[CONFIG_PATH_MAX];
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (;;) {
+		struct cfg_pos key = { .p = buf };
+		const struct cfg_pos *r = NULL;
+		if (l->npos > 0)
+			r = bsearch(&key, l->pos, l->npos, sizeof(*l->pos),
+				    cl_pos_cmp);
+		if (r != NULL)
+			return r;
+		char *dot = strrchr(buf, '.'), *br = strrchr(buf, '[');
+		char *cut = dot > br ? dot : br;
+		if (cut == NULL)
+			return NULL;
+		*cut = '\0';
+	}
+}
+
+static void cl_finish(struct cfg_load *l)
+{
+	free(l->pos);
+	free(l->arena);
+	l->pos = NULL;
+	l->arena = NULL;
 }
 
 /* ---- the semantic pass ------------------------------------------------ */
@@ -764,19 +1315,53 @@ static int prepass_run(const char *name, const char *data, size_t len,
 struct sem {
 	const char *name; /* file name for messages */
 	struct config_errs *errs;
+	const struct cfg_load *load; /* positions by path */
 	bool oom;
 };
+
+/* A problem with the value at path, reported at where_path's line and
+ * column (path's own when NULL), or not at all when the loader already
+ * reported that value (a wrong kind is not also "required"). */
+static void sem_verr(struct sem *s, const char *where_path, const char *path,
+		     const char *fmt, va_list ap)
+	__attribute__((format(printf, 4, 0)));
+static void sem_verr(struct sem *s, const char *where_path, const char *path,
+		     const char *fmt, va_list ap)
+{
+	char msg[384];
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	const struct cfg_pos *at = cl_find(s->load, where_path != NULL
+							    ? where_path
+							    : path);
+	if (at != NULL && at->bad)
+		return;
+	if (at == NULL)
+		errs_add(s->errs, "%s: %s: %s", s->name, path, msg);
+	else
+		errs_add_at(s->errs, at->line, at->col, "%s:%u:%u: %s: %s",
+			    s->name, at->line, at->col, path, msg);
+}
 
 static void sem_err(struct sem *s, const char *path, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void sem_err(struct sem *s, const char *path, const char *fmt, ...)
 {
-	char msg[384];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	sem_verr(s, NULL, path, fmt, ap);
 	va_end(ap);
-	errs_add(s->errs, "%s: %s: %s", s->name, path, msg);
+}
+
+static void sem_err_at(struct sem *s, const char *where_path, const char *path,
+		       const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void sem_err_at(struct sem *s, const char *where_path, const char *path,
+		       const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	sem_verr(s, where_path, path, fmt, ap);
+	va_end(ap);
 }
 
 static char *sem_strdup(struct sem *s, const char *v)
@@ -1064,8 +1649,9 @@ static void sem_endpoints(struct sem *s, const struct raw_config *raw,
 		sem_double(s, path, re->cost_per_mtok, 0, true, 1e9,
 			   &ep->cost_per_mtok);
 
-		if (re->backend == NULL || re->server == NULL)
-			continue;
+		if (re->backend == NULL || re->server == NULL ||
+		    re->backend[0] == '\0' || re->server[0] == '\0')
+			continue; /* already "required" */
 		for (unsigned j = 0; j < i; j++) {
 			const struct raw_endpoint *o = &raw->endpoints[j];
 			if (o->backend != NULL && o->server != NULL &&
@@ -1227,8 +1813,14 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 	if (cfg->params.breaker_cooldown_ms > cfg->params.breaker_cooldown_max_ms)
 	{
 		char a[32], b[32];
-		sem_err(s, "policy.breaker_cooldown",
-			"%s must not exceed policy.breaker_cooldown_max (%s)",
+		/* At the one of the two the file set (the cooldown if both). */
+		bool own = raw->policy != NULL &&
+			   raw->policy->breaker_cooldown != NULL;
+		sem_err_at(s,
+			   own ? "policy.breaker_cooldown"
+			       : "policy.breaker_cooldown_max",
+			   "policy.breaker_cooldown",
+			   "%s must not exceed policy.breaker_cooldown_max (%s)",
 			fmt_duration(a, sizeof(a), cfg->params.breaker_cooldown_ms),
 			fmt_duration(b, sizeof(b),
 				     cfg->params.breaker_cooldown_max_ms));
@@ -1239,74 +1831,53 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 
 /* ---- loading ---------------------------------------------------------- */
 
+static const cyaml_config_t cy_config = {
+	.mem_fn = cyaml_mem,
+	.log_level = CYAML_LOG_ERROR,
+	.flags = CYAML_CFG_DEFAULT,
+};
+
 int config_load_data(struct config *cfg, const char *name, const char *data,
 		     size_t len, char *err, size_t errlen)
 {
 	struct config_errs errs;
-	struct prepass pp = { 0 };
 	errs_init(&errs, err, errlen);
+	if (len > CONFIG_FILE_MAX) {
+		set_err(err, errlen, "%s: larger than %d bytes\n", name,
+			CONFIG_FILE_MAX);
+		return -EFBIG;
+	}
 
-	int r = prepass_run(name, data, len, &pp, &errs);
-	if (r < 0)
-		return r;
-
-	struct cy_capture cap = { 0 };
-	const cyaml_config_t cy = {
-		.log_fn = cy_log,
-		.log_ctx = &cap,
-		.mem_fn = cyaml_mem,
-		.log_level = CYAML_LOG_DEBUG, /* for the event count */
-		.flags = CYAML_CFG_DEFAULT,
-	};
+	struct cfg_load l = { .name = name, .errs = &errs };
 	struct raw_config *raw = NULL;
-	cyaml_err_t cr = cyaml_load_data((const uint8_t *)data, len, &cy,
-					 &top_schema, (cyaml_data_t **)&raw,
-					 NULL);
-	if (cr != CYAML_OK) {
-		unsigned line = cap.bt_line, col = cap.bt_col;
-		if (cap.events > 0 && !pp.has_alias) {
-			struct prepass at = { .want = cap.events };
-			struct config_errs none;
-			errs_init(&none, NULL, 0);
-			if (prepass_run(name, data, len, &at, &none) == 0 &&
-			    at.line > 0) {
-				line = at.line;
-				col = at.col;
-			}
-		}
-		char path[256], msg[320];
-		cy_path(&cap, path, sizeof(path));
-		cy_message(cap.failed ? cap.msg : cyaml_strerror(cr), msg,
-			   sizeof(msg));
-		if (cr == CYAML_ERR_OOM) {
-			errs_add(&errs, "%s: out of memory", name);
-			return -ENOMEM;
-		}
-		errs_add(&errs, "%s:%u:%u: %s%s%s", name, line, col, path,
-			 path[0] != '\0' ? ": " : "", msg);
-		return -EINVAL;
-	}
-
+	int r = cl_run(&l, data, len, &raw);
 	struct config next;
-	r = config_init(&next);
+	if (r == 0)
+		r = config_init(&next);
 	if (r < 0) {
-		cyaml_free(&cy, &top_schema, raw, 0);
+		cyaml_free(&cy_config, &top_schema, raw, 0);
+		cl_finish(&l);
 		errs_add(&errs, "%s: out of memory", name);
+		errs_flush(&errs);
 		return r;
 	}
-	struct sem s = { .name = name, .errs = &errs };
-	if (raw != NULL) /* NULL: an empty document, all defaults */
+	cl_index(&l);
+	struct sem s = { .name = name, .errs = &errs, .load = &l };
+	/* After a syntax error or a bound the rest of the file is unknown:
+	 * its defaults would only add wrong complaints. NULL: an empty
+	 * document, all defaults. */
+	if (raw != NULL && !l.fatal)
 		sem_run(&s, raw, &next);
-	cyaml_free(&cy, &top_schema, raw, 0);
+	cyaml_free(&cy_config, &top_schema, raw, 0);
+	cl_finish(&l);
 
-	if (s.oom) {
+	if (s.oom)
 		errs_add(&errs, "%s: out of memory", name);
+	unsigned count = errs.count;
+	errs_flush(&errs);
+	if (count > 0) {
 		config_finish(&next);
-		return -ENOMEM;
-	}
-	if (errs.count > 0) {
-		config_finish(&next);
-		return -EINVAL;
+		return s.oom ? -ENOMEM : -EINVAL;
 	}
 	config_finish(cfg);
 	*cfg = next;
@@ -1335,11 +1906,9 @@ int config_load_file(struct config *cfg, const char *path, char *err,
 	if (rerr != 0) {
 		set_err(err, errlen, "%s: %s\n", path, strerror(rerr));
 		r = -rerr;
-	} else if (len > CONFIG_FILE_MAX) {
-		set_err(err, errlen, "%s: larger than %d bytes\n", path,
-			CONFIG_FILE_MAX);
-		r = -EFBIG;
 	} else {
+		/* A file over the bound is refused by config_load_data
+		 * before any parsing. */
 		r = config_load_data(cfg, path, data, len, err, errlen);
 	}
 	free(data);

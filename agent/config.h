@@ -89,9 +89,13 @@ void config_finish(struct config *cfg);
 
 /* Loads the YAML file at path over the defaults. On success, replaces *cfg
  * (finishing the old contents) and returns 0. On failure *cfg is untouched,
- * err holds one line per problem ("PATH:LINE:COL: message" for the first
- * syntax or schema error, "PATH: field.path: message" for every semantic
- * one) and the return is -EINVAL, or -errno when the file cannot be read. */
+ * err holds one line per problem, every one found, in file order
+ * ("PATH:LINE:COL: field.path: message"; a YAML syntax error is then the
+ * only line, the parser cannot go past it) and the return is -EINVAL,
+ * -EFBIG over 1 MiB, or -errno when the file cannot be read. Bounded
+ * whatever the file holds: nesting, documents, aliases and list lengths
+ * are refused past their limits (see config.c). Touches no global state:
+ * safe on any thread. */
 int config_load_file(struct config *cfg, const char *path, char *err,
 		     size_t errlen);
 

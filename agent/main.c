@@ -70,6 +70,7 @@ struct app {
 	char *load_path;
 	bool save_on_exit;      /* stopped by a signal: write the snapshot */
 	uv_signal_t sig_term, sig_int, sig_hup;
+	struct reload_parse reload; /* SIGHUP's file, read off the loop */
 };
 
 /* ---- the runtime poller, replaceable by a reload ------------------------ */
@@ -169,6 +170,7 @@ static void main_on_stopped(struct server *s, void *arg)
 	snapshot_writer_stop(&app->snap);
 	sdnotify_stop(&app->sd);
 	logsrc_stop(&app->logsrc);
+	reload_parse_stop(&app->reload);
 	/* The signal handles are what keeps the loop running now. */
 	uv_close((uv_handle_t *)&app->sig_term, NULL);
 	uv_close((uv_handle_t *)&app->sig_int, NULL);
@@ -183,13 +185,13 @@ static void main_on_stopped(struct server *s, void *arg)
 
 /* ---- reload (SIGHUP) ------------------------------------------------------ */
 
-/* reload_prepare does what can fail (nothing changes when it does), then
- * reload_commit and what depends on the new file here. Returns 0 or
- * -errno. */
-static int main_reload_apply(struct app *app)
+/* reload_prepare does what can fail with the parsed file next (nothing
+ * changes when it does), then reload_commit and what depends on the new
+ * file here. Returns 0 or -errno. */
+static int main_reload_apply(struct app *app, struct config *next)
 {
 	struct reload_plan p;
-	int r = reload_prepare(&p, &app->srv, app->cfg, &app->opts);
+	int r = reload_prepare(&p, &app->srv, app->cfg, next, app->opts.path);
 	if (r < 0)
 		return r;
 	struct reload_changes ch;
@@ -221,6 +223,21 @@ static int main_reload_apply(struct app *app)
 	return 0;
 }
 
+/* The file, parsed on the threadpool, back on the loop thread. */
+static void main_reload_parsed(struct reload_parse *rp, int rc,
+			       struct config *next, const char *err, void *arg)
+{
+	struct app *app = arg;
+	(void)rp;
+	if (app->srv.stopping)
+		log_warn("reload dropped: stopping", NULL);
+	else if (rc < 0)
+		reload_log_refused(app->opts.path, err);
+	else
+		main_reload_apply(app, next);
+	sdnotify_reloaded(&app->sd);
+}
+
 static void main_reload(struct app *app)
 {
 	if (app->srv.stopping) {
@@ -232,9 +249,17 @@ static void main_reload(struct app *app)
 		return;
 	}
 	sdnotify_reloading(&app->sd);
-	log_info("reloading", NULL);
-	main_reload_apply(app);
-	sdnotify_reloaded(&app->sd);
+	int r = reload_parse_request(&app->reload);
+	if (r == 1) {
+		log_info("reloading: a parse is running, the file is read again after it",
+			 NULL);
+	} else if (r < 0) {
+		log_error("reload refused: cannot queue the parse", "error=%s",
+			  uv_err_name(r));
+		sdnotify_reloaded(&app->sd);
+	} else {
+		log_info("reloading", NULL);
+	}
 }
 
 static void main_on_signal(uv_signal_t *h, int signum)
@@ -350,6 +375,8 @@ static int main_run(struct app *app)
 			 cfg->log_input_path[0] != '\0' ? cfg->log_input_path : "-",
 			 (unsigned)cfg->log_input_udp_port);
 	}
+	reload_parse_init(&app->reload, app->loop, &app->opts,
+			  main_reload_parsed, app);
 	r = main_signals(app);
 	if (r < 0) {
 		log_error("cannot install signal handlers", "error=%s",

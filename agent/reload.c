@@ -84,33 +84,48 @@ static void reload_log_errors(const char *err)
 	}
 }
 
-int reload_prepare(struct reload_plan *p, struct server *srv,
-		   const struct config *cur, const struct reload_opts *o)
+int reload_load(struct config *next, const struct reload_opts *o, char *err,
+		size_t errlen)
 {
-	static char err[16384]; /* the loader's every problem; one loop */
-	int r;
-
-	memset(p, 0, sizeof(*p));
-	if (config_init(&p->next) < 0) {
-		log_error("reload refused: out of memory", NULL);
-		return -ENOMEM;
-	}
-	err[0] = '\0';
-	r = config_load_file(&p->next, o->path, err, sizeof(err));
-	if (r == 0 && o->n_cli_listen > 0)
-		r = config_set_listen(&p->next, o->cli_listen, o->n_cli_listen,
-				      err, sizeof(err));
+	if (errlen > 0)
+		err[0] = '\0';
+	int r = config_init(next);
 	if (r < 0) {
-		char q[600];
-		log_error("reload refused: keeping the running configuration",
-			  "config=%s", log_quote(q, sizeof(q), o->path,
-						 strlen(o->path)));
-		reload_log_errors(err);
-		config_finish(&p->next);
+		snprintf(err, errlen, "out of memory\n");
+		return r;
+	}
+	r = config_load_file(next, o->path, err, errlen);
+	if (r == 0 && o->n_cli_listen > 0)
+		r = config_set_listen(next, o->cli_listen, o->n_cli_listen, err,
+				      errlen);
+	if (r < 0) {
+		config_finish(next);
 		return r;
 	}
 	if (o->cli_level)
-		p->next.log_level = o->cli_lvl;
+		next->log_level = o->cli_lvl;
+	return 0;
+}
+
+void reload_log_refused(const char *path, const char *err)
+{
+	char q[600];
+	log_error("reload refused: keeping the running configuration",
+		  "config=%s", log_quote(q, sizeof(q), path, strlen(path)));
+	reload_log_errors(err);
+}
+
+int reload_prepare(struct reload_plan *p, struct server *srv,
+		   const struct config *cur, struct config *parsed,
+		   const char *path)
+{
+	static char err[16384]; /* the loop thread's alone */
+	int r;
+
+	memset(p, 0, sizeof(*p));
+	p->next = *parsed;
+	memset(parsed, 0, sizeof(*parsed));
+	err[0] = '\0';
 
 	const struct config *next = &p->next;
 	p->metrics_changed = !reload_str_eq(cur->metrics_listen,
@@ -134,7 +149,7 @@ int reload_prepare(struct reload_plan *p, struct server *srv,
 		char q[sizeof(err) + 100], qp[600];
 		log_error("reload refused: keeping the running configuration",
 			  "config=%s error=%s",
-			  log_quote(qp, sizeof(qp), o->path, strlen(o->path)),
+			  log_quote(qp, sizeof(qp), path, strlen(path)),
 			  log_quote(q, sizeof(q), err, strlen(err)));
 		server_relisten_abort(srv, p->pending);
 		/* Only what this reload started: the running server stays. */
@@ -257,4 +272,90 @@ void reload_commit(struct reload_plan *p, struct server *srv,
 	memset(&p->next, 0, sizeof(p->next)); /* *cur's now */
 	p->pending = NULL;
 	p->metrics = NULL;
+}
+
+/* ---- the file read off the loop ------------------------------------------- */
+
+static void reload_parse_done(uv_work_t *w, int status);
+
+static void reload_parse_work(uv_work_t *w)
+{
+	struct reload_parse *rp = container_of(w, struct reload_parse, work);
+	/* The threadpool: only rp's own fields and the loader. */
+	rp->rc = reload_load(&rp->next, rp->opts, rp->err, sizeof(rp->err));
+}
+
+static int reload_parse_queue(struct reload_parse *rp)
+{
+	rp->busy = true;
+	int r = uv_queue_work(rp->loop, &rp->work, reload_parse_work,
+			      reload_parse_done);
+	if (r < 0)
+		rp->busy = false;
+	return r;
+}
+
+static void reload_parse_done(uv_work_t *w, int status)
+{
+	struct reload_parse *rp = container_of(w, struct reload_parse, work);
+	rp->busy = false;
+	if (status == 0)
+		rp->parses++;
+	bool deliver = status == 0 && !rp->stopped && !rp->again;
+	if (!deliver) {
+		if (status == 0 && rp->rc == 0)
+			config_finish(&rp->next);
+		if (rp->again && !rp->stopped) {
+			rp->again = false;
+			log_info("reload superseded by a newer request: reading the file again",
+				 NULL);
+			int r = reload_parse_queue(rp);
+			if (r < 0) {
+				snprintf(rp->err, sizeof(rp->err),
+					 "%s: cannot queue the parse: %s\n",
+					 rp->opts->path, uv_strerror(r));
+				rp->cb(rp, r, NULL, rp->err, rp->arg);
+			}
+		}
+		return;
+	}
+	if (rp->rc == 0) {
+		rp->cb(rp, 0, &rp->next, "", rp->arg);
+		/* Whatever the callee left is freed, not leaked. */
+		config_finish(&rp->next);
+	} else {
+		rp->cb(rp, rp->rc, NULL, rp->err, rp->arg);
+	}
+}
+
+void reload_parse_init(struct reload_parse *rp, uv_loop_t *loop,
+		       const struct reload_opts *o, reload_parsed_fn cb,
+		       void *arg)
+{
+	memset(rp, 0, sizeof(*rp));
+	rp->loop = loop;
+	rp->opts = o;
+	rp->cb = cb;
+	rp->arg = arg;
+}
+
+int reload_parse_request(struct reload_parse *rp)
+{
+	if (rp->stopped)
+		return -ECANCELED;
+	if (rp->busy) {
+		rp->again = true;
+		return 1;
+	}
+	return reload_parse_queue(rp);
+}
+
+void reload_parse_stop(struct reload_parse *rp)
+{
+	rp->stopped = true;
+	rp->again = false;
+	/* A parse not started yet ends now (status UV_ECANCELED); a running
+	 * one finishes on its thread, the loop waiting for it. */
+	if (rp->busy)
+		uv_cancel((uv_req_t *)&rp->work);
 }

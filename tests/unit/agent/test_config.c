@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -229,8 +230,8 @@ START_TEST(syntax_error_position)
 }
 END_TEST
 
-/* Schema errors stop libcyaml at once: reported where the offending token
- * is, with the field's path. */
+/* Schema errors, reported where the offending token is, with the field's
+ * path. */
 START_TEST(schema_error_position)
 {
 	static const struct {
@@ -239,15 +240,17 @@ START_TEST(schema_error_position)
 		{ "log_level: info\npolicy:\n  ewma_alpha: 0.3\n  bogus: 4\n",
 		  "t.yaml:4:3: policy: unknown key \"bogus\"\n" },
 		{ "log_level: info\nlisten_on: x\n",
-		  "t.yaml:2:1: unknown key \"listen_on\"\n" },
+		  "t.yaml:2:1: unknown key \"listen_on\" (did you mean \"listen\"?)\n" },
 		{ "log_level: [info]\n",
 		  "t.yaml:1:12: log_level: expected a string, found a list\n" },
 		{ "policy:\n  ewma_alpha: fast\n",
 		  "t.yaml:2:15: policy.ewma_alpha: \"fast\" is not a number\n" },
+		/* The semantic pass runs too: both problems of the entry. */
 		{ "endpoints:\n  - backend: a\n    server: b\n  - backend: c\n    wieght: 2\n",
-		  "t.yaml:5:5: endpoints[1]: unknown key \"wieght\"\n" },
-		{ "endpoints:\n  - backend: a\n    weight: {x: 1}\n",
-		  "t.yaml:3:13: endpoints[0].weight: expected a number, found a mapping\n" },
+		  "t.yaml:4:5: endpoints[1].server: required\n"
+		  "t.yaml:5:5: endpoints[1]: unknown key \"wieght\" (did you mean \"weight\"?)\n" },
+		{ "endpoints:\n  - backend: a\n    server: b\n    weight: {x: 1}\n",
+		  "t.yaml:4:13: endpoints[0].weight: expected a number, found a mapping\n" },
 		{ "- a\n- b\n", "t.yaml:1:1: expected a mapping, found a list\n" },
 		{ "policy: {ewma_alpha: 0.1, ewma_alpha: 0.2}\n",
 		  "t.yaml:1:27: policy.ewma_alpha: duplicate key \"ewma_alpha\"\n" },
@@ -256,9 +259,8 @@ START_TEST(schema_error_position)
 		struct config cfg;
 		ck_assert_int_eq(config_init(&cfg), 0);
 		ck_assert_int_eq(load(&cfg, cases[i].yaml), -EINVAL);
-		ck_assert_msg(strncmp(err, cases[i].line, strlen(cases[i].line)) == 0,
+		ck_assert_msg(strcmp(err, cases[i].line) == 0,
 			      "case %zu: expected %s, got %s", i, cases[i].line, err);
-		ck_assert_uint_eq(count_lines(err), 1);
 		config_finish(&cfg);
 	}
 }
@@ -290,42 +292,102 @@ static const char bad_yaml[] =
 	"  - backend: other\n"
 	"    server: \"x y\"\n";
 
+/* Every semantic problem, each at its value's line and column, in file
+ * order (the checks run in another order: durations used to come out
+ * last). The whole text is compared. */
 START_TEST(semantic_all_reported)
 {
 	struct config cfg;
 	ck_assert_int_eq(config_init(&cfg), 0);
 	ck_assert_int_eq(load(&cfg, "max_frame_size: 4096\n"), 0);
 	ck_assert_int_eq(load(&cfg, bad_yaml), -EINVAL);
-	static const char *const lines[] = {
-		"t.yaml: log_level: \"loud\" is not one of error, warn, info, debug\n",
-		"t.yaml: listen[0]: bad address \"unix:/tmp/x.sock,mode=999\": mode must be octal",
-		"t.yaml: listen[1]: bad address \"tcp:1.2.3:80\": \"1.2.3\" is not a numeric IPv4 address\n",
-		"t.yaml: listen[2]: bad address \"udp:x\"",
-		"t.yaml: max_frame_size: must be between 256 and 1048576, got 100\n",
-		"t.yaml: metrics.listen: bad address \"localhost\"",
-		"t.yaml: runtime_api.poll_interval: \"5\" is not a duration",
-		"t.yaml: state.snapshot_interval: \"1.5ms\" is not a whole number of milliseconds\n",
-		"t.yaml: policy.affinity_ttl: must be between 1s and 720h, got 0s\n",
-		"t.yaml: policy.identity_ladder[1]: unknown rung \"cookie\"",
-		"t.yaml: policy.identity_ladder[2]: rung \"session\" listed twice\n",
-		"t.yaml: policy.ewma_alpha: must be in (0, 1], got 1.5\n",
-		"t.yaml: policy.half_open_probes: must be between 1 and 1000, got 0\n",
-		"t.yaml: policy.breaker_consecutive: must be a whole number, got 2.5\n",
-		"t.yaml: policy.breaker_cooldown: 10m must not exceed policy.breaker_cooldown_max (5m)\n",
-		"t.yaml: endpoints[0].weight: must be in (0, 1000000], got 0\n",
-		"t.yaml: endpoints[1].keys[0]: must not be empty\n",
-		"t.yaml: endpoints[1].keys[1]: must be printable ASCII without spaces\n",
-		"t.yaml: endpoints[1]: duplicate endpoint llm/gpu1 (already endpoints[0])\n",
-		"t.yaml: endpoints[2].backend: required\n",
-		"t.yaml: endpoints[3].server: \"x y\" may contain only",
-		"t.yaml: endpoints[3].backend: \"other\" is not in runtime_api.backends\n",
-	};
-	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
-		assert_has(err, lines[i]);
-	ck_assert_uint_eq(count_lines(err), sizeof(lines) / sizeof(lines[0]));
+	static const char golden[] =
+		"t.yaml:1:12: log_level: \"loud\" is not one of error, warn, info, debug\n"
+		"t.yaml:2:10: listen[0]: bad address \"unix:/tmp/x.sock,mode=999\": mode must be octal permission bits, e.g. mode=0660\n"
+		"t.yaml:2:39: listen[1]: bad address \"tcp:1.2.3:80\": \"1.2.3\" is not a numeric IPv4 address\n"
+		"t.yaml:2:55: listen[2]: bad address \"udp:x\": expected unix:PATH[,mode=0660] or tcp:HOST:PORT\n"
+		"t.yaml:3:17: max_frame_size: must be between 256 and 1048576, got 100\n"
+		"t.yaml:4:20: metrics.listen: bad address \"localhost\": expected HOST:PORT\n"
+		"t.yaml:5:48: runtime_api.poll_interval: \"5\" is not a duration (a number and a unit: ms, s, m or h, e.g. \"200ms\", \"5s\")\n"
+		"t.yaml:6:29: state.snapshot_interval: \"1.5ms\" is not a whole number of milliseconds\n"
+		"t.yaml:8:17: policy.affinity_ttl: must be between 1s and 720h, got 0s\n"
+		"t.yaml:9:30: policy.identity_ladder[1]: unknown rung \"cookie\" (known: session, prefix, install, caller, src)\n"
+		"t.yaml:9:38: policy.identity_ladder[2]: rung \"session\" listed twice\n"
+		"t.yaml:10:15: policy.ewma_alpha: must be in (0, 1], got 1.5\n"
+		"t.yaml:11:21: policy.half_open_probes: must be between 1 and 1000, got 0\n"
+		"t.yaml:12:24: policy.breaker_consecutive: must be a whole number, got 2.5\n"
+		"t.yaml:13:21: policy.breaker_cooldown: 10m must not exceed policy.breaker_cooldown_max (5m)\n"
+		"t.yaml:18:13: endpoints[0].weight: must be in (0, 1000000], got 0\n"
+		"t.yaml:19:5: endpoints[1]: duplicate endpoint llm/gpu1 (already endpoints[0])\n"
+		"t.yaml:21:12: endpoints[1].keys[0]: must not be empty\n"
+		"t.yaml:21:16: endpoints[1].keys[1]: must be printable ASCII without spaces\n"
+		"t.yaml:22:5: endpoints[2].backend: required\n"
+		"t.yaml:23:14: endpoints[3].backend: \"other\" is not in runtime_api.backends\n"
+		"t.yaml:24:13: endpoints[3].server: \"x y\" may contain only letters, digits, '-', '_', '.' and ':'\n";
+	ck_assert_str_eq(err, golden);
 	/* A refused file leaves the previous configuration as it was. */
 	ck_assert_uint_eq(cfg.max_frame_size, 4096);
 	config_finish(&cfg);
+}
+END_TEST
+
+/* Issue 16's file: two type errors (the second used to go unreported
+ * behind the first), an unknown key with its nearest known one, a bad
+ * duration and a duplicate endpoint: five lines, in file order, each
+ * FILE:LINE:COL. */
+static const char mixed_yaml[] =
+	"policy:\n"                                   /* 1 */
+	"  breaker_window: 10 s\n"                    /* 2 */
+	"  breaker_min_requests: five\n"              /* 3 */
+	"  stick_tolerance: 1.5\n"                    /* 4 */
+	"endpoints:\n"                                /* 5 */
+	"  - backend: llm\n"                          /* 6 */
+	"    server: gpu1\n"                          /* 7 */
+	"    weight: heavy\n"                         /* 8 */
+	"  - backend: llm\n"                          /* 9 */
+	"    server: gpu1\n";                         /* 10 */
+
+START_TEST(all_errors_file_order)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert_int_eq(load(&cfg, mixed_yaml), -EINVAL);
+	ck_assert_str_eq(err,
+		"t.yaml:2:19: policy.breaker_window: \"10 s\" is not a duration (a number and a unit: ms, s, m or h, e.g. \"200ms\", \"5s\")\n"
+		"t.yaml:3:25: policy.breaker_min_requests: \"five\" is not a number\n"
+		"t.yaml:4:3: policy: unknown key \"stick_tolerance\" (did you mean \"sticky_tolerance\"?)\n"
+		"t.yaml:8:13: endpoints[0].weight: \"heavy\" is not a number\n"
+		"t.yaml:9:5: endpoints[1]: duplicate endpoint llm/gpu1 (already endpoints[0])\n");
+	config_finish(&cfg);
+}
+END_TEST
+
+/* "did you mean" only for a near key, among those valid at that place. */
+START_TEST(unknown_key_suggestion)
+{
+	static const struct {
+		const char *yaml, *line;
+	} cases[] = {
+		{ "policy: {stick_tolerance: 2}\n",
+		  "t.yaml:1:10: policy: unknown key \"stick_tolerance\" (did you mean \"sticky_tolerance\"?)\n" },
+		{ "endpoints: [{backend: a, server: b, wieght: 2}]\n",
+		  "t.yaml:1:37: endpoints[0]: unknown key \"wieght\" (did you mean \"weight\"?)\n" },
+		{ "log_levle: info\n",
+		  "t.yaml:1:1: unknown key \"log_levle\" (did you mean \"log_level\"?)\n" },
+		/* A policy key at the top is not suggested from policy's. */
+		{ "ewma_alpha: 0.2\n", "t.yaml:1:1: unknown key \"ewma_alpha\"\n" },
+		{ "policy: {bogus: 4}\n", "t.yaml:1:10: policy: unknown key \"bogus\"\n" },
+		{ "state: {fil: x}\n",
+		  "t.yaml:1:9: state: unknown key \"fil\" (did you mean \"file\"?)\n" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct config cfg;
+		ck_assert_int_eq(config_init(&cfg), 0);
+		ck_assert_int_eq(load(&cfg, cases[i].yaml), -EINVAL);
+		ck_assert_msg(strcmp(err, cases[i].line) == 0,
+			      "case %zu: expected %s, got %s", i, cases[i].line, err);
+		config_finish(&cfg);
+	}
 }
 END_TEST
 
@@ -471,6 +533,160 @@ START_TEST(file_errors)
 }
 END_TEST
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Issue 15: 100,000 levels of nesting (a 200 KB file) took 85 s to check.
+ * Refused at the 17th level, at its line and column; the time is printed
+ * for the record, not asserted. */
+START_TEST(deep_nesting_refused)
+{
+	static const struct {
+		const char *open, *close, *inner, *line;
+	} kinds[] = {
+		{ "[", "]", "", "t.yaml:1:17: nested deeper than 16 levels, not read further\n" },
+		{ "{a: ", "}", "x", "t.yaml:1:65: nested deeper than 16 levels, not read further\n" },
+		{ "{k: [", "]}", "x", "t.yaml:1:41: nested deeper than 16 levels, not read further\n" },
+	};
+	const size_t levels = 100000;
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		size_t no = strlen(kinds[k].open), nc = strlen(kinds[k].close);
+		size_t cap = levels * (no + nc) + 16;
+		char *y = malloc(cap), *p = y;
+		ck_assert_ptr_nonnull(y);
+		for (size_t i = 0; i < levels; i++, p += no)
+			memcpy(p, kinds[k].open, no);
+		p += sprintf(p, "%s", kinds[k].inner);
+		for (size_t i = 0; i < levels; i++, p += nc)
+			memcpy(p, kinds[k].close, nc);
+		*p++ = '\n';
+		size_t len = (size_t)(p - y);
+		struct config cfg;
+		ck_assert_int_eq(config_init(&cfg), 0);
+		double t0 = now_s();
+		int r = config_load_data(&cfg, "t.yaml", y, len, err, sizeof(err));
+		double t1 = now_s();
+		fprintf(stderr, "# %zu levels of \"%s\" (%zu bytes): refused in %.3f ms\n",
+			levels, kinds[k].open, len, (t1 - t0) * 1e3);
+		ck_assert_int_eq(r, -EINVAL);
+		assert_has(err, kinds[k].line);
+		config_finish(&cfg);
+		free(y);
+	}
+	/* Crossed inside an entry half read: what was read is freed (ASan). */
+	struct config c2;
+	ck_assert_int_eq(config_init(&c2), 0);
+	ck_assert_int_eq(load(&c2, "endpoints:\n  - backend: a\n    server: b\n"
+				   "    models: [[[[[[[[[[[[[[[[[[x]]]]]]]]]]]]]]]]]]\n"),
+			 -EINVAL);
+	assert_has(err, "t.yaml:4:26: nested deeper than 16 levels");
+	config_finish(&c2);
+
+	/* 16 levels are fine where the schema allows anything (never: an
+	 * unknown key is refused, but it is read to its end). */
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert_int_eq(load(&cfg, "x: [[[[[[[[[[[[[[[]]]]]]]]]]]]]]]\n"), -EINVAL);
+	ck_assert_str_eq(err, "t.yaml:1:1: unknown key \"x\"\n");
+	config_finish(&cfg);
+}
+END_TEST
+
+/* A second document used to be ignored, and the check said ok. */
+START_TEST(second_document_refused)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert_int_eq(load(&cfg, "log_level: warn\n---\nlog_level: debug\n"),
+			 -EINVAL);
+	ck_assert_str_eq(err, "t.yaml:2:1: a second YAML document: the file must hold one\n");
+	ck_assert_int_eq(load(&cfg, "---\nlog_level: warn\n...\n---\n"), -EINVAL);
+	ck_assert_str_eq(err, "t.yaml:4:1: a second YAML document: the file must hold one\n");
+	/* One document, explicit or not, is fine. */
+	ck_assert_int_eq(load(&cfg, "---\nlog_level: warn\n...\n"), 0);
+	ck_assert_int_eq(cfg.log_level, LOG_LEVEL_WARN);
+	ck_assert_int_eq(load(&cfg, "---\n"), 0);
+	config_finish(&cfg);
+}
+END_TEST
+
+/* Aliases are refused where they are (billion laughs: nine levels of ten
+ * aliases each would expand to 10^9 entries). */
+START_TEST(aliases_refused)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert_int_eq(load(&cfg, "runtime_api: {backends: &b [a, b]}\n"
+				    "policy: {identity_ladder: *b}\n"),
+			 -EINVAL);
+	ck_assert_str_eq(err, "t.yaml:2:27: policy.identity_ladder: aliases (*b) are not supported\n");
+
+	char y[4096] = "a0: &a0 [lol]\n";
+	for (int i = 1; i < 10; i++) {
+		char line[128];
+		snprintf(line, sizeof(line),
+			 "a%d: &a%d [*a%d,*a%d,*a%d,*a%d,*a%d,*a%d,*a%d,*a%d,*a%d,*a%d]\n",
+			 i, i, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1, i - 1,
+			 i - 1, i - 1, i - 1);
+		strcat(y, line);
+	}
+	ck_assert_int_eq(load(&cfg, y), -EINVAL);
+	assert_has(err, "t.yaml:1:1: unknown key \"a0\"\n");
+	assert_has(err, "t.yaml:2:10: aliases (*a0) are not supported\n");
+	config_finish(&cfg);
+}
+END_TEST
+
+/* Bounds that keep every check cheap: the file's size, each list's. */
+START_TEST(size_bounds)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	size_t big = 1024 * 1024 + 1;
+	char *y = malloc(big);
+	ck_assert_ptr_nonnull(y);
+	memset(y, '#', big);
+	ck_assert_int_eq(config_load_data(&cfg, "t.yaml", y, big, err,
+					  sizeof(err)), -EFBIG);
+	ck_assert_str_eq(err, "t.yaml: larger than 1048576 bytes\n");
+	y[big - 1] = '\n';
+	ck_assert_int_eq(config_load_data(&cfg, "t.yaml", y, big - 1, err,
+					  sizeof(err)), 0);
+	free(y);
+
+	char l[8192] = "listen: [";
+	for (int i = 0; i < 70; i++) {
+		char a[40];
+		snprintf(a, sizeof(a), "%s\"unix:/tmp/%d.sock\"", i ? ", " : "", i);
+		strcat(l, a);
+	}
+	strcat(l, "]\n");
+	ck_assert_int_eq(load(&cfg, l), -EINVAL);
+	assert_has(err, "listen: more than 64 entries\n");
+	ck_assert_uint_eq(count_lines(err), 1);
+	config_finish(&cfg);
+}
+END_TEST
+
+/* After a syntax error nothing can be read: it is the only line, even
+ * with problems before it (they may be the syntax error's doing). */
+START_TEST(syntax_error_alone)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert_int_eq(load(&cfg, "log_level: loud\nbogus: 1\npolicy: {ewma_alpha: 0.3\n"),
+			 -EINVAL);
+	ck_assert_uint_eq(count_lines(err), 1);
+	assert_has(err, "t.yaml:4:1: ");
+	assert_has(err, "nothing after a YAML syntax error is checked");
+	config_finish(&cfg);
+}
+END_TEST
+
 /* Many problems: the buffer fills, the count does not stop, and the text
  * says some were left out. */
 START_TEST(many_errors_truncated)
@@ -483,7 +699,8 @@ START_TEST(many_errors_truncated)
 	ck_assert_int_eq(config_init(&cfg), 0);
 	ck_assert_int_eq(config_load_data(&cfg, "t.yaml", yaml, strlen(yaml),
 					  small, sizeof(small)), -EINVAL);
-	assert_has(small, "t.yaml: endpoints[0].backend: required\n");
+	assert_has(small, "t.yaml:2:15: endpoints[0].backend: required\n"
+			  "t.yaml:3:15: endpoints[1].backend: required\n");
 	assert_has(small, "(more errors not shown)\n");
 	config_finish(&cfg);
 }
@@ -498,6 +715,13 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, syntax_error_position);
 	tcase_add_test(tc, schema_error_position);
 	tcase_add_test(tc, semantic_all_reported);
+	tcase_add_test(tc, all_errors_file_order);
+	tcase_add_test(tc, unknown_key_suggestion);
+	tcase_add_test(tc, deep_nesting_refused);
+	tcase_add_test(tc, second_document_refused);
+	tcase_add_test(tc, aliases_refused);
+	tcase_add_test(tc, size_bounds);
+	tcase_add_test(tc, syntax_error_alone);
 	tcase_add_test(tc, semantic_cooldown_order);
 	tcase_add_test(tc, durations);
 	tcase_add_test(tc, listen_addresses);

@@ -225,15 +225,24 @@ START_TEST(check_config_reports_all)
 	char cfg[128];
 	snprintf(cfg, sizeof(cfg), "%s/bad.yaml", dir);
 	FILE *f = fopen(cfg, "w");
-	fputs("policy:\n  ewma_alpha: 2\n  half_open_probes: 0\n"
-	      "endpoints:\n  - {backend: b}\n", f);
+	fputs("policy:\n  ewma_alpha: 2\n  breaker_min_requests: five\n"
+	      "  half_open_probes: 0\n  stick_tolerance: 2\n"
+	      "endpoints:\n  - {backend: b, weight: heavy}\n", f);
 	fclose(f);
 	const char *const args[] = { "--check-config", cfg, NULL };
 	pid_t pid = spawn(args);
 	ck_assert_int_eq(wait_exit(pid, 3000), 1);
-	ck_assert(log_has("bad.yaml: policy.ewma_alpha: must be in (0, 1], got 2"));
-	ck_assert(log_has("bad.yaml: policy.half_open_probes: must be between 1"));
-	ck_assert(log_has("bad.yaml: endpoints[0].server: required"));
+	/* Every problem, type errors and semantic ones, in file order. */
+	char want[2048];
+	snprintf(want, sizeof(want),
+		 "%s:2:15: policy.ewma_alpha: must be in (0, 1], got 2\n"
+		 "%s:3:25: policy.breaker_min_requests: \"five\" is not a number\n"
+		 "%s:4:21: policy.half_open_probes: must be between 1 and 1000, got 0\n"
+		 "%s:5:3: policy: unknown key \"stick_tolerance\" (did you mean \"sticky_tolerance\"?)\n"
+		 "%s:7:5: endpoints[0].server: required\n"
+		 "%s:7:26: endpoints[0].weight: \"heavy\" is not a number\n",
+		 cfg, cfg, cfg, cfg, cfg, cfg);
+	ck_assert_msg(log_has(want), "expected:\n%s", want);
 
 	/* Starting on it fails the same way. */
 	const char *const run[] = { "--config", cfg, "--listen", addr, NULL };

@@ -493,9 +493,9 @@ START_TEST(config_checks)
 		"policy: { score_by: fastest }\n";
 	ck_assert_int_eq(config_load_data(&cfg, "b.yaml", bad, strlen(bad), err,
 					  sizeof(err)), -EINVAL);
-	ck_assert_ptr_nonnull(strstr(err, "b.yaml: log_input.mode:"));
-	ck_assert_ptr_nonnull(strstr(err, "b.yaml: log_input.udp_port:"));
-	ck_assert_ptr_nonnull(strstr(err, "b.yaml: policy.score_by:"));
+	ck_assert_ptr_nonnull(strstr(err, "b.yaml:1:20: log_input.mode:"));
+	ck_assert_ptr_nonnull(strstr(err, "b.yaml:1:38: log_input.udp_port:"));
+	ck_assert_ptr_nonnull(strstr(err, "b.yaml:2:21: policy.score_by:"));
 	static const char good[] =
 		"log_input: { path: \"/x/l.sock\", mode: \"600\", udp_port: 5514 }\n"
 		"policy: { score_by: end_to_end }\n";
