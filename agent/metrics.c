@@ -168,6 +168,15 @@ static void render_spop(struct metrics_text *t, const struct stats *st)
 			st->conn_closed);
 	text_family_u64(t, "warmlane_spop_connections_active", "gauge",
 			"SPOP connections open now.", st->conn_active);
+	text_family_u64(t, "warmlane_spop_connections_refused_total", "counter",
+			"SPOP connections closed at accept: spop.max_connections reached.",
+			st->conn_refused);
+	text_family(t, "warmlane_spop_timeouts_total", "counter",
+		    "SPOP connections closed for a timeout: hello (no HAPROXY-HELLO in spop.hello_timeout) or idle (no frame in spop.idle_timeout).");
+	text_u64_label(t, "warmlane_spop_timeouts_total", "kind", "hello",
+		       st->timeouts_hello);
+	text_u64_label(t, "warmlane_spop_timeouts_total", "kind", "idle",
+		       st->timeouts_idle);
 	text_family_u64(t, "warmlane_spop_healthchecks_total", "counter",
 			"Health-check HELLOs answered.", st->healthchecks);
 
@@ -587,6 +596,9 @@ int metrics_render(struct metrics_text *t, const struct server *srv,
 	if (srv->route.core != NULL)
 		render_core(t, srv->route.core, now_ms);
 	render_spop(t, st);
+	text_family_u64(t, "warmlane_spop_connections_limit", "gauge",
+			"The SPOP connection cap in force (spop.max_connections, or from RLIMIT_NOFILE).",
+			srv->max_conns);
 
 	text_family_u64(t, "warmlane_runtime_polls_total", "counter",
 			"HAProxy runtime-API polls started.", st->runtime_polls);

@@ -329,6 +329,39 @@ START_TEST(semantic_all_reported)
 }
 END_TEST
 
+/* The connection limits: defaults, values, and the ranges refused. */
+START_TEST(connection_limits)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert_uint_eq(cfg.hello_timeout_ms, 500);
+	ck_assert_uint_eq(cfg.idle_timeout_ms, 60000);
+	ck_assert_uint_eq(cfg.max_connections, 0);
+	ck_assert_uint_eq(cfg.metrics_max_conns, 64);
+	ck_assert_uint_eq(cfg.metrics_conn_timeout_ms, 10000);
+	ck_assert_int_eq(load(&cfg,
+		"spop: { hello_timeout: 1s, idle_timeout: 5m, max_connections: 500 }\n"
+		"metrics: { max_connections: 8, connection_timeout: 3s }\n"), 0);
+	ck_assert_uint_eq(cfg.hello_timeout_ms, 1000);
+	ck_assert_uint_eq(cfg.idle_timeout_ms, 300000);
+	ck_assert_uint_eq(cfg.max_connections, 500);
+	ck_assert_uint_eq(cfg.metrics_max_conns, 8);
+	ck_assert_uint_eq(cfg.metrics_conn_timeout_ms, 3000);
+	ck_assert_int_eq(load(&cfg,
+		"spop: { hello_timeout: 0s, idle_timeout: 10ms, max_connections: -1 }\n"
+		"metrics: { max_connections: 0, connection_timeout: 500ms }\n"),
+		-EINVAL);
+	assert_has(err, "t.yaml: spop.hello_timeout: must be between 10ms and 1m, got 0s\n");
+	assert_has(err, "t.yaml: spop.idle_timeout: must be between 100ms and 24h, got 10ms\n");
+	assert_has(err, "t.yaml: spop.max_connections: must be between 0 and 10000000, got -1\n");
+	assert_has(err, "t.yaml: metrics.max_connections: must be between 1 and 4096, got 0\n");
+	assert_has(err, "t.yaml: metrics.connection_timeout: must be between 1s and 1h, got 500ms\n");
+	ck_assert_uint_eq(count_lines(err), 5);
+	ck_assert_uint_eq(cfg.hello_timeout_ms, 1000);
+	config_finish(&cfg);
+}
+END_TEST
+
 START_TEST(semantic_cooldown_order)
 {
 	struct config cfg;
@@ -499,6 +532,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, schema_error_position);
 	tcase_add_test(tc, semantic_all_reported);
 	tcase_add_test(tc, semantic_cooldown_order);
+	tcase_add_test(tc, connection_limits);
 	tcase_add_test(tc, durations);
 	tcase_add_test(tc, listen_addresses);
 	tcase_add_test(tc, listen_override);
