@@ -158,7 +158,7 @@ def restart(binary, version):
             f.writelines(lines)
         os.kill(env.agent.pid, signal.SIGHUP)
         wait_log(env, 'msg="configuration reloaded" endpoints_added=0 endpoints_updated=3 endpoints_removed=1')
-        wait_log(env, 'msg="server joined the pool" backend=llm server=s4')
+        wait_log(env, 'msg="servers joined or left the pool" joined=1 left=0 joined_servers=llm/s4 ')
 
         # Each session's first turn goes where the hash says; to make the
         # map matter, s1 is then taken out of the pool while the sessions
