@@ -1101,6 +1101,29 @@ START_TEST(idle_timeout)
 }
 END_TEST
 
+/* A reload that shortens spop.idle_timeout applies to connections already
+ * open: the sweep re-arms for the new value at once. */
+START_TEST(idle_timeout_reload)
+{
+	struct harness h;
+	harness_init(&h, "spop: { idle_timeout: 1h }\n");
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	pump_for(&h, 200);
+	ck_assert(!c->eof);
+	/* what reload_commit does: the server commits next, then the
+	 * running configuration becomes next (the same struct here) */
+	h.cfg.idle_timeout_ms = 100;
+	server_relisten_commit(&h.srv, &h.cfg, NULL);
+	uint64_t took = wait_disconnect(&h, c, SPOP_ERR_NONE, 3000);
+	fprintf(stderr, "# idle_timeout 1h -> 100ms by a reload: closed after "
+		"%" PRIu64 " ms\n", took);
+	ck_assert_uint_eq(h.srv.stats.timeouts_idle, 1);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
 /* ---- stopping ---- */
 
 static bool stopped_flag;
@@ -1173,6 +1196,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, stop_drains);
 	tcase_add_test(tc, hello_timeout);
 	tcase_add_test(tc, idle_timeout);
+	tcase_add_test(tc, idle_timeout_reload);
 	suite_add_tcase(s, tc);
 	return s;
 }
