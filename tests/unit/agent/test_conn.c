@@ -1109,8 +1109,10 @@ START_TEST(idle_timeout_reload)
 	harness_init(&h, "spop: { idle_timeout: 1h }\n");
 	struct client *c = harness_client(&h, 0);
 	do_hello(&h, c, 16380, 16380);
-	pump_for(&h, 200);
+	/* past the hello timeout: the timer is now armed for the hour */
+	pump_for(&h, 800);
 	ck_assert(!c->eof);
+	ck_assert_uint_gt(h.srv.tq_due, uv_now(&h.loop) + 3000000);
 	/* what reload_commit does: the server commits next, then the
 	 * running configuration becomes next (the same struct here) */
 	h.cfg.idle_timeout_ms = 100;
