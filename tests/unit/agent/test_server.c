@@ -341,6 +341,54 @@ START_TEST(thousand_connects)
 }
 END_TEST
 
+/* 700 connections that never send their HELLO (they stayed open for ever
+ * before): all are closed after the default hello timeout, each reading
+ * an AGENT-DISCONNECT then EOF. */
+START_TEST(silent_connections_closed)
+{
+	enum { N = 700 };
+	struct harness h;
+	char addr[256];
+	harness_init(&h, NULL);
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	config_listen(&h, addr);
+	ck_assert_int_eq(server_listen(&h.srv, err, sizeof(err)), 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	static int fds[N];
+	for (int i = 0; i < N; i++) {
+		fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		ck_assert_int_ge(fds[i], 0);
+		ck_assert_int_eq(connect(fds[i], (struct sockaddr *)&sa,
+					 sizeof(sa)), 0);
+	}
+	uint64_t t0 = mono_ms(), end = t0 + 10000;
+	while (h.srv.stats.conn_accepted < N && mono_ms() < end)
+		harness_pump(&h);
+	ck_assert_uint_eq(h.srv.stats.conn_active, N);
+	while (h.srv.stats.conn_active > 0 && mono_ms() < end)
+		harness_pump(&h);
+	uint64_t took = mono_ms() - t0;
+	fprintf(stderr, "# %d silent connections, hello_timeout %" PRIu64
+		" ms: all closed %" PRIu64 " ms after connecting\n", N,
+		h.cfg.hello_timeout_ms, took);
+	ck_assert_uint_eq(h.srv.stats.conn_active, 0);
+	ck_assert_uint_eq(h.srv.stats.timeouts_hello, N);
+	unsigned eofs = 0;
+	for (int i = 0; i < N; i++) {
+		uint8_t b[256];
+		ssize_t n = read(fds[i], b, sizeof(b));
+		/* the DISCONNECT frame, then EOF */
+		if (n > 9 && b[4] == SPOP_FRAME_AGENT_DISCONNECT &&
+		    read(fds[i], b, sizeof(b)) == 0)
+			eofs++;
+		close(fds[i]);
+	}
+	ck_assert_uint_eq(eofs, N);
+	harness_finish(&h);
+}
+END_TEST
+
 static size_t listener_count(const struct server *s)
 {
 	size_t n = 0;
@@ -439,6 +487,7 @@ static Suite *server_suite(void)
 	tcase_add_test(tc, relisten_two_phases);
 	tcase_add_test(tc, connection_cap);
 	tcase_add_test(tc, thousand_connects);
+	tcase_add_test(tc, silent_connections_closed);
 	suite_add_tcase(s, tc);
 	return s;
 }
