@@ -422,6 +422,10 @@ int config_init(struct config *cfg)
 	*cfg = (struct config){
 		.log_level = LOG_LEVEL_INFO,
 		.max_frame_size = CONFIG_DEFAULT_MAX_FRAME_SIZE,
+		.hello_timeout_ms = CONFIG_DEFAULT_HELLO_TIMEOUT_MS,
+		.idle_timeout_ms = CONFIG_DEFAULT_IDLE_TIMEOUT_MS,
+		.metrics_max_conns = CONFIG_DEFAULT_METRICS_MAX_CONNS,
+		.metrics_conn_timeout_ms = CONFIG_DEFAULT_METRICS_CONN_TIMEOUT_MS,
 	};
 	core_params_defaults(&cfg->params);
 	cfg->listen = calloc(1, sizeof(*cfg->listen));
@@ -490,6 +494,14 @@ int config_set_listen(struct config *cfg, const char *const *addrs, size_t n,
  * mean". */
 struct raw_metrics {
 	char *listen;
+	double *max_connections;
+	char *connection_timeout;
+};
+
+struct raw_spop {
+	char *hello_timeout;
+	char *idle_timeout;
+	double *max_connections;
 };
 
 struct raw_runtime {
@@ -552,6 +564,7 @@ struct raw_config {
 	char **listen;
 	unsigned listen_count;
 	double *max_frame_size;
+	struct raw_spop *spop;
 	struct raw_metrics *metrics;
 	struct raw_runtime *runtime_api;
 	struct raw_state *state;
@@ -579,6 +592,15 @@ static const cyaml_schema_value_t str_entry = {
 
 static const cyaml_schema_field_t metrics_fields[] = {
 	STR("listen", struct raw_metrics, listen),
+	INT("max_connections", struct raw_metrics, max_connections),
+	STR("connection_timeout", struct raw_metrics, connection_timeout),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_field_t spop_fields[] = {
+	STR("hello_timeout", struct raw_spop, hello_timeout),
+	STR("idle_timeout", struct raw_spop, idle_timeout),
+	INT("max_connections", struct raw_spop, max_connections),
 	CYAML_FIELD_END
 };
 
@@ -647,6 +669,8 @@ static const cyaml_schema_field_t top_fields[] = {
 	STR("log_level", struct raw_config, log_level),
 	STRSEQ("listen", struct raw_config, listen, 64),
 	INT("max_frame_size", struct raw_config, max_frame_size),
+	CYAML_FIELD_MAPPING_PTR("spop", OPT_NULL, struct raw_config, spop,
+				spop_fields),
 	CYAML_FIELD_MAPPING_PTR("metrics", OPT_NULL, struct raw_config,
 				metrics, metrics_fields),
 	CYAML_FIELD_MAPPING_PTR("runtime_api", OPT_NULL, struct raw_config,
@@ -1755,6 +1779,25 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 			sem_err(s, "metrics.listen", "bad address \"%s\": %s", m,
 				why);
 		sem_replace(s, &cfg->metrics_listen, m);
+	}
+	if (raw->metrics != NULL) {
+		sem_u32(s, "metrics.max_connections",
+			raw->metrics->max_connections, 1, 4096,
+			&cfg->metrics_max_conns);
+		/* libmicrohttpd counts its own timeout in whole seconds. */
+		sem_duration(s, "metrics.connection_timeout",
+			     raw->metrics->connection_timeout, 1000,
+			     3600 * 1000, &cfg->metrics_conn_timeout_ms);
+	}
+
+	if (raw->spop != NULL) {
+		const struct raw_spop *sp = raw->spop;
+		sem_duration(s, "spop.hello_timeout", sp->hello_timeout, 10,
+			     60 * 1000, &cfg->hello_timeout_ms);
+		sem_duration(s, "spop.idle_timeout", sp->idle_timeout, 100,
+			     24ull * 3600 * 1000, &cfg->idle_timeout_ms);
+		sem_u32(s, "spop.max_connections", sp->max_connections, 0,
+			10000000, &cfg->max_connections);
 	}
 
 	if (raw->runtime_api != NULL) {

@@ -14,6 +14,16 @@
 #define CONFIG_DEFAULT_MAX_FRAME_SIZE 65532u /* tune.bufsize 65536 - 4 */
 #define CONFIG_MIN_FRAME_SIZE         256u
 #define CONFIG_MAX_FRAME_SIZE         1048576u
+/* HAProxy's own `timeout hello` default in our SPOE file: a connection
+ * that has not sent its HAPROXY-HELLO by then is closed. */
+#define CONFIG_DEFAULT_HELLO_TIMEOUT_MS 500u
+/* Twice the SPOE file's `timeout idle 30s` (2.6-3.0) and the agent
+ * backend's `timeout server 30s` (3.1+): HAProxy closes its idle
+ * connections first; the agent only reaps those HAProxy forgot. */
+#define CONFIG_DEFAULT_IDLE_TIMEOUT_MS  60000u
+/* libmicrohttpd connections on /metrics, and the longest any may live. */
+#define CONFIG_DEFAULT_METRICS_MAX_CONNS 64u
+#define CONFIG_DEFAULT_METRICS_CONN_TIMEOUT_MS 10000u
 #define CONFIG_DEFAULT_METRICS        "127.0.0.1:9901"
 #define CONFIG_DEFAULT_RUNTIME_SOCKET "/run/haproxy/warmlane.sock"
 #define CONFIG_DEFAULT_STATE_FILE     "/var/lib/warmlane/state.msgpack"
@@ -66,8 +76,13 @@ struct config {
 	struct config_listen *listen;
 	size_t n_listen;
 	uint32_t max_frame_size;
+	uint64_t hello_timeout_ms;      /* spop.hello_timeout */
+	uint64_t idle_timeout_ms;       /* spop.idle_timeout */
+	uint32_t max_connections;       /* spop.max_connections; 0: from RLIMIT_NOFILE */
 	char *metrics_listen;           /* "" disables the metrics endpoint */
 	struct config_hostport metrics; /* parsed metrics_listen */
+	uint32_t metrics_max_conns;     /* metrics.max_connections */
+	uint64_t metrics_conn_timeout_ms; /* metrics.connection_timeout: total */
 	char *runtime_socket;           /* "" disables runtime-API polling */
 	char **runtime_backends;        /* empty: the endpoints' backends */
 	size_t n_runtime_backends;

@@ -316,6 +316,7 @@ static void conn_on_hello(struct conn *c, const struct spop_frame *f)
 		return;
 	c->state = CONN_READY;
 	c->max_frame = max;
+	server_tq_push(c->srv, &c->srv->tq_idle, c, uv_now(c->srv->loop));
 	c->healthcheck = h.healthcheck;
 	if (h.healthcheck)
 		c->srv->stats.healthchecks++;
@@ -380,6 +381,9 @@ static void conn_on_disconnect(struct conn *c, const struct spop_frame *f)
 
 static void conn_on_frame(struct conn *c, const struct spop_frame *f)
 {
+	/* Whole frames, not bytes, keep a connection from idling out: one
+	 * trickling a frame byte by byte does not hold its buffer for ever. */
+	server_tq_touch(c->srv, c, uv_now(c->srv->loop));
 	switch (f->type) {
 	case SPOP_FRAME_HAPROXY_HELLO:
 		c->srv->stats.frames[STATS_FRAME_HAPROXY_HELLO]++;
@@ -495,6 +499,33 @@ static void conn_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	conn_abort(c);
 }
 
+void conn_expire(struct conn *c)
+{
+	struct server *s = c->srv;
+	if (c->state == CONN_CLOSING) {
+		/* Its DISCONNECT or shutdown has not gone out in a whole
+		 * timeout: the peer does not read. */
+		conn_abort(c);
+		return;
+	}
+	if (c->state == CONN_HELLO) {
+		s->stats.timeouts_hello++;
+		conn_fail(c, SPOP_ERR_TIMEOUT,
+			  "no HAPROXY-HELLO within spop.hello_timeout");
+	} else {
+		s->stats.timeouts_idle++;
+		log_debug("idle timeout, disconnecting", "conn=%" PRIu64, c->id);
+		if (c->stalled || c->pending_writes > 0) {
+			conn_abort(c); /* what was written is still unread */
+			return;
+		}
+		conn_disconnect(c, SPOP_ERR_NONE, "idle timeout");
+	}
+	/* The close itself gets one hello timeout to finish. */
+	if (!uv_is_closing(&c->h.handle))
+		server_tq_push(s, &s->tq_hello, c, uv_now(s->loop));
+}
+
 int conn_start(struct conn *c)
 {
 	if (c->reading || c->state == CONN_CLOSING)
@@ -555,6 +586,7 @@ int conn_create(struct server *srv, bool tcp, struct conn **out)
 	srv->conns = c;
 	srv->stats.conn_accepted++;
 	srv->stats.conn_active++;
+	server_tq_push(srv, &srv->tq_hello, c, uv_now(srv->loop));
 	*out = c;
 	return 0;
 }

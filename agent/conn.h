@@ -44,6 +44,13 @@ struct conn {
 	uv_shutdown_t shutdown_req;
 	struct server *srv;
 	struct conn *prev, *next; /* the server's list */
+	/* The server's timeout queue this connection is on (hello or idle),
+	 * oldest first, and when its time started: accepted (hello), or its
+	 * last whole frame (idle). Moving to the tail on a frame is a few
+	 * pointer writes: no timer is touched on the decision path. */
+	struct conn *tq_prev, *tq_next;
+	struct server_tq *tq;
+	uint64_t tq_since;
 	uint64_t id;
 	enum conn_state state;
 	bool is_tcp;
@@ -83,5 +90,12 @@ void conn_drain(struct conn *c);
 
 /* Closes at once; queued writes are cancelled. Idempotent. */
 void conn_abort(struct conn *c);
+
+/* For the server's timeout sweep: c has been on its queue too long.
+ * Before the HELLO: AGENT-DISCONNECT status 2 (timeout), logged like a
+ * protocol error. After it: an orderly AGENT-DISCONNECT (status 0, "idle
+ * timeout"); a connection whose peer does not read what was written, or
+ * one already closing, is closed at once. */
+void conn_expire(struct conn *c);
 
 #endif

@@ -234,8 +234,15 @@ static int logsrc_open_unix(struct logsrc *ls, const char *path, unsigned mode,
 	if (fd < 0)
 		return set_err(err, errlen, "socket", errno);
 	ls->unix_sock.fd = fd;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return set_err(err, errlen, path, errno);
+	/* As in server.c: the umask makes the socket born with log_input.mode
+	 * at most, so there is no window where any local user may connect
+	 * and forge lines; chmod then sets it exactly. */
+	mode_t old = umask((mode_t)(~mode & 0777));
+	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	int e = errno;
+	umask(old);
+	if (r < 0)
+		return set_err(err, errlen, path, e);
 	snprintf(ls->path, sizeof(ls->path), "%s", path);
 	if (chmod(path, mode) < 0)
 		return set_err(err, errlen, path, errno);

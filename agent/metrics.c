@@ -12,6 +12,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 /* Only this file includes it; it needs nothing beyond POSIX 2008 (fd_set,
  * sockaddr, socklen_t: sys/select.h and sys/socket.h above). */
@@ -22,10 +23,9 @@
 #include "snapshot.h"
 #include "warmlane_version.h"
 
-/* A scraper, curl and a browser tab at most: a handful of connections. */
-#define METRICS_MAX_CONNS  16
-/* Idle HTTP connections are closed after this many seconds. */
-#define METRICS_TIMEOUT_S  10
+/* libmicrohttpd lines logged per 10 s at most. */
+#define METRICS_MHDLOG_PER_WINDOW 5
+#define METRICS_MHDLOG_WINDOW_MS  10000
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -168,6 +168,15 @@ static void render_spop(struct metrics_text *t, const struct stats *st)
 			st->conn_closed);
 	text_family_u64(t, "warmlane_spop_connections_active", "gauge",
 			"SPOP connections open now.", st->conn_active);
+	text_family_u64(t, "warmlane_spop_connections_refused_total", "counter",
+			"SPOP connections closed at accept: spop.max_connections reached.",
+			st->conn_refused);
+	text_family(t, "warmlane_spop_timeouts_total", "counter",
+		    "SPOP connections closed for a timeout: hello (no HAPROXY-HELLO in spop.hello_timeout) or idle (no frame in spop.idle_timeout).");
+	text_u64_label(t, "warmlane_spop_timeouts_total", "kind", "hello",
+		       st->timeouts_hello);
+	text_u64_label(t, "warmlane_spop_timeouts_total", "kind", "idle",
+		       st->timeouts_idle);
 	text_family_u64(t, "warmlane_spop_healthchecks_total", "counter",
 			"Health-check HELLOs answered.", st->healthchecks);
 
@@ -599,6 +608,9 @@ int metrics_render(struct metrics_text *t, const struct server *srv,
 	if (srv->route.core != NULL)
 		render_core(t, srv->route.core, now_ms);
 	render_spop(t, st);
+	text_family_u64(t, "warmlane_spop_connections_limit", "gauge",
+			"The SPOP connection cap in force (spop.max_connections, or from RLIMIT_NOFILE).",
+			srv->max_conns);
 
 	text_family_u64(t, "warmlane_runtime_polls_total", "counter",
 			"HAProxy runtime-API polls started.", st->runtime_polls);
@@ -687,10 +699,103 @@ static void metrics_on_mhd_log(void *cls, const char *fmt, va_list ap)
 	size_t n = strlen(m->mhd_err);
 	while (n > 0 && (m->mhd_err[n - 1] == '\n' || m->mhd_err[n - 1] == '\r'))
 		m->mhd_err[--n] = '\0';
-	if (m->poll_init) {
-		char q[300];
-		log_warn("metrics: libmicrohttpd", "error=%s",
-			 log_quote(q, sizeof(q), m->mhd_err, n));
+	if (!m->poll_init)
+		return;
+	/* A flood of connections over the limit is one line each. */
+	uint64_t window = uv_now(m->loop) / METRICS_MHDLOG_WINDOW_MS;
+	if (window != m->mhdlog_window) {
+		if (m->mhdlog_suppressed > 0)
+			log_warn("metrics: libmicrohttpd lines suppressed",
+				 "count=%" PRIu64, m->mhdlog_suppressed);
+		m->mhdlog_window = window;
+		m->mhdlog_lines = 0;
+		m->mhdlog_suppressed = 0;
+	}
+	if (m->mhdlog_lines >= METRICS_MHDLOG_PER_WINDOW) {
+		m->mhdlog_suppressed++;
+		return;
+	}
+	m->mhdlog_lines++;
+	char q[300];
+	log_warn("metrics: libmicrohttpd", "error=%s",
+		 log_quote(q, sizeof(q), m->mhd_err, n));
+}
+
+/* ---- the total time of a connection ------------------------------------ */
+
+static void metrics_on_sweep(uv_timer_t *h);
+
+/* How often the sweep looks: a tenth of the timeout, 100 ms to 1 s. */
+static uint64_t metrics_sweep_period(const struct metrics *m)
+{
+	uint64_t p = m->timeout_ms / 10;
+	return p < 100 ? 100 : p > 1000 ? 1000 : p;
+}
+
+/* libmicrohttpd's start and close of each connection (inside MHD_run, on
+ * the loop): the list the sweep walks, oldest first. */
+static void metrics_on_notify(void *cls, struct MHD_Connection *conn,
+			      void **socket_context,
+			      enum MHD_ConnectionNotificationCode toe)
+{
+	struct metrics *m = cls;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		struct metrics_conn *mc = calloc(1, sizeof(*mc));
+		*socket_context = mc;
+		if (mc == NULL)
+			return; /* unbounded, only by MHD's own timeout */
+		mc->conn = conn;
+		mc->start_ms = uv_now(m->loop);
+		mc->prev = m->conns_tail;
+		if (m->conns_tail != NULL)
+			m->conns_tail->next = mc;
+		else
+			m->conns = mc;
+		m->conns_tail = mc;
+		if (m->n_conns++ == 0 && m->sweep_init) {
+			uint64_t p = metrics_sweep_period(m);
+			uv_timer_start(&m->sweep, metrics_on_sweep, p, p);
+		}
+		return;
+	}
+	struct metrics_conn *mc = *socket_context;
+	if (mc == NULL)
+		return;
+	*socket_context = NULL;
+	if (mc->prev != NULL)
+		mc->prev->next = mc->next;
+	else
+		m->conns = mc->next;
+	if (mc->next != NULL)
+		mc->next->prev = mc->prev;
+	else
+		m->conns_tail = mc->prev;
+	free(mc);
+	m->closed_some = true;
+	if (--m->n_conns == 0 && m->sweep_init)
+		uv_timer_stop(&m->sweep);
+}
+
+/* Connections older than the timeout are shut down (not closed: the fd
+ * stays libmicrohttpd's, which sees the end of stream on its next run
+ * and closes and forgets the connection itself). */
+static void metrics_on_sweep(uv_timer_t *h)
+{
+	struct metrics *m = container_of(h, struct metrics, sweep);
+	uint64_t now = uv_now(m->loop);
+	for (struct metrics_conn *mc = m->conns;
+	     mc != NULL && now - mc->start_ms >= m->timeout_ms; mc = mc->next) {
+		if (mc->cut)
+			continue;
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+			mc->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		mc->cut = true;
+		if (ci == NULL)
+			continue;
+		shutdown(ci->connect_fd, SHUT_RDWR);
+		m->cut_total++;
+		log_debug("metrics: connection open too long, closing",
+			  "age_ms=%" PRIu64, now - mc->start_ms);
 	}
 }
 
@@ -702,6 +807,15 @@ static void metrics_on_timer(uv_timer_t *h);
 static void metrics_schedule(struct metrics *m)
 {
 	MHD_UNSIGNED_LONG_LONG ms;
+	if (m->closed_some) {
+		/* At its connection limit MHD takes its listen socket out of
+		 * its epoll set, and puts it back only on its next run: with
+		 * no other connection to wake it, connections waiting in the
+		 * backlog would never be accepted. */
+		m->closed_some = false;
+		uv_timer_start(&m->timer, metrics_on_timer, 0, 0);
+		return;
+	}
 	if (MHD_get_timeout(m->daemon, &ms) == MHD_YES)
 		uv_timer_start(&m->timer, metrics_on_timer, (uint64_t)ms, 0);
 	else
@@ -754,7 +868,8 @@ int metrics_start(struct metrics *m, uv_loop_t *loop,
 		  const struct config_hostport *addr, struct server *srv,
 		  char *err, size_t errlen)
 {
-	*m = (struct metrics){ .loop = loop, .srv = srv };
+	*m = (struct metrics){ .loop = loop, .srv = srv,
+			       .timeout_ms = srv->cfg->metrics_conn_timeout_ms };
 	snprintf(m->addr_text, sizeof(m->addr_text), addr->ipv6 ? "[%s]:%u"
 								: "%s:%u",
 		 addr->host, (unsigned)addr->port);
@@ -776,8 +891,13 @@ int metrics_start(struct metrics *m, uv_loop_t *loop,
 		metrics_on_request, m,
 		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 		MHD_OPTION_EXTERNAL_LOGGER, metrics_on_mhd_log, m,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_MAX_CONNS,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_TIMEOUT_S,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg->metrics_max_conns,
+		/* MHD's own, restarted by every byte: the sweep bounds the
+		 * total. Whole seconds, rounded up. */
+		MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned)((m->timeout_ms + 999) / 1000),
+		MHD_OPTION_NOTIFY_CONNECTION, metrics_on_notify, m,
+		MHD_OPTION_LISTEN_BACKLOG_SIZE, server_backlog(),
 		MHD_OPTION_END);
 	if (m->daemon == NULL) {
 		/* MHD says why only in its log line; errno is still bind's
@@ -810,6 +930,8 @@ int metrics_start(struct metrics *m, uv_loop_t *loop,
 	m->poll_init = true;
 	uv_timer_init(loop, &m->timer);
 	m->timer_init = true;
+	uv_timer_init(loop, &m->sweep);
+	m->sweep_init = true;
 	r = uv_poll_start(&m->poll, UV_READABLE, metrics_on_poll);
 	if (r < 0) {
 		snprintf(err, errlen, "metrics.listen %s: cannot poll: %s",
@@ -846,6 +968,14 @@ void metrics_stop(struct metrics *m, metrics_stopped_cb cb, void *arg)
 		m->timer.data = m;
 		m->closing++;
 		uv_close((uv_handle_t *)&m->timer, metrics_on_closed);
+	}
+	/* Before MHD_stop_daemon: its close notifications must not touch a
+	 * closing timer. */
+	if (m->sweep_init) {
+		m->sweep_init = false;
+		m->sweep.data = m;
+		m->closing++;
+		uv_close((uv_handle_t *)&m->sweep, metrics_on_closed);
 	}
 	if (m->daemon != NULL) {
 		MHD_stop_daemon(m->daemon);

@@ -10,8 +10,19 @@
 #include "config.h"
 #include "server.h"
 
+struct MHD_Connection;
 struct MHD_Daemon;
 struct metrics;
+
+/* One HTTP connection, from libmicrohttpd's start notification to its
+ * close: its age bounds its life (libmicrohttpd's own timeout restarts on
+ * every byte, so a client trickling bytes would hold it for ever). */
+struct metrics_conn {
+	struct metrics_conn *prev, *next;
+	struct MHD_Connection *conn;
+	uint64_t start_ms; /* uv_now */
+	bool cut;          /* shut down by the sweep, close pending */
+};
 
 typedef void (*metrics_stopped_cb)(struct metrics *m, void *arg);
 
@@ -31,7 +42,18 @@ struct metrics {
 	struct MHD_Daemon *daemon;
 	uv_poll_t poll;   /* MHD's epoll fd */
 	uv_timer_t timer; /* MHD's connection timeouts */
-	bool poll_init, timer_init;
+	uv_timer_t sweep; /* cuts connections older than the total timeout */
+	bool poll_init, timer_init, sweep_init;
+	struct metrics_conn *conns, *conns_tail; /* oldest first */
+	unsigned n_conns;
+	bool closed_some; /* a connection closed in this MHD_run */
+	uint64_t timeout_ms;   /* metrics.connection_timeout, at start */
+	uint64_t cut_total;    /* connections cut for their age */
+	/* libmicrohttpd's log lines in the current 10 s, and those left out
+	 * (one per refused connection when over the limit). */
+	uint64_t mhdlog_window;
+	unsigned mhdlog_lines;
+	uint64_t mhdlog_suppressed;
 	unsigned closing; /* handles whose close callback is pending */
 	uint16_t port;    /* bound port (the real one when 0 was asked) */
 	char addr_text[80];

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -212,9 +213,11 @@ static int csv_line(struct runtime_csv *p, const char *line, size_t len,
 	return 0;
 }
 
-int runtime_csv_feed(struct runtime_csv *p, const char *buf, size_t n,
-		     runtime_row_fn fn, void *arg)
+ptrdiff_t runtime_csv_feed_part(struct runtime_csv *p, const char *buf,
+				size_t n, runtime_row_fn fn, void *arg)
 {
+	size_t total = n;
+	p->pause = false;
 	while (n > 0) {
 		const char *nl = memchr(buf, '\n', n);
 		size_t take = nl != NULL ? (size_t)(nl - buf) : n;
@@ -230,7 +233,7 @@ int runtime_csv_feed(struct runtime_csv *p, const char *buf, size_t n,
 			}
 		}
 		if (nl == NULL)
-			return 0;
+			return (ptrdiff_t)total;
 		if (!p->skipping) {
 			int r = csv_line(p, p->line, p->len, fn, arg);
 			if (r < 0)
@@ -240,6 +243,23 @@ int runtime_csv_feed(struct runtime_csv *p, const char *buf, size_t n,
 		p->len = 0;
 		buf += take + 1;
 		n -= take + 1;
+		if (p->pause) {
+			p->pause = false;
+			return (ptrdiff_t)(total - n);
+		}
+	}
+	return (ptrdiff_t)total;
+}
+
+int runtime_csv_feed(struct runtime_csv *p, const char *buf, size_t n,
+		     runtime_row_fn fn, void *arg)
+{
+	while (n > 0) {
+		ptrdiff_t used = runtime_csv_feed_part(p, buf, n, fn, arg);
+		if (used < 0)
+			return (int)used;
+		buf += used;
+		n -= (size_t)used;
 	}
 	return 0;
 }
@@ -285,6 +305,55 @@ static bool runtime_watched(const struct runtime *rt, struct core_str backend,
 	return mode.len == 0 || view_is(mode, "http");
 }
 
+/* Counts one join or leave, keeping the first names for the summary. */
+static void runtime_note(struct runtime_changes *ch, struct core_str backend,
+			 struct core_str server)
+{
+	if (ch->n < RUNTIME_SUMMARY_NAMES)
+		snprintf(ch->names[ch->n], sizeof(ch->names[ch->n]), "%.*s/%.*s",
+			 (int)(backend.len < 128 ? backend.len : 128), backend.ptr,
+			 (int)(server.len < 128 ? server.len : 128), server.ptr);
+	ch->n++;
+}
+
+/* "a/b c/d (and 9 more)" into buf. */
+static const char *runtime_names(char *buf, size_t cap,
+				 const struct runtime_changes *ch)
+{
+	size_t off = 0;
+	buf[0] = '\0';
+	unsigned shown = ch->n < RUNTIME_SUMMARY_NAMES ? ch->n
+						       : RUNTIME_SUMMARY_NAMES;
+	for (unsigned i = 0; i < shown && off < cap; i++) {
+		int w = snprintf(buf + off, cap - off, "%s%s", i ? " " : "",
+				 ch->names[i]);
+		off += w > 0 ? (size_t)w : 0;
+	}
+	if (ch->n > shown && off < cap)
+		snprintf(buf + off, cap - off, " (and %u more)", ch->n - shown);
+	return buf;
+}
+
+/* One line for the servers that joined and left during a poll (a line
+ * per server was 41,789 lines in 40 s for 50,000 servers coming and
+ * going), then the counts start over. */
+static void runtime_summarize(struct runtime *rt)
+{
+	if (rt->joined.n == 0 && rt->left.n == 0)
+		return;
+	char a[RUNTIME_SUMMARY_NAMES * 260 + 32], b[sizeof(a)];
+	char qa[sizeof(a) + 64], qb[sizeof(a) + 64];
+	runtime_names(a, sizeof(a), &rt->joined);
+	runtime_names(b, sizeof(b), &rt->left);
+	log_info("servers joined or left the pool",
+		 "joined=%u left=%u joined_servers=%s left_servers=%s",
+		 rt->joined.n, rt->left.n,
+		 log_quote(qa, sizeof(qa), a, strlen(a)),
+		 log_quote(qb, sizeof(qb), b, strlen(b)));
+	rt->joined.n = 0;
+	rt->left.n = 0;
+}
+
 static int runtime_seen_grow(struct runtime *rt, int idx)
 {
 	if ((size_t)idx < rt->seen_cap)
@@ -327,7 +396,7 @@ bool runtime_apply_row(struct runtime *rt, const struct runtime_row *row,
 			return true;
 		}
 		rt->servers_added++;
-		log_info("server joined the pool", "backend=%s server=%s", q1, q2);
+		runtime_note(&rt->joined, row->pxname, row->svname);
 		n = route_server_find(r, row->pxname, row->svname, idx,
 				      RUNTIME_MAX_KEYS);
 	}
@@ -370,13 +439,28 @@ static void runtime_next_gen(struct runtime *rt)
 		rt->gen = 1;
 }
 
-void runtime_apply_end(struct runtime *rt)
+static bool runtime_over_budget(const struct runtime *rt)
+{
+	return uv_hrtime() - rt->turn_start_ns >=
+	       RUNTIME_TURN_BUDGET_US * 1000ull;
+}
+
+/* The end of a complete poll, from rt->end_cursor on: with budget, it
+ * returns false once this turn's time is spent (the cursor says where to
+ * go on; removing an endpoint rebuilds the core's order, so a thousand
+ * leaving at once took over 100 ms), true when every endpoint was seen
+ * (and a new generation started). */
+static bool runtime_apply_end_some(struct runtime *rt, bool budget)
 {
 	struct route *r = rt->route;
 	uint64_t now = runtime_now(rt);
 	int next;
-	for (int idx = core_endpoint_next(r->core, -1); idx >= 0; idx = next) {
+	for (int idx = core_endpoint_next(r->core, rt->end_cursor); idx >= 0;
+	     idx = next) {
 		next = core_endpoint_next(r->core, idx);
+		if (budget && runtime_over_budget(rt))
+			return false; /* idx is the first one left */
+		rt->end_cursor = idx;
 		if ((size_t)idx < rt->seen_cap && rt->seen[idx] == rt->gen)
 			continue;
 		struct core_endpoint_info info;
@@ -396,13 +480,20 @@ void runtime_apply_end(struct runtime *rt)
 				rt->cfg_missing[i] = true;
 			}
 		} else {
-			log_info("server left the pool", "backend=%s server=%s",
-				 info.backend, info.server);
+			runtime_note(&rt->left, b, s);
 		}
 		if (core_endpoint_remove(r->core, idx) == 0)
 			rt->servers_removed++;
 	}
+	rt->end_cursor = -1;
 	runtime_next_gen(rt);
+	return true;
+}
+
+void runtime_apply_end(struct runtime *rt)
+{
+	rt->end_cursor = -1;
+	runtime_apply_end_some(rt, false);
 }
 
 /* ---- the poller --------------------------------------------------------- */
@@ -413,6 +504,10 @@ static void runtime_row_cb(void *arg, const struct runtime_row *row)
 {
 	struct runtime *rt = arg;
 	runtime_apply_row(rt, row, uv_now(rt->loop));
+	/* The budget of this turn: rows, and time (a join costs more than
+	 * a sync, and the core's costs grow with the pool). */
+	if (++rt->turn_rows >= RUNTIME_TURN_ROWS || runtime_over_budget(rt))
+		rt->csv.pause = true;
 }
 
 static void runtime_released_maybe(struct runtime *rt)
@@ -464,6 +559,11 @@ static void runtime_on_close(uv_handle_t *h)
 static void runtime_close_pipe(struct runtime *rt)
 {
 	uv_timer_stop(&rt->timer);
+	if (rt->resume_init)
+		uv_idle_stop(&rt->resume);
+	rt->pend_len = 0;
+	rt->ending = false;
+	runtime_summarize(rt);
 	rt->state = RUNTIME_CLOSING;
 	if (rt->pipe_open && !uv_is_closing((uv_handle_t *)&rt->pipe))
 		uv_close((uv_handle_t *)&rt->pipe, runtime_on_close);
@@ -501,6 +601,8 @@ static void runtime_fail(struct runtime *rt, int err, const char *what)
 	runtime_first_poll(rt, false);
 }
 
+static void runtime_on_resume(uv_idle_t *h);
+
 static void runtime_succeed(struct runtime *rt)
 {
 	if (!rt->reachable)
@@ -512,10 +614,16 @@ static void runtime_succeed(struct runtime *rt)
 	rt->failures = 0;
 	/* A line lost (too long, unparsable) might be a server: remove
 	 * nobody on the strength of this poll. */
-	if (rt->csv.bad == 0 && rt->csv.dropped == 0)
-		runtime_apply_end(rt);
-	else
-		runtime_next_gen(rt);
+	if (rt->csv.bad == 0 && rt->csv.dropped == 0) {
+		/* Over the next turns, from the idle handle; HAProxy has
+		 * answered, so the poll's timeout no longer applies. */
+		uv_timer_stop(&rt->timer);
+		rt->end_cursor = -1;
+		rt->ending = true;
+		uv_idle_start(&rt->resume, runtime_on_resume);
+		return;
+	}
+	runtime_next_gen(rt);
 	runtime_close_pipe(rt);
 	runtime_first_poll(rt, true);
 }
@@ -527,6 +635,68 @@ static void runtime_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf)
 	*buf = uv_buf_init(rt->rbuf, sizeof(rt->rbuf));
 }
 
+static void runtime_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* One loop turn's slice of the bytes read: rows are applied until the
+ * turn's budget is spent; the rest waits for the next turn (the idle
+ * handle keeps the loop from blocking meanwhile), and reading resumes
+ * once the buffer is used up. */
+static void runtime_resume_slice(struct runtime *rt);
+
+static void runtime_on_resume(uv_idle_t *h)
+{
+	struct runtime *rt = container_of(h, struct runtime, resume);
+	uint64_t t0 = uv_hrtime();
+	runtime_resume_slice(rt);
+	uint64_t d = uv_hrtime() - t0;
+	if (d > rt->slice_max_ns)
+		rt->slice_max_ns = d;
+}
+
+static void runtime_resume_slice(struct runtime *rt)
+{
+	if (rt->state != RUNTIME_POLLING) {
+		rt->ending = false;
+		uv_idle_stop(&rt->resume);
+		return;
+	}
+	rt->turn_start_ns = uv_hrtime();
+	rt->turn_rows = 0;
+	rt->slices++;
+	if (rt->ending) {
+		if (!runtime_apply_end_some(rt, true)) {
+			rt->slices_cut++;
+			return;
+		}
+		rt->ending = false;
+		uv_idle_stop(&rt->resume);
+		runtime_close_pipe(rt);
+		runtime_first_poll(rt, true);
+		return;
+	}
+	if (rt->pend_len == 0) {
+		uv_idle_stop(&rt->resume);
+		return;
+	}
+	ptrdiff_t used = runtime_csv_feed_part(&rt->csv, rt->rbuf + rt->pend_off,
+					       rt->pend_len, runtime_row_cb, rt);
+	if (used < 0) {
+		runtime_fail(rt, -EPROTO, "read");
+		return;
+	}
+	rt->pend_off += (size_t)used;
+	rt->pend_len -= (size_t)used;
+	if (rt->pend_len > 0) {
+		rt->slices_cut++;
+		return;
+	}
+	uv_idle_stop(&rt->resume);
+	int r = uv_read_start((uv_stream_t *)&rt->pipe, runtime_alloc,
+			      runtime_on_read);
+	if (r < 0)
+		runtime_fail(rt, r, "read");
+}
+
 static void runtime_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
 	struct runtime *rt = container_of(s, struct runtime, pipe);
@@ -534,9 +704,19 @@ static void runtime_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	if (rt->state != RUNTIME_POLLING)
 		return;
 	if (nread > 0) {
-		if (runtime_csv_feed(&rt->csv, rt->rbuf, (size_t)nread,
-				     runtime_row_cb, rt) < 0)
-			runtime_fail(rt, -EPROTO, "read");
+		/* Applied from the idle handle, a slice per loop turn: libuv
+		 * would otherwise call back up to 32 times in this turn. */
+		uv_read_stop(s);
+		rt->pend_off = 0;
+		rt->pend_len = (size_t)nread;
+		if (!rt->resume_init) {
+			if (uv_idle_init(rt->loop, &rt->resume) < 0) {
+				runtime_fail(rt, UV_ENOMEM, "read");
+				return;
+			}
+			rt->resume_init = true;
+		}
+		uv_idle_start(&rt->resume, runtime_on_resume);
 		return;
 	}
 	if (nread == UV_EOF) {
@@ -656,11 +836,21 @@ int runtime_start(struct runtime *rt)
 	return uv_timer_start(&rt->timer, runtime_on_timer, 0, 0);
 }
 
+static void runtime_on_resume_closed(uv_handle_t *h)
+{
+	runtime_stop_closed(container_of(h, struct runtime, resume));
+}
+
 void runtime_stop(struct runtime *rt)
 {
 	if (rt->state == RUNTIME_STOPPED)
 		return;
 	rt->state = RUNTIME_STOPPED;
+	if (rt->resume_init) {
+		rt->resume_init = false;
+		rt->closing++;
+		uv_close((uv_handle_t *)&rt->resume, runtime_on_resume_closed);
+	}
 	if (rt->timer_init) {
 		rt->closing++;
 		uv_close((uv_handle_t *)&rt->timer, runtime_on_timer_closed);

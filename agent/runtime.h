@@ -23,6 +23,15 @@ struct stats;
 /* A poll that has not reached EOF after this long (or after the poll
  * interval, if longer) is abandoned as failed. */
 #define RUNTIME_POLL_TIMEOUT_MS 2000
+/* Most server rows applied in one loop turn, and the most time one turn
+ * may spend on them (checked after each row): an answer
+ * listing 50,000 servers is applied over many turns, SPOP served between
+ * them. */
+#define RUNTIME_TURN_ROWS      2048
+#define RUNTIME_TURN_BUDGET_US 2000
+/* Servers named in the one line that sums up a poll's joins and leaves;
+ * the rest are counted ("and 9 more"). */
+#define RUNTIME_SUMMARY_NAMES  5
 /* The command: server lines of every proxy ("-1 4 -1": any proxy, type 4
  * = servers, any id), one command per connection. */
 #define RUNTIME_COMMAND "show stat -1 4 -1\n"
@@ -62,6 +71,7 @@ struct runtime_csv {
 	bool header;                /* the header line was read */
 	bool skipping;              /* inside an over-long line */
 	size_t len;
+	bool pause;                 /* set by the row callback: stop after this line */
 	uint64_t rows;              /* server rows delivered */
 	uint64_t dropped;           /* over-long lines */
 	uint64_t bad;               /* lines that did not parse */
@@ -79,6 +89,12 @@ void runtime_csv_init(struct runtime_csv *p);
 int runtime_csv_feed(struct runtime_csv *p, const char *buf, size_t n,
 		     runtime_row_fn fn, void *arg);
 
+/* Same as runtime_csv_feed, but returns after the line during which fn
+ * set p->pause (which it clears): the bytes consumed, up to n, or
+ * -EPROTO. The caller feeds the rest later, from where it stopped. */
+ptrdiff_t runtime_csv_feed_part(struct runtime_csv *p, const char *buf,
+				size_t n, runtime_row_fn fn, void *arg);
+
 /* Ends the response: a last line without newline is delivered. Returns 0,
  * or -EPROTO when no valid header was seen. */
 int runtime_csv_finish(struct runtime_csv *p, runtime_row_fn fn, void *arg);
@@ -90,6 +106,13 @@ int runtime_csv_finish(struct runtime_csv *p, runtime_row_fn fn, void *arg);
 enum core_admin runtime_status_admin(struct core_str status, bool *known);
 
 /* ---- the poller ---- */
+
+/* Servers that joined or left during one poll: a count and the first
+ * names, for one summary line. */
+struct runtime_changes {
+	unsigned n;
+	char names[RUNTIME_SUMMARY_NAMES][2 * 128 + 2]; /* backend/server */
+};
 
 enum runtime_state {
 	RUNTIME_IDLE = 0,  /* timer armed for the next poll */
@@ -119,6 +142,17 @@ struct runtime {
 	size_t seen_cap;
 	bool *cfg_missing;   /* per config endpoint: reported missing */
 	uv_timer_t timer;
+	uv_idle_t resume;    /* applies the rest of a read on the next turns */
+	bool resume_init;
+	size_t pend_off, pend_len; /* bytes of rbuf not applied yet */
+	bool ending;               /* EOF read: the poll's end is being applied */
+	int end_cursor;            /* where that goes on (-1: from the start) */
+	uint64_t turn_start_ns;    /* this turn's slice (uv_hrtime) */
+	unsigned turn_rows;
+	uint64_t slices;     /* loop turns answers were applied in */
+	uint64_t slices_cut; /* of which ended by the row or time budget */
+	uint64_t slice_max_ns; /* the longest of them */
+	struct runtime_changes joined, left;
 	uv_pipe_t pipe;
 	uv_connect_t connect_req;
 	uv_write_t write_req;

@@ -16,6 +16,13 @@
 
 struct conn;
 struct server;
+
+/* Connections waiting on one timeout, oldest first (their deadlines are
+ * in that order, since every one waits the same time). */
+struct server_tq {
+	struct conn *head, *tail;
+	bool hello; /* the HELLO queue, else the idle one */
+};
 struct snapshot_stats;
 
 typedef void (*server_stopped_cb)(struct server *s, void *arg);
@@ -44,6 +51,18 @@ struct server {
 	const struct snapshot_stats *snapshot;
 	struct conn *conns;
 	uint64_t next_conn_id;
+	/* Hello and idle timeouts: two queues and one timer, armed for the
+	 * earliest head; a frame only moves its connection to the tail. */
+	struct server_tq tq_hello, tq_idle;
+	uv_timer_t tq_timer;
+	bool tq_timer_init;
+	uint64_t tq_due; /* when tq_timer fires (uv_now ms); 0: not armed */
+	/* The connection cap in force (spop.max_connections, or from
+	 * RLIMIT_NOFILE), and its rate-limited log line. */
+	uint64_t max_conns;
+	uint64_t caplog_ms;        /* uv_now of the last line; 0: none yet */
+	uint64_t caplog_unlogged;  /* refusals since that line */
+	unsigned backlog;          /* listen(2) backlog: net.core.somaxconn */
 	bool stopping;
 	bool stopped; /* on_stopped was called */
 	bool timer_active;
@@ -101,5 +120,24 @@ void server_finish(struct server *s);
 
 /* For conn.c: the connection's handle is closed; unlink it and account. */
 void server_conn_closed(struct server *s, struct conn *c);
+
+/* For conn.c: puts c on the tail of q (the hello or the idle queue) with
+ * its time starting at now, arming the timer if c's deadline is the
+ * earliest. */
+void server_tq_push(struct server *s, struct server_tq *q, struct conn *c,
+		    uint64_t now);
+
+/* For conn.c: a whole frame arrived on c: its idle time restarts. No
+ * timer call, no syscall. */
+void server_tq_touch(struct server *s, struct conn *c, uint64_t now);
+
+/* The listen(2) backlog: net.core.somaxconn (the kernel caps any larger
+ * value at it), 4096 when it cannot be read. */
+unsigned server_backlog(void);
+
+/* The connection cap for cfg: spop.max_connections, or when 0 the soft
+ * RLIMIT_NOFILE less a reserve for the agent's other descriptors
+ * (listeners, metrics connections, the runtime API, log sockets, files). */
+uint64_t server_conn_cap(const struct config *cfg);
 
 #endif

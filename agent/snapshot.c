@@ -971,7 +971,10 @@ int snapshot_load(struct core *c, const char *path, uint64_t now_ms,
 	if (res == NULL)
 		res = &tmp_res;
 	*res = (struct snapshot_result){ .version = 0 };
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+	 * writer, for ever, before the fstat below can refuse it. A regular
+	 * file's reads ignore the flag. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		rc = -errno;
 		snapshot_err(err, errlen, "open %s: %s", path, strerror(-rc));
@@ -984,7 +987,11 @@ int snapshot_load(struct core *c, const char *path, uint64_t now_ms,
 	}
 	if (!S_ISREG(st.st_mode)) {
 		rc = -EINVAL;
-		snapshot_err(err, errlen, "%s is not a regular file", path);
+		snapshot_err(err, errlen, "%s is not a regular file (%s), refused",
+			     path, S_ISFIFO(st.st_mode) ? "a FIFO"
+			     : S_ISDIR(st.st_mode) ? "a directory"
+			     : S_ISSOCK(st.st_mode) ? "a socket"
+			     : "a device");
 		goto out;
 	}
 	if ((uint64_t)st.st_size > SNAPSHOT_MAX_BYTES) {
@@ -1082,6 +1089,12 @@ int snapshot_restore(struct core *c, const char *path, uint64_t now_ms,
 			  qp, log_quote(q, sizeof(q), err, strlen(err)));
 		if (st != NULL)
 			st->corrupt++;
+	} else if (rc == -EINVAL) {
+		/* A FIFO or a device put there by mistake: left in place (the
+		 * next write renames its temp file over it). */
+		log_error("snapshot path is not a regular file: starting cold",
+			  "file=%s error=%s", qp,
+			  log_quote(q, sizeof(q), err, strlen(err)));
 	} else {
 		log_error("cannot read the snapshot: starting cold",
 			  "file=%s error=%s", qp,

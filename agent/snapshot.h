@@ -136,7 +136,9 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 /* Loads the file at path (see snapshot_load_buffer). A rejected file
  * (-ENOTSUP, -EFBIG, -EBADMSG) is renamed to path.corrupt (replacing an
  * older one) and err says so. -ENOENT when there is no file (a cold start,
- * nothing renamed); other -errno for I/O errors (file left alone). */
+ * nothing renamed); -EINVAL for a path that is not a regular file (a
+ * FIFO, a directory, a device: refused without reading or waiting, left
+ * alone); other -errno for I/O errors (file left alone). */
 int snapshot_load(struct core *c, const char *path, uint64_t now_ms,
 		  struct snapshot_result *res, char *err, size_t errlen);
 

@@ -42,6 +42,9 @@ struct stats {
 	uint64_t conn_accepted;
 	uint64_t conn_closed;
 	uint64_t conn_active;  /* gauge */
+	uint64_t conn_refused; /* closed at accept: spop.max_connections reached */
+	uint64_t timeouts_hello; /* closed: no HAPROXY-HELLO in spop.hello_timeout */
+	uint64_t timeouts_idle;  /* closed: no frame in spop.idle_timeout */
 	uint64_t healthchecks; /* health-check HELLOs answered */
 	uint64_t frames[STATS_FRAME_COUNT];
 	/* AGENT-DISCONNECTs sent, by status: protocol errors (status > 0)

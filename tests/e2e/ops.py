@@ -11,6 +11,9 @@ Scenarios:
            endpoint taken off the model gets no new decision, the metrics
            move to the new port. Then a bad file: refused, the error is
            logged, the running configuration serves on.
+  idle     spop.idle_timeout 300ms: the agent closes HAProxy's idle SPOP
+           connections between 8 bursts of requests; HAProxy reconnects,
+           no request fails or falls open.
   restart  sessions routed, SIGTERM (snapshot written), a new agent loads
            it after its first runtime-API poll: the share of sessions
            that land on the same server, and answered from the restored
@@ -158,7 +161,7 @@ def restart(binary, version):
             f.writelines(lines)
         os.kill(env.agent.pid, signal.SIGHUP)
         wait_log(env, 'msg="configuration reloaded" endpoints_added=0 endpoints_updated=3 endpoints_removed=1')
-        wait_log(env, 'msg="server joined the pool" backend=llm server=s4')
+        wait_log(env, 'msg="servers joined or left the pool" joined=1 left=0 joined_servers=llm/s4 ')
 
         # Each session's first turn goes where the hash says; to make the
         # map matter, s1 is then taken out of the pool while the sessions
@@ -226,7 +229,60 @@ def restart(binary, version):
         env.stop_agent_checked()
 
 
-SCENARIOS = {"reload": reload, "restart": restart}
+# --- the agent closes HAProxy's idle connections ------------------------------
+
+def idle(binary, version):
+    """spop.idle_timeout far below HAProxy's own (300 ms, against the SPOE's
+    `timeout idle 30s` on 2.6-3.0 and the agent backend's `timeout server
+    30s` on 3.1+): between bursts of requests the agent closes every idle
+    SPOP connection with an AGENT-DISCONNECT; HAProxy reconnects for the
+    next burst, and no request fails or falls open."""
+    with fe.FleetEnv("idle", version) as env:
+        write = env.write_agent_config
+
+        def write_with_idle():
+            # after the fleet has started: the endpoints are known then
+            p = write()
+            with open(p) as f:
+                text = f.read()
+            if "spop:" not in text:
+                with open(p, "a") as f:
+                    f.write("spop: { idle_timeout: 300ms }\n")
+            return p
+        env.write_agent_config = write_with_idle
+        env.start([fe.instance(n) for n in ("s1", "s2")], binary)
+
+        def make(i):
+            return fe.chat_body(short(i)), {"x-session-id": f"i{i % 7}"}, "idle"
+        recs = []
+        bursts = 8
+        idle0 = metric(env, "warmlane_spop_timeouts_total", kind="idle")
+        acc0 = metric(env, "warmlane_spop_connections_accepted_total")
+        for b in range(bursts):
+            burst = fe.drive(env.port, make, n=12, concurrency=3)
+            log(f"burst {b}: reasons {fe.fmt_counts(fe.by(burst, 'reason'))}")
+            recs += burst
+            before = metric(env, "warmlane_spop_timeouts_total", kind="idle")
+            # the gap: until the agent has closed every SPOP connection
+            # for idleness (health checks come and go on their own)
+            h.wait_until("the idle SPOP connections closed by the agent", lambda: (
+                metric(env, "warmlane_spop_timeouts_total", kind="idle") > before
+                and metric(env, "warmlane_spop_connections_active") == 0), timeout=10)
+        idle1 = metric(env, "warmlane_spop_timeouts_total", kind="idle")
+        acc1 = metric(env, "warmlane_spop_connections_accepted_total")
+        hs = metric(env, "warmlane_spop_healthchecks_total")
+        log(f"{bursts} bursts of 12 requests, each followed by the agent closing "
+            f"HAProxy's idle connections: {len(recs)} requests, statuses "
+            f"{fe.fmt_counts(fe.by(recs, 'status'))}, reasons "
+            f"{fe.fmt_counts(fe.by(recs, 'reason'))}; idle closes {idle1 - idle0:.0f}, "
+            f"connections accepted {acc1 - acc0:.0f} (health checks {hs:.0f} in all)")
+        fe.assert_all_ok(recs, "across idle closes")
+        fe.assert_core_reasons(recs, "across idle closes")
+        assert idle1 - idle0 >= bursts, f"only {idle1 - idle0} idle closes in {bursts} gaps"
+        env.stop_agent_checked()
+
+
+SCENARIOS = {"reload": reload, "restart": restart, "idle": idle}
 
 if __name__ == "__main__":
     sys.exit(h.main(SCENARIOS))

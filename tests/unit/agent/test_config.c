@@ -362,6 +362,39 @@ START_TEST(all_errors_file_order)
 }
 END_TEST
 
+/* The connection limits: defaults, values, and the ranges refused. */
+START_TEST(connection_limits)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert_uint_eq(cfg.hello_timeout_ms, 500);
+	ck_assert_uint_eq(cfg.idle_timeout_ms, 60000);
+	ck_assert_uint_eq(cfg.max_connections, 0);
+	ck_assert_uint_eq(cfg.metrics_max_conns, 64);
+	ck_assert_uint_eq(cfg.metrics_conn_timeout_ms, 10000);
+	ck_assert_int_eq(load(&cfg,
+		"spop: { hello_timeout: 1s, idle_timeout: 5m, max_connections: 500 }\n"
+		"metrics: { max_connections: 8, connection_timeout: 3s }\n"), 0);
+	ck_assert_uint_eq(cfg.hello_timeout_ms, 1000);
+	ck_assert_uint_eq(cfg.idle_timeout_ms, 300000);
+	ck_assert_uint_eq(cfg.max_connections, 500);
+	ck_assert_uint_eq(cfg.metrics_max_conns, 8);
+	ck_assert_uint_eq(cfg.metrics_conn_timeout_ms, 3000);
+	ck_assert_int_eq(load(&cfg,
+		"spop: { hello_timeout: 0s, idle_timeout: 10ms, max_connections: -1 }\n"
+		"metrics: { max_connections: 0, connection_timeout: 500ms }\n"),
+		-EINVAL);
+	ck_assert_str_eq(err,
+		"t.yaml:1:24: spop.hello_timeout: must be between 10ms and 1m, got 0s\n"
+		"t.yaml:1:42: spop.idle_timeout: must be between 100ms and 24h, got 10ms\n"
+		"t.yaml:1:65: spop.max_connections: must be between 0 and 10000000, got -1\n"
+		"t.yaml:2:29: metrics.max_connections: must be between 1 and 4096, got 0\n"
+		"t.yaml:2:52: metrics.connection_timeout: must be between 1s and 1h, got 500ms\n");
+	ck_assert_uint_eq(cfg.hello_timeout_ms, 1000);
+	config_finish(&cfg);
+}
+END_TEST
+
 /* "did you mean" only for a near key, among those valid at that place. */
 START_TEST(unknown_key_suggestion)
 {
@@ -723,6 +756,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, size_bounds);
 	tcase_add_test(tc, syntax_error_alone);
 	tcase_add_test(tc, semantic_cooldown_order);
+	tcase_add_test(tc, connection_limits);
 	tcase_add_test(tc, durations);
 	tcase_add_test(tc, listen_addresses);
 	tcase_add_test(tc, listen_override);

@@ -1,7 +1,11 @@
-/* test_conn.c - agent: SPOP connections driven through a socketpair. */
+/* test_conn.c - agent: SPOP connections driven through a socketpair, and their hello and idle timeouts. */
 #include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "conn.h"
 #include "harness.h"
@@ -952,6 +956,176 @@ START_TEST(many_connections_interleaved)
 }
 END_TEST
 
+/* ---- timeouts ---- */
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Pumps the loop for ms milliseconds (the agent's timers run meanwhile). */
+static void pump_for(struct harness *h, uint64_t ms)
+{
+	uint64_t end = mono_ms() + ms;
+	while (mono_ms() < end) {
+		harness_pump(h);
+		nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
+	}
+}
+
+/* Reads the AGENT-DISCONNECT of c (waiting up to wait_ms), checks its
+ * status and the close after it; returns how long it took. */
+static uint64_t wait_disconnect(struct harness *h, struct client *c,
+				uint32_t status, int wait_ms)
+{
+	uint64_t t0 = mono_ms();
+	ptrdiff_t n = client_frame(h, c, frame_buf, sizeof(frame_buf), wait_ms);
+	ck_assert_msg(n > 0, "no AGENT-DISCONNECT within %d ms (got %td)",
+		      wait_ms, n);
+	ck_assert_uint_eq(answer_disconnect_status(frame_buf, (size_t)n), status);
+	uint64_t took = mono_ms() - t0;
+	ck_assert_msg(client_eof(h, c, 2000), "connection not closed");
+	return took;
+}
+
+/* A connection that never sends its HELLO, and one that trickles it a
+ * byte at a time, are both closed after spop.hello_timeout with status 2
+ * (timeout); one that made its HELLO stays. */
+START_TEST(hello_timeout)
+{
+	struct harness h;
+	harness_init(&h, "spop: { hello_timeout: 200ms }\n");
+	struct client *silent = harness_client(&h, 0);
+	struct client *trickle = harness_client(&h, 0);
+	struct client *good = harness_client(&h, 0);
+	do_hello(&h, good, 16380, 16380);
+	struct fb *f = calloc(1, sizeof(*f));
+	fb_hello(f, 16380);
+	/* a byte every 20 ms: the whole HELLO would take seconds */
+	uint64_t t0 = mono_ms();
+	size_t sent = 0;
+	while (!trickle->eof && sent < f->len && mono_ms() - t0 < 3000) {
+		if (write(trickle->fd, f->b + sent, 1) == 1)
+			sent++;
+		pump_for(&h, 20);
+		ptrdiff_t n = client_frame(&h, trickle, frame_buf,
+					   sizeof(frame_buf), 0);
+		if (n > 0) {
+			ck_assert_uint_eq(answer_disconnect_status(frame_buf,
+								   (size_t)n),
+					  SPOP_ERR_TIMEOUT);
+			break;
+		}
+	}
+	uint64_t trickle_ms = mono_ms() - t0;
+	ck_assert_msg(sent < f->len, "the trickled HELLO was let through");
+	ck_assert(client_eof(&h, trickle, 2000));
+	uint64_t silent_ms = wait_disconnect(&h, silent, SPOP_ERR_TIMEOUT, 3000);
+	fprintf(stderr, "# hello_timeout 200ms: trickling client closed after "
+		"%" PRIu64 " ms (%zu of %zu HELLO bytes sent)\n", trickle_ms,
+		sent, f->len);
+	(void)silent_ms;
+	ck_assert_uint_eq(h.srv.stats.timeouts_hello, 2);
+	ck_assert_uint_eq(h.srv.stats.timeouts_idle, 0);
+	ck_assert_uint_eq(h.srv.stats.disconnects_sent[SPOP_ERR_TIMEOUT], 2);
+	/* the one that made its HELLO is served */
+	const char *const kv[] = { "model", "m1", NULL };
+	f->len = 0;
+	fb_route(f, 1, 1, kv);
+	client_send(&h, good, f->b, f->len);
+	struct ack_vars v;
+	read_ack(&h, good, 1, 1, &v);
+	harness_pump(&h);
+	ck_assert_uint_eq(h.srv.stats.conn_active, 1);
+	free(f);
+	client_free(silent);
+	client_free(trickle);
+	client_free(good);
+	harness_finish(&h);
+}
+END_TEST
+
+/* After the HELLO, whole frames keep a connection open past
+ * spop.idle_timeout; silence, or a frame trickled a byte at a time, gets
+ * an orderly AGENT-DISCONNECT (status 0) after it. */
+START_TEST(idle_timeout)
+{
+	struct harness h;
+	harness_init(&h, "spop: { hello_timeout: 5s, idle_timeout: 1s }\n");
+	struct client *c = harness_client(&h, 0);
+	struct client *t = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	do_hello(&h, t, 16380, 16380);
+	struct fb *f = calloc(1, sizeof(*f));
+	const char *const kv[] = { "model", "m1", NULL };
+	fb_route(f, 7, 1, kv);
+	/* c: a NOTIFY every 100 ms for 2.5 s. t: the same NOTIFY, one byte
+	 * per 100 ms: bytes arrive, no whole frame. */
+	size_t tsent = 0;
+	for (int i = 0; i < 25; i++) {
+		client_send(&h, c, f->b, f->len);
+		struct ack_vars v;
+		read_ack(&h, c, 7, 1, &v);
+		if (!t->eof && tsent < f->len &&
+		    write(t->fd, f->b + tsent, 1) == 1)
+			tsent++;
+		pump_for(&h, 100);
+		ptrdiff_t n;
+		if (!t->eof && (n = client_frame(&h, t, frame_buf,
+						 sizeof(frame_buf), 0)) > 0) {
+			ck_assert_uint_eq(answer_disconnect_status(frame_buf,
+								   (size_t)n),
+					  SPOP_ERR_NONE);
+			ck_assert(client_eof(&h, t, 2000));
+		}
+	}
+	ck_assert_msg(t->eof, "a trickled frame kept the connection open");
+	ck_assert_uint_lt(tsent, f->len);
+	ck_assert_uint_eq(h.srv.stats.timeouts_idle, 1);
+	/* c is still served */
+	client_send(&h, c, f->b, f->len);
+	struct ack_vars v;
+	read_ack(&h, c, 7, 1, &v);
+	uint64_t took = wait_disconnect(&h, c, SPOP_ERR_NONE, 5000);
+	fprintf(stderr, "# idle_timeout 1s: closed %" PRIu64
+		" ms after its last frame\n", took);
+	ck_assert_uint_ge(took, 500);
+	ck_assert_uint_eq(h.srv.stats.timeouts_idle, 2);
+	ck_assert_uint_eq(h.srv.stats.timeouts_hello, 0);
+	free(f);
+	client_free(c);
+	client_free(t);
+	harness_finish(&h);
+}
+END_TEST
+
+/* A reload that shortens spop.idle_timeout applies to connections already
+ * open: the sweep re-arms for the new value at once. */
+START_TEST(idle_timeout_reload)
+{
+	struct harness h;
+	harness_init(&h, "spop: { idle_timeout: 1h }\n");
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	/* past the hello timeout: the timer is now armed for the hour */
+	pump_for(&h, 800);
+	ck_assert(!c->eof);
+	ck_assert_uint_gt(h.srv.tq_due, uv_now(&h.loop) + 3000000);
+	/* what reload_commit does: the server commits next, then the
+	 * running configuration becomes next (the same struct here) */
+	h.cfg.idle_timeout_ms = 100;
+	server_relisten_commit(&h.srv, &h.cfg, NULL);
+	uint64_t took = wait_disconnect(&h, c, SPOP_ERR_NONE, 3000);
+	fprintf(stderr, "# idle_timeout 1h -> 100ms by a reload: closed after "
+		"%" PRIu64 " ms\n", took);
+	ck_assert_uint_eq(h.srv.stats.timeouts_idle, 1);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
 /* ---- stopping ---- */
 
 static bool stopped_flag;
@@ -1022,6 +1196,9 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, backpressure);
 	tcase_add_test(tc, many_connections_interleaved);
 	tcase_add_test(tc, stop_drains);
+	tcase_add_test(tc, hello_timeout);
+	tcase_add_test(tc, idle_timeout);
+	tcase_add_test(tc, idle_timeout_reload);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -20,6 +20,20 @@
 
 static char dir[64];
 
+/* chmod, wrapped (-Wl,--wrap=chmod): records the mode a socket has right
+ * after its bind, before the agent's chmod narrows it. */
+int __real_chmod(const char *path, mode_t mode);
+int __wrap_chmod(const char *path, mode_t mode);
+static int mode_before_chmod = -1;
+
+int __wrap_chmod(const char *path, mode_t mode)
+{
+	struct stat st;
+	if (stat(path, &st) == 0)
+		mode_before_chmod = (int)(st.st_mode & 0777);
+	return __real_chmod(path, mode);
+}
+
 static void load(struct config *cfg, const char *yaml)
 {
 	char err[4096];
@@ -381,6 +395,42 @@ END_TEST
 
 /* UDP on loopback with bounded work per loop iteration, and nothing
  * configured. */
+/* Under a permissive process umask (0), the log socket is never wider
+ * than log_input.mode, not even between its bind and its chmod. */
+START_TEST(socket_born_narrow)
+{
+	struct config cfg;
+	struct route r;
+	struct logsrc ls;
+	char path[100], err[256];
+	uv_loop_t loop;
+
+	ck_assert_msg(dir[0] != '\0', "no temporary directory");
+	snprintf(path, sizeof(path), "%s/narrow.sock", dir);
+	load_std(&cfg, path);
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	mode_t old = umask(0);
+	mode_before_chmod = -1;
+	int rc = logsrc_start(&ls, &loop, &r, &cfg, err, sizeof(err));
+	mode_t during = umask(old);
+	ck_assert_msg(rc == 0, "%s", err);
+	ck_assert_int_eq((int)during, 0); /* the process umask is put back */
+	ck_assert_int_ne(mode_before_chmod, -1);
+	ck_assert_msg((mode_before_chmod & ~0640) == 0,
+		      "socket born %04o, wider than 0640", mode_before_chmod);
+	struct stat st;
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 0777, 0640);
+	logsrc_stop(&ls);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	route_finish(&r);
+	config_finish(&cfg);
+	unlink(path);
+}
+END_TEST
+
 START_TEST(udp_and_none)
 {
 	struct config cfg;
@@ -519,6 +569,7 @@ static Suite *logsrc_suite(void)
 	tcase_add_test(tc, failures);
 	tcase_add_test(tc, lag_needs_accept_time);
 	tcase_add_test(tc, socket_input);
+	tcase_add_test(tc, socket_born_narrow);
 	tcase_add_test(tc, udp_and_none);
 	tcase_add_test(tc, poll_error_turns_input_off);
 	tcase_add_test(tc, config_checks);

@@ -1,5 +1,6 @@
-/* test_metrics.c - agent: /metrics, /healthz and 404 over real HTTP on the test loop, counts after SPOP traffic, the bound address. */
+/* test_metrics.c - agent: /metrics, /healthz and 404 over real HTTP on the test loop, counts after SPOP traffic, the bound address, slow-loris clients. */
 #include <check.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -447,6 +448,211 @@ START_TEST(bound_address)
 }
 END_TEST
 
+/* ---- slow clients ---- */
+
+/* One GET of path, read until the server closes: its status, or 0 when
+ * the connection was closed without an answer (libmicrohttpd over its
+ * connection limit) or nothing came within wait_ms. */
+static int http_try(struct harness *h, uint16_t port, const char *path,
+		    int wait_ms)
+{
+	int fd = connect_to("127.0.0.1", port);
+	if (fd < 0)
+		return 0;
+	char req[256], buf[65536];
+	int n = snprintf(req, sizeof(req),
+			 "GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+			 path);
+	size_t off = 0, len = 0;
+	int status = 0;
+	uint64_t deadline = mono_ms() + (uint64_t)wait_ms;
+	while (mono_ms() < deadline) {
+		harness_pump(h);
+		if (off < (size_t)n) {
+			ssize_t w = write(fd, req + off, (size_t)n - off);
+			if (w > 0)
+				off += (size_t)w;
+			else if (w < 0 && errno != EAGAIN)
+				break;
+			continue;
+		}
+		ssize_t r = read(fd, buf + len, sizeof(buf) - 1 - len);
+		if (r > 0) {
+			len += (size_t)r;
+			if (len == sizeof(buf) - 1)
+				len = 64; /* only the status line matters */
+			continue;
+		}
+		if (r == 0 || errno != EAGAIN)
+			break;
+		nanosleep(&(struct timespec){ 0, 500000 }, NULL);
+	}
+	close(fd);
+	buf[len] = '\0';
+	if (len == 0 || sscanf(buf, "HTTP/1.1 %d", &status) != 1)
+		return 0;
+	return status;
+}
+
+/* A slow-loris client: a request line, then a header byte now and then,
+ * never the blank line that ends the request. */
+struct loris {
+	int fd;
+	bool closed;
+	uint64_t opened_ms, closed_ms;
+};
+
+static void loris_open(struct loris *l, uint16_t port)
+{
+	l->fd = connect_to("127.0.0.1", port);
+	ck_assert_int_ge(l->fd, 0);
+	l->closed = false;
+	l->opened_ms = mono_ms();
+	static const char start[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+	/* loopback: the handshake is done by the kernel, the write fits */
+	struct pollfd p = { .fd = l->fd, .events = POLLOUT };
+	ck_assert_int_eq(poll(&p, 1, 2000), 1);
+	ck_assert_int_eq(write(l->fd, start, sizeof(start) - 1),
+			 (ssize_t)(sizeof(start) - 1));
+}
+
+/* Sends one more byte (when send) and notices a close by the server. */
+static void loris_tick(struct loris *l, bool send)
+{
+	if (l->closed)
+		return;
+	char b[256];
+	ssize_t r = read(l->fd, b, sizeof(b));
+	bool gone = r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR);
+	if (!gone && send && write(l->fd, "a", 1) < 0 && errno != EAGAIN)
+		gone = true;
+	if (gone) {
+		l->closed = true;
+		l->closed_ms = mono_ms();
+		close(l->fd);
+		l->fd = -1;
+	}
+}
+
+/* 20 clients trickling a byte every second stay under the default
+ * connection limit: a scrape beside them is answered at once. (With the
+ * old limit of 16 they took every connection, for ever.) */
+START_TEST(slow_clients_default_limit)
+{
+	enum { N = 20 };
+	struct harness h;
+	harness_init(&h, NULL);
+	struct metrics m;
+	struct config_hostport a;
+	char err[512];
+	loopback(&a, 0);
+	ck_assert_int_eq(metrics_start(&m, &h.loop, &a, &h.srv, err, sizeof(err)), 0);
+	struct loris l[N];
+	for (int i = 0; i < N; i++)
+		loris_open(&l[i], m.port);
+	for (int k = 0; k < 3; k++) {
+		uint64_t end = mono_ms() + 1000;
+		while (mono_ms() < end) {
+			harness_pump(&h);
+			nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
+		}
+		for (int i = 0; i < N; i++)
+			loris_tick(&l[i], true);
+	}
+	ck_assert_uint_eq(m.n_conns, N);
+	uint64_t t0 = mono_ms();
+	int st = http_try(&h, m.port, "/metrics", 3000);
+	fprintf(stderr, "# %d slow clients, default limit: scrape status %d "
+		"in %" PRIu64 " ms\n", N, st, mono_ms() - t0);
+	ck_assert_int_eq(st, 200);
+	for (int i = 0; i < N; i++) {
+		ck_assert(!l[i].closed);
+		close(l[i].fd);
+	}
+	stop_metrics(&h, &m);
+	harness_finish(&h);
+}
+END_TEST
+
+/* More slow clients than metrics.max_connections, each trickling a byte
+ * every 200 ms (libmicrohttpd's own timeout, whole seconds, restarts on
+ * every byte, and a client here never waits a second):
+ * metrics.connection_timeout bounds each connection's whole life, so
+ * the agent closes them and a scrape, tried every 100 ms meanwhile,
+ * succeeds. */
+START_TEST(slow_clients_over_limit)
+{
+	enum { N = 12, LIMIT = 8 };
+	struct harness h;
+	harness_init(&h, "metrics: { max_connections: 8, connection_timeout: 2s }\n");
+	struct metrics m;
+	struct config_hostport a;
+	char err[512];
+	loopback(&a, 0);
+	ck_assert_int_eq(metrics_start(&m, &h.loop, &a, &h.srv, err, sizeof(err)), 0);
+	struct loris l[N];
+	for (int i = 0; i < N; i++)
+		loris_open(&l[i], m.port);
+	uint64_t t0 = mono_ms(), next_byte = t0, next_try = t0 + 100;
+	uint64_t first_ok = 0;
+	unsigned tries = 0, failed = 0;
+	/* until a scrape is answered and every slow client is closed */
+	bool all_closed = false;
+	while ((first_ok == 0 || !all_closed) && mono_ms() - t0 < 8000) {
+		harness_pump(&h);
+		nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
+		bool send = mono_ms() >= next_byte;
+		if (send)
+			next_byte += 200;
+		all_closed = true;
+		for (int i = 0; i < N; i++) {
+			loris_tick(&l[i], send);
+			all_closed &= l[i].closed;
+		}
+		if (first_ok == 0 && mono_ms() >= next_try) {
+			tries++;
+			if (http_try(&h, m.port, "/metrics", 1000) == 200)
+				first_ok = mono_ms() - t0;
+			else
+				failed++;
+			next_try = mono_ms() + 100;
+		}
+	}
+	unsigned closed = 0;
+	uint64_t max_age = 0, min_age = UINT64_MAX;
+	for (int i = 0; i < N; i++) {
+		loris_tick(&l[i], false);
+		if (!l[i].closed)
+			continue;
+		uint64_t age = l[i].closed_ms - l[i].opened_ms;
+		closed++;
+		/* the ones refused at once by the limit are not the point */
+		if (age < 100)
+			continue;
+		if (age > max_age)
+			max_age = age;
+		if (age < min_age)
+			min_age = age;
+	}
+	fprintf(stderr, "# %d slow clients over a limit of %d, connection_timeout "
+		"2s: first scrape answered after %" PRIu64 " ms (%u tries, %u "
+		"refused); %u slow clients closed, %" PRIu64 " cut for their age, "
+		"ages %" PRIu64 "-%" PRIu64 " ms\n", N, LIMIT, first_ok, tries,
+		failed, closed, m.cut_total, min_age, max_age);
+	ck_assert_msg(first_ok > 0, "no scrape answered in 8 s");
+	/* every slow client was cut for its age: the first LIMIT at once,
+	 * the rest after waiting in the backlog for a free connection */
+	ck_assert_uint_eq(m.cut_total, N);
+	ck_assert_uint_eq(closed, N);
+	ck_assert_uint_ge(min_age, 1900);
+	for (int i = 0; i < N; i++)
+		if (!l[i].closed)
+			close(l[i].fd);
+	stop_metrics(&h, &m);
+	harness_finish(&h);
+}
+END_TEST
+
 /* Bucket edges: a bound is inclusive (le), one more nanosecond is the
  * next bucket, beyond the last is +Inf. */
 START_TEST(histogram_buckets)
@@ -560,6 +766,8 @@ static Suite *metrics_suite(void)
 	tcase_add_test(tc, bound_address);
 	tcase_add_test(tc, histogram_buckets);
 	tcase_add_test(tc, affinity_gauge_live_only);
+	tcase_add_test(tc, slow_clients_default_limit);
+	tcase_add_test(tc, slow_clients_over_limit);
 	suite_add_tcase(s, tc);
 	return s;
 }

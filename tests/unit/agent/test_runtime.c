@@ -1,5 +1,6 @@
-/* test_runtime.c - agent: the `show stat` CSV parser on captures of HAProxy 2.6/3.0/3.2, and the poller against a fake stats socket. */
+/* test_runtime.c - agent: the `show stat` CSV parser on captures of HAProxy 2.6/3.0/3.2, and the poller against a fake stats socket (50,000 servers too). */
 #include <check.h>
+#include <inttypes.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "log.h"
 #include "route.h"
 #include "runtime.h"
 
@@ -578,6 +580,163 @@ START_TEST(apply_every_http_backend)
 }
 END_TEST
 
+/* ---- 50,000 servers ---- */
+
+struct gap_probe {
+	uv_timer_t t;
+	uint64_t last_ns, max_gap_ns;
+	uint64_t ticks;
+};
+
+static void gap_tick(uv_timer_t *t)
+{
+	struct gap_probe *g = container_of(t, struct gap_probe, t);
+	uint64_t now = uv_hrtime();
+	if (g->last_ns != 0 && now - g->last_ns > g->max_gap_ns)
+		g->max_gap_ns = now - g->last_ns;
+	g->last_ns = now;
+	g->ticks++;
+}
+
+static size_t count_lines(FILE *f, const char *needle)
+{
+	char line[4096];
+	size_t n = 0;
+	fflush(f);
+	rewind(f);
+	while (fgets(line, sizeof(line), f) != NULL)
+		n += strstr(line, needle) != NULL;
+	return n;
+}
+
+enum { BIG_ROWS = 50000, BIG_LLM = 2000, BIG_GONE = 1000, BIG_NEW = 3 };
+
+/* Runs the loop until cond(rt) or 60 s. */
+static void run_for(struct harness *h, struct runtime *rt,
+		    bool (*cond)(const struct runtime *rt))
+{
+	uint64_t deadline = mono_ms() + 60000;
+	while (!cond(rt) && mono_ms() < deadline)
+		uv_run(&h->loop, UV_RUN_ONCE);
+	ck_assert_msg(cond(rt), "not reached in 60 s: added %llu removed %llu",
+		      (unsigned long long)rt->servers_added,
+		      (unsigned long long)rt->servers_removed);
+}
+
+static bool all_joined(const struct runtime *rt)
+{
+	return rt->servers_added >= BIG_LLM && rt->reachable;
+}
+
+static bool second_applied(const struct runtime *rt)
+{
+	return rt->servers_removed >= BIG_GONE;
+}
+
+/* An answer of 50,000 server lines (2,000 of the watched backend, which
+ * join; 48,000 of another) is applied over many loop turns, a 1 ms timer
+ * beside it running on (its longest gap is printed); the joins and
+ * leaves of each poll are one log line, not one a server. (The core adds
+ * an endpoint in time linear in the pool, so 50,000 joins would take
+ * minutes whatever the slicing: the joins here are 2,000.) */
+START_TEST(poller_50k_servers)
+{
+	char dir[64], yaml[512], sock[160];
+	make_temp_dir(dir, sizeof(dir));
+	snprintf(sock, sizeof(sock), "%s/stats.sock", dir);
+	snprintf(yaml, sizeof(yaml),
+		 "runtime_api: {socket: \"%s\", poll_interval: 10ms, backends: [llm]}\n",
+		 sock);
+	/* poll 1: llm/s0..s1999 and other/o*; poll 2 on: llm/s1000..s1999,
+	 * llm/n0..n2 and other/o* */
+	size_t cap = (size_t)(BIG_ROWS + BIG_NEW) * 48 + 256;
+	char *a1 = malloc(cap), *a2 = malloc(cap);
+	ck_assert(a1 != NULL && a2 != NULL);
+	size_t l1 = (size_t)snprintf(a1, cap, "%s", HDR);
+	size_t l2 = (size_t)snprintf(a2, cap, "%s", HDR);
+	for (int i = 0; i < BIG_ROWS; i++) {
+		bool llm = i < BIG_LLM;
+		char line[64];
+		snprintf(line, sizeof(line), "%s,%c%d,0,,1,,UP,1,2,http,\n",
+			 llm ? "llm" : "other", llm ? 's' : 'o', i);
+		l1 += (size_t)snprintf(a1 + l1, cap - l1, "%s", line);
+		if (!llm || i >= BIG_GONE)
+			l2 += (size_t)snprintf(a2 + l2, cap - l2, "%s", line);
+	}
+	for (int i = 0; i < BIG_NEW; i++)
+		l2 += (size_t)snprintf(a2 + l2, cap - l2,
+				       "llm,n%d,0,,0,,UP,1,2,http,\n", i);
+	const char *answers[] = { a1, a2 };
+	fake_answers = answers;
+	fake_n_answers = 2;
+	fake_conns = 0;
+
+	struct harness h;
+	harness_init(&h, yaml);
+	FILE *logs = tmpfile();
+	ck_assert_ptr_nonnull(logs);
+	log_set_stream(logs);
+	uv_pipe_t ls;
+	ck_assert_int_eq(uv_pipe_init(&h.loop, &ls, 0), 0);
+	ck_assert_int_eq(uv_pipe_bind(&ls, sock), 0);
+	ck_assert_int_eq(uv_listen((uv_stream_t *)&ls, 8, fake_accept), 0);
+	struct gap_probe g = { 0 };
+	ck_assert_int_eq(uv_timer_init(&h.loop, &g.t), 0);
+	ck_assert_int_eq(uv_timer_start(&g.t, gap_tick, 1, 1), 0);
+
+	struct runtime *rt = malloc(sizeof(*rt));
+	ck_assert_int_eq(runtime_init(rt, &h.loop, &h.srv.route, &h.srv.stats,
+				      &h.cfg), 0);
+	ck_assert_int_eq(runtime_start(rt), 0);
+	uint64_t t0 = uv_hrtime();
+	run_for(&h, rt, all_joined);
+	uint64_t t1 = uv_hrtime();
+	uint64_t gap1 = g.max_gap_ns, slices1 = rt->slices;
+	uint64_t cut1 = rt->slices_cut;
+	g.max_gap_ns = 0;
+	run_for(&h, rt, second_applied);
+	uint64_t t2 = uv_hrtime();
+	/* a few more polls of the same answer: nothing changes */
+	uint64_t polls = h.srv.stats.runtime_polls;
+	run_until(&h, &h.srv.stats.runtime_polls, polls + 3);
+	fprintf(stderr, "# %d server lines, %d joining: %.0f ms in %" PRIu64
+		" loop slices (%" PRIu64 " cut by the budget), longest gap of "
+		"a 1 ms timer beside it %.1f ms; then %d leaving, %d joining: "
+		"%.0f ms, longest gap %.1f ms; longest slice %.1f ms\n",
+		BIG_ROWS, BIG_LLM, (double)(t1 - t0) / 1e6, slices1, cut1,
+		(double)gap1 / 1e6, BIG_GONE, BIG_NEW, (double)(t2 - t1) / 1e6,
+		(double)g.max_gap_ns / 1e6, (double)rt->slice_max_ns / 1e6);
+	ck_assert_uint_eq(rt->servers_added, BIG_LLM + BIG_NEW);
+	ck_assert_uint_eq(rt->servers_removed, BIG_GONE);
+	ck_assert_uint_eq(h.srv.stats.runtime_poll_failures, 0);
+	/* more than one loop turn per answer, cut by the budget */
+	ck_assert_uint_gt(cut1, 0);
+	ck_assert_uint_ge(slices1, BIG_ROWS / RUNTIME_TURN_ROWS);
+	ck_assert_uint_eq(count_lines(logs, "servers joined or left the pool"), 2);
+	ck_assert_uint_eq(count_lines(logs, "joined=2000 left=0 "
+					    "joined_servers=\"llm/s0 llm/s1 llm/s2 "
+					    "llm/s3 llm/s4 (and 1995 more)\""), 1);
+	ck_assert_uint_eq(count_lines(logs, "joined=3 left=1000 "
+					    "joined_servers=\"llm/n0 llm/n1 llm/n2\""), 1);
+	ck_assert_uint_eq(count_lines(logs, "(and 995 more)"), 1);
+	ck_assert_uint_eq(count_lines(logs, "server joined the pool"), 0);
+	ck_assert_uint_eq(count_lines(logs, "server left the pool"), 0);
+	log_set_stream(NULL);
+	fclose(logs);
+
+	runtime_stop(rt);
+	uv_close((uv_handle_t *)&g.t, NULL);
+	uv_close((uv_handle_t *)&ls, NULL);
+	harness_finish(&h);
+	runtime_finish(rt);
+	free(rt);
+	free(a1);
+	free(a2);
+	unlink(sock);
+	rmdir(dir);
+}
+END_TEST
+
 static Suite *runtime_suite(void)
 {
 	Suite *s = suite_create("agent-runtime");
@@ -589,6 +748,7 @@ static Suite *runtime_suite(void)
 	tcase_add_test(tc, poller_unreachable);
 	tcase_add_test(tc, release_after_close_callbacks);
 	tcase_add_test(tc, apply_every_http_backend);
+	tcase_add_test(tc, poller_50k_servers);
 	suite_add_tcase(s, tc);
 	return s;
 }

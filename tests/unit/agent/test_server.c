@@ -1,12 +1,16 @@
 /* test_server.c - agent: listeners on real sockets, stale and live socket
  * files, socket mode, TCP, the stop that removes the socket, and the two
- * phases of a reload's new addresses. */
+ * phases of a reload's new addresses, the connection cap and the listen
+ * backlog. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <inttypes.h>
+#include <time.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -14,6 +18,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "log.h"
 
 static char dir[64], sock[96], err[512];
 
@@ -216,6 +221,174 @@ START_TEST(tcp_listen)
 }
 END_TEST
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static size_t count_lines(FILE *f, const char *needle)
+{
+	char line[2048];
+	size_t n = 0;
+	fflush(f);
+	rewind(f);
+	while (fgets(line, sizeof(line), f) != NULL)
+		n += strstr(line, needle) != NULL;
+	return n;
+}
+
+/* spop.max_connections: the connections over it are accepted and closed
+ * at once, one log line says so (not one per refusal), and a connection
+ * that closes makes room again. */
+START_TEST(connection_cap)
+{
+	struct harness h;
+	char addr[256];
+	harness_init(&h, "spop: { max_connections: 3 }\n");
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	config_listen(&h, addr);
+	ck_assert_int_eq(server_listen(&h.srv, err, sizeof(err)), 0);
+	ck_assert_uint_eq(h.srv.max_conns, 3);
+	FILE *logs = tmpfile();
+	ck_assert_ptr_nonnull(logs);
+	log_set_stream(logs);
+
+	struct client *c[6];
+	for (int i = 0; i < 3; i++) {
+		c[i] = connect_unix(sock);
+		hello_roundtrip(&h, c[i]);
+	}
+	for (int i = 3; i < 6; i++) {
+		c[i] = connect_unix(sock);
+		ck_assert_msg(client_eof(&h, c[i], 2000),
+			      "connection %d over the cap not closed", i);
+	}
+	ck_assert_uint_eq(h.srv.stats.conn_refused, 3);
+	ck_assert_uint_eq(h.srv.stats.conn_active, 3);
+	ck_assert_uint_eq(count_lines(logs, "connection limit reached"), 1);
+	ck_assert_uint_eq(count_lines(logs, "limit=3 active=3"), 1);
+
+	/* one closes: room for one more */
+	client_free(c[0]);
+	uint64_t end = mono_ms() + 2000;
+	while (h.srv.stats.conn_active > 2 && mono_ms() < end)
+		harness_pump(&h);
+	ck_assert_uint_eq(h.srv.stats.conn_active, 2);
+	c[0] = connect_unix(sock);
+	hello_roundtrip(&h, c[0]);
+	ck_assert_uint_eq(h.srv.stats.conn_refused, 3);
+	log_set_stream(NULL);
+	fclose(logs);
+	for (int i = 0; i < 6; i++)
+		client_free(c[i]);
+	harness_finish(&h);
+}
+END_TEST
+
+/* 1,000 connects at once, before the agent accepts any: the listen
+ * backlog follows net.core.somaxconn, so none is refused (a unix socket
+ * refuses a connect beyond the backlog with EAGAIN). */
+START_TEST(thousand_connects)
+{
+	enum { N = 1000 };
+	struct rlimit rl;
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur < 2 * N + 200 && rl.rlim_max >= 2 * N + 200) {
+		rl.rlim_cur = 2 * N + 200;
+		ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	}
+	ck_assert_msg(rl.rlim_cur >= 2 * N + 200,
+		      "RLIMIT_NOFILE %ju too low for this test",
+		      (uintmax_t)rl.rlim_cur);
+
+	struct harness h;
+	char addr[256];
+	harness_init(&h, NULL);
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	config_listen(&h, addr);
+	ck_assert_int_eq(server_listen(&h.srv, err, sizeof(err)), 0);
+	ck_assert_uint_ge(h.srv.max_conns, N);
+
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	static int fds[N];
+	unsigned failed = 0;
+	for (int i = 0; i < N; i++) {
+		fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		ck_assert_int_ge(fds[i], 0);
+		if (connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			failed++;
+	}
+	fprintf(stderr, "# %d simultaneous connects: %u failed; "
+		"net.core.somaxconn backlog %u\n", N, failed, h.srv.backlog);
+	unsigned expect_ok = h.srv.backlog >= N ? N : h.srv.backlog + 1;
+	ck_assert_uint_ge(N - failed, expect_ok);
+	uint64_t end = mono_ms() + 20000;
+	while (h.srv.stats.conn_accepted < (uint64_t)(N - failed) &&
+	       mono_ms() < end)
+		harness_pump(&h);
+	ck_assert_uint_eq(h.srv.stats.conn_accepted, N - failed);
+	ck_assert_uint_eq(h.srv.stats.conn_refused, 0);
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+	end = mono_ms() + 20000;
+	while (h.srv.stats.conn_active > 0 && mono_ms() < end)
+		harness_pump(&h);
+	ck_assert_uint_eq(h.srv.stats.conn_active, 0);
+	harness_finish(&h);
+}
+END_TEST
+
+/* 700 connections that never send their HELLO (they stayed open for ever
+ * before): all are closed after the default hello timeout, each reading
+ * an AGENT-DISCONNECT then EOF. */
+START_TEST(silent_connections_closed)
+{
+	enum { N = 700 };
+	struct harness h;
+	char addr[256];
+	harness_init(&h, NULL);
+	snprintf(addr, sizeof(addr), "unix:%s", sock);
+	config_listen(&h, addr);
+	ck_assert_int_eq(server_listen(&h.srv, err, sizeof(err)), 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	static int fds[N];
+	for (int i = 0; i < N; i++) {
+		fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		ck_assert_int_ge(fds[i], 0);
+		ck_assert_int_eq(connect(fds[i], (struct sockaddr *)&sa,
+					 sizeof(sa)), 0);
+	}
+	uint64_t t0 = mono_ms(), end = t0 + 10000;
+	while (h.srv.stats.conn_accepted < N && mono_ms() < end)
+		harness_pump(&h);
+	ck_assert_uint_eq(h.srv.stats.conn_active, N);
+	while (h.srv.stats.conn_active > 0 && mono_ms() < end)
+		harness_pump(&h);
+	uint64_t took = mono_ms() - t0;
+	fprintf(stderr, "# %d silent connections, hello_timeout %" PRIu64
+		" ms: all closed %" PRIu64 " ms after connecting\n", N,
+		h.cfg.hello_timeout_ms, took);
+	ck_assert_uint_eq(h.srv.stats.conn_active, 0);
+	ck_assert_uint_eq(h.srv.stats.timeouts_hello, N);
+	unsigned eofs = 0;
+	for (int i = 0; i < N; i++) {
+		uint8_t b[256];
+		ssize_t n = read(fds[i], b, sizeof(b));
+		/* the DISCONNECT frame, then EOF */
+		if (n > 9 && b[4] == SPOP_FRAME_AGENT_DISCONNECT &&
+		    read(fds[i], b, sizeof(b)) == 0)
+			eofs++;
+		close(fds[i]);
+	}
+	ck_assert_uint_eq(eofs, N);
+	harness_finish(&h);
+}
+END_TEST
+
 static size_t listener_count(const struct server *s)
 {
 	size_t n = 0;
@@ -312,6 +485,9 @@ static Suite *server_suite(void)
 	tcase_add_test(tc, unix_missing_directory);
 	tcase_add_test(tc, tcp_listen);
 	tcase_add_test(tc, relisten_two_phases);
+	tcase_add_test(tc, connection_cap);
+	tcase_add_test(tc, thousand_connects);
+	tcase_add_test(tc, silent_connections_closed);
 	suite_add_tcase(s, tc);
 	return s;
 }

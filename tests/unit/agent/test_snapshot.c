@@ -1,4 +1,4 @@
-/* test_snapshot.c - the state snapshot: round trips, every truncation, bit flips, versions (1 still read), expiry, unknown endpoints, sliced captures under changes, the periodic writer (a capture given up after a map rebuild, stopped mid-capture), 10^6 entries. */
+/* test_snapshot.c - the state snapshot: round trips, every truncation, bit flips, versions (1 still read), expiry, unknown endpoints, sliced captures under changes, the periodic writer (a capture given up after a map rebuild, stopped mid-capture), 10^6 entries, a FIFO at the path. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -331,6 +331,36 @@ START_TEST(bit_flips)
 	core_destroy(b);
 	free(x);
 	free(buf);
+}
+END_TEST
+
+/* A FIFO at the state path: refused at once, left alone, no writer
+ * needed. A plain open would wait for a writer for ever: the alarm turns
+ * that hang into a failure of this test. */
+START_TEST(fifo_refused)
+{
+	char err[512];
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	struct core *b = make_core(64, -1, false);
+	alarm(5);
+	int rc = snapshot_load(b, path, 0, NULL, err, sizeof(err));
+	alarm(0);
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_msg(strstr(err, "not a regular file (a FIFO)") != NULL,
+		      "err: %s", err);
+	struct stat st;
+	ck_assert_int_eq(lstat(path, &st), 0);
+	ck_assert(S_ISFIFO(st.st_mode));
+	ck_assert_uint_eq(entries(b), 0);
+	/* The daemon's path: logged, cold start, not counted as corrupt. */
+	struct snapshot_stats ss = { 0 };
+	alarm(5);
+	rc = snapshot_restore(b, path, 0, &ss);
+	alarm(0);
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_uint_eq(ss.corrupt, 0);
+	ck_assert(!ss.loaded);
+	core_destroy(b);
 }
 END_TEST
 
@@ -780,6 +810,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, every_truncation);
 	tcase_add_test(tc, bit_flips);
 	tcase_add_test(tc, future_version);
+	tcase_add_test(tc, fifo_refused);
 	tcase_add_test(tc, expired_dropped);
 	tcase_add_test(tc, unknown_dropped);
 	tcase_add_test(tc, hostile);
