@@ -29,7 +29,7 @@ FLEET_DIR = os.path.join(h.source_root(), "tests", "fleet")
 
 # The reasons of the routing core (ARCHITECTURE.md); `rr` is the scaffold of
 # the agent before the core was wired and is NOT one of them.
-CORE_REASONS = {"affinity", "hash", "spill", "p2c", "cooldown_fallback",
+CORE_REASONS = {"affinity", "hash", "spill", "p2c", "cooldown_fallback", "key_fallback",
                 "no_model", "none"}
 
 # Short cooldowns so that a scenario takes seconds (see deploy/warmlane.yaml).

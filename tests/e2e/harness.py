@@ -26,7 +26,7 @@ import threading
 import time
 
 SKIP = 77
-KNOWN_REASONS = {"affinity", "hash", "spill", "p2c", "cooldown_fallback",
+KNOWN_REASONS = {"affinity", "hash", "spill", "p2c", "cooldown_fallback", "key_fallback",
                  "no_model", "none"}
 
 
