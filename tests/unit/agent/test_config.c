@@ -329,6 +329,50 @@ START_TEST(semantic_all_reported)
 }
 END_TEST
 
+START_TEST(key_probe_section)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	/* Off by default: no 401/403 can kill a key. */
+	ck_assert_str_eq(cfg.key_probe_target, "");
+	ck_assert(!cfg.params.key_probe);
+	ck_assert_str_eq(cfg.key_probe_method, "GET");
+	ck_assert_str_eq(cfg.key_probe_path, "/v1/models");
+	ck_assert_uint_eq(cfg.key_probe_timeout_ms, 5000);
+	ck_assert_uint_eq(cfg.params.key_probe_interval_ms, 10000);
+	ck_assert_int_eq(load(&cfg, "key_probe: {target: \"unix:/run/p.sock\", method: HEAD, "
+				    "path: /v1/models?probe=1, interval: 2s, timeout: 300ms}\n"), 0);
+	ck_assert(cfg.params.key_probe);
+	ck_assert_int_eq(cfg.key_probe.kind, CONFIG_LISTEN_UNIX);
+	ck_assert_str_eq(cfg.key_probe.path, "/run/p.sock");
+	ck_assert_str_eq(cfg.key_probe_method, "HEAD");
+	ck_assert_str_eq(cfg.key_probe_path, "/v1/models?probe=1");
+	ck_assert_uint_eq(cfg.params.key_probe_interval_ms, 2000);
+	ck_assert_uint_eq(cfg.key_probe_timeout_ms, 300);
+	ck_assert_int_eq(load(&cfg, "key_probe: {target: \"tcp:127.0.0.1:8404\"}\n"), 0);
+	ck_assert_int_eq(cfg.key_probe.kind, CONFIG_LISTEN_TCP);
+	ck_assert_uint_eq(cfg.key_probe.port, 8404);
+	/* A reload without the section turns probes off again. */
+	ck_assert_int_eq(load(&cfg, "log_level: info\n"), 0);
+	ck_assert(!cfg.params.key_probe);
+	ck_assert_int_eq(load(&cfg, "key_probe: {target: \"tcp:*:80\", method: \"get me\", "
+				    "path: \"v1/models\", interval: 10ms, timeout: 2m}\n"),
+			 -EINVAL);
+	assert_has(err, "t.yaml: key_probe.target: \"tcp:*:80\": a probe connects to one address");
+	assert_has(err, "t.yaml: key_probe.method: \"get me\" is not an HTTP method");
+	assert_has(err, "t.yaml: key_probe.path: must start with '/'");
+	assert_has(err, "t.yaml: key_probe.interval: must be between 1s and 1h, got 10ms");
+	assert_has(err, "t.yaml: key_probe.timeout: must be between 100ms and 1m, got 2m");
+	ck_assert_int_eq(load(&cfg, "key_probe: {target: \"unix:/x,mode=0600\"}\n"), -EINVAL);
+	assert_has(err, "no options");
+	ck_assert_int_eq(load(&cfg, "key_probe: {target: \"http://x\"}\n"), -EINVAL);
+	assert_has(err, "t.yaml: key_probe.target: \"http://x\": expected unix:PATH");
+	ck_assert_int_eq(load(&cfg, "key_probe: {path: \"/a b\"}\n"), -EINVAL);
+	ck_assert_int_eq(load(&cfg, "key_probe: {bogus: 1}\n"), -EINVAL);
+	config_finish(&cfg);
+}
+END_TEST
+
 START_TEST(semantic_cooldown_order)
 {
 	struct config cfg;
@@ -498,6 +542,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, syntax_error_position);
 	tcase_add_test(tc, schema_error_position);
 	tcase_add_test(tc, semantic_all_reported);
+	tcase_add_test(tc, key_probe_section);
 	tcase_add_test(tc, semantic_cooldown_order);
 	tcase_add_test(tc, durations);
 	tcase_add_test(tc, listen_addresses);
