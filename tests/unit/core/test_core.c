@@ -377,6 +377,39 @@ START_TEST(key_attacker_changes_nothing)
 }
 END_TEST
 
+/* A dead key's state goes through a snapshot, also once its re-probe is
+ * due (its dead_key_retry over): it stays dead across the restart. */
+START_TEST(key_dead_survives_snapshot)
+{
+	struct fx a, b;
+	fx_init_probing(&a);
+	fx_init_probing(&b);
+	int ka = fx_add(&a, "s0", "key1", 1, NULL);
+	int kb = fx_add(&b, "s0", "key1", 1, NULL);
+	int other = fx_add(&b, "s1", NULL, 1, NULL);
+	fx_observe(&a, ka, 401, 5, false, 0, false);
+	ck_assert_int_eq(core_key_probe_next(a.c, a.now), ka);
+	core_key_probe_result(a.c, ka, CORE_PROBE_REFUSED, a.now);
+	struct core_endpoint_stats st;
+	ck_assert_int_eq(core_endpoint_stats_export(a.c, ka, a.now, &st), 0);
+	ck_assert_uint_eq(st.dead_key_left_ms, a.p.dead_key_retry_ms);
+	a.now += a.p.dead_key_retry_ms + 5;
+	ck_assert_int_eq(core_endpoint_stats_export(a.c, ka, a.now, &st), 0);
+	ck_assert_uint_eq(st.dead_key_left_ms, 1);
+	ck_assert_int_eq(core_endpoint_stats_import(b.c, kb, b.now, &st), 0);
+	ck_assert(fx_info(&b, kb).key_dead);
+	struct core_request r = fx_session(1);
+	ck_assert_int_eq(fx_decide(&b, &r).endpoint, other);
+	b.now += 1;
+	ck_assert_int_eq(core_key_probe_next(b.c, b.now), kb);
+	/* A keyless endpoint has no key to be dead. */
+	ck_assert_int_eq(core_endpoint_stats_import(b.c, other, b.now, &st), 0);
+	ck_assert(!fx_info(&b, other).key_dead);
+	fx_finish(&a);
+	fx_finish(&b);
+}
+END_TEST
+
 START_TEST(key_probe_off_never_excludes)
 {
 	struct fx f;
@@ -2188,6 +2221,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, key_probe_refused_excludes_until_accepted);
 	tcase_add_test(tc, key_probe_accepted_clears);
 	tcase_add_test(tc, key_attacker_changes_nothing);
+	tcase_add_test(tc, key_dead_survives_snapshot);
 	tcase_add_test(tc, key_probe_off_never_excludes);
 	tcase_add_test(tc, key_fallback_least_recently_failed);
 	tcase_add_test(tc, ladder_order);
