@@ -410,6 +410,33 @@ START_TEST(key_dead_survives_snapshot)
 }
 END_TEST
 
+/* Probes turned off by a reload: nothing will re-probe a dead key, so it
+ * comes back once its dead_key_retry is over. */
+START_TEST(key_probe_turned_off_revives)
+{
+	struct fx f;
+	fx_init_probing(&f);
+	int k1 = fx_add(&f, "s0", "key1", 1, NULL);
+	int k2 = fx_add(&f, "s1", "key2", 1, NULL);
+	fx_observe(&f, k1, 403, 5, false, 0, false);
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), k1);
+	core_key_probe_result(f.c, k1, CORE_PROBE_REFUSED, f.now);
+	struct core_params p = f.p;
+	p.key_probe = false;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	int seen[2] = { 0, 0 };
+	fx_spread(&f, 200, seen, 2);
+	ck_assert_int_eq(seen[k1], 0);
+	f.now += f.p.dead_key_retry_ms;
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), -1);
+	memset(seen, 0, sizeof(seen));
+	fx_spread(&f, 400, seen, 2);
+	ck_assert_int_gt(seen[k1], 100);
+	ck_assert_int_gt(seen[k2], 100);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(key_probe_off_never_excludes)
 {
 	struct fx f;
@@ -2222,6 +2249,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, key_probe_accepted_clears);
 	tcase_add_test(tc, key_attacker_changes_nothing);
 	tcase_add_test(tc, key_dead_survives_snapshot);
+	tcase_add_test(tc, key_probe_turned_off_revives);
 	tcase_add_test(tc, key_probe_off_never_excludes);
 	tcase_add_test(tc, key_fallback_least_recently_failed);
 	tcase_add_test(tc, ladder_order);
