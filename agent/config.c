@@ -405,6 +405,9 @@ void config_finish(struct config *cfg)
 	free_strv(cfg->runtime_backends, cfg->n_runtime_backends);
 	free(cfg->state_file);
 	free(cfg->log_input_path);
+	free(cfg->key_probe_target);
+	free(cfg->key_probe_method);
+	free(cfg->key_probe_path);
 	for (size_t i = 0; i < cfg->n_endpoints; i++) {
 		struct config_endpoint *ep = &cfg->endpoints[i];
 		free(ep->backend);
@@ -434,9 +437,14 @@ int config_init(struct config *cfg)
 	cfg->state_file = strdup(CONFIG_DEFAULT_STATE_FILE);
 	cfg->log_input_path = strdup(CONFIG_DEFAULT_LOG_INPUT);
 	cfg->log_input_mode = CONFIG_DEFAULT_SOCKET_MODE;
+	cfg->key_probe_target = strdup("");
+	cfg->key_probe_method = strdup(CONFIG_DEFAULT_PROBE_METHOD);
+	cfg->key_probe_path = strdup(CONFIG_DEFAULT_PROBE_PATH);
+	cfg->key_probe_timeout_ms = CONFIG_DEFAULT_PROBE_TIMEOUT_MS;
 	if (cfg->listen == NULL || cfg->metrics_listen == NULL ||
 	    cfg->runtime_socket == NULL || cfg->state_file == NULL ||
-	    cfg->log_input_path == NULL) {
+	    cfg->log_input_path == NULL || cfg->key_probe_target == NULL ||
+	    cfg->key_probe_method == NULL || cfg->key_probe_path == NULL) {
 		config_finish(cfg);
 		return -ENOMEM;
 	}
@@ -522,6 +530,14 @@ struct raw_log_input {
 	double *udp_port;
 };
 
+struct raw_key_probe {
+	char *target;
+	char *method;
+	char *path;
+	char *interval;
+	char *timeout;
+};
+
 struct raw_policy {
 	char *affinity_ttl;
 	double *affinity_max_entries;
@@ -569,6 +585,7 @@ struct raw_config {
 	struct raw_runtime *runtime_api;
 	struct raw_state *state;
 	struct raw_log_input *log_input;
+	struct raw_key_probe *key_probe;
 	struct raw_policy *policy;
 	struct raw_endpoint *endpoints;
 	unsigned endpoints_count;
@@ -621,6 +638,15 @@ static const cyaml_schema_field_t log_input_fields[] = {
 	STR("path", struct raw_log_input, path),
 	STR("mode", struct raw_log_input, mode),
 	INT("udp_port", struct raw_log_input, udp_port),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_field_t key_probe_fields[] = {
+	STR("target", struct raw_key_probe, target),
+	STR("method", struct raw_key_probe, method),
+	STR("path", struct raw_key_probe, path),
+	STR("interval", struct raw_key_probe, interval),
+	STR("timeout", struct raw_key_probe, timeout),
 	CYAML_FIELD_END
 };
 
@@ -679,6 +705,8 @@ static const cyaml_schema_field_t top_fields[] = {
 				state_fields),
 	CYAML_FIELD_MAPPING_PTR("log_input", OPT_NULL, struct raw_config,
 				log_input, log_input_fields),
+	CYAML_FIELD_MAPPING_PTR("key_probe", OPT_NULL, struct raw_config,
+				key_probe, key_probe_fields),
 	CYAML_FIELD_MAPPING_PTR("policy", OPT_NULL, struct raw_config, policy,
 				policy_fields),
 	CYAML_FIELD_SEQUENCE("endpoints", OPT_NULL, struct raw_config,
@@ -1757,6 +1785,64 @@ static void sem_replace(struct sem *s, char **dst, const char *raw)
 	*dst = d;
 }
 
+/* key_probe: where and how warmlane probes its upstream keys. The target
+ * is HAProxy's probe listener (unix:PATH or tcp:HOST:PORT, no options: the
+ * agent connects, it does not bind); the method a token, the path
+ * origin-form without spaces or controls (they become the request line
+ * as they are). */
+static void sem_key_probe(struct sem *s, const struct raw_key_probe *kp,
+			  struct config *cfg)
+{
+	if (kp->target != NULL && kp->target[0] != '\0') {
+		char why[160];
+		struct config_listen l;
+		if (strchr(kp->target, ',') != NULL)
+			sem_err(s, "key_probe.target",
+				"\"%s\": expected unix:PATH or tcp:HOST:PORT (no options)",
+				kp->target);
+		else if (config_parse_listen(kp->target, &l, why, sizeof(why)) < 0)
+			sem_err(s, "key_probe.target", "\"%s\": %s", kp->target,
+				why);
+		else if (l.kind == CONFIG_LISTEN_TCP &&
+			 (strcmp(l.host, "0.0.0.0") == 0 || strcmp(l.host, "::") == 0))
+			sem_err(s, "key_probe.target",
+				"\"%s\": a probe connects to one address, not *",
+				kp->target);
+		else
+			cfg->key_probe = l;
+	}
+	sem_replace(s, &cfg->key_probe_target, kp->target);
+	if (kp->method != NULL) {
+		size_t n = strlen(kp->method);
+		bool ok = n > 0 && n <= 16;
+		for (size_t i = 0; ok && i < n; i++)
+			ok = kp->method[i] >= 'A' && kp->method[i] <= 'Z';
+		if (!ok)
+			sem_err(s, "key_probe.method",
+				"\"%s\" is not an HTTP method (1 to 16 capital letters)",
+				kp->method);
+		else
+			sem_replace(s, &cfg->key_probe_method, kp->method);
+	}
+	if (kp->path != NULL) {
+		size_t n = strlen(kp->path);
+		bool ok = n > 0 && n <= CONFIG_PROBE_PATH_MAX && kp->path[0] == '/';
+		for (size_t i = 0; ok && i < n; i++)
+			ok = (unsigned char)kp->path[i] > 0x20 &&
+			     (unsigned char)kp->path[i] < 0x7f;
+		if (!ok)
+			sem_err(s, "key_probe.path",
+				"must start with '/' and hold at most %d printable characters without spaces",
+				CONFIG_PROBE_PATH_MAX);
+		else
+			sem_replace(s, &cfg->key_probe_path, kp->path);
+	}
+	sem_duration(s, "key_probe.interval", kp->interval, 1000,
+		     3600 * 1000, &cfg->params.key_probe_interval_ms);
+	sem_duration(s, "key_probe.timeout", kp->timeout, 100, 60 * 1000,
+		     &cfg->key_probe_timeout_ms);
+}
+
 static void sem_run(struct sem *s, const struct raw_config *raw,
 		    struct config *cfg)
 {
@@ -1849,6 +1935,10 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 		sem_u32(s, "log_input.udp_port", li->udp_port, 0, 65535, &port);
 		cfg->log_input_udp_port = (uint16_t)port;
 	}
+
+	if (raw->key_probe != NULL)
+		sem_key_probe(s, raw->key_probe, cfg);
+	cfg->params.key_probe = cfg->key_probe_target[0] != '\0';
 
 	if (raw->policy != NULL)
 		sem_policy(s, raw->policy, &cfg->params);

@@ -32,6 +32,11 @@
 #define CONFIG_DEFAULT_LOG_INPUT      "/var/lib/haproxy/warmlane/log.sock"
 /* Longest backend, server, key or model name accepted: keeps every ACK far
  * below the smallest frame HAProxy may negotiate (see notify.c). */
+/* Upstream key probes (probe.c): off until a target is given. */
+#define CONFIG_DEFAULT_PROBE_METHOD   "GET"
+#define CONFIG_DEFAULT_PROBE_PATH     "/v1/models"
+#define CONFIG_DEFAULT_PROBE_TIMEOUT_MS 5000u
+#define CONFIG_PROBE_PATH_MAX         1024
 #define CONFIG_NAME_MAX               128
 #define CONFIG_UNIX_PATH_MAX          107 /* sun_path minus the NUL */
 
@@ -90,6 +95,13 @@ struct config {
 	char *log_input_path;           /* unix datagram socket; "" disables */
 	unsigned log_input_mode;        /* its permission bits (0660) */
 	uint16_t log_input_udp_port;    /* UDP on 127.0.0.1; 0: none */
+	/* Key probes: HAProxy's probe listener ("" disables: then
+	 * params.key_probe is false and no 401/403 excludes a key). */
+	char *key_probe_target;
+	struct config_listen key_probe; /* parsed target */
+	char *key_probe_method;         /* an HTTP method token */
+	char *key_probe_path;           /* origin-form: "/..." */
+	uint64_t key_probe_timeout_ms;  /* whole probe, connect included */
 	struct core_params params;      /* policy, poll and snapshot periods */
 	struct config_endpoint *endpoints;
 	size_t n_endpoints;

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "logsrc.h"
 #include "metrics.h"
+#include "probe.h"
 #include "reload.h"
 #include "runtime.h"
 #include "sdnotify.h"
@@ -64,6 +65,7 @@ struct app {
 	struct snapshot_stats snap_stats;
 	struct sdnotify sd;     /* zeroed: sdnotify_stop too */
 	struct logsrc logsrc;   /* zeroed: logsrc_stop too */
+	struct probe probe;     /* zeroed: probe_stop too */
 	bool restored;          /* the snapshot was loaded (or there was none) */
 	/* The state file of the start, loaded once: a reload before the load
 	 * changes where writes go, not what the last run wrote. */
@@ -171,6 +173,7 @@ static void main_on_stopped(struct server *s, void *arg)
 	sdnotify_stop(&app->sd);
 	logsrc_stop(&app->logsrc);
 	reload_parse_stop(&app->reload);
+	probe_stop(&app->probe);
 	/* The signal handles are what keeps the loop running now. */
 	uv_close((uv_handle_t *)&app->sig_term, NULL);
 	uv_close((uv_handle_t *)&app->sig_int, NULL);
@@ -377,6 +380,18 @@ static int main_run(struct app *app)
 	}
 	reload_parse_init(&app->reload, app->loop, &app->opts,
 			  main_reload_parsed, app);
+	/* Key probes: the only evidence that kills an upstream key. */
+	r = probe_start(&app->probe, app->loop, &app->srv.route, cfg);
+	if (r < 0)
+		log_error("cannot start key probes; no 401/403 will exclude a key",
+			  "error=%s", strerror(-r));
+	else if (cfg->params.key_probe)
+		log_info("probing upstream keys after 401/403s", "target=%s method=%s path=%s interval_ms=%llu",
+			 cfg->key_probe_target, cfg->key_probe_method,
+			 cfg->key_probe_path,
+			 (unsigned long long)cfg->params.key_probe_interval_ms);
+	else
+		log_info("key probes off (no key_probe.target): 401/403 never exclude an upstream key", NULL);
 	r = main_signals(app);
 	if (r < 0) {
 		log_error("cannot install signal handlers", "error=%s",

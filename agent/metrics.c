@@ -335,6 +335,22 @@ static void render_log_input(struct metrics_text *t, const struct route *r)
 		    l->lag_count, l->lag_sum_s, l->lag_count);
 }
 
+/* Upstream key probes (probe.c). */
+static void render_probes(struct metrics_text *t, const struct route *r)
+{
+	const struct route_probe_stats *p = &r->probe;
+	text_family(t, "warmlane_key_probes_total", "counter",
+		    "Probes of upstream keys by result: accepted, refused (401/403: the key is excluded), inconclusive (5xx, no answer).");
+	for (int k = 0; k < CORE_PROBE_COUNT; k++)
+		text_u64_label(t, "warmlane_key_probes_total", "result",
+			       core_probe_name((enum core_probe)k), p->results[k]);
+	text_family_u64(t, "warmlane_key_probe_transport_errors_total", "counter",
+			"Key probes that got no HTTP answer (connection refused, timeout): counted as inconclusive too.",
+			p->transport_errors);
+	text_family_u64(t, "warmlane_key_probes_active", "gauge",
+			"Key probes out now.", p->active);
+}
+
 /* backend="...",server="..."[,key="..."]: the key id only when the
  * endpoint has one (ids name keys, never hold them). */
 static void text_endpoint_labels(struct metrics_text *t,
@@ -358,6 +374,7 @@ enum metrics_ep {
 	METRICS_EP_BREAKER,
 	METRICS_EP_COOLDOWN,
 	METRICS_EP_DEAD_KEY,
+	METRICS_EP_KEY_EXCLUDED,
 	METRICS_EP_ADMIN,
 	METRICS_EP_WEIGHT,
 	METRICS_EP_DECISIONS,
@@ -381,7 +398,9 @@ static const struct {
 	{ METRICS_EP_COOLDOWN, "warmlane_endpoint_breaker_cooldown_seconds", "gauge",
 	  "Time left before an open breaker turns half-open (0 when not open)." },
 	{ METRICS_EP_DEAD_KEY, "warmlane_endpoint_dead_key_seconds", "gauge",
-	  "Time left before an endpoint+key refused with 401/403 is tried again (0: usable)." },
+	  "Time left before an endpoint+key whose probe was refused (401/403) is probed again (0: not dead, or its re-probe is due)." },
+	{ METRICS_EP_KEY_EXCLUDED, "warmlane_endpoint_key_dead", "gauge",
+	  "1 while the endpoint+key is excluded because a probe of its key was refused (a last resort only), else 0." },
 	{ METRICS_EP_ADMIN, "warmlane_endpoint_admin_state", "gauge",
 	  "HAProxy admin/health state of the server, one series per state: 1 for the current one." },
 	{ METRICS_EP_WEIGHT, "warmlane_endpoint_weight", "gauge",
@@ -474,6 +493,9 @@ static void render_endpoint_sample(struct metrics_text *t, const char *name,
 		break;
 	case METRICS_EP_DEAD_KEY:
 		text_printf(t, "%.9g\n", (double)ep->dead_key_left_ms / 1000.0);
+		break;
+	case METRICS_EP_KEY_EXCLUDED:
+		text_printf(t, "%d\n", ep->key_dead ? 1 : 0);
 		break;
 	case METRICS_EP_WEIGHT:
 		text_printf(t, "%.9g\n", ep->weight);
@@ -605,6 +627,7 @@ int metrics_render(struct metrics_text *t, const struct server *srv,
 	render_decisions(t, st);
 	render_feedback(t, &srv->route);
 	render_log_input(t, &srv->route);
+	render_probes(t, &srv->route);
 	if (srv->route.core != NULL)
 		render_core(t, srv->route.core, now_ms);
 	render_spop(t, st);

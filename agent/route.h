@@ -21,6 +21,7 @@ enum route_reason {
 	ROUTE_SPILL = CORE_REASON_SPILL,
 	ROUTE_P2C = CORE_REASON_P2C,
 	ROUTE_COOLDOWN_FALLBACK = CORE_REASON_COOLDOWN_FALLBACK,
+	ROUTE_KEY_FALLBACK = CORE_REASON_KEY_FALLBACK,
 	ROUTE_NO_MODEL = CORE_REASON_NO_MODEL,
 	ROUTE_NONE = CORE_REASON_NONE,
 	ROUTE_REASON_COUNT = CORE_REASON_COUNT
@@ -112,6 +113,13 @@ struct route_log_stats {
 	double lag_sum_s;
 };
 
+/* Probes of upstream keys (probe.c). */
+struct route_probe_stats {
+	uint64_t results[CORE_PROBE_COUNT]; /* by what the probe found */
+	uint64_t transport_errors; /* no HTTP answer (within the inconclusive) */
+	uint32_t active;           /* probes out now */
+};
+
 struct route {
 	const struct config *cfg;
 	struct core *core;     /* the policy; metrics read it (core_stats...) */
@@ -126,6 +134,7 @@ struct route {
 	 * write to it), non-streamed feedback still ends requests. */
 	bool log_lines;
 	struct route_log_stats log;
+	struct route_probe_stats probe;
 	uint64_t wall_at_ms;   /* uv_now when wall_s was read (route_wall_s) */
 	int64_t wall_s;
 	bool wall_valid;

@@ -49,7 +49,7 @@ if [ -z "${WARMLANE_BIN+set}" ]; then
 	packages=(
 		meson ninja-build pkg-config gcc python3 curl
 		libuv1-dev libmsgpack-dev check libcyaml-dev libxxhash-dev
-		libmicrohttpd-dev libsystemd-dev libyaml-dev
+		libmicrohttpd-dev libsystemd-dev libyaml-dev libcurl4-openssl-dev
 		haproxy
 	)
 	missing=()
@@ -155,6 +155,8 @@ runtime_api: { socket: "$tmp/stats.sock", backends: [llm], poll_interval: 200ms 
 state: { file: "$tmp/state.msgpack" }
 # HAProxy's end-of-stream log lines: completions, its own failures, cuts
 log_input: { path: "$tmp/log.sock" }
+# 401/403s only make a key suspect: HAProxy's probe frontend checks it
+key_probe: { target: "unix:$tmp/probe.sock" }
 endpoints:
   - { backend: llm, server: s1, models: [m1], weight: 1, keys: [k1] }
   - { backend: llm, server: s2, models: [m1, fake-large], weight: 1, keys: [k1] }
@@ -190,6 +192,7 @@ sed -e '/^    chroot /d; /^    user haproxy$/d; /^    group haproxy$/d; /^    da
 	-e '/^    stats socket \/run\/haproxy\/admin.sock/d' \
 	-e "s#^    stats socket /run/haproxy/warmlane.sock .*#    stats socket $tmp/stats.sock mode 600 level user#" \
 	-e "s#^    bind 127.0.0.1:8080\$#    bind 127.0.0.1:$fe_port#" \
+	-e "s#^    bind unix@/var/lib/haproxy/warmlane/probe.sock .*#    bind unix@$tmp/probe.sock mode 600#" \
 	-e "s#^\(    filter spoe engine warmlane config \).*#\1$top/haproxy/warmlane.spoe.conf#" \
 	-e "s#/etc/haproxy/warmlane-keys.map#$tmp/keys.map#g" \
 	-e "s#^\(    server s1 127.0.0.1:\)8001#\1$p1#; s#^\(    server s2 127.0.0.1:\)8002#\1$p2#" \

@@ -14,7 +14,7 @@ build=${WARMLANE_BUILD:-build/asan}
 packages=(
 	meson ninja-build pkg-config gcc clang python3 curl
 	libuv1-dev libmsgpack-dev check libcyaml-dev libyaml-dev libxxhash-dev
-	libmicrohttpd-dev libsystemd-dev
+	libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev
 	haproxy prometheus scdoc systemd
 )
 missing=()

@@ -32,6 +32,7 @@ struct view {
 	uint32_t n;              /* candidates */
 	uint32_t serving;        /* endpoints serving the model */
 	uint32_t fallback;       /* breaker-only exclusion reopening first */
+	uint32_t key_fallback;   /* dead key refused least recently */
 	uint32_t n_warm[POOL_SIGNALS];
 	double total_w;
 	uint64_t total_if;       /* kept current by set_in_flight */
@@ -65,6 +66,7 @@ struct core {
 	uint64_t decisions[CORE_REASON_COUNT];
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT];
+	uint32_t probe_cursor;   /* where core_key_probe_next goes on */
 };
 
 void core_rng_seed(struct core_rng *rng, uint64_t seed)
@@ -98,6 +100,7 @@ const char *core_reason_name(enum core_reason r)
 		[CORE_REASON_SPILL] = "spill",
 		[CORE_REASON_P2C] = "p2c",
 		[CORE_REASON_COOLDOWN_FALLBACK] = "cooldown_fallback",
+		[CORE_REASON_KEY_FALLBACK] = "key_fallback",
 		[CORE_REASON_NO_MODEL] = "no_model",
 		[CORE_REASON_NONE] = "none",
 	};
@@ -115,6 +118,16 @@ const char *core_outcome_name(enum core_outcome o)
 		[CORE_OUTCOME_INVALID] = "invalid",
 	};
 	return (unsigned)o < CORE_OUTCOME_COUNT ? names[o] : "unknown";
+}
+
+const char *core_probe_name(enum core_probe r)
+{
+	static const char *const names[CORE_PROBE_COUNT] = {
+		[CORE_PROBE_ACCEPTED] = "accepted",
+		[CORE_PROBE_REFUSED] = "refused",
+		[CORE_PROBE_INCONCLUSIVE] = "inconclusive",
+	};
+	return (unsigned)r < CORE_PROBE_COUNT ? names[r] : "unknown";
 }
 
 const char *core_end_name(enum core_end e)
@@ -458,6 +471,15 @@ int core_endpoint_complete(struct core *c, int idx)
 	return 0;
 }
 
+/* Whether e's key is excluded at now_ms: refused by a probe, until a
+ * probe accepts it; without probes (none will come), until
+ * dead_key_retry has passed. */
+static inline bool key_excluded(const struct core *c,
+				const struct pool_endpoint *e, uint64_t now_ms)
+{
+	return e->key_dead && (c->p.key_probe || now_ms < e->dead_until_ms);
+}
+
 int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		       struct core_endpoint_info *out)
 {
@@ -482,8 +504,11 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		out->e2e_samples[k] = e->samples[pool_sig(true, k)];
 	}
 	out->breaker = breaker_state(&e->br, now_ms, &out->cooldown_left_ms);
-	out->dead_key_left_ms = e->dead_until_ms > now_ms ?
+	out->dead_key_left_ms = e->key_dead && e->dead_until_ms > now_ms ?
 				e->dead_until_ms - now_ms : 0;
+	out->key_dead = key_excluded(c, e, now_ms);
+	out->key_suspect = e->key_suspect;
+	memcpy(out->probes, e->probes, sizeof(out->probes));
 	breaker_counts(&e->br, &c->p, now_ms, &out->window_ok, &out->window_fail);
 	memcpy(out->outcomes, e->outcomes, sizeof(out->outcomes));
 	memcpy(out->completions, e->completions, sizeof(out->completions));
@@ -612,12 +637,14 @@ static void view_build(struct core *c, struct view *v, int model,
 	struct pool *pool = &c->pool;
 	bool changed = false;
 	uint64_t fallback_at = UINT64_MAX;
+	uint64_t key_failed_at = UINT64_MAX;
 
 	memset(v->member, 0, ((c->scratch_cap + 63) / 64) * sizeof(uint64_t));
 	v->model = model;
 	v->n = 0;
 	v->serving = 0;
 	v->fallback = UINT32_MAX;
+	v->key_fallback = UINT32_MAX;
 	v->total_w = 0;
 	v->total_if = 0;
 	v->horizon_ms = UINT64_MAX;
@@ -654,8 +681,15 @@ static void view_build(struct core *c, struct view *v, int model,
 				continue;
 			}
 		}
-		if (now_ms < e->dead_until_ms) {
-			v->horizon_ms = min_u64(v->horizon_ms, e->dead_until_ms);
+		if (e->key_dead && key_excluded(c, e, now_ms)) {
+			/* Without probes its exclusion ends with time; with
+			 * them, a probe result ends it (and bumps version). */
+			if (!c->p.key_probe)
+				v->horizon_ms = min_u64(v->horizon_ms, e->dead_until_ms);
+			if (e->key_failed_ms < key_failed_at) {
+				key_failed_at = e->key_failed_ms;
+				v->key_fallback = i;
+			}
 			continue;
 		}
 		uint8_t before = e->br.state;
@@ -970,9 +1004,14 @@ void core_decide(struct core *c, const struct core_request *req,
 		return;
 	}
 	if (v->n == 0) {
-		/* 7. Only breakers exclude them all: the first to reopen. */
+		/* 7. Only breakers exclude them all: the first to reopen.
+		 * Else, if only dead keys are left, the one refused least
+		 * recently: HAProxy must not go without a credential (it would
+		 * balance on its own and send none). */
 		if (v->fallback != UINT32_MAX)
 			commit(c, v->fallback, CORE_REASON_COOLDOWN_FALLBACK, now_ms, out);
+		else if (v->key_fallback != UINT32_MAX)
+			commit(c, v->key_fallback, CORE_REASON_KEY_FALLBACK, now_ms, out);
 		else
 			c->decisions[CORE_REASON_NONE]++;
 		return;
@@ -1155,9 +1194,13 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		c->version++; /* even OPEN to OPEN: the cooldown moved */
 		break;
 	case CORE_OUTCOME_KEY_DEAD:
+		/* The client shaped the request (path, model, headers) that
+		 * the upstream refused: a suspicion only, for the agent's own
+		 * probe to settle (core_key_probe_next). A keyless endpoint's
+		 * 401/403 judged the client's own credential. */
 		breaker_neutral(&e->br);
-		e->dead_until_ms = now_ms + c->p.dead_key_retry_ms;
-		c->version++;
+		if (e->key_id != NULL)
+			e->key_suspect = true;
 		break;
 	default:
 		break;
@@ -1383,8 +1426,10 @@ int core_endpoint_stats_export(const struct core *c, int idx, uint64_t now_ms,
 		out->e2e_samples[k] = e->samples[pool_sig(true, k)];
 	}
 	out->breaker = breaker_state(&e->br, now_ms, &out->cooldown_left_ms);
-	out->dead_key_left_ms = e->dead_until_ms > now_ms ?
-				e->dead_until_ms - now_ms : 0;
+	/* A dead key awaiting its re-probe stays dead across a restart. */
+	out->dead_key_left_ms = !e->key_dead ? 0 :
+				e->dead_until_ms > now_ms ?
+				e->dead_until_ms - now_ms : 1;
 	out->idle_ms = e->seen && now_ms > e->last_seen_ms ?
 		       now_ms - e->last_seen_ms : 0;
 	return 0;
@@ -1418,10 +1463,82 @@ int core_endpoint_stats_import(struct core *c, int idx, uint64_t now_ms,
 	ewma_moved_all(c);
 	breaker_restore(&e->br, st->breaker, st->trips, st->cooldown_left_ms,
 			now_ms);
-	e->dead_until_ms = st->dead_key_left_ms ? now_ms + st->dead_key_left_ms : 0;
+	e->key_dead = st->dead_key_left_ms > 0 && e->key_id != NULL;
+	e->dead_until_ms = e->key_dead ? now_ms + st->dead_key_left_ms : 0;
+	e->key_failed_ms = e->key_dead ? now_ms : 0;
 	if (st->idle_ms > 0) {
 		e->seen = true;
 		e->last_seen_ms = now_ms > st->idle_ms ? now_ms - st->idle_ms : 0;
+	}
+	return 0;
+}
+
+/* ---- upstream key probes ------------------------------------------------ */
+
+/* Whether e is due for a probe at now_ms (core_key_probe_next). */
+static inline bool probe_due(const struct pool_endpoint *e, uint64_t now_ms)
+{
+	if (!e->live || e->key_id == NULL || e->key_probing ||
+	    now_ms < e->probe_after_ms)
+		return false;
+	return e->key_suspect || (e->key_dead && now_ms >= e->dead_until_ms);
+}
+
+int core_key_probe_next(struct core *c, uint64_t now_ms)
+{
+	struct pool *pool = &c->pool;
+	if (!c->p.key_probe || pool->end == 0)
+		return -1;
+	uint32_t start = c->probe_cursor < pool->end ? c->probe_cursor : 0;
+	for (uint32_t n = 0; n < pool->end; n++) {
+		uint32_t i = (start + n) % pool->end;
+		struct pool_endpoint *e = &pool->ep[i];
+		if (!probe_due(e, now_ms))
+			continue;
+		/* The rate limit counts from the start: whatever callers
+		 * send, one probe per key per interval. */
+		e->key_probing = true;
+		e->key_suspect = false;
+		e->probe_after_ms = now_ms + c->p.key_probe_interval_ms;
+		c->probe_cursor = i + 1;
+		return (int)i;
+	}
+	return -1;
+}
+
+int core_key_probe_result(struct core *c, int idx, enum core_probe result,
+			  uint64_t now_ms)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	if (e->key_id == NULL || (unsigned)result >= CORE_PROBE_COUNT)
+		return -EINVAL;
+	e->key_probing = false;
+	e->probes[result]++;
+	switch (result) {
+	case CORE_PROBE_ACCEPTED:
+		/* 401/403s that came while it was out were answered by it. */
+		e->key_suspect = false;
+		if (e->key_dead) {
+			e->key_dead = 0;
+			e->dead_until_ms = 0;
+			c->version++;
+		}
+		break;
+	case CORE_PROBE_REFUSED:
+		e->key_suspect = false;
+		c->version++; /* excluded, or moved in the fallback order */
+		e->key_dead = 1;
+		e->dead_until_ms = now_ms + c->p.dead_key_retry_ms;
+		e->key_failed_ms = now_ms;
+		break;
+	default:
+		/* Nothing learnt: a suspect stays one (probed again after
+		 * the interval), a dead key stays dead. */
+		if (!e->key_dead)
+			e->key_suspect = true;
+		break;
 	}
 	return 0;
 }

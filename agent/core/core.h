@@ -49,6 +49,8 @@ enum core_reason {
 	CORE_REASON_SPILL,                 /* every hashed choice over bound */
 	CORE_REASON_P2C,                   /* no identity: two random choices */
 	CORE_REASON_COOLDOWN_FALLBACK,     /* only breakers excluded all */
+	CORE_REASON_KEY_FALLBACK,          /* every serving endpoint+key is
+					    * dead: the least recently failed */
 	CORE_REASON_NO_MODEL,              /* no endpoint serves the model */
 	CORE_REASON_NONE,                  /* nothing usable: HAProxy balances */
 	CORE_REASON_COUNT
@@ -78,9 +80,17 @@ enum core_outcome {
 	CORE_OUTCOME_NEUTRAL,      /* other 4xx; 404 also notes a model mismatch */
 	CORE_OUTCOME_FAILURE,      /* 5xx (HAProxy's own included), 408 */
 	CORE_OUTCOME_RATE_LIMITED, /* 429: breaker OPEN for Retry-After */
-	CORE_OUTCOME_KEY_DEAD,     /* 401, 403: endpoint+key excluded */
+	CORE_OUTCOME_KEY_DEAD,     /* 401, 403: endpoint+key suspect (probed) */
 	CORE_OUTCOME_INVALID,      /* not an HTTP status (< 100 or > 599) */
 	CORE_OUTCOME_COUNT
+};
+
+/* What a probe of an upstream key found (core_key_probe_result). */
+enum core_probe {
+	CORE_PROBE_ACCEPTED = 0,   /* an HTTP answer other than 401/403, 5xx */
+	CORE_PROBE_REFUSED,        /* 401 or 403: the key is dead */
+	CORE_PROBE_INCONCLUSIVE,   /* 5xx, no answer, timeout: says nothing */
+	CORE_PROBE_COUNT
 };
 
 /* Request kinds: one EWMA each (headers time of a streamed request and a
@@ -198,7 +208,10 @@ struct core_endpoint_info {
 	uint32_t e2e_samples[CORE_KIND_COUNT];  /* successes that entered it */
 	enum core_breaker breaker;
 	uint64_t cooldown_left_ms;           /* OPEN: until HALF_OPEN */
-	uint64_t dead_key_left_ms;           /* 401/403: until retried */
+	uint64_t dead_key_left_ms;           /* refused probe: until re-probed */
+	bool key_dead;                       /* excluded: a probe refused its key */
+	bool key_suspect;                    /* a 401/403 awaits a probe */
+	uint64_t probes[CORE_PROBE_COUNT];   /* probe results */
 	uint32_t window_ok, window_fail;     /* over breaker_window */
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT]; /* core_complete, by end */
@@ -366,7 +379,10 @@ bool core_identity(const struct core *c, const struct core_request *req,
  * - failure (5xx, 408): breaker failure, akey's entry evicted if it points
  *   here; never enters the EWMA;
  * - 429: breaker OPEN for retry_after_ms (>= 0) else rate_limit_cooldown;
- * - 401/403: this endpoint (backend/server/key) excluded for dead_key_retry;
+ * - 401/403: this endpoint (backend/server/key), if it has a key, becomes
+ *   suspect: core_key_probe_next will hand it out for a probe (at most
+ *   once per key_probe_interval); only the probe's answer can exclude it
+ *   (the client shapes the request a 401/403 judged). Nothing else;
  * - other 4xx: neutral; model_mismatch_404s 404s in a row for fb->model
  *   exclude the endpoint for that model for dead_key_retry.
  * Returns 0; -ENOENT when fb->endpoint is not a live endpoint; -EINVAL when
@@ -374,6 +390,39 @@ bool core_identity(const struct core *c, const struct core_request *req,
  * decremented: response headers are not completion. Never allocates. */
 int core_observe(struct core *c, const struct core_feedback *fb,
 		 uint64_t now_ms);
+
+/* Upstream keys. A 401/403 in feedback makes an endpoint+key suspect; the
+ * agent then probes that key itself (a request it shapes, carrying only the
+ * key id) and reports what the probe found. A refused probe excludes the
+ * endpoint+key (key_dead) until a later probe accepts it: re-probed every
+ * dead_key_retry, or sooner when a 401/403 arrives for it (the key
+ * fallback below still sends it traffic). An endpoint+key that is dead is a
+ * last resort: chosen (reason key_fallback) only when no other endpoint
+ * serving the model is a candidate or a breaker fallback, the least
+ * recently refused first, so that HAProxy never goes without a credential
+ * while keys exist. Without params.key_probe nothing is probed and no key
+ * dies (a restored dead one comes back after its dead_key_retry). */
+
+/* The next endpoint+key due for a probe at now_ms (suspect, or dead with
+ * its dead_key_retry over; not probing; its last probe at least
+ * key_probe_interval ago), marked as probing, or -1 when none (or
+ * !params.key_probe). Endpoints are handed out in turn from where the last
+ * call stopped. Each one handed out must be answered with
+ * core_key_probe_result (or be removed). Never allocates. */
+int core_key_probe_next(struct core *c, uint64_t now_ms);
+
+/* The answer to a probe of endpoint idx's key (find it again by its names:
+ * the index may have been removed meanwhile). ACCEPTED clears suspicion and
+ * death, REFUSED makes it dead (re-probed after dead_key_retry),
+ * INCONCLUSIVE changes nothing but leaves it to be probed again after
+ * key_probe_interval. Returns 0, -ENOENT (not live), -EINVAL (no key, no
+ * such result). Never allocates. */
+int core_key_probe_result(struct core *c, int idx, enum core_probe result,
+			  uint64_t now_ms);
+
+/* The probe result's name ("accepted", "refused", "inconclusive"), or
+ * "unknown". */
+const char *core_probe_name(enum core_probe r);
 
 /* The class of an HTTP status (see enum core_outcome). */
 enum core_outcome core_status_class(int status);

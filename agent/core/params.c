@@ -29,6 +29,8 @@ void core_params_defaults(struct core_params *p)
 		.half_open_probes = 3,
 		.rate_limit_cooldown_ms = 60 * 1000,
 		.dead_key_retry_ms = 60 * 1000,
+		.key_probe = false,
+		.key_probe_interval_ms = 10 * 1000,
 		.model_mismatch_404s = 3,
 		.poll_interval_ms = 200,
 		.snapshot_interval_ms = 10 * 1000,

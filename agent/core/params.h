@@ -7,6 +7,7 @@
 #ifndef WARMLANE_CORE_PARAMS_H
 #define WARMLANE_CORE_PARAMS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Rungs of the identity ladder: which request attribute names the caller. */
@@ -91,7 +92,16 @@ struct core_params {
 	uint64_t breaker_cooldown_max_ms;  /* 300 s */
 	uint32_t half_open_probes;         /* 3 */
 	uint64_t rate_limit_cooldown_ms;   /* 60 s */
+	/* A key whose probe was refused is probed again after this (and
+	 * excluded until a probe accepts it). */
 	uint64_t dead_key_retry_ms;        /* 60 s */
+	/* Not in the table: whether the agent probes keys (it has a probe
+	 * target). Without, a 401/403 never excludes a key: it judged a
+	 * request the client shaped, and nothing else can tell. */
+	bool key_probe;                    /* false */
+	/* Probes of one key start at most this often, however many 401/403s
+	 * callers cause. */
+	uint64_t key_probe_interval_ms;    /* 10 s */
 	/* 404s in a row for one endpoint+model before it
 	 * counts as not serving that model (for dead_key_retry_ms). 0: never. */
 	uint32_t model_mismatch_404s;      /* 3 */

@@ -58,6 +58,8 @@ struct pool_endpoint {
 				 * row that found it slow */
 	uint8_t woke;           /* samples forgotten for idleness by a
 				 * decision: the next answer is a wake-up */
+	uint8_t key_dead;       /* a probe of its key was refused (core.c,
+				 * "Upstream keys") */
 	uint32_t in_flight;
 	uint32_t samples[POOL_SIGNALS]; /* indexed by pool_sig */
 	double weight;
@@ -66,7 +68,7 @@ struct pool_endpoint {
 					   * EWMA, its own history; indexed
 					   * by kind = pool_sig(false, kind) */
 	uint32_t base_n[CORE_KIND_COUNT]; /* samples in it (kept across idle) */
-	uint64_t dead_until_ms; /* 401/403: key excluded until then */
+	uint64_t dead_until_ms; /* key_dead: re-probed from then on */
 	uint64_t last_seen_ms;
 	uint64_t awake_ms;      /* the last wake-up answer after idleness */
 	uint64_t models[POOL_MODEL_WORDS];
@@ -78,6 +80,14 @@ struct pool_endpoint {
 	uint32_t gen;           /* bumped on removal: map entries die with it */
 	/* Feedback and introspection. */
 	struct pool_mismatch mismatch[POOL_MISMATCH_SLOTS];
+	/* Upstream key: a 401/403 in feedback makes it suspect, only a probe
+	 * the agent shapes itself can make it key_dead. */
+	bool key_suspect;       /* a 401/403 since the last probe started */
+	bool key_probing;       /* a probe is out (core_key_probe_next) */
+	uint64_t probe_after_ms;  /* no new probe before then (rate limit) */
+	uint64_t key_failed_ms;   /* last refused probe (least recently
+				   * failed fallback) */
+	uint64_t probes[CORE_PROBE_COUNT]; /* results by enum core_probe */
 	uint64_t name_hash;
 	char *backend;
 	char *server;

@@ -75,6 +75,8 @@ def cfg(version, way, out, opts):
     sub(r"^    stats socket /run/haproxy/warmlane.sock (.*)$",
         f"    stats socket {os.path.join(d, 'stats.sock')} mode 600 level user")
     sub(r"^    bind 127\.0\.0\.1:8080$", f"    bind 127.0.0.1:{opts['port']}")
+    # no key probes in a benchmark: the probe frontend goes
+    sub(r"^frontend warmlane_probe\n(?:    .*\n)*", "")
     sub(r"^    log unix@/warmlane/log\.sock .*\n", "")
     sub(r"^    filter spoe engine warmlane config /etc/haproxy/warmlane\.spoe\.conf$",
         f"    filter spoe engine warmlane config {spoe}")

@@ -11,8 +11,10 @@ Scenarios:
                no more than the half-open probes
   breaker      a server answering instant 500s ends with < 1% of the traffic
                sent after its breaker opened
-  deadkey      a 401 on one upstream key excludes that key on that server,
-               not the server and not the key elsewhere
+  deadkey      an attacker's 401/403s (many Authorization values) change
+               nothing for other callers; a key the upstream revoked is
+               excluded on that server (not the server, not the key
+               elsewhere) within a bound; all revoked: still a key
   maint        a server set to MAINT on the runtime API stops being chosen,
                and is chosen again once READY; one in DRAIN is not chosen
                (the agent's runtime-API poller)
@@ -34,6 +36,7 @@ Every count and wait is bounded; assertions are about where requests went,
 never about how fast (timings are printed).
 """
 
+import collections
 import concurrent.futures as cf
 import http.client
 import json
@@ -42,6 +45,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -296,52 +300,236 @@ def breaker(binary, version):
         env.stop_agent_checked()
 
 
-# --- 401 ----------------------------------------------------------------------
+# --- 401/403: no caller can take a key away; a revoked one is excluded -----
+
+ATTACK_PATH = "/v1/organization/members"  # the fake: POST 401, GET 403, any key
+
+
+def _key_metrics(env):
+    samples = fe.parse_metrics(env.metrics_text()[0])
+    probes = {res: fe.metric_sum(samples, "warmlane_key_probes_total", result=res)
+              for res in ("accepted", "refused", "inconclusive")}
+    dead = {f"{lb.get('server')}/{lb.get('key')}": v for n, lb, v in samples
+            if n == "warmlane_endpoint_key_dead"}
+    return probes, dead
+
+
+class _Attacker:
+    """Requests the client shapes so that the upstream refuses them (a path
+    the key may not use), each under a new Authorization value (a new caller
+    hash for warmlane), with the probe headers of the probe frontend."""
+
+    def __init__(self, port, concurrency=2):
+        self.port, self.concurrency = port, concurrency
+        self.stop_ev = threading.Event()
+        self.status = collections.Counter()
+        self.keys = collections.Counter()
+        self.sent = 0
+        self.lock = threading.Lock()
+        self.threads = []
+
+    def _run(self, t):
+        conn = None
+        i = 0
+        while not self.stop_ev.is_set() and i < 20000:
+            i += 1
+            if conn is None:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+            method = "POST" if i % 2 else "GET"
+            hd = {"authorization": f"Bearer attacker-{t}-{i}",
+                  "content-type": "application/json",
+                  "x-warmlane-probe-key": "k2", "x-warmlane-probe-backend": "llm",
+                  "x-warmlane-probe-server": "s1"}
+            try:
+                conn.request(method, ATTACK_PATH, body=b"{}" if method == "POST" else None,
+                             headers=hd)
+                r = conn.getresponse()
+                r.read()
+                st, key = r.status, r.getheader("x-warmlane-key") or "-"
+                if r.will_close:
+                    conn.close()
+                    conn = None
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = None
+                st, key = 0, "-"
+            with self.lock:
+                self.status[st] += 1
+                self.keys[key] += 1
+                self.sent += 1
+        if conn is not None:
+            conn.close()
+
+    def start(self):
+        for t in range(self.concurrency):
+            th = threading.Thread(target=self._run, args=(t,), daemon=True)
+            th.start()
+            self.threads.append(th)
+
+    def stop(self):
+        self.stop_ev.set()
+        for th in self.threads:
+            th.join(timeout=30)
+
 
 def deadkey(binary, version):
-    """A 401 on one upstream key excludes that key on that server only."""
-    with fe.FleetEnv("deadkey", version) as env:
-        env.start_fleet([fe.instance(n) for n in ("s1", "s2", "s3")])
+    """An attacker's 401/403s, under many Authorization values, change nothing
+    for other callers; a key the upstream really revoked is excluded (on that
+    server only) within a bounded time; with every key revoked the answer
+    still carries a key."""
+    up = [v.split(" ", 1)[1] for v in fe.KEYS.values()]  # the upstream's keys
+    # load_floor 64: with 4 clients the load bound never moves a session, so
+    # that a move could only come from what the 401/403s did (the
+    # attacker's requests are load like anyone's: that is not at issue).
+    with fe.FleetEnv("deadkey", version,
+                     policy={"dead_key_retry": "60s", "load_floor": 64}) as env:
+        env.start_fleet([fe.instance(n, api_keys=up) for n in ("s1", "s2", "s3")])
         for n in ("s1", "s2", "s3"):
             env.endpoints[n]["keys"] = ["k1", "k2"]
         env.start_agent()
         env.start_haproxy(binary)
         env.wait_backends_up()
         env.wait_agent(up=True)
-        # s1 refuses the credential of k1 (HAProxy's key map: k1 -> this)
-        env.fault("s1", mode="401", key=fe.KEYS["k1"])
 
-        def make(i):
-            hd = {"x-session-id": f"d{i}"} if i % 2 == 0 else {}
-            return fe.chat_body(short(i)), hd, "load"
-        recs = fe.drive(env.port, make, n=600, concurrency=4)
-        summary(env, recs, "401 for k1 on s1")
-        log("decisions by server/key: " + fe.fmt_counts(
-            fe.by([_Pair(r) for r in recs], "pair")))
-        fe.assert_core_reasons(recs, "keys")
-        e401 = [r for r in recs if r.status == 401]
-        assert e401, "no 401: s1 with key k1 was never chosen (the test did not exercise it)"
+        sessions = 24
+
+        def victims(tag):
+            def make(i):
+                hd = {"x-session-id": f"victim-{i % sessions}",
+                      "authorization": "Bearer victim-own-credential"}
+                return fe.chat_body(short(i % sessions, tag)), hd, tag
+            return make
+
+        def pairs(recs):
+            out = {}
+            for r in recs:
+                out.setdefault(r.i % sessions, set()).add((r.served, r.key))
+            return out
+
+        # 1. Before any attack: where each victim session lands, with which key.
+        base = fe.drive(env.port, victims("v"), n=3 * sessions, concurrency=2)
+        summary(env, base, "victims, no attack")
+        fe.assert_all_ok(base, "victims before the attack")
+        assert all(r.key in ("k1", "k2") for r in base), \
+            f"a victim request without a key: {[r for r in base if r.key is None][:3]}"
+        before = pairs(base)
+
+        # 2. The attack, with the victims' traffic beside it.
+        probes0, _ = _key_metrics(env)
+        atk = _Attacker(env.port)
+        t_attack = time.monotonic()
+        atk.start()
+        try:
+            during = fe.drive(env.port, victims("v"), duration=6.0, concurrency=2)
+        finally:
+            atk.stop()
+        attack_s = time.monotonic() - t_attack
+        probes1, dead1 = _key_metrics(env)
+        summary(env, during, "victims during the attack")
+        log(f"attacker: {atk.sent} requests in {attack_s:.1f} s, each with its own "
+            f"Authorization value, statuses {fe.fmt_counts(dict(atk.status))}, "
+            f"keys warmlane chose for it {fe.fmt_counts(dict(atk.keys))}")
+        n_probes = sum(probes1.values()) - sum(probes0.values())
+        log(f"probes during the attack: {n_probes} "
+            f"(accepted {probes1['accepted'] - probes0['accepted']:.0f}, refused "
+            f"{probes1['refused'] - probes0['refused']:.0f}); keys dead: "
+            f"{[k for k, v in dead1.items() if v]}")
+        refused = atk.status[401] + atk.status[403]
+        assert refused >= 100, f"the attack got only {refused} 401/403s: it did not run"
+        fe.assert_all_ok(during, "victims during the attack")
+        after = pairs(during)
+        moved = {k: (before.get(k), v) for k, v in after.items() if v != before.get(k)}
+        assert not moved, f"victim sessions moved (server, key) under the attack: {moved}"
+        assert not any(dead1.values()), f"the attack killed keys: {dead1}"
+        assert probes1["refused"] == probes0["refused"], "a probe was refused"
+        # one probe per key per interval (1 s) at most: 6 keys
+        bound = 6 * (int(attack_s / 1.0) + 2)
+        assert 1 <= n_probes <= bound, \
+            f"{n_probes} probes in {attack_s:.1f} s for 6 keys (at most {bound})"
+        st = env.fleet_stats()
+        leaked = {n: x["probe_headers"] for n, x in st.items() if x["probe_headers"]}
+        assert not leaked, f"x-warmlane-probe-* headers reached the fleet: {leaked}"
+        own = {n: [a for a in x["by_auth"] if "attacker" in a or "victim" in a or not a]
+               for n, x in st.items()}
+        assert not any(own.values()), \
+            f"a client's own (or no) credential reached the fleet: {own}"
+
+        # 3. s1 really revokes k1's credential: excluded there, within a bound.
+        env.fault("s1", mode="401", key=fe.KEYS["k1"])
+        t_rev = time.monotonic()
+        stop = threading.Event()
+        load = []
+        bg = threading.Thread(target=lambda: load.extend(
+            fe.drive(env.port, victims("r"), duration=20.0, concurrency=2, stop=stop)),
+            daemon=True)
+        bg.start()
+        try:
+            def s1k1_dead():
+                return _key_metrics(env)[1].get("s1/k1", 0) >= 1
+            h.wait_until("s1/k1 excluded after its revocation", s1k1_dead,
+                         timeout=15.0, interval=0.02)
+            t_dead = time.monotonic()
+        finally:
+            stop.set()
+            bg.join(timeout=30)
+        excluded_s = t_dead - t_rev
+        e401 = [r for r in load if r.status == 401]
+        log(f"s1/k1 revoked: excluded {excluded_s:.2f} s later; {len(e401)} victim 401s "
+            f"before that (all s1/k1: {all(r.served == 's1' and r.key == 'k1' for r in e401)})")
+        # the probe tick (0.1 s) after the first 401 (a request to s1/k1),
+        # the probe itself, and at most one interval (1 s) if a probe of
+        # k1 had just run
+        assert excluded_s < 5.0, f"s1/k1 excluded only {excluded_s:.2f} s after its revocation"
         for r in e401:
             assert r.served == "s1" and r.key == "k1", f"a 401 that is not s1/k1: {r}"
-        t_dead = min(r.t1 for r in e401)
-        after = [r for r in recs if r.t0 > t_dead]
-        s1k1 = [r for r in after if r.wserver == "s1" and r.key == "k1"]
-        s1k2 = [r for r in after if r.served == "s1" and r.key == "k2" and r.status == 200]
-        k1_elsewhere = [r for r in after if r.served in ("s2", "s3") and r.key == "k1"
+        recs = fe.drive(env.port, victims("x"), n=300, concurrency=2)
+        later = fe.drive(env.port, lambda i: (fe.chat_body(short(i, "n")), {}, "n"),
+                         n=300, concurrency=2)
+        recs += later
+        summary(env, recs, "after s1/k1 was excluded")
+        s1k1 = [r for r in recs if r.wserver == "s1" and r.key == "k1"]
+        s1k2 = [r for r in recs if r.served == "s1" and r.key == "k2" and r.status == 200]
+        k1_elsewhere = [r for r in recs if r.served in ("s2", "s3") and r.key == "k1"
                         and r.status == 200]
-        log(f"401s: {len(e401)}; after the first one, of {len(after)} requests: s1/k1 "
-            f"chosen {len(s1k1)}, s1 served with k2 {len(s1k2)}, k1 served by s2/s3 "
-            f"{len(k1_elsewhere)}")
-        assert not s1k1, f"s1/k1 chosen {len(s1k1)} times after its 401: {s1k1[:3]}"
-        bad = [r for r in after if r.status != 200]
-        assert not bad, f"failures after the key died: {bad[:5]}"
+        log(f"of {len(recs)} requests: s1/k1 chosen {len(s1k1)}, s1 served with k2 "
+            f"{len(s1k2)}, k1 served by s2/s3 {len(k1_elsewhere)}")
+        assert not s1k1, f"s1/k1 chosen {len(s1k1)} times after its exclusion: {s1k1[:3]}"
+        fe.assert_all_ok(recs, "after s1/k1 was excluded")
         assert len(s1k2) >= 20, \
-            f"s1 served only {len(s1k2)} requests with k2 after k1 died: the server, " \
-            "not the key, was excluded"
+            f"s1 served only {len(s1k2)} requests with k2: the server, not the key, was excluded"
         assert len(k1_elsewhere) >= 20, \
             f"k1 served only {len(k1_elsewhere)} requests on s2/s3: the key was excluded everywhere"
-        st = env.fleet_stats()["s1"]
-        log(f"fleet s1: {st['by_status']}")
+
+        # 4. Every key revoked everywhere: the least recently refused key
+        # is still sent (never no credential at all).
+        for n in ("s1", "s2", "s3"):
+            env.fault(n, mode="401")
+        stop = threading.Event()
+        load = []
+        bg = threading.Thread(target=lambda: load.extend(
+            fe.drive(env.port, victims("a"), duration=20.0, concurrency=2, stop=stop)),
+            daemon=True)
+        bg.start()
+        try:
+            h.wait_until("every key excluded",
+                         lambda: sum(_key_metrics(env)[1].values()) >= 6,
+                         timeout=15.0, interval=0.02)
+        finally:
+            stop.set()
+            bg.join(timeout=30)
+        env.fleet_reset(cache=False)
+        last = fe.drive(env.port, victims("z"), n=60, concurrency=2)
+        summary(env, last, "every key revoked")
+        fb = [r for r in last if r.reason == "key_fallback" and r.key in ("k1", "k2")]
+        assert len(fb) == len(last), \
+            f"requests without key_fallback and a key: {[r for r in last if r not in fb][:3]}"
+        by_auth = {}
+        for x in env.fleet_stats().values():
+            for a, c in x["by_auth"].items():
+                by_auth[a] = by_auth.get(a, 0) + c
+        log(f"credentials the fleet saw with every key revoked: {by_auth}")
+        assert set(by_auth) <= set(fe.KEYS.values()), \
+            f"a request reached the fleet without one of warmlane's keys: {by_auth}"
         env.stop_agent_checked()
 
 

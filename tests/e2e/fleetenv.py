@@ -29,7 +29,7 @@ FLEET_DIR = os.path.join(h.source_root(), "tests", "fleet")
 
 # The reasons of the routing core (docs/architecture.md); `rr` is the scaffold of
 # the agent before the core was wired and is NOT one of them.
-CORE_REASONS = {"affinity", "hash", "spill", "p2c", "cooldown_fallback",
+CORE_REASONS = {"affinity", "hash", "spill", "p2c", "cooldown_fallback", "key_fallback",
                 "no_model", "none"}
 
 # Short cooldowns so that a scenario takes seconds (see deploy/warmlane.yaml).
@@ -98,6 +98,7 @@ class FleetEnv(h.Env):
         # "": no log input (not the default path, which another agent may
         # hold); logs.py sets its own socket
         self.log_input_path = ""
+        self.key_probe = True
 
     # --- the fleet ---------------------------------------------------------
     def start_fleet(self, instances, timeout=15):
@@ -175,6 +176,12 @@ class FleetEnv(h.Env):
         else:
             lines.append('runtime_api: { socket: "" }')
         lines.append(f'log_input: {{ path: "{self.log_input_path}", mode: "0660" }}')
+        # Key probes through HAProxy's probe frontend (a 401/403 alone
+        # never kills a key); the shortest interval, so that a scenario
+        # takes seconds.
+        if self.key_probe:
+            lines.append(f'key_probe: {{ target: "unix:{self.probe_socket()}", '
+                         'interval: 1s, timeout: 2s }')
         if self.state_file:
             lines.append(f'state: {{ file: "{self.path("state.msgpack")}", '
                          'snapshot_interval: 1s }')

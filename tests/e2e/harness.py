@@ -26,7 +26,7 @@ import threading
 import time
 
 SKIP = 77
-KNOWN_REASONS = {"affinity", "hash", "spill", "p2c", "cooldown_fallback",
+KNOWN_REASONS = {"affinity", "hash", "spill", "p2c", "cooldown_fallback", "key_fallback",
                  "no_model", "none"}
 
 
@@ -241,6 +241,10 @@ class Env:
         return self.backends
 
     # --- agent ---
+    def probe_socket(self):
+        """HAProxy's key probe listener (bound before any chroot)."""
+        return self.path("probe.sock")
+
     def agent_socket(self):
         if self.chroot:
             return self.path("chroot", "warmlane", "spoa.sock")
@@ -309,6 +313,9 @@ class Env:
         sub(r"^    stats socket /run/haproxy/warmlane.sock (.*)$",
             f"    stats socket {self.stats} mode 600 level user")
         sub(r"^    bind 127\.0\.0\.1:8080$", f"    bind 127.0.0.1:{self.port}")
+        # the key probe listener: bound before the chroot, the real path
+        sub(r"^    bind unix@/var/lib/haproxy/warmlane/probe\.sock .*$",
+            f"    bind unix@{self.probe_socket()} mode 600")
         sub(r"^    filter spoe engine warmlane config /etc/haproxy/warmlane\.spoe\.conf$",
             f"    filter spoe engine warmlane config {spoe}")
         sub(r"/etc/haproxy/warmlane-keys\.map", keys, count=0)

@@ -21,7 +21,9 @@ HTTP/1.1 on asyncio streams: keep-alive, Content-Length or chunked request
 bodies, Expect: 100-continue, chunked SSE responses (HTTP/1.0: close-delimited).
 
 Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
-GET /health, and under /admin/ (never faulted, never counted):
+GET /health, any method under /v1/organization/ (POST 401, others 403, to every
+credential, as an upstream answers a key that may not use its admin API: a
+refusal the client shapes), and under /admin/ (never faulted, never counted):
   GET  /admin/stats   counters (see Instance.stats_json)
   POST /admin/reset   clears counters; {"cache": true} also empties the cache,
                       {"fault": true} also clears the fault
@@ -32,7 +34,8 @@ GET /health, and under /admin/ (never faulted, never counted):
                    date) sent verbatim; 429 default 1, null: no header;
                    503: only when given
       key          401: the Authorization value refused ("Bearer k1"; a bare
-                   "k1" matches "Bearer k1" too); absent: every request
+                   "k1" matches "Bearer k1" too); absent: every request.
+                   A refused key is refused on GET /v1/models too (revoked)
       factor       slow: multiplies prefill and decode times (default 5)
       cut_after    cut: tokens sent before the stream is cut (default half)
       ratio        share of requests the fault hits, 0..1 (default 1)
@@ -45,6 +48,12 @@ process); the port is bound again when the fault clears: through
 
 Every response carries x-served-by: NAME; generation responses also
 x-cache-hit-blocks and x-prompt-blocks.
+
+`api_keys` (instance config): when non-empty, /v1/ requests whose
+Authorization is none of them get 401 (a bare "k" matches "Bearer k").
+The counters also hold, per Authorization value seen on /v1/ (`by_auth`),
+how many requests carried it, and how many requests carried any
+x-warmlane-probe-* header (`probe_headers`).
 
 Usage: fakellm.py [--name s1] [--port 8001] [--models a,b] [--speed 1] ...
 (see --help); fleet.py starts several.
@@ -102,6 +111,7 @@ class InstanceConfig:
     admin_port: object = None  # None: no separate admin listener; 0: ephemeral
     keepalive_timeout: float = 75.0
     seed: int = 0
+    api_keys: list = dataclasses.field(default_factory=list)
 
     @classmethod
     def from_dict(cls, d, where="instance"):
@@ -156,6 +166,9 @@ class InstanceConfig:
         num("batch_slowdown", 0)
         num("keepalive_timeout", 0, lo_open=True)
         num("seed", 0, integer=True)
+        if (not isinstance(self.api_keys, list)
+                or not all(isinstance(k, str) and k for k in self.api_keys)):
+            bad("api_keys", "must be a list of non-empty strings")
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -655,6 +668,8 @@ class Instance:
         self.cut = 0
         self.gone = 0
         self.connections = 0
+        self.by_auth = collections.Counter()
+        self.probe_headers = 0
         self.max_concurrent = self.running
         self.max_in_flight = self.in_flight
         self.slots.max_queued = self.slots.queued
@@ -680,6 +695,8 @@ class Instance:
             "cache_used_blocks": len(self.cache),
             "listening": self.listening,
             "fault": self.fault,
+            "by_auth": dict(self.by_auth),
+            "probe_headers": self.probe_headers,
         }
 
     # -- connections
@@ -757,6 +774,23 @@ class Instance:
                 return await self._reply(conn, req, 405, b"")
             st = self._fault.get("health") or 200
             return await self._reply(conn, req, st, b"", ctype="text/plain")
+        if p.startswith("/v1/"):
+            auth = req.header("authorization", "")
+            self.by_auth[auth] += 1
+            if any(k.startswith("x-warmlane-probe-") for k in req.headers):
+                self.probe_headers += 1
+            err = self._auth_error(req)
+            if err is None and p.startswith("/v1/organization/"):
+                # as OpenAI answers a project key: 401 for missing scopes
+                # on a write, 403 otherwise
+                st = 401 if req.method == "POST" else 403
+                err = st, [], error_body(st, "This key may not use the organization API.",
+                                         "invalid_request_error", "insufficient_permissions")
+            if err is None and p == "/v1/models" and self._fault["mode"] == "401":
+                err = self._error_for_fault(req)
+            if err:
+                st, extra, body = err
+                return await self._reply(conn, req, st, body, extra=extra, count=True)
         if p == "/v1/models":
             if req.method not in ("GET", "HEAD"):
                 return await self._reply(conn, req, 405, error_body(405, "use GET", "invalid_request_error"))
@@ -805,6 +839,17 @@ class Instance:
     def _scale(self):
         f = self._fault.get("factor", 1.0) if self._fault["mode"] == "slow" else 1.0
         return f / self.cfg.speed
+
+    def _auth_error(self, req):
+        """401 when api_keys is set and the request's credential is none of them."""
+        if not self.cfg.api_keys:
+            return None
+        auth = req.header("authorization", "")
+        for k in self.cfg.api_keys:
+            if auth == k or auth == "Bearer " + k:
+                return None
+        return 401, [], error_body(401, "Incorrect API key provided.",
+                                   "invalid_request_error", "invalid_api_key")
 
     def _error_for_fault(self, req):
         """(status, extra headers, body) when the fault answers this request."""

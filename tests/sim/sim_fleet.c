@@ -128,6 +128,16 @@ static double ep_slow(const struct sim_fleet *f, uint32_t e, int64_t t, int phas
 	return s;
 }
 
+int sim_fleet_key_refused(const struct sim_fleet *f, uint32_t e, int64_t t)
+{
+	for (uint32_t i = 0; i < f->cfg->nfault; i++) {
+		const struct sim_fault *x = &f->cfg->fault[i];
+		if (x->ep == e && x->kind == SIM_FAULT_401 && fault_active(x, t))
+			return 1;
+	}
+	return 0;
+}
+
 /* The error fault that answers a request arriving at t, or NULL. */
 static const struct sim_fault *ep_error(struct sim_fleet *f, uint32_t e, int64_t t)
 {

@@ -55,4 +55,8 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 /* Frees a run's records. */
 void sim_fleet_run_finish(struct sim_run *run);
 
+/* Whether endpoint e refuses the upstream key at t (a 401 fault is on):
+ * what a key probe of warmlane's, through HAProxy, would be answered. */
+int sim_fleet_key_refused(const struct sim_fleet *f, uint32_t e, int64_t t);
+
 #endif

@@ -1,4 +1,5 @@
 /* sim_pol_warmlane.c - the warmlane policy: the real routing core (agent/core) behind the simulator's policy interface. */
+#include "sim_fleet.h"
 #include "sim_policy.h"
 
 #include "core.h"
@@ -35,6 +36,8 @@ static int wl_add(struct wl *s, uint32_t e, double weight, double cost, uint64_t
 	struct core_endpoint_config cfg = {
 		.backend = "llm",
 		.server = s->names[e],
+		/* one upstream key each: a 401 fault refuses it (key probes) */
+		.key_id = "k",
 		.weight = weight,
 		.cost_per_mtok = cost,
 	};
@@ -67,6 +70,7 @@ static void *wl_create(const struct sim_policy_env *env)
 	s->names = calloc(n, sizeof(*s->names));
 	struct core_params p;
 	core_params_defaults(&p);
+	p.key_probe = true; /* answered at each poll: wl_poll */
 	/* --set overrides: the parameters a policy change would touch */
 	struct {
 		const char *name;
@@ -134,6 +138,16 @@ static void wl_poll(void *st, const struct sim_view *v)
 		if (s->idx[e] >= 0)
 			core_endpoint_sync(s->core, s->idx[e], x->up ? CORE_ADMIN_ENABLED : CORE_ADMIN_DOWN,
 					   x->in_flight, now);
+	}
+	/* The agent's key probes (agent/probe.c): a 401/403 in feedback only
+	 * makes a key suspect; the probe, answered here as the server would
+	 * answer it through HAProxy, decides. */
+	int i;
+	while ((i = core_key_probe_next(s->core, now)) >= 0) {
+		int e = (uint32_t)i < s->rev_len ? s->rev[i] : -1;
+		enum core_probe res = e >= 0 && sim_fleet_key_refused(v->fleet, (uint32_t)e, v->now_us) ?
+				      CORE_PROBE_REFUSED : CORE_PROBE_ACCEPTED;
+		core_key_probe_result(s->core, i, res, now);
 	}
 }
 

@@ -362,6 +362,51 @@ START_TEST(all_errors_file_order)
 }
 END_TEST
 
+START_TEST(key_probe_section)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	/* Off by default: no 401/403 can kill a key. */
+	ck_assert_str_eq(cfg.key_probe_target, "");
+	ck_assert(!cfg.params.key_probe);
+	ck_assert_str_eq(cfg.key_probe_method, "GET");
+	ck_assert_str_eq(cfg.key_probe_path, "/v1/models");
+	ck_assert_uint_eq(cfg.key_probe_timeout_ms, 5000);
+	ck_assert_uint_eq(cfg.params.key_probe_interval_ms, 10000);
+	ck_assert_int_eq(load(&cfg, "key_probe: {target: \"unix:/run/p.sock\", method: HEAD, "
+				    "path: /v1/models?probe=1, interval: 2s, timeout: 300ms}\n"), 0);
+	ck_assert(cfg.params.key_probe);
+	ck_assert_int_eq(cfg.key_probe.kind, CONFIG_LISTEN_UNIX);
+	ck_assert_str_eq(cfg.key_probe.path, "/run/p.sock");
+	ck_assert_str_eq(cfg.key_probe_method, "HEAD");
+	ck_assert_str_eq(cfg.key_probe_path, "/v1/models?probe=1");
+	ck_assert_uint_eq(cfg.params.key_probe_interval_ms, 2000);
+	ck_assert_uint_eq(cfg.key_probe_timeout_ms, 300);
+	ck_assert_int_eq(load(&cfg, "key_probe: {target: \"tcp:127.0.0.1:8404\"}\n"), 0);
+	ck_assert_int_eq(cfg.key_probe.kind, CONFIG_LISTEN_TCP);
+	ck_assert_uint_eq(cfg.key_probe.port, 8404);
+	/* A reload without the section turns probes off again. */
+	ck_assert_int_eq(load(&cfg, "log_level: info\n"), 0);
+	ck_assert(!cfg.params.key_probe);
+	ck_assert_int_eq(load(&cfg, "key_probe: {target: \"tcp:*:80\", method: \"get me\", "
+				    "path: \"v1/models\", interval: 10ms, timeout: 2m}\n"),
+			 -EINVAL);
+	ck_assert_str_eq(err,
+		"t.yaml:1:21: key_probe.target: \"tcp:*:80\": a probe connects to one address, not *\n"
+		"t.yaml:1:41: key_probe.method: \"get me\" is not an HTTP method (1 to 16 capital letters)\n"
+		"t.yaml:1:57: key_probe.path: must start with '/' and hold at most 1024 printable characters without spaces\n"
+		"t.yaml:1:80: key_probe.interval: must be between 1s and 1h, got 10ms\n"
+		"t.yaml:1:95: key_probe.timeout: must be between 100ms and 1m, got 2m\n");
+	ck_assert_int_eq(load(&cfg, "key_probe: {target: \"unix:/x,mode=0600\"}\n"), -EINVAL);
+	assert_has(err, "no options");
+	ck_assert_int_eq(load(&cfg, "key_probe: {target: \"http://x\"}\n"), -EINVAL);
+	assert_has(err, "t.yaml:1:21: key_probe.target: \"http://x\": expected unix:PATH");
+	ck_assert_int_eq(load(&cfg, "key_probe: {path: \"/a b\"}\n"), -EINVAL);
+	ck_assert_int_eq(load(&cfg, "key_probe: {bogus: 1}\n"), -EINVAL);
+	config_finish(&cfg);
+}
+END_TEST
+
 /* The connection limits: defaults, values, and the ranges refused. */
 START_TEST(connection_limits)
 {
@@ -755,6 +800,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, aliases_refused);
 	tcase_add_test(tc, size_bounds);
 	tcase_add_test(tc, syntax_error_alone);
+	tcase_add_test(tc, key_probe_section);
 	tcase_add_test(tc, semantic_cooldown_order);
 	tcase_add_test(tc, connection_limits);
 	tcase_add_test(tc, durations);

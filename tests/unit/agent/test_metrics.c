@@ -278,7 +278,7 @@ START_TEST(scrape_after_traffic)
 
 	/* Decisions: every reason listed, their sum what was sent. */
 	static const char *const reasons[] = { "affinity", "hash", "spill",
-		"p2c", "cooldown_fallback", "no_model", "none" };
+		"p2c", "cooldown_fallback", "key_fallback", "no_model", "none" };
 	double sum = 0;
 	char series[256];
 	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {

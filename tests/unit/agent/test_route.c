@@ -415,14 +415,60 @@ START_TEST(feedback_forms)
 	ck_assert_uint_eq(info.cooldown_left_ms, 20000);
 	ck_assert_uint_eq(r.fb.bad_retry_after, 0);
 
-	/* 401 on g1/ka: that key is dead for a while. */
+	/* 401 on g1/ka: a suspicion for a probe, no dead key (no probe
+	 * target here: nothing will ever kill it). */
 	fb.args[ROUTE_FB_SERVER] = str("llm/g1");
 	fb.args[ROUTE_FB_KEY] = str("ka");
 	fb.args[ROUTE_FB_STATUS] = spop_data_int64(401);
 	fb.args[ROUTE_FB_RETRY_AFTER] = spop_data_null();
 	route_feedback(&r, &fb);
 	ck_assert_int_eq(core_endpoint_info(r.core, g1, 1000, &info), 0);
-	ck_assert_uint_gt(info.dead_key_left_ms, 0);
+	ck_assert_uint_eq(info.dead_key_left_ms, 0);
+	ck_assert(!info.key_dead);
+	ck_assert(info.key_suspect);
+	ck_assert_int_eq(core_key_probe_next(r.core, 1000), -1);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+/* Every key of the only server refused by its probe: the answer still
+ * names a server and a key (the one refused longest ago), never a bare
+ * reason that would let HAProxy balance without a credential. */
+START_TEST(key_fallback_answer)
+{
+	struct config cfg;
+	load(&cfg, "key_probe: {target: \"unix:/nonexistent/probe.sock\"}\n"
+		   "endpoints:\n"
+		   "  - {backend: llm, server: g1, keys: [ka, kb]}\n");
+	ck_assert(cfg.params.key_probe);
+	struct route r;
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	const char *keys[2] = { "kb", "ka" };
+	for (int i = 0; i < 2; i++) {
+		int e = core_endpoint_find(r.core, core_str_c("llm"),
+					   core_str_c("g1"), core_str_c(keys[i]));
+		struct route_feedback fb;
+		fb_init(&fb);
+		fb.args[ROUTE_FB_SERVER] = str("llm/g1");
+		fb.args[ROUTE_FB_KEY] = str(keys[i]);
+		fb.args[ROUTE_FB_STATUS] = spop_data_int64(403);
+		fb.now_ms = 100 + (uint64_t)i;
+		route_feedback(&r, &fb);
+		ck_assert_int_eq(core_key_probe_next(r.core, fb.now_ms), e);
+		core_key_probe_result(r.core, e, CORE_PROBE_REFUSED, fb.now_ms);
+	}
+	struct route_request req;
+	req_init(&req);
+	req.args[ROUTE_ARG_SESSION] = str("victim");
+	req.now_ms = 200;
+	struct route_decision d;
+	route_decide(&r, &req, &d);
+	ck_assert_int_eq(d.reason, ROUTE_KEY_FALLBACK);
+	ck_assert_str_eq(route_reason_name(d.reason), "key_fallback");
+	ck_assert_str_eq(d.backend, "llm");
+	ck_assert_str_eq(d.server, "g1");
+	ck_assert_str_eq(d.key, "kb");
 	route_finish(&r);
 	config_finish(&cfg);
 }
@@ -712,6 +758,7 @@ static Suite *route_suite(void)
 	tcase_add_test(tc, feedback_completes_non_streamed);
 	tcase_add_test(tc, feedback_keyless_reaches_server);
 	tcase_add_test(tc, feedback_forms);
+	tcase_add_test(tc, key_fallback_answer);
 	tcase_add_test(tc, request_mapping);
 	tcase_add_test(tc, akey_is_core_identity);
 	tcase_add_test(tc, wall_clock_cached);

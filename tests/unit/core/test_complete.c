@@ -279,12 +279,16 @@ START_TEST(no_feedback_status_as_observe)
 	in = fx_info(&f, d.endpoint);
 	ck_assert_int_eq(in.breaker, CORE_BREAKER_OPEN);
 	ck_assert_uint_eq(in.cooldown_left_ms, f.p.rate_limit_cooldown_ms);
-	/* 401: the key is dead for dead_key_retry. */
+	/* 401: counted, and it kills no key (the client shaped the request;
+	 * these endpoints have none, and a probe alone could). */
 	int k = f.ep[3] == d.endpoint ? f.ep[2] : f.ep[3];
 	cc.endpoint = k;
 	cc.status = 401;
 	ck_assert_int_eq(complete(&f, &cc), 0);
-	ck_assert_uint_eq(fx_info(&f, k).dead_key_left_ms, f.p.dead_key_retry_ms);
+	in = fx_info(&f, k);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_KEY_DEAD], 1);
+	ck_assert(!in.key_dead);
+	ck_assert_uint_eq(in.dead_key_left_ms, 0);
 	/* Status unknown, normal end: nothing learnt. */
 	int u = -1;
 	for (int i = 0; i < 4; i++)

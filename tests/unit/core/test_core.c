@@ -167,43 +167,345 @@ START_TEST(model_mismatch_after_404s)
 }
 END_TEST
 
-START_TEST(dead_key_only_that_key)
+/* ---- upstream keys: suspicion, probes, the last resort ------------------ */
+
+static void fx_init_probing(struct fx *f)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.key_probe = true;
+	fx_init(f, 0, &p);
+}
+
+/* Sessions 0..n-1 decided, each ended at once; counts per endpoint. */
+static void fx_spread(struct fx *f, uint64_t n, int *count, int max_ep)
+{
+	for (uint64_t k = 0; k < n; k++) {
+		struct core_request r = fx_session(k);
+		struct core_decision d = fx_decide(f, &r);
+		if (d.endpoint >= 0 && d.endpoint < max_ep)
+			count[d.endpoint]++;
+		core_endpoint_complete(f->c, d.endpoint);
+	}
+}
+
+START_TEST(key_401_is_only_suspicion)
 {
 	/* One server reached with two upstream keys, and another server. */
 	struct fx f;
-	fx_init(&f, 0, NULL);
+	fx_init_probing(&f);
 	int k1 = fx_add(&f, "s0", "key1", 1, NULL);
 	int k2 = fx_add(&f, "s0", "key2", 1, NULL);
 	int other = fx_add(&f, "s1", NULL, 1, NULL);
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), -1);
 	ck_assert_int_eq(fx_observe(&f, k1, 401, 5, false, 0, false), 0);
-	int seen[3] = { 0, 0, 0 };
-	for (uint64_t k = 0; k < 600; k++) {
-		struct core_request r = fx_session(k);
-		struct core_decision d = fx_decide(&f, &r);
-		ck_assert_int_ne(d.endpoint, k1);
-		seen[d.endpoint == k2 ? 1 : d.endpoint == other ? 2 : 0]++;
-		if (d.endpoint == k2)
-			ck_assert_str_eq(d.key_id, "key2");
-		core_endpoint_complete(f.c, d.endpoint);
-	}
-	ck_assert_int_eq(seen[0], 0);
-	ck_assert_int_gt(seen[1], 150);
-	ck_assert_int_gt(seen[2], 150);
-	ck_assert_uint_gt(fx_info(&f, k1).dead_key_left_ms, 0);
-	ck_assert_int_eq(fx_info(&f, k2).dead_key_left_ms, 0);
-	/* 403 too; and the key is retried after dead_key_retry. */
 	ck_assert_int_eq(fx_observe(&f, k2, 403, 5, false, 0, false), 0);
-	struct core_request r = fx_session(3);
-	ck_assert_int_eq(fx_decide(&f, &r).endpoint, other);
+	struct core_endpoint_info in = fx_info(&f, k1);
+	ck_assert(in.key_suspect);
+	ck_assert(!in.key_dead);
+	ck_assert_uint_eq(in.dead_key_left_ms, 0);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_KEY_DEAD], 1);
+	/* Still served: a client shaped the refused request. */
+	int seen[3] = { 0, 0, 0 };
+	fx_spread(&f, 600, seen, 3);
+	ck_assert_int_gt(seen[k1], 100);
+	ck_assert_int_gt(seen[k2], 100);
+	ck_assert_int_gt(seen[other], 100);
+	/* Each suspect handed out once for a probe, then nothing. */
+	int a = core_key_probe_next(f.c, f.now);
+	int b = core_key_probe_next(f.c, f.now);
+	ck_assert((a == k1 && b == k2) || (a == k2 && b == k1));
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), -1);
+	ck_assert(!fx_info(&f, k1).key_suspect);
+	/* A keyless endpoint's 401 judged the client's own credential. */
+	ck_assert_int_eq(fx_observe(&f, other, 401, 5, false, 0, false), 0);
+	ck_assert(!fx_info(&f, other).key_suspect);
+	ck_assert_int_eq(core_key_probe_result(f.c, other, CORE_PROBE_REFUSED, f.now),
+			 -EINVAL);
+	ck_assert_int_eq(core_key_probe_result(f.c, k1, CORE_PROBE_COUNT, f.now),
+			 -EINVAL);
+	ck_assert_int_eq(core_key_probe_result(f.c, 99, CORE_PROBE_REFUSED, f.now),
+			 -ENOENT);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(key_probe_refused_excludes_until_accepted)
+{
+	struct fx f;
+	fx_init_probing(&f);
+	int k1 = fx_add(&f, "s0", "key1", 1, NULL);
+	int k2 = fx_add(&f, "s0", "key2", 1, NULL);
+	int other = fx_add(&f, "s1", NULL, 1, NULL);
+	fx_observe(&f, k1, 401, 5, false, 0, false);
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), k1);
+	ck_assert_int_eq(core_key_probe_result(f.c, k1, CORE_PROBE_REFUSED, f.now), 0);
+	struct core_endpoint_info in = fx_info(&f, k1);
+	ck_assert(in.key_dead);
+	ck_assert_uint_eq(in.dead_key_left_ms, f.p.dead_key_retry_ms);
+	ck_assert_uint_eq(in.probes[CORE_PROBE_REFUSED], 1);
+	int seen[3] = { 0, 0, 0 };
+	fx_spread(&f, 600, seen, 3);
+	ck_assert_int_eq(seen[k1], 0);
+	ck_assert_int_gt(seen[k2], 150);
+	ck_assert_int_gt(seen[other], 150);
+	/* Not probed again before dead_key_retry, whatever arrives. */
+	f.now += f.p.key_probe_interval_ms;
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), -1);
+	/* After it: still excluded until its re-probe says otherwise. */
 	f.now += f.p.dead_key_retry_ms;
-	int back = 0;
-	for (uint64_t k = 0; k < 300; k++) {
+	ck_assert(fx_info(&f, k1).key_dead);
+	memset(seen, 0, sizeof(seen));
+	fx_spread(&f, 300, seen, 3);
+	ck_assert_int_eq(seen[k1], 0);
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), k1);
+	/* Inconclusive (HAProxy down, a timeout): still dead, and probed
+	 * again one interval later. */
+	ck_assert_int_eq(core_key_probe_result(f.c, k1, CORE_PROBE_INCONCLUSIVE, f.now), 0);
+	ck_assert(fx_info(&f, k1).key_dead);
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), -1);
+	f.now += f.p.key_probe_interval_ms;
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), k1);
+	ck_assert_int_eq(core_key_probe_result(f.c, k1, CORE_PROBE_ACCEPTED, f.now), 0);
+	ck_assert(!fx_info(&f, k1).key_dead);
+	memset(seen, 0, sizeof(seen));
+	fx_spread(&f, 600, seen, 3);
+	ck_assert_int_gt(seen[k1], 100);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(key_probe_accepted_clears)
+{
+	struct fx f;
+	fx_init_probing(&f);
+	int k1 = fx_add(&f, "s0", "key1", 1, NULL);
+	fx_add(&f, "s1", NULL, 1, NULL);
+	fx_observe(&f, k1, 403, 5, false, 0, false);
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), k1);
+	/* A 401 while the probe is out: the probe answers it. */
+	fx_observe(&f, k1, 401, 5, false, 0, false);
+	ck_assert_int_eq(core_key_probe_result(f.c, k1, CORE_PROBE_ACCEPTED, f.now), 0);
+	struct core_endpoint_info in = fx_info(&f, k1);
+	ck_assert(!in.key_suspect);
+	ck_assert(!in.key_dead);
+	ck_assert_uint_eq(in.probes[CORE_PROBE_ACCEPTED], 1);
+	/* The rate limit holds from the probe's start: a new 401 at once
+	 * waits for the interval. */
+	fx_observe(&f, k1, 401, 5, false, 0, false);
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), -1);
+	f.now += f.p.key_probe_interval_ms - 1;
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), -1);
+	f.now += 1;
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), k1);
+	/* Inconclusive on a live key: it stays suspect, for the next one. */
+	ck_assert_int_eq(core_key_probe_result(f.c, k1, CORE_PROBE_INCONCLUSIVE, f.now), 0);
+	ck_assert(fx_info(&f, k1).key_suspect);
+	ck_assert(!fx_info(&f, k1).key_dead);
+	f.now += f.p.key_probe_interval_ms;
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), k1);
+	fx_finish(&f);
+}
+END_TEST
+
+/* The attack of issue 15: 401/403s of requests the attacker shapes, under
+ * many caller identities (its own Authorization hashed), on every key, over
+ * and over. With every probe accepting the keys, the victims' decisions are
+ * those of a core that saw no attack, decision for decision; the agent is
+ * asked for one probe per key per interval at most. */
+START_TEST(key_attacker_changes_nothing)
+{
+	struct fx atk, ctl;
+	fx_init_probing(&atk);
+	fx_init_probing(&ctl);
+	struct fx *both[2] = { &atk, &ctl };
+	int ep[2][5];
+	for (int w = 0; w < 2; w++) {
+		ep[w][0] = fx_add(both[w], "s0", "key1", 1, NULL);
+		ep[w][1] = fx_add(both[w], "s0", "key2", 1, NULL);
+		ep[w][2] = fx_add(both[w], "s1", "key1", 1, NULL);
+		ep[w][3] = fx_add(both[w], "s1", "key2", 1, NULL);
+		ep[w][4] = fx_add(both[w], "s2", "key3", 1, NULL);
+	}
+	uint32_t probes = 0;
+	uint64_t t0 = atk.now;
+	for (uint64_t round = 0; round < 200; round++) {
+		/* Victims: their own sessions, answered 200. */
+		for (uint64_t k = 0; k < 20; k++) {
+			struct core_request r = fx_session(1000 + (round * 7 + k) % 97);
+			struct core_decision d[2];
+			for (int w = 0; w < 2; w++) {
+				d[w] = fx_decide(both[w], &r);
+				ck_assert_int_ge(d[w].endpoint, 0);
+				fx_feedback(both[w], &d[w], 200, 40, false);
+				core_endpoint_complete(both[w]->c, d[w].endpoint);
+			}
+			ck_assert_int_eq(d[0].endpoint, d[1].endpoint);
+			ck_assert_str_eq(d[0].key_id, d[1].key_id);
+			ck_assert_int_eq(d[0].reason, d[1].reason);
+		}
+		/* The attacker: routed like anyone, under a new caller
+		 * identity each time, refused 401 or 403. */
+		for (uint64_t a = 0; a < 10; a++) {
+			struct core_request r = { .caller = { true, round * 100 + a } };
+			struct core_decision d = fx_decide(&atk, &r);
+			fx_feedback(&atk, &d, a % 2 ? 401 : 403, 5, false);
+			core_endpoint_complete(atk.c, d.endpoint);
+			for (int i = 0; i < 5; i++)
+				fx_observe(&atk, ep[0][i], 401, 5, true,
+					   round * 1000 + a, false);
+		}
+		int idx;
+		while ((idx = core_key_probe_next(atk.c, atk.now)) >= 0) {
+			probes++;
+			ck_assert_int_eq(core_key_probe_result(atk.c, idx,
+							      CORE_PROBE_ACCEPTED,
+							      atk.now), 0);
+		}
+		atk.now += 250;
+		ctl.now += 250;
+	}
+	/* 50 s: at most one probe per key per 10 s interval (6 windows
+	 * touched), 5 keys. */
+	uint64_t windows = (atk.now - t0) / atk.p.key_probe_interval_ms + 1;
+	ck_assert_uint_le(probes, 5 * windows);
+	ck_assert_uint_ge(probes, 5);
+	for (int i = 0; i < 5; i++)
+		ck_assert(!fx_info(&atk, ep[0][i]).key_dead);
+	fx_finish(&atk);
+	fx_finish(&ctl);
+}
+END_TEST
+
+/* A dead key's state goes through a snapshot, also once its re-probe is
+ * due (its dead_key_retry over): it stays dead across the restart. */
+START_TEST(key_dead_survives_snapshot)
+{
+	struct fx a, b;
+	fx_init_probing(&a);
+	fx_init_probing(&b);
+	int ka = fx_add(&a, "s0", "key1", 1, NULL);
+	int kb = fx_add(&b, "s0", "key1", 1, NULL);
+	int other = fx_add(&b, "s1", NULL, 1, NULL);
+	fx_observe(&a, ka, 401, 5, false, 0, false);
+	ck_assert_int_eq(core_key_probe_next(a.c, a.now), ka);
+	core_key_probe_result(a.c, ka, CORE_PROBE_REFUSED, a.now);
+	struct core_endpoint_stats st;
+	ck_assert_int_eq(core_endpoint_stats_export(a.c, ka, a.now, &st), 0);
+	ck_assert_uint_eq(st.dead_key_left_ms, a.p.dead_key_retry_ms);
+	a.now += a.p.dead_key_retry_ms + 5;
+	ck_assert_int_eq(core_endpoint_stats_export(a.c, ka, a.now, &st), 0);
+	ck_assert_uint_eq(st.dead_key_left_ms, 1);
+	ck_assert_int_eq(core_endpoint_stats_import(b.c, kb, b.now, &st), 0);
+	ck_assert(fx_info(&b, kb).key_dead);
+	struct core_request r = fx_session(1);
+	ck_assert_int_eq(fx_decide(&b, &r).endpoint, other);
+	b.now += 1;
+	ck_assert_int_eq(core_key_probe_next(b.c, b.now), kb);
+	/* A keyless endpoint has no key to be dead. */
+	ck_assert_int_eq(core_endpoint_stats_import(b.c, other, b.now, &st), 0);
+	ck_assert(!fx_info(&b, other).key_dead);
+	fx_finish(&a);
+	fx_finish(&b);
+}
+END_TEST
+
+/* Probes turned off by a reload: nothing will re-probe a dead key, so it
+ * comes back once its dead_key_retry is over. */
+START_TEST(key_probe_turned_off_revives)
+{
+	struct fx f;
+	fx_init_probing(&f);
+	int k1 = fx_add(&f, "s0", "key1", 1, NULL);
+	int k2 = fx_add(&f, "s1", "key2", 1, NULL);
+	fx_observe(&f, k1, 403, 5, false, 0, false);
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), k1);
+	core_key_probe_result(f.c, k1, CORE_PROBE_REFUSED, f.now);
+	struct core_params p = f.p;
+	p.key_probe = false;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	int seen[2] = { 0, 0 };
+	fx_spread(&f, 200, seen, 2);
+	ck_assert_int_eq(seen[k1], 0);
+	f.now += f.p.dead_key_retry_ms;
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), -1);
+	memset(seen, 0, sizeof(seen));
+	fx_spread(&f, 400, seen, 2);
+	ck_assert_int_gt(seen[k1], 100);
+	ck_assert_int_gt(seen[k2], 100);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(key_probe_off_never_excludes)
+{
+	struct fx f;
+	fx_init(&f, 0, NULL); /* key_probe false by default */
+	int k1 = fx_add(&f, "s0", "key1", 1, NULL);
+	int k2 = fx_add(&f, "s1", "key2", 1, NULL);
+	for (int i = 0; i < 100; i++)
+		fx_observe(&f, k1, 401, 5, false, 0, false);
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), -1);
+	int seen[2] = { 0, 0 };
+	fx_spread(&f, 400, seen, 2);
+	ck_assert_int_gt(seen[k1], 100);
+	ck_assert_int_gt(seen[k2], 100);
+	ck_assert(!fx_info(&f, k1).key_dead);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(key_fallback_least_recently_failed)
+{
+	struct fx f;
+	fx_init_probing(&f);
+	int k1 = fx_add(&f, "s0", "key1", 1, "llama");
+	int k2 = fx_add(&f, "s0", "key2", 1, "llama");
+	int k3 = fx_add(&f, "s1", "key3", 1, "other-model");
+	int kill[2] = { k1, k2 };
+	for (int i = 0; i < 2; i++) {
+		fx_observe(&f, kill[i], 401, 5, false, 0, false);
+		ck_assert_int_eq(core_key_probe_next(f.c, f.now), kill[i]);
+		core_key_probe_result(f.c, kill[i], CORE_PROBE_REFUSED, f.now);
+		f.now += 10;
+	}
+	/* Every key of the model's endpoints refused: not "none" without a
+	 * credential, the key refused longest ago. */
+	struct core_request r = fx_session(5);
+	r.model = core_str_c("llama");
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_KEY_FALLBACK);
+	ck_assert_int_eq(d.endpoint, k1);
+	ck_assert_str_eq(d.key_id, "key1");
+	ck_assert_str_eq(core_reason_name(CORE_REASON_KEY_FALLBACK), "key_fallback");
+	core_endpoint_complete(f.c, d.endpoint);
+	/* Its 401 there makes it suspect again: re-probed before its
+	 * dead_key_retry, still refused, it is now the most recent. */
+	f.now += f.p.key_probe_interval_ms;
+	fx_feedback(&f, &d, 401, 5, false);
+	ck_assert_int_eq(core_key_probe_next(f.c, f.now), k1);
+	core_key_probe_result(f.c, k1, CORE_PROBE_REFUSED, f.now);
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_KEY_FALLBACK);
+	ck_assert_int_eq(d.endpoint, k2);
+	core_endpoint_complete(f.c, d.endpoint);
+	/* A request without a model: k3, with a live key, serves it. */
+	for (uint64_t k = 0; k < 50; k++) {
 		r = fx_session(k);
-		struct core_decision d = fx_decide(&f, &r);
-		back += d.endpoint == k1 || d.endpoint == k2;
+		d = fx_decide(&f, &r);
+		ck_assert_int_eq(d.endpoint, k3);
 		core_endpoint_complete(f.c, d.endpoint);
 	}
-	ck_assert_int_gt(back, 100);
+	/* A live key of the same server: the dead ones are only a last
+	 * resort. */
+	int k4 = fx_add(&f, "s0", "key4", 1, "llama");
+	for (uint64_t k = 0; k < 50; k++) {
+		r = fx_session(k);
+		r.model = core_str_c("llama");
+		d = fx_decide(&f, &r);
+		ck_assert_int_eq(d.endpoint, k4);
+		core_endpoint_complete(f.c, d.endpoint);
+	}
 	fx_finish(&f);
 }
 END_TEST
@@ -1817,8 +2119,11 @@ END_TEST
 START_TEST(cached_views_match_rebuilt)
 {
 	struct fx a, b;
-	fx_init(&a, 0, NULL);
-	fx_init(&b, 0, NULL);
+	struct core_params kp;
+	core_params_defaults(&kp);
+	kp.key_probe = true; /* dead keys and their last resort too */
+	fx_init(&a, 0, &kp);
+	fx_init(&b, 0, &kp);
 	static const char *const models[][2] = {
 		{ "m1", NULL }, { "m1", "m2" }, { "m2", NULL }, { NULL, NULL },
 		{ "m1", NULL }, { "m2", "m1" },
@@ -1831,6 +2136,7 @@ START_TEST(cached_views_match_rebuilt)
 		struct core_endpoint_config cfg = {
 			.backend = "be", .server = name, .models = ms, .n_models = n,
 			.weight = 1 + i % 3, .cost_per_mtok = i,
+			.key_id = i == 4 ? NULL : "k",
 		};
 		a.ep[i] = core_endpoint_add(a.c, &cfg, a.now);
 		b.ep[i] = core_endpoint_add(b.c, &cfg, b.now);
@@ -1845,10 +2151,23 @@ START_TEST(cached_views_match_rebuilt)
 	for (int step = 0; step < 20000; step++) {
 		uint64_t r = core_rng_next(&w);
 		switch (r % 16) {
-		case 0: /* time passes, sometimes a lot */
+		case 0: { /* time passes, sometimes a lot; key probes answer */
 			a.now += r % 7 == 0 ? (r >> 8) % 90000 : (r >> 8) % 300;
 			b.now = a.now;
+			int pa, pb, n = 0;
+			while ((pa = core_key_probe_next(a.c, a.now)) >= 0) {
+				pb = core_key_probe_next(b.c, b.now);
+				ck_assert_int_eq(pa, pb);
+				enum core_probe res = (r >> (20 + 2 * n)) % 3 == 0 ?
+					CORE_PROBE_ACCEPTED : (r >> (21 + 2 * n)) % 4 == 0 ?
+					CORE_PROBE_INCONCLUSIVE : CORE_PROBE_REFUSED;
+				ck_assert_int_eq(core_key_probe_result(a.c, pa, res, a.now), 0);
+				ck_assert_int_eq(core_key_probe_result(b.c, pb, res, b.now), 0);
+				n = (n + 1) % 8;
+			}
+			ck_assert_int_eq(core_key_probe_next(b.c, b.now), -1);
 			break;
+		}
 		case 1: { /* a poll */
 			int e = (int)((r >> 8) % 6);
 			enum core_admin ad = (r >> 16) % 9 == 0 ? CORE_ADMIN_MAINT
@@ -1925,7 +2244,14 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, models_and_no_model);
 	tcase_add_test(tc, empty_pool_none);
 	tcase_add_test(tc, model_mismatch_after_404s);
-	tcase_add_test(tc, dead_key_only_that_key);
+	tcase_add_test(tc, key_401_is_only_suspicion);
+	tcase_add_test(tc, key_probe_refused_excludes_until_accepted);
+	tcase_add_test(tc, key_probe_accepted_clears);
+	tcase_add_test(tc, key_attacker_changes_nothing);
+	tcase_add_test(tc, key_dead_survives_snapshot);
+	tcase_add_test(tc, key_probe_turned_off_revives);
+	tcase_add_test(tc, key_probe_off_never_excludes);
+	tcase_add_test(tc, key_fallback_least_recently_failed);
 	tcase_add_test(tc, ladder_order);
 	suite_add_tcase(s, tc);
 
