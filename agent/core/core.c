@@ -1115,6 +1115,12 @@ struct lesson {
 	uint64_t akey;
 	int model;                 /* pool model id, -1 none */
 	bool after_idle;
+	/* A success may add akey's entry (feedback: HAProxy echoes the akey
+	 * warmlane set). A log line may not: whoever can write to the log
+	 * socket writes any akey, and 46k forged lines grew the map (and
+	 * RSS) by 17 MB. It only refreshes an entry that already points to
+	 * this endpoint. */
+	bool may_insert;
 };
 
 static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
@@ -1128,8 +1134,10 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		if (l->tr_ms >= 0 && !l->after_idle)
 			ewma_add(c, e, idx, pool_sig(false, l->stream),
 				 (double)l->tr_ms);
-		if (l->has_akey)
+		if (l->has_akey && l->may_insert)
 			affinity_put(&c->aff, l->akey, idx, e->gen, now_ms);
+		else if (l->has_akey)
+			affinity_refresh(&c->aff, l->akey, idx, e->gen, now_ms);
 		if (e->has_mismatch && l->model >= 0) {
 			pool_note_served(e, l->model);
 			c->version++;
@@ -1185,6 +1193,7 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 		.model = fb->model.len > 0 ?
 			 pool_model_find(&c->pool, fb->model.ptr, fb->model.len) : -1,
 		.after_idle = touch(c, e, now_ms, now_ms),
+		.may_insert = true,
 	};
 	learn(c, e, (uint32_t)fb->endpoint, o, &l, now_ms);
 	return 0;
