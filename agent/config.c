@@ -441,6 +441,7 @@ struct raw_policy {
 	char *dead_key_retry;
 	double *model_mismatch_404s;
 	char *score_by;
+	char *session_scope;
 };
 
 struct raw_endpoint {
@@ -530,6 +531,7 @@ static const cyaml_schema_field_t policy_fields[] = {
 	STR("dead_key_retry", struct raw_policy, dead_key_retry),
 	INT("model_mismatch_404s", struct raw_policy, model_mismatch_404s),
 	STR("score_by", struct raw_policy, score_by),
+	STR("session_scope", struct raw_policy, session_scope),
 	CYAML_FIELD_END
 };
 
@@ -1012,6 +1014,19 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 				rp->score_by);
 		else
 			p->score_by = (enum core_score_by)k;
+	}
+	if (rp->session_scope != NULL) {
+		int k = -1;
+		for (int i = 0; i < CORE_SESSION_SCOPE_COUNT; i++)
+			if (strcmp(rp->session_scope,
+				   core_session_scope_name((enum core_session_scope)i)) == 0)
+				k = i;
+		if (k < 0)
+			sem_err(s, "policy.session_scope",
+				"\"%s\" is not one of global, caller",
+				rp->session_scope);
+		else
+			p->session_scope = (enum core_session_scope)k;
 	}
 }
 

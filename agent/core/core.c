@@ -183,6 +183,8 @@ static int check_params(const struct core_params *p)
 	for (unsigned i = 0; i < p->identity_ladder_len; i++)
 		if ((unsigned)p->identity_ladder[i] >= CORE_RUNG_COUNT)
 			return -EINVAL;
+	if ((unsigned)p->session_scope >= CORE_SESSION_SCOPE_COUNT)
+		return -EINVAL;
 	if (!isfinite(p->ewma_alpha) || p->ewma_alpha <= 0 || p->ewma_alpha > 1)
 		return -EINVAL;
 	if ((unsigned)p->score_by >= CORE_SCORE_COUNT)
@@ -519,10 +521,22 @@ bool core_identity(const struct core *c, const struct core_request *req,
 			break;
 		}
 		if (id != NULL && id->present) {
-			uint8_t b[8];
+			uint8_t b[16];
+			size_t n = 8;
 			for (int k = 0; k < 8; k++)
 				b[k] = (uint8_t)(id->hash >> (8 * k));
-			*akey = XXH3_64bits_withSeed(b, sizeof(b), (uint64_t)r + 1);
+			/* A session or install id is a label the client
+			 * chooses: scoped to its caller, another caller's
+			 * same label is another key (params.h). 16 bytes
+			 * never hash like the 8 of an unscoped id. */
+			if (c->p.session_scope == CORE_SESSION_CALLER &&
+			    (r == CORE_RUNG_SESSION || r == CORE_RUNG_INSTALL) &&
+			    req->caller.present) {
+				for (int k = 0; k < 8; k++)
+					b[8 + k] = (uint8_t)(req->caller.hash >> (8 * k));
+				n = 16;
+			}
+			*akey = XXH3_64bits_withSeed(b, n, (uint64_t)r + 1);
 			return true;
 		}
 	}

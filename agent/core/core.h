@@ -357,7 +357,10 @@ void core_decide(struct core *c, const struct core_request *req,
 
 /* The affinity key of req under the ladder, as core_decide computes it:
  * xxh3-64 of the first present rung's hash (8 bytes, little-endian), seeded
- * with the rung number + 1.
+ * with the rung number + 1. With session_scope CALLER, a session or install
+ * rung of a request that has a caller hash is scoped to it: xxh3-64 of the
+ * rung's hash then the caller's (16 bytes), same seed; without a caller
+ * hash, the id alone (as GLOBAL).
  * Returns true with *akey set, false when no rung of the ladder is
  * present. */
 bool core_identity(const struct core *c, const struct core_request *req,

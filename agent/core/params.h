@@ -45,6 +45,21 @@ enum core_score_by {
 	CORE_SCORE_COUNT
 };
 
+/* Whose session and install ids they are (core_identity). GLOBAL: the id
+ * alone names the affinity entry, whoever sends it. CALLER: the id and the
+ * caller's hash together, so that another caller sending the same
+ * x-session-id gets another entry and cannot move this one; a request
+ * without a caller hash falls back to the id alone (it can meet only other
+ * requests without one). Prefix keys are never scoped: they are hashes of
+ * the prompt's content, and a different caller sending the same prefix
+ * (a shared system prompt) finds the same warm KV cache, which is the
+ * point. */
+enum core_session_scope {
+	CORE_SESSION_GLOBAL = 0,
+	CORE_SESSION_CALLER,
+	CORE_SESSION_SCOPE_COUNT
+};
+
 struct core_params {
 	uint64_t affinity_ttl_ms;          /* 300 s */
 	uint32_t affinity_max_entries;     /* 1,000,000 */
@@ -75,6 +90,9 @@ struct core_params {
 	/* Not in the table: what sticky_tolerance and p2c compare (enum
 	 * core_score_by; config names "headers", "end_to_end", "both"). */
 	enum core_score_by score_by;       /* both */
+	/* Not in the table: see enum core_session_scope (config names
+	 * "global", "caller"). */
+	enum core_session_scope session_scope; /* caller */
 	double load_factor;                /* 1.5 */
 	/* Not in the table: in-flight requests an endpoint may always hold
 	 * whatever the bound says. At low load the bound alone is too tight
@@ -105,6 +123,9 @@ void core_params_defaults(struct core_params *p);
 /* The config name of a score_by value ("headers", "end_to_end", "both"),
  * or NULL. */
 const char *core_score_by_name(enum core_score_by s);
+
+/* The config name of a session scope ("global", "caller"), or NULL. */
+const char *core_session_scope_name(enum core_session_scope s);
 
 /* The config name of a rung ("session", "prefix", ...), or NULL. */
 const char *core_rung_name(enum core_rung r);
