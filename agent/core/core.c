@@ -193,7 +193,28 @@ static int check_params(const struct core_params *p)
 	    !finite_ge(p->load_factor, 1) || !finite_ge(p->cost_weight_per_ms, 0) ||
 	    !finite_ge(p->breaker_failure_ratio, 0) || p->breaker_failure_ratio > 1)
 		return -EINVAL;
+
+	/* The cap of every 429's cooldown (rate_limit_ms). */
+	if (p->rate_limit_cooldown_max_ms == 0)
+		return -EINVAL;
 	return 0;
+}
+
+/* How long a 429 keeps an endpoint out: its Retry-After (< 0: none, then
+ * rate_limit_cooldown), never past rate_limit_cooldown_max, so that no
+ * value, however large, closes it for good (or overflows now + it). */
+static uint64_t rate_limit_ms(const struct core *c, int64_t retry_after_ms)
+{
+	uint64_t ms = retry_after_ms >= 0 ? (uint64_t)retry_after_ms
+					  : c->p.rate_limit_cooldown_ms;
+	return ms < c->p.rate_limit_cooldown_max_ms ? ms
+						    : c->p.rate_limit_cooldown_max_ms;
+}
+
+uint64_t core_cooldown_max_ms(const struct core *c)
+{
+	return c->p.rate_limit_cooldown_max_ms > c->p.breaker_cooldown_max_ms ?
+	       c->p.rate_limit_cooldown_max_ms : c->p.breaker_cooldown_max_ms;
 }
 
 int core_create(struct core **out, const struct core_params *p)
@@ -1171,9 +1192,8 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 			affinity_remove(&c->aff, l->akey, idx);
 		break;
 	case CORE_OUTCOME_RATE_LIMITED:
-		breaker_rate_limited(&e->br, l->retry_after_ms >= 0 ?
-				     (uint64_t)l->retry_after_ms :
-				     c->p.rate_limit_cooldown_ms, now_ms);
+		breaker_rate_limited(&e->br, rate_limit_ms(c, l->retry_after_ms),
+				     now_ms);
 		c->version++; /* even OPEN to OPEN: the cooldown moved */
 		break;
 	case CORE_OUTCOME_KEY_DEAD:
@@ -1439,8 +1459,11 @@ int core_endpoint_stats_import(struct core *c, int idx, uint64_t now_ms,
 	}
 	c->version++;
 	ewma_moved_all(c);
-	breaker_restore(&e->br, st->breaker, st->trips, st->cooldown_left_ms,
-			now_ms);
+	/* A file written by an older agent (or by hand) may hold any
+	 * cooldown: none outlasts what this configuration could set. */
+	uint64_t cool = st->cooldown_left_ms < core_cooldown_max_ms(c) ?
+			st->cooldown_left_ms : core_cooldown_max_ms(c);
+	breaker_restore(&e->br, st->breaker, st->trips, cool, now_ms);
 	e->dead_until_ms = st->dead_key_left_ms ? now_ms + st->dead_key_left_ms : 0;
 	if (st->idle_ms > 0) {
 		e->seen = true;

@@ -373,7 +373,8 @@ bool core_identity(const struct core *c, const struct core_request *req,
  *   idle_reset_ms: a re-trial once it was warm);
  * - failure (5xx, 408): breaker failure, akey's entry evicted if it points
  *   here; never enters the EWMA;
- * - 429: breaker OPEN for retry_after_ms (>= 0) else rate_limit_cooldown;
+ * - 429: breaker OPEN for retry_after_ms (>= 0) else rate_limit_cooldown,
+ *   at most rate_limit_cooldown_max (any int64 is safe);
  * - 401/403: this endpoint (backend/server/key) excluded for dead_key_retry;
  * - other 4xx: neutral; model_mismatch_404s 404s in a row for fb->model
  *   exclude the endpoint for that model for dead_key_retry.
@@ -397,7 +398,10 @@ int core_parse_tr(struct core_str s, int64_t *ms);
  * date in any of RFC 9110's three forms (IMF-fixdate, RFC 850, asctime),
  * resolved against now_unix_s (the caller's wall clock, seconds since the
  * epoch). A date in the past gives 0. Surrounding spaces are ignored.
- * Returns 0 with *delay_ms set, or -EINVAL. */
+ * delay-seconds too large for int64 milliseconds (any number of digits is
+ * valid HTTP) saturate at INT64_MAX: the core caps the wait
+ * (rate_limit_cooldown_max), a rejection would have meant the short
+ * default. Returns 0 with *delay_ms set, or -EINVAL. */
 int core_parse_retry_after(struct core_str s, int64_t now_unix_s,
 			   int64_t *delay_ms);
 
@@ -480,9 +484,14 @@ int core_affinity_import(struct core *c, const struct core_affinity_record *rec,
 int core_endpoint_stats_export(const struct core *c, int idx, uint64_t now_ms,
 			       struct core_endpoint_stats *out);
 
+/* The longest cooldown the parameters can give an open breaker: the larger
+ * of rate_limit_cooldown_max and breaker_cooldown_max. */
+uint64_t core_cooldown_max_ms(const struct core *c);
+
 /* Restores endpoint idx's statistics from *st (EWMAs, samples, breaker
- * with its remaining cooldown, dead key). Rejects negative or non-finite
- * EWMAs and unknown breaker states (-EINVAL). 0, -ENOENT or -EINVAL. */
+ * with its remaining cooldown, cut to core_cooldown_max_ms, dead key).
+ * Rejects negative or non-finite EWMAs and unknown breaker states
+ * (-EINVAL). 0, -ENOENT or -EINVAL. */
 int core_endpoint_stats_import(struct core *c, int idx, uint64_t now_ms,
 			       const struct core_endpoint_stats *st);
 

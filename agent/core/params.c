@@ -29,6 +29,7 @@ void core_params_defaults(struct core_params *p)
 		.breaker_cooldown_max_ms = 300 * 1000,
 		.half_open_probes = 3,
 		.rate_limit_cooldown_ms = 60 * 1000,
+		.rate_limit_cooldown_max_ms = 600 * 1000,
 		.dead_key_retry_ms = 60 * 1000,
 		.model_mismatch_404s = 3,
 		.poll_interval_ms = 200,

@@ -109,6 +109,16 @@ struct core_params {
 	uint64_t breaker_cooldown_max_ms;  /* 300 s */
 	uint32_t half_open_probes;         /* 3 */
 	uint64_t rate_limit_cooldown_ms;   /* 60 s */
+	/* Not in the table: the longest a 429's Retry-After may keep an
+	 * endpoint out (feedback and log lines alike), and with
+	 * breaker_cooldown_max the longest cooldown a snapshot restores.
+	 * Without it a Retry-After of 9*10^14 s closed an endpoint for good,
+	 * across restarts. 10 min: rate limits of LLM APIs are per minute
+	 * (tokens or requests per minute), so an honest Retry-After is
+	 * seconds to a minute or two; past 10 min a half-open probe every
+	 * 10 min costs one request and finds out whether the limit is
+	 * really still there. */
+	uint64_t rate_limit_cooldown_max_ms; /* 600 s */
 	uint64_t dead_key_retry_ms;        /* 60 s */
 	/* Not in the table: 404s in a row for one endpoint+model before it
 	 * counts as not serving that model (for dead_key_retry_ms). 0: never. */

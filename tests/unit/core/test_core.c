@@ -1416,6 +1416,99 @@ START_TEST(rate_limit_default_cooldown)
 }
 END_TEST
 
+/* Retry-After never keeps an endpoint out past rate_limit_cooldown_max,
+ * whatever its form: seconds that overflow int64 milliseconds, a date
+ * centuries away, an int64 through the SPOE argument. */
+START_TEST(rate_limit_retry_after_capped)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	ck_assert_uint_eq(f.p.rate_limit_cooldown_max_ms, 600000);
+	const int64_t now_s = 1800000000;
+	int64_t ra[4];
+	/* The 9*10^14 s (9*10^17 ms: fits, 28 million years). */
+	ck_assert_int_eq(core_parse_retry_after(core_str_c("900000000000000"),
+						now_s, &ra[0]), 0);
+	ck_assert_int_eq(ra[0], INT64_C(900000000000000000));
+	/* Overflows when converted to ms: saturates. */
+	ck_assert_int_eq(core_parse_retry_after(core_str_c("99999999999999999999"),
+						now_s, &ra[1]), 0);
+	ck_assert_int_eq(ra[1], INT64_MAX);
+	ck_assert_int_eq(core_parse_retry_after(
+		core_str_c("Fri, 31 Dec 9999 23:59:59 GMT"), now_s, &ra[2]), 0);
+	ck_assert_int_gt(ra[2], INT64_C(200000000000000));
+	ra[3] = INT64_MAX; /* route.c's saturated int64 argument */
+	for (int i = 0; i < 4; i++) {
+		int e = f.ep[i];
+		struct core_feedback fb = { .endpoint = e, .status = 429,
+					    .tr_ms = -1, .retry_after_ms = ra[i] };
+		ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+		struct core_endpoint_info in = fx_info(&f, e);
+		ck_assert_int_eq(in.breaker, CORE_BREAKER_OPEN);
+		ck_assert_msg(in.cooldown_left_ms == 600000, "retry_after %lld: %llu",
+			      (long long)ra[i], (unsigned long long)in.cooldown_left_ms);
+	}
+	/* Half-open after the cap: probed again, not out for ever. */
+	f.now += 600000;
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(fx_info(&f, f.ep[i]).breaker, CORE_BREAKER_HALF_OPEN);
+	/* Shorter ones are kept as they are; the cap follows the params. */
+	struct core_feedback fb = { .endpoint = f.ep[0], .status = 429,
+				    .tr_ms = -1, .retry_after_ms = 599999 };
+	f.now += 1;
+	ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[0]).cooldown_left_ms, 599999);
+	f.p.rate_limit_cooldown_max_ms = 120000;
+	ck_assert_int_eq(core_set_params(f.c, &f.p), 0);
+	fb.endpoint = f.ep[1];
+	fb.retry_after_ms = ra[0];
+	ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[1]).cooldown_left_ms, 120000);
+	/* Without Retry-After, rate_limit_cooldown (also capped). */
+	f.p.rate_limit_cooldown_max_ms = 30000;
+	ck_assert_int_eq(core_set_params(f.c, &f.p), 0);
+	fb.endpoint = f.ep[2];
+	fb.retry_after_ms = -1;
+	f.now += 600000;
+	ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[2]).cooldown_left_ms, 30000);
+	f.p.rate_limit_cooldown_max_ms = 0;
+	ck_assert_int_eq(core_set_params(f.c, &f.p), -EINVAL);
+	fx_finish(&f);
+}
+END_TEST
+
+/* A snapshot's cooldown is cut to the longest this configuration can
+ * set: the larger of rate_limit_cooldown_max and breaker_cooldown_max. */
+START_TEST(imported_cooldown_capped)
+{
+	struct fx f;
+	fx_init(&f, 3, NULL);
+	ck_assert_uint_eq(core_cooldown_max_ms(f.c), 600000);
+	struct core_endpoint_stats st = {
+		.breaker = CORE_BREAKER_OPEN, .trips = 1,
+		.cooldown_left_ms = UINT64_C(900000000000000000),
+	};
+	ck_assert_int_eq(core_endpoint_stats_import(f.c, f.ep[0], f.now, &st), 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[0]).cooldown_left_ms, 600000);
+	st.cooldown_left_ms = UINT64_MAX; /* now + it must not wrap */
+	ck_assert_int_eq(core_endpoint_stats_import(f.c, f.ep[1], f.now, &st), 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[1]).cooldown_left_ms, 600000);
+	ck_assert_int_eq(fx_info(&f, f.ep[1]).breaker, CORE_BREAKER_OPEN);
+	st.cooldown_left_ms = 42000; /* a short one is kept */
+	ck_assert_int_eq(core_endpoint_stats_import(f.c, f.ep[2], f.now, &st), 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[2]).cooldown_left_ms, 42000);
+	/* A longer breaker_cooldown_max raises the cap. */
+	f.p.breaker_cooldown_max_ms = 3600000;
+	ck_assert_int_eq(core_set_params(f.c, &f.p), 0);
+	ck_assert_uint_eq(core_cooldown_max_ms(f.c), 3600000);
+	st.cooldown_left_ms = UINT64_MAX;
+	ck_assert_int_eq(core_endpoint_stats_import(f.c, f.ep[0], f.now, &st), 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[0]).cooldown_left_ms, 3600000);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(breaker_open_half_open_probes)
 {
 	struct fx f;
@@ -1919,6 +2012,7 @@ START_TEST(defaults_match_architecture)
 	ck_assert_uint_eq(p.breaker_cooldown_max_ms, 300000);
 	ck_assert_uint_eq(p.half_open_probes, 3);
 	ck_assert_uint_eq(p.rate_limit_cooldown_ms, 60000);
+	ck_assert_uint_eq(p.rate_limit_cooldown_max_ms, 600000);
 	ck_assert_int_eq(p.session_scope, CORE_SESSION_CALLER);
 	ck_assert_uint_eq(p.dead_key_retry_ms, 60000);
 	ck_assert_uint_eq(p.poll_interval_ms, 200);
@@ -2087,6 +2181,8 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, fast_failure_trap);
 	tcase_add_test(tc, rate_limit_retry_after_holds);
 	tcase_add_test(tc, rate_limit_default_cooldown);
+	tcase_add_test(tc, rate_limit_retry_after_capped);
+	tcase_add_test(tc, imported_cooldown_capped);
 	tcase_add_test(tc, breaker_open_half_open_probes);
 	tcase_add_test(tc, lost_probes_are_released);
 	tcase_add_test(tc, cooldown_fallback_first_to_reopen);
