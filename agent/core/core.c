@@ -548,8 +548,8 @@ bool core_identity(const struct core *c, const struct core_request *req,
 				b[k] = (uint8_t)(id->hash >> (8 * k));
 			/* A session or install id is a label the client
 			 * chooses: scoped to its caller, another caller's
-			 * same label is another key (params.h). 16 bytes
-			 * never hash like the 8 of an unscoped id. */
+			 * same label is another key (params.h). The 16-byte
+			 * input is another domain than an unscoped id's 8. */
 			if (c->p.session_scope == CORE_SESSION_CALLER &&
 			    (r == CORE_RUNG_SESSION || r == CORE_RUNG_INSTALL) &&
 			    req->caller.present) {
