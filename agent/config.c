@@ -559,9 +559,11 @@ struct raw_policy {
 	char *breaker_cooldown_max;
 	double *half_open_probes;
 	char *rate_limit_cooldown;
+	char *rate_limit_cooldown_max;
 	char *dead_key_retry;
 	double *model_mismatch_404s;
 	char *score_by;
+	char *session_scope;
 };
 
 struct raw_endpoint {
@@ -670,9 +672,11 @@ static const cyaml_schema_field_t policy_fields[] = {
 	STR("breaker_cooldown_max", struct raw_policy, breaker_cooldown_max),
 	INT("half_open_probes", struct raw_policy, half_open_probes),
 	STR("rate_limit_cooldown", struct raw_policy, rate_limit_cooldown),
+	STR("rate_limit_cooldown_max", struct raw_policy, rate_limit_cooldown_max),
 	STR("dead_key_retry", struct raw_policy, dead_key_retry),
 	INT("model_mismatch_404s", struct raw_policy, model_mismatch_404s),
 	STR("score_by", struct raw_policy, score_by),
+	STR("session_scope", struct raw_policy, session_scope),
 	CYAML_FIELD_END
 };
 
@@ -1633,6 +1637,9 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 		&p->half_open_probes);
 	sem_duration(s, "policy.rate_limit_cooldown", rp->rate_limit_cooldown,
 		     S, 1 * D, &p->rate_limit_cooldown_ms);
+	sem_duration(s, "policy.rate_limit_cooldown_max",
+		     rp->rate_limit_cooldown_max, S, 1 * D,
+		     &p->rate_limit_cooldown_max_ms);
 	sem_duration(s, "policy.dead_key_retry", rp->dead_key_retry, S, 30 * D,
 		     &p->dead_key_retry_ms);
 	sem_u32(s, "policy.model_mismatch_404s", rp->model_mismatch_404s, 0,
@@ -1649,6 +1656,19 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 				rp->score_by);
 		else
 			p->score_by = (enum core_score_by)k;
+	}
+	if (rp->session_scope != NULL) {
+		int k = -1;
+		for (int i = 0; i < CORE_SESSION_SCOPE_COUNT; i++)
+			if (strcmp(rp->session_scope,
+				   core_session_scope_name((enum core_session_scope)i)) == 0)
+				k = i;
+		if (k < 0)
+			sem_err(s, "policy.session_scope",
+				"\"%s\" is not one of global, caller",
+				rp->session_scope);
+		else
+			p->session_scope = (enum core_session_scope)k;
 	}
 }
 
@@ -1957,6 +1977,15 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 			fmt_duration(a, sizeof(a), cfg->params.breaker_cooldown_ms),
 			fmt_duration(b, sizeof(b),
 				     cfg->params.breaker_cooldown_max_ms));
+	}
+	if (cfg->params.rate_limit_cooldown_ms >
+	    cfg->params.rate_limit_cooldown_max_ms) {
+		char a[32], b[32];
+		sem_err(s, "policy.rate_limit_cooldown",
+			"%s must not exceed policy.rate_limit_cooldown_max (%s)",
+			fmt_duration(a, sizeof(a), cfg->params.rate_limit_cooldown_ms),
+			fmt_duration(b, sizeof(b),
+				     cfg->params.rate_limit_cooldown_max_ms));
 	}
 
 	sem_endpoints(s, raw, cfg);

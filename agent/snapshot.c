@@ -753,7 +753,10 @@ static int snapshot_parse_endpoint(struct snapshot_rd *rd, struct core *c,
 	    !snapshot_uint(&f[6], UINT32_MAX, &samples[1]) ||
 	    !snapshot_uint(&f[7], SNAPSHOT_BREAKER_HALF_OPEN, &breaker) ||
 	    !snapshot_uint(&f[8], UINT32_MAX, &trips) ||
-	    !snapshot_uint(&f[9], SNAPSHOT_MAX_MS, &cool) ||
+	    /* Any cooldown: an agent before rate_limit_cooldown_max wrote
+	     * what a Retry-After asked for (9*10^17 ms for 9*10^14 s); the
+	     * file is sound and the import cuts it (core_cooldown_max_ms). */
+	    !snapshot_uint(&f[9], UINT64_MAX, &cool) ||
 	    !snapshot_uint(&f[10], SNAPSHOT_MAX_MS, &dead) ||
 	    !snapshot_uint(&f[11], SNAPSHOT_MAX_MS, &idle))
 		return -EBADMSG;
@@ -950,6 +953,9 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 		    core_endpoint_stats_import(c, eps[i].idx, now_ms,
 					       &eps[i].st) < 0)
 			res->endpoints_unknown++;
+		else if (eps[i].st.breaker == CORE_BREAKER_OPEN &&
+			 eps[i].st.cooldown_left_ms > core_cooldown_max_ms(c))
+			res->cooldowns_capped++;
 	}
 	rd.off = entries_at;
 	snapshot_entries(&rd, c, n_ent, eps, n_ep, now_ms, downtime, true, res);
@@ -1069,12 +1075,12 @@ int snapshot_restore(struct core *c, const char *path, uint64_t now_ms,
 			 " endpoints=%" PRIu64
 			 " endpoints_unknown=%" PRIu64 " entries=%" PRIu64
 			 " restored=%" PRIu64 " expired=%" PRIu64
-			 " unknown_endpoint=%" PRIu64 " downtime_ms=%" PRIu64
-			 " load_us=%" PRIu64,
+			 " unknown_endpoint=%" PRIu64 " cooldowns_capped=%" PRIu64
+			 " downtime_ms=%" PRIu64 " load_us=%" PRIu64,
 			 qp, res.bytes, res.version, res.endpoints,
 			 res.endpoints_unknown, res.entries, res.entries_restored,
-			 res.entries_expired, res.entries_unknown, res.downtime_ms,
-			 us);
+			 res.entries_expired, res.entries_unknown,
+			 res.cooldowns_capped, res.downtime_ms, us);
 		if (st != NULL) {
 			st->loaded = true;
 			st->load_us = us;

@@ -55,6 +55,7 @@ struct snapshot_result {
 	uint64_t entries_restored;
 	uint64_t entries_expired;    /* idle past affinity_ttl at load */
 	uint64_t entries_unknown;    /* endpoint not in the core */
+	uint64_t cooldowns_capped;   /* open breakers cut to core_cooldown_max_ms */
 	uint64_t downtime_ms;        /* wall clock since the file was written */
 };
 

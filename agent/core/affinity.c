@@ -231,6 +231,25 @@ void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
 	a->slots[j] = (struct affinity_slot){ (uint32_t)(h >> 32), ent + 1 };
 }
 
+bool affinity_refresh(struct affinity *a, uint64_t key, uint32_t endpoint,
+		      uint32_t gen, uint64_t last_ms)
+{
+	uint32_t i = find_slot(a, key);
+	if (i == AFFINITY_NIL)
+		return false;
+	uint32_t ent = a->slots[i].ref - 1;
+	struct affinity_entry *x = &a->e[ent];
+	if (x->endpoint != endpoint || x->gen != gen || expired(a, x, last_ms) ||
+	    last_ms < x->last_ms) /* the LRU list stays ordered by last_ms */
+		return false;
+	x->last_ms = last_ms;
+	if (a->lru_head != ent) {
+		lru_unlink(a, ent);
+		lru_push_head(a, ent);
+	}
+	return true;
+}
+
 bool affinity_remove(struct affinity *a, uint64_t key, uint32_t endpoint)
 {
 	uint32_t i = find_slot(a, key);

@@ -81,6 +81,12 @@ static inline void affinity_prefetch(const struct affinity *a, uint64_t key)
 void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
 		  uint32_t gen, uint64_t last_ms);
 
+/* Refreshes key's entry to last_ms (most recently used) only when it is
+ * live at last_ms and points to endpoint/gen; never inserts, never moves
+ * an entry, counts no hit or miss. Returns whether it refreshed. */
+bool affinity_refresh(struct affinity *a, uint64_t key, uint32_t endpoint,
+		      uint32_t gen, uint64_t last_ms);
+
 /* Drops key's entry; if endpoint is not AFFINITY_NIL, only when the entry
  * points to it. Returns true when an entry was dropped. */
 bool affinity_remove(struct affinity *a, uint64_t key, uint32_t endpoint);

@@ -196,6 +196,8 @@ static int check_params(const struct core_params *p)
 	for (unsigned i = 0; i < p->identity_ladder_len; i++)
 		if ((unsigned)p->identity_ladder[i] >= CORE_RUNG_COUNT)
 			return -EINVAL;
+	if ((unsigned)p->session_scope >= CORE_SESSION_SCOPE_COUNT)
+		return -EINVAL;
 	if (!isfinite(p->ewma_alpha) || p->ewma_alpha <= 0 || p->ewma_alpha > 1)
 		return -EINVAL;
 	if ((unsigned)p->score_by >= CORE_SCORE_COUNT)
@@ -204,7 +206,28 @@ static int check_params(const struct core_params *p)
 	    !finite_ge(p->load_factor, 1) || !finite_ge(p->cost_weight_per_ms, 0) ||
 	    !finite_ge(p->breaker_failure_ratio, 0) || p->breaker_failure_ratio > 1)
 		return -EINVAL;
+
+	/* The cap of every 429's cooldown (rate_limit_ms). */
+	if (p->rate_limit_cooldown_max_ms == 0)
+		return -EINVAL;
 	return 0;
+}
+
+/* How long a 429 keeps an endpoint out: its Retry-After (< 0: none, then
+ * rate_limit_cooldown), never past rate_limit_cooldown_max, so that no
+ * value, however large, closes it for good (or overflows now + it). */
+static uint64_t rate_limit_ms(const struct core *c, int64_t retry_after_ms)
+{
+	uint64_t ms = retry_after_ms >= 0 ? (uint64_t)retry_after_ms
+					  : c->p.rate_limit_cooldown_ms;
+	return ms < c->p.rate_limit_cooldown_max_ms ? ms
+						    : c->p.rate_limit_cooldown_max_ms;
+}
+
+uint64_t core_cooldown_max_ms(const struct core *c)
+{
+	return c->p.rate_limit_cooldown_max_ms > c->p.breaker_cooldown_max_ms ?
+	       c->p.rate_limit_cooldown_max_ms : c->p.breaker_cooldown_max_ms;
 }
 
 int core_create(struct core **out, const struct core_params *p)
@@ -544,10 +567,22 @@ bool core_identity(const struct core *c, const struct core_request *req,
 			break;
 		}
 		if (id != NULL && id->present) {
-			uint8_t b[8];
+			uint8_t b[16];
+			size_t n = 8;
 			for (int k = 0; k < 8; k++)
 				b[k] = (uint8_t)(id->hash >> (8 * k));
-			*akey = XXH3_64bits_withSeed(b, sizeof(b), (uint64_t)r + 1);
+			/* A session or install id is a label the client
+			 * chooses: scoped to its caller, another caller's
+			 * same label is another key (params.h). The 16-byte
+			 * input is another domain than an unscoped id's 8. */
+			if (c->p.session_scope == CORE_SESSION_CALLER &&
+			    (r == CORE_RUNG_SESSION || r == CORE_RUNG_INSTALL) &&
+			    req->caller.present) {
+				for (int k = 0; k < 8; k++)
+					b[8 + k] = (uint8_t)(req->caller.hash >> (8 * k));
+				n = 16;
+			}
+			*akey = XXH3_64bits_withSeed(b, n, (uint64_t)r + 1);
 			return true;
 		}
 	}
@@ -1154,6 +1189,12 @@ struct lesson {
 	uint64_t akey;
 	int model;                 /* pool model id, -1 none */
 	bool after_idle;
+	/* A success may add akey's entry (feedback: HAProxy echoes the akey
+	 * warmlane set). A log line may not: whoever can write to the log
+	 * socket writes any akey, and 46k forged lines grew the map (and
+	 * RSS) by 17 MB. It only refreshes an entry that already points to
+	 * this endpoint. */
+	bool may_insert;
 };
 
 static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
@@ -1167,8 +1208,10 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		if (l->tr_ms >= 0 && !l->after_idle)
 			ewma_add(c, e, idx, pool_sig(false, l->stream),
 				 (double)l->tr_ms);
-		if (l->has_akey)
+		if (l->has_akey && l->may_insert)
 			affinity_put(&c->aff, l->akey, idx, e->gen, now_ms);
+		else if (l->has_akey)
+			affinity_refresh(&c->aff, l->akey, idx, e->gen, now_ms);
 		if (e->has_mismatch && l->model >= 0) {
 			pool_note_served(e, l->model);
 			c->version++;
@@ -1188,9 +1231,8 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 			affinity_remove(&c->aff, l->akey, idx);
 		break;
 	case CORE_OUTCOME_RATE_LIMITED:
-		breaker_rate_limited(&e->br, l->retry_after_ms >= 0 ?
-				     (uint64_t)l->retry_after_ms :
-				     c->p.rate_limit_cooldown_ms, now_ms);
+		breaker_rate_limited(&e->br, rate_limit_ms(c, l->retry_after_ms),
+				     now_ms);
 		c->version++; /* even OPEN to OPEN: the cooldown moved */
 		break;
 	case CORE_OUTCOME_KEY_DEAD:
@@ -1228,6 +1270,7 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 		.model = fb->model.len > 0 ?
 			 pool_model_find(&c->pool, fb->model.ptr, fb->model.len) : -1,
 		.after_idle = touch(c, e, now_ms, now_ms),
+		.may_insert = true,
 	};
 	learn(c, e, (uint32_t)fb->endpoint, o, &l, now_ms);
 	return 0;
@@ -1461,8 +1504,11 @@ int core_endpoint_stats_import(struct core *c, int idx, uint64_t now_ms,
 	}
 	c->version++;
 	ewma_moved_all(c);
-	breaker_restore(&e->br, st->breaker, st->trips, st->cooldown_left_ms,
-			now_ms);
+	/* A file written by an older agent (or by hand) may hold any
+	 * cooldown: none outlasts what this configuration could set. */
+	uint64_t cool = st->cooldown_left_ms < core_cooldown_max_ms(c) ?
+			st->cooldown_left_ms : core_cooldown_max_ms(c);
+	breaker_restore(&e->br, st->breaker, st->trips, cool, now_ms);
 	e->key_dead = st->dead_key_left_ms > 0 && e->key_id != NULL;
 	e->dead_until_ms = e->key_dead ? now_ms + st->dead_key_left_ms : 0;
 	e->key_failed_ms = e->key_dead ? now_ms : 0;

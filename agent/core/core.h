@@ -342,6 +342,11 @@ int core_endpoint_complete(struct core *c, int idx);
  *   endpoint's last wake-up after idle_reset (the first answer after it,
  *   told by feedback or by this line, is not a sample, as for the headers
  *   EWMA).
+ * - The affinity map: a line never inserts an entry nor moves one to
+ *   another endpoint (whoever can write to the log socket chooses akey);
+ *   a success refreshes akey's entry only when it already points to
+ *   cc->endpoint, a failure evicts it only then. A 429 opens the breaker
+ *   for rate_limit_cooldown (a line carries no Retry-After).
  * Returns 0; -ENOENT when cc->endpoint is not a live endpoint; -EINVAL for
  * an unknown end or a status that is neither -1 nor an HTTP status
  * (nothing changed). Never allocates. */
@@ -365,7 +370,10 @@ void core_decide(struct core *c, const struct core_request *req,
 
 /* The affinity key of req under the ladder, as core_decide computes it:
  * xxh3-64 of the first present rung's hash (8 bytes, little-endian), seeded
- * with the rung number + 1.
+ * with the rung number + 1. With session_scope CALLER, a session or install
+ * rung of a request that has a caller hash is scoped to it: xxh3-64 of the
+ * rung's hash then the caller's (16 bytes), same seed; without a caller
+ * hash, the id alone (as GLOBAL).
  * Returns true with *akey set, false when no rung of the ladder is
  * present. */
 bool core_identity(const struct core *c, const struct core_request *req,
@@ -378,7 +386,8 @@ bool core_identity(const struct core *c, const struct core_request *req,
  *   idle_reset_ms: a re-trial once it was warm);
  * - failure (5xx, 408): breaker failure, akey's entry evicted if it points
  *   here; never enters the EWMA;
- * - 429: breaker OPEN for retry_after_ms (>= 0) else rate_limit_cooldown;
+ * - 429: breaker OPEN for retry_after_ms (>= 0) else rate_limit_cooldown,
+ *   at most rate_limit_cooldown_max (any int64 is safe);
  * - 401/403: this endpoint (backend/server/key), if it has a key, becomes
  *   suspect: core_key_probe_next will hand it out for a probe (at most
  *   once per key_probe_interval); only the probe's answer can exclude it
@@ -438,7 +447,10 @@ int core_parse_tr(struct core_str s, int64_t *ms);
  * date in any of RFC 9110's three forms (IMF-fixdate, RFC 850, asctime),
  * resolved against now_unix_s (the caller's wall clock, seconds since the
  * epoch). A date in the past gives 0. Surrounding spaces are ignored.
- * Returns 0 with *delay_ms set, or -EINVAL. */
+ * delay-seconds too large for int64 milliseconds (any number of digits is
+ * valid HTTP) saturate at INT64_MAX: the core caps the wait
+ * (rate_limit_cooldown_max), a rejection would have meant the short
+ * default. Returns 0 with *delay_ms set, or -EINVAL. */
 int core_parse_retry_after(struct core_str s, int64_t now_unix_s,
 			   int64_t *delay_ms);
 
@@ -521,9 +533,14 @@ int core_affinity_import(struct core *c, const struct core_affinity_record *rec,
 int core_endpoint_stats_export(const struct core *c, int idx, uint64_t now_ms,
 			       struct core_endpoint_stats *out);
 
+/* The longest cooldown the parameters can give an open breaker: the larger
+ * of rate_limit_cooldown_max and breaker_cooldown_max. */
+uint64_t core_cooldown_max_ms(const struct core *c);
+
 /* Restores endpoint idx's statistics from *st (EWMAs, samples, breaker
- * with its remaining cooldown, dead key). Rejects negative or non-finite
- * EWMAs and unknown breaker states (-EINVAL). 0, -ENOENT or -EINVAL. */
+ * with its remaining cooldown, cut to core_cooldown_max_ms, dead key).
+ * Rejects negative or non-finite EWMAs and unknown breaker states
+ * (-EINVAL). 0, -ENOENT or -EINVAL. */
 int core_endpoint_stats_import(struct core *c, int idx, uint64_t now_ms,
 			       const struct core_endpoint_stats *st);
 

@@ -187,14 +187,17 @@ int core_parse_retry_after(struct core_str s, int64_t now_unix_s,
 		return -EINVAL;
 	if (*c.p >= '0' && *c.p <= '9') {
 		int64_t v = 0;
+		bool big = false;
 		for (const char *q = c.p; q < c.end; q++) {
 			if (*q < '0' || *q > '9')
 				return -EINVAL;
-			v = v * 10 + (*q - '0');
-			if (v > INT64_MAX / 1000 / 10)
-				return -EINVAL;
+			int d = *q - '0';
+			if (big || v > (INT64_MAX / 1000 - d) / 10)
+				big = true; /* keep checking the digits */
+			else
+				v = v * 10 + d;
 		}
-		*delay_ms = v * 1000;
+		*delay_ms = big ? INT64_MAX : v * 1000;
 		return 0;
 	}
 	int64_t t;

@@ -17,6 +17,7 @@ void core_params_defaults(struct core_params *p)
 		.idle_reset_ms = 60 * 1000,
 		.sticky_tolerance = 2.5,
 		.score_by = CORE_SCORE_BOTH,
+		.session_scope = CORE_SESSION_CALLER,
 		.load_factor = 1.5,
 		.load_floor = 4,
 		.cost_weight_per_ms = 0,
@@ -28,6 +29,7 @@ void core_params_defaults(struct core_params *p)
 		.breaker_cooldown_max_ms = 300 * 1000,
 		.half_open_probes = 3,
 		.rate_limit_cooldown_ms = 60 * 1000,
+		.rate_limit_cooldown_max_ms = 600 * 1000,
 		.dead_key_retry_ms = 60 * 1000,
 		.key_probe = false,
 		.key_probe_interval_ms = 10 * 1000,
@@ -57,4 +59,13 @@ const char *core_score_by_name(enum core_score_by s)
 		[CORE_SCORE_BOTH] = "both",
 	};
 	return (unsigned)s < CORE_SCORE_COUNT ? names[s] : NULL;
+}
+
+const char *core_session_scope_name(enum core_session_scope s)
+{
+	static const char *const names[CORE_SESSION_SCOPE_COUNT] = {
+		[CORE_SESSION_GLOBAL] = "global",
+		[CORE_SESSION_CALLER] = "caller",
+	};
+	return (unsigned)s < CORE_SESSION_SCOPE_COUNT ? names[s] : NULL;
 }

@@ -46,6 +46,21 @@ enum core_score_by {
 	CORE_SCORE_COUNT
 };
 
+/* Whose session and install ids they are (core_identity). GLOBAL: the id
+ * alone names the affinity entry, whoever sends it. CALLER: the id and the
+ * caller's hash together, so that another caller sending the same
+ * x-session-id gets another entry and cannot move this one; a request
+ * without a caller hash falls back to the id alone (it can meet only other
+ * requests without one). Prefix keys are never scoped: they are hashes of
+ * the prompt's content, and a different caller sending the same prefix
+ * (a shared system prompt) finds the same warm KV cache, which is the
+ * point. */
+enum core_session_scope {
+	CORE_SESSION_GLOBAL = 0,
+	CORE_SESSION_CALLER,
+	CORE_SESSION_SCOPE_COUNT
+};
+
 struct core_params {
 	uint64_t affinity_ttl_ms;          /* 300 s */
 	uint32_t affinity_max_entries;     /* 1,000,000 */
@@ -76,6 +91,9 @@ struct core_params {
 	/* What sticky_tolerance and p2c compare (enum
 	 * core_score_by; config names "headers", "end_to_end", "both"). */
 	enum core_score_by score_by;       /* both */
+	/* Not in the table: see enum core_session_scope (config names
+	 * "global", "caller"). */
+	enum core_session_scope session_scope; /* caller */
 	double load_factor;                /* 1.5 */
 	/* In-flight requests an endpoint may always hold
 	 * whatever the bound says. At low load the bound alone is too tight
@@ -92,6 +110,16 @@ struct core_params {
 	uint64_t breaker_cooldown_max_ms;  /* 300 s */
 	uint32_t half_open_probes;         /* 3 */
 	uint64_t rate_limit_cooldown_ms;   /* 60 s */
+	/* Not in the table: the longest a 429's Retry-After may keep an
+	 * endpoint out (feedback and log lines alike), and with
+	 * breaker_cooldown_max the longest cooldown a snapshot restores.
+	 * Without it a Retry-After of 9*10^14 s closed an endpoint for good,
+	 * across restarts. 10 min: rate limits of LLM APIs are per minute
+	 * (tokens or requests per minute), so an honest Retry-After is
+	 * seconds to a minute or two; past 10 min a half-open probe every
+	 * 10 min costs one request and finds out whether the limit is
+	 * really still there. */
+	uint64_t rate_limit_cooldown_max_ms; /* 600 s */
 	/* A key whose probe was refused is probed again after this (and
 	 * excluded until a probe accepts it). */
 	uint64_t dead_key_retry_ms;        /* 60 s */
@@ -115,6 +143,9 @@ void core_params_defaults(struct core_params *p);
 /* The config name of a score_by value ("headers", "end_to_end", "both"),
  * or NULL. */
 const char *core_score_by_name(enum core_score_by s);
+
+/* The config name of a session scope ("global", "caller"), or NULL. */
+const char *core_session_scope_name(enum core_session_scope s);
 
 /* The config name of a rung ("session", "prefix", ...), or NULL. */
 const char *core_rung_name(enum core_rung r);

@@ -24,6 +24,10 @@ Scenarios:
   models       requests for a model go only to servers that serve it; one
                for a model no server serves gets the example config's 404
                from HAProxy (warmlane's no_model) and reaches no server
+  sessionscope another caller reusing a session id (x-session-id) with
+               another model does not move the first caller's entry
+               (policy.session_scope caller, the default); with global it
+               does
   killrestart  agent SIGKILLed under load: every request succeeds (fail
                open); after a restart the agent decides again
   metrics      /metrics passes promtool, its counters match what was sent,
@@ -802,6 +806,52 @@ def models(binary, version):
         env.stop_agent_checked()
 
 
+def sessionscope(binary, version):
+    """A client reuses a victim's x-session-id with another model.
+
+    Turn by turn, one request at a time (HAProxy waits for the feedback's
+    ACK before it answers, so each turn sees the previous one's feedback):
+    the victim (model m-a) and the other caller (m-b, served elsewhere)
+    alternate. With session_scope caller (the default) the two have
+    different affinity keys and the victim stays warm (affinity) on its
+    server; with global (the keys before session_scope) each of the other
+    caller's successes moves the entry to its m-b server, and the victim's
+    next turn is hashed again."""
+    serves = {"s1": ["m-a"], "s2": ["m-a"], "s3": ["m-b"], "s4": ["m-b"]}
+    for scope in ("caller", "global"):
+        with fe.FleetEnv(f"sessionscope-{scope}", version,
+                         policy={"session_scope": scope}) as env:
+            env.start([fe.instance(n, models=m) for n, m in serves.items()], binary)
+            cl = fe.Client(env.port)
+            victim = {"x-session-id": "shared-1", "authorization": "Bearer victim-key"}
+            other = {"x-session-id": "shared-1", "authorization": "Bearer other-key"}
+            recs = []
+            for i in range(12):
+                mine = i % 2 == 0
+                r = cl.post(fe.chat_body(short(i), model="m-a" if mine else "m-b"),
+                            victim if mine else other, i=i, tag="victim" if mine else "other")
+                assert r.status == 200, f"{scope}: {r}"
+                assert r.served == r.wserver, f"{scope}: warmlane chose {r.wserver}: {r}"
+                recs.append(r)
+            cl.close()
+            vs = [r for r in recs if r.tag == "victim"]
+            os_ = [r for r in recs if r.tag == "other"]
+            log(f"session_scope {scope}: victim " +
+                " ".join(f"{r.served}:{r.reason}" for r in vs) +
+                "; other " + " ".join(f"{r.served}:{r.reason}" for r in os_))
+            assert all(r.served in ("s1", "s2") for r in vs), f"{scope}: victim {vs}"
+            assert all(r.served in ("s3", "s4") for r in os_), f"{scope}: other {os_}"
+            assert len({r.served for r in vs}) == 1, f"{scope}: the victim moved: {vs}"
+            later = [r.reason for r in vs[1:]]
+            if scope == "caller":
+                assert later == ["affinity"] * len(later), \
+                    f"caller scope: the victim's turns after the other caller's: {later}"
+            else:
+                assert "affinity" not in later, \
+                    f"global scope: the other caller's turns should have moved the entry: {later}"
+            env.stop_agent_checked()
+
+
 # --- SIGKILL and restart ----------------------------------------------------
 
 def killrestart(binary, version):
@@ -991,6 +1041,7 @@ def metrics(binary, version):
 
 SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimit, "breaker": breaker,
              "deadkey": deadkey, "maint": maint, "haproxyown": haproxyown, "models": models,
+             "sessionscope": sessionscope,
              "killrestart": killrestart, "metrics": metrics}
 
 if __name__ == "__main__":

@@ -19,6 +19,10 @@ Scenarios:
   garbage   a burst of malformed datagrams on the log socket: every one is
             counted as unparseable, the agent logs a bounded number of them
             and keeps serving
+  forged    46,000 well-formed forged lines (warmlane's decision on a real
+            server, a success, random akeys): the affinity map does not
+            grow (the issue: it grew by 46k entries, RSS by 17 MB), the
+            sessions homed before stay warm; RSS before and after printed
 --no-log-input runs the scenario with the agent's log input off and prints
 its figures without asserting what only the log input gives (for the
 comparison the README reports). HAProxy 2.6 runs chrooted when root, its log
@@ -437,8 +441,68 @@ def garbage(binary, version):
         env.stop_agent_checked()
 
 
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return -1
+
+
+def forged(binary, version):
+    if not LOG_INPUT:
+        raise h.Skip("forged needs the log input")
+    with LogEnv("forged", version) as env:
+        env.start(instances(), binary)
+        homed = fe.drive(env.port, lambda i: (fe.chat_body(short(i)),
+                                              {"x-session-id": f"f{i}"}, "home"),
+                         n=20, concurrency=1)
+        fe.assert_all_ok(homed, "sessions before the forged lines")
+        m0 = env.metrics()
+        e0 = fe.metric_sum(m0, "warmlane_affinity_entries")
+        p0 = fe.metric_sum(m0, "warmlane_log_lines_total", result="parsed")
+        c0 = fe.metric_sum(m0, "warmlane_log_completions_total", end="complete")
+        rss0 = rss_kib(env.agent.pid)
+        rng = random.Random(15)
+        n = 46000
+        t0 = time.monotonic()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.settimeout(5)  # blocking: a full queue waits for the agent, nothing is lost
+            s.connect(env.log_socket())
+            for i in range(n):
+                srv = ("s1", "s2", "s3")[i % 3]
+                s.send(b"<134>1 2026-11-29T10:21:44.552318+00:00 - haproxy 1 - - "
+                       b"be=llm srv=%s st=200 ts=---- rc=0 tw=0 tc=0 tr=1 ta=40 tt=40 "
+                       b"bytes=900 wbe=llm wsrv=%s key=k1 akey=%016x reason=hash fb=%d stream=0"
+                       % (srv.encode(), srv.encode(), rng.getrandbits(64), i & 1))
+        t_send = time.monotonic() - t0
+
+        def parsed():
+            m = env.metrics()
+            return fe.metric_sum(m, "warmlane_log_lines_total", result="parsed") - p0 >= n
+        h.wait_until(f"the agent to parse {n} forged lines", parsed, timeout=60)
+        m = env.metrics()
+        e1 = fe.metric_sum(m, "warmlane_affinity_entries")
+        used = fe.metric_sum(m, "warmlane_log_completions_total", end="complete") - c0
+        rss1 = rss_kib(env.agent.pid)
+        log(f"{n} forged lines in {t_send:.1f} s, {used:.0f} completions; affinity entries {e0:.0f} -> {e1:.0f}; "
+            f"agent RSS {rss0} -> {rss1} KiB ({(rss1 - rss0) / 1024:+.1f} MiB; an ASan build)")
+        # every forged line reached the core (on warmlane's endpoint), not
+        # ignored as unrouted or unknown: else this would prove nothing
+        assert used >= n, f"{used:.0f} of the {n} forged lines counted as completions"
+        assert e1 == e0, f"forged log lines changed the affinity map: {e0:.0f} -> {e1:.0f} entries"
+        again = fe.drive(env.port, lambda i: (fe.chat_body(short(i)),
+                                              {"x-session-id": f"f{i}"}, "again"),
+                         n=20, concurrency=1)
+        fe.assert_all_ok(again, "sessions after the forged lines")
+        moved = [(a, b) for a, b in zip(homed, again)
+                 if b.reason != "affinity" or b.wserver != a.wserver]
+        assert not moved, f"sessions not warm where they were after the forged lines: {moved}"
+        env.stop_agent_checked()
+
+
 SCENARIOS = {"refuse": refuse, "cut": cut, "slow": slow, "quiesce": quiesce,
-             "garbage": garbage}
+             "garbage": garbage, "forged": forged}
 
 if __name__ == "__main__":
     if "--no-log-input" in sys.argv:

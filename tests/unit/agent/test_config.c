@@ -52,6 +52,8 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert_uint_eq(a->breaker_cooldown_max_ms, b->breaker_cooldown_max_ms);
 	ck_assert_uint_eq(a->half_open_probes, b->half_open_probes);
 	ck_assert_uint_eq(a->rate_limit_cooldown_ms, b->rate_limit_cooldown_ms);
+	ck_assert_uint_eq(a->rate_limit_cooldown_max_ms, b->rate_limit_cooldown_max_ms);
+	ck_assert_int_eq(a->session_scope, b->session_scope);
 	ck_assert_uint_eq(a->dead_key_retry_ms, b->dead_key_retry_ms);
 	ck_assert_uint_eq(a->model_mismatch_404s, b->model_mismatch_404s);
 	ck_assert_uint_eq(a->poll_interval_ms, b->poll_interval_ms);
@@ -119,6 +121,8 @@ static const char full_yaml[] =
 	"  breaker_cooldown_max: 1h\n"
 	"  half_open_probes: 1\n"
 	"  rate_limit_cooldown: 90s\n"
+	"  rate_limit_cooldown_max: 2m\n"
+	"  session_scope: global\n"
 	"  dead_key_retry: 5m\n"
 	"  model_mismatch_404s: 0\n"
 	"endpoints:\n"
@@ -178,6 +182,8 @@ START_TEST(full_file)
 	ck_assert_uint_eq(p->breaker_cooldown_max_ms, 3600000);
 	ck_assert_uint_eq(p->half_open_probes, 1);
 	ck_assert_uint_eq(p->rate_limit_cooldown_ms, 90000);
+	ck_assert_uint_eq(p->rate_limit_cooldown_max_ms, 120000);
+	ck_assert_int_eq(p->session_scope, CORE_SESSION_GLOBAL);
 	ck_assert_uint_eq(p->dead_key_retry_ms, 300000);
 	ck_assert_uint_eq(p->model_mismatch_404s, 0);
 
@@ -479,6 +485,34 @@ START_TEST(semantic_cooldown_order)
 	assert_has(err, "policy.breaker_cooldown: 5s must not exceed");
 	ck_assert_int_eq(load(&cfg, "policy: {breaker_cooldown: 5s, breaker_cooldown_max: 5s}\n"),
 			 0);
+	/* The same for the rate limit's default and its cap. */
+	ck_assert_int_eq(load(&cfg, "policy: {rate_limit_cooldown_max: 30s}\n"),
+			 -EINVAL);
+	assert_has(err, "t.yaml:1:9: policy.rate_limit_cooldown: 1m must not exceed policy.rate_limit_cooldown_max (30s)\n");
+	ck_assert_int_eq(load(&cfg, "policy: {rate_limit_cooldown_max: 0s}\n"),
+			 -EINVAL);
+	assert_has(err, "t.yaml:1:35: policy.rate_limit_cooldown_max: must be between 1s and");
+	ck_assert_int_eq(load(&cfg, "policy: {rate_limit_cooldown: 30s, rate_limit_cooldown_max: 30s}\n"),
+			 0);
+	ck_assert_uint_eq(cfg.params.rate_limit_cooldown_max_ms, 30000);
+	config_finish(&cfg);
+}
+END_TEST
+
+START_TEST(semantic_session_scope)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert_int_eq(cfg.params.session_scope, CORE_SESSION_CALLER);
+	ck_assert_int_eq(cfg.params.rate_limit_cooldown_max_ms, 600000);
+	ck_assert_int_eq(load(&cfg, "policy: {session_scope: global}\n"), 0);
+	ck_assert_int_eq(cfg.params.session_scope, CORE_SESSION_GLOBAL);
+	ck_assert_int_eq(load(&cfg, "policy: {session_scope: caller}\n"), 0);
+	ck_assert_int_eq(cfg.params.session_scope, CORE_SESSION_CALLER);
+	ck_assert_int_eq(load(&cfg, "policy: {session_scope: Caller}\n"), -EINVAL);
+	assert_has(err, "t.yaml:1:25: policy.session_scope: \"Caller\" is not one of global, caller\n");
+	ck_assert_int_eq(load(&cfg, "policy: {session_scope: callerx}\n"), -EINVAL);
+	ck_assert_int_eq(cfg.params.session_scope, CORE_SESSION_CALLER);
 	config_finish(&cfg);
 }
 END_TEST
@@ -803,6 +837,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, key_probe_section);
 	tcase_add_test(tc, semantic_cooldown_order);
 	tcase_add_test(tc, connection_limits);
+	tcase_add_test(tc, semantic_session_scope);
 	tcase_add_test(tc, durations);
 	tcase_add_test(tc, listen_addresses);
 	tcase_add_test(tc, listen_override);

@@ -302,6 +302,103 @@ static void send_to(uv_loop_t *loop, const char *path, const void *p, size_t n)
 	close(fd);
 }
 
+static int one_record(void *arg, const struct core_affinity_record *rec)
+{
+	*(struct core_affinity_record *)arg = *rec;
+	return 0;
+}
+
+static uint32_t map_entries(struct route *r)
+{
+	struct core_stats st;
+	core_stats(r->core, &st);
+	return st.affinity_entries;
+}
+
+/* A forged line: warmlane's decision on server wsrv, any akey, status st,
+ * feedback seen or not. */
+static size_t forged(char *buf, size_t cap, const char *wsrv, uint64_t akey,
+		     int st, int fb)
+{
+	int n = snprintf(buf, cap,
+			 "<134>1 2026-11-29T10:21:44.552318+00:00 - haproxy 1 - - "
+			 "be=llm srv=%s st=%d ts=---- rc=0 tw=0 tc=0 tr=1 ta=40 "
+			 "tt=40 bytes=900 at=1795947704.530 wbe=llm wsrv=%s key=k1 "
+			 "akey=%016llx reason=hash fb=%d stream=0 id=\"x\"\n",
+			 wsrv, st, wsrv, (unsigned long long)akey, fb);
+	ck_assert(n > 0 && (size_t)n < cap);
+	return (size_t)n;
+}
+
+/* The issue's 46k forged lines (they grew the map and RSS by 17 MB): the
+ * log input never inserts an affinity entry, nor moves the one feedback
+ * made, whatever the line says; through logsrc_handle, then the socket. */
+START_TEST(forged_lines_never_insert)
+{
+	struct config cfg;
+	struct route r;
+	char path[100], err[256], buf[1024];
+	snprintf(path, sizeof(path), "%s/log.sock", dir);
+	load_std(&cfg, path);
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	/* A victim homed by feedback on s2. */
+	const uint64_t victim = 0x1234abcd5678ef00ull;
+	struct core_feedback fb = { .endpoint = ep(&r, "s2"), .status = 200,
+				    .tr_ms = 10, .retry_after_ms = -1,
+				    .has_akey = true, .akey = victim };
+	ck_assert_int_eq(core_observe(r.core, &fb, 1000), 0);
+	ck_assert_uint_eq(map_entries(&r), 1);
+
+	struct logsrc ls = { .route = &r };
+	static const char *const srv[] = { "s1", "s2", "s3" };
+	static const int st[] = { 200, 200, 201, 304, 404, -1 };
+	uint64_t x = 88172645463325252ull;
+	uint64_t used = 0;
+	for (int i = 0; i < 46000; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+		const char *w = srv[x % 3];
+		/* One line in 4 names the victim's key on another server. */
+		uint64_t akey = i % 4 == 0 ? victim : x;
+		if (i % 4 == 0 && strcmp(w, "s2") == 0)
+			w = "s3";
+		size_t n = forged(buf, sizeof(buf), w, akey, st[(x >> 8) % 6],
+				  (int)((x >> 16) & 1));
+		logsrc_handle(&ls, (const uint8_t *)buf, n, 1000 + (uint64_t)i / 16,
+			      0);
+		used++;
+	}
+	ck_assert_uint_eq(r.log.parsed, used);
+	ck_assert_uint_eq(r.log.ends[CORE_END_COMPLETE], used);
+	ck_assert_uint_eq(map_entries(&r), 1);
+
+	/* The same over the socket. */
+	uv_loop_t loop;
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	ck_assert_int_eq(logsrc_start(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
+	uint64_t before = r.log.parsed;
+	for (int i = 0; i < 500; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		size_t n = forged(buf, sizeof(buf), srv[x % 3], x, 200, 0);
+		send_to(&loop, path, buf, n);
+	}
+	for (int i = 0; i < 100 && r.log.parsed < before + 500; i++)
+		uv_run(&loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(r.log.parsed, before + 500);
+	ck_assert_uint_eq(map_entries(&r), 1);
+	logsrc_stop(&ls);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+
+	/* Still where feedback put it. */
+	struct core_affinity_record rec = { 0 };
+	ck_assert_int_eq(core_affinity_export(r.core, 3000, one_record, &rec), 0);
+	ck_assert_uint_eq(rec.akey, victim);
+	ck_assert_int_eq(rec.endpoint, ep(&r, "s2"));
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 /* The socket: mode, stale file replaced, a live one refused, bounded work
  * counters, rate-limited logging, removal at stop. */
 START_TEST(socket_input)
@@ -568,6 +665,7 @@ static Suite *logsrc_suite(void)
 	tcase_add_test(tc, completion_counts_once);
 	tcase_add_test(tc, failures);
 	tcase_add_test(tc, lag_needs_accept_time);
+	tcase_add_test(tc, forged_lines_never_insert);
 	tcase_add_test(tc, socket_input);
 	tcase_add_test(tc, socket_born_narrow);
 	tcase_add_test(tc, udp_and_none);

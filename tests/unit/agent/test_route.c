@@ -585,6 +585,111 @@ START_TEST(akey_is_core_identity)
 }
 END_TEST
 
+/* policy.session_scope through the SPOE arguments: with `caller` (the
+ * default) two callers (Authorization hashes) sending one x-session-id get
+ * two keys; a request without a caller gets the unscoped one; `global`
+ * gives them all one key. Then a second caller with another model cannot
+ * move the first one's entry. */
+START_TEST(session_scope_arguments)
+{
+	static const char *const models =
+		"endpoints:\n"
+		"  - {backend: llm, server: g1, models: [m1]}\n"
+		"  - {backend: llm, server: g2, models: [m2]}\n";
+	char yaml[256];
+	for (int global = 0; global < 2; global++) {
+		struct config cfg;
+		struct route r;
+		struct route_request req;
+		struct route_decision a, b, c;
+		snprintf(yaml, sizeof(yaml), "policy: {session_scope: %s}\n%s",
+			 global ? "global" : "caller", models);
+		load(&cfg, yaml);
+		route_init(&r, &cfg);
+		req_init(&req);
+		req.args[ROUTE_ARG_SESSION] = str("sess-1");
+		req.args[ROUTE_ARG_CALLER] = spop_data_int64(1111);
+		req.args[ROUTE_ARG_MODEL] = str("m1");
+		route_decide(&r, &req, &a);
+		ck_assert_str_eq(a.server, "g1");
+		req.args[ROUTE_ARG_CALLER] = spop_data_int64(2222);
+		req.args[ROUTE_ARG_MODEL] = str("m2");
+		route_decide(&r, &req, &b);
+		ck_assert_str_eq(b.server, "g2");
+		req.args[ROUTE_ARG_CALLER] = str(""); /* absent */
+		route_decide(&r, &req, &c);
+		ck_assert(a.has_akey && b.has_akey && c.has_akey);
+		if (global) {
+			ck_assert_uint_eq(a.akey, b.akey);
+			ck_assert_uint_eq(a.akey, c.akey);
+		} else {
+			ck_assert_uint_ne(a.akey, b.akey);
+			ck_assert_uint_ne(a.akey, c.akey);
+			ck_assert_uint_ne(b.akey, c.akey);
+		}
+		/* The first caller is homed on g1, the second's success on
+		 * g2 follows. */
+		struct route_feedback fb;
+		char path[300], akey[17];
+		fb_for(&fb, &a, 200, path, akey);
+		route_feedback(&r, &fb);
+		fb_for(&fb, &b, 200, path, akey);
+		route_feedback(&r, &fb);
+		req.args[ROUTE_ARG_CALLER] = spop_data_int64(1111);
+		req.args[ROUTE_ARG_MODEL] = str("m1");
+		route_decide(&r, &req, &a);
+		ck_assert_str_eq(a.server, "g1");
+		ck_assert_int_eq(a.reason, global ? ROUTE_HASH : ROUTE_AFFINITY);
+		route_finish(&r);
+		config_finish(&cfg);
+	}
+}
+END_TEST
+
+/* Retry-After as the feedback carries it, string or integer, however
+ * large: never longer than policy.rate_limit_cooldown_max, and counted as
+ * valid (the issue's 9*10^14 s kept an endpoint out for ever). */
+START_TEST(retry_after_capped)
+{
+	struct config cfg;
+	struct route r;
+	struct route_feedback fb;
+	struct core_endpoint_info info;
+	load(&cfg, "policy: {rate_limit_cooldown_max: 5m}\n"
+		   "endpoints:\n"
+		   "  - {backend: llm, server: g1}\n  - {backend: llm, server: g2}\n"
+		   "  - {backend: llm, server: g3}\n  - {backend: llm, server: g4}\n"
+		   "  - {backend: llm, server: g5}\n");
+	route_init(&r, &cfg);
+	struct spop_data ra[5] = {
+		str("900000000000000"), str("99999999999999999999999999"),
+		str("Fri, 31 Dec 9999 23:59:59 GMT"),
+		spop_data_int64(INT64_C(900000000000000)),
+		spop_data_int64(INT64_MAX),
+	};
+	for (int i = 0; i < 5; i++) {
+		char path[32];
+		snprintf(path, sizeof(path), "llm/g%d", i + 1);
+		fb_init(&fb);
+		fb.args[ROUTE_FB_SERVER] = str(path);
+		fb.args[ROUTE_FB_STATUS] = spop_data_int64(429);
+		fb.args[ROUTE_FB_RETRY_AFTER] = ra[i];
+		fb.now_ms = 1000;
+		fb.now_unix_s = 1800000000;
+		route_feedback(&r, &fb);
+		int e = core_endpoint_find_path(r.core, core_str_c(path),
+						core_str_c(NULL));
+		ck_assert_int_eq(core_endpoint_info(r.core, e, 1000, &info), 0);
+		ck_assert_int_eq(info.breaker, CORE_BREAKER_OPEN);
+		ck_assert_msg(info.cooldown_left_ms == 300000, "%s: %llu", path,
+			      (unsigned long long)info.cooldown_left_ms);
+	}
+	ck_assert_uint_eq(r.fb.bad_retry_after, 0);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 START_TEST(wall_clock_cached)
 {
 	struct config cfg;
@@ -761,6 +866,8 @@ static Suite *route_suite(void)
 	tcase_add_test(tc, key_fallback_answer);
 	tcase_add_test(tc, request_mapping);
 	tcase_add_test(tc, akey_is_core_identity);
+	tcase_add_test(tc, session_scope_arguments);
+	tcase_add_test(tc, retry_after_capped);
 	tcase_add_test(tc, wall_clock_cached);
 	tcase_add_test(tc, arg_names_exact);
 	tcase_add_test(tc, notify_ack_fallback);

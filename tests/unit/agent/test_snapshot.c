@@ -424,6 +424,64 @@ START_TEST(expired_dropped)
 }
 END_TEST
 
+/* A snapshot written before rate_limit_cooldown_max, holding what a
+ * Retry-After of 9*10^14 s asked for (and one of 2^50 ms): the file loads,
+ * and no cooldown outlasts rate_limit_cooldown_max (10 min by default). */
+START_TEST(huge_cooldown_capped)
+{
+	static const uint64_t huge[] = { UINT64_C(900000000000000000),
+					 UINT64_C(1) << 50 };
+	for (size_t k = 0; k < sizeof(huge) / sizeof(huge[0]); k++) {
+		/* The writer: an agent that let a 429 set any cooldown. */
+		struct core_params p;
+		struct core *a, *b;
+		core_params_defaults(&p);
+		p.rate_limit_cooldown_max_ms = UINT64_C(1) << 62;
+		ck_assert_int_eq(core_create(&a, &p), 0);
+		for (size_t i = 0; i < N_EPS; i++) {
+			struct core_endpoint_config ec = {
+				.backend = eps[i].backend, .server = eps[i].server,
+				.key_id = eps[i].key, .weight = 1,
+			};
+			ck_assert_int_ge(core_endpoint_add(a, &ec, 1000), 0);
+		}
+		struct core_feedback fb = { .endpoint = ep_index(a, 1), .status = 429,
+					    .tr_ms = -1, .retry_after_ms = (int64_t)huge[k] };
+		ck_assert_int_eq(core_observe(a, &fb, 5000), 0);
+		struct core_endpoint_stats st;
+		ck_assert_int_eq(core_endpoint_stats_export(a, ep_index(a, 1), 5000, &st), 0);
+		ck_assert_uint_eq(st.cooldown_left_ms, huge[k]);
+		struct core_affinity_record rec = { .akey = 77, .endpoint = ep_index(a, 0),
+						    .idle_ms = 10 };
+		ck_assert_int_eq(core_affinity_import(a, &rec, 5000), 0);
+		char *buf;
+		size_t len;
+		ck_assert_int_eq(snapshot_encode(a, 5000, T0_UNIX_MS, &buf, &len), 0);
+		core_destroy(a);
+
+		/* The reader, on the defaults. */
+		b = make_core(1024, -1, false);
+		struct snapshot_result res;
+		char err[512];
+		write_bytes(path, buf, len);
+		int rc = snapshot_load(b, path, 0, &res, err, sizeof(err));
+		ck_assert_msg(rc == 0, "%s", err);
+		ck_assert(exists(path)); /* not renamed aside */
+		ck_assert_uint_eq(res.cooldowns_capped, 1);
+		ck_assert_uint_eq(entries(b), 1);
+		ck_assert_int_eq(core_endpoint_stats_export(b, ep_index(b, 1), 0, &st), 0);
+		ck_assert_int_eq(st.breaker, CORE_BREAKER_OPEN);
+		ck_assert_uint_eq(st.cooldown_left_ms, 600000);
+		/* and it is probed again after them */
+		ck_assert_int_eq(core_endpoint_stats_export(b, ep_index(b, 1), 600000, &st), 0);
+		ck_assert_int_eq(st.breaker, CORE_BREAKER_HALF_OPEN);
+		core_destroy(b);
+		free(buf);
+		unlink(path);
+	}
+}
+END_TEST
+
 START_TEST(unknown_dropped)
 {
 	size_t len;
@@ -813,6 +871,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, fifo_refused);
 	tcase_add_test(tc, expired_dropped);
 	tcase_add_test(tc, unknown_dropped);
+	tcase_add_test(tc, huge_cooldown_capped);
 	tcase_add_test(tc, hostile);
 	tcase_add_test(tc, periodic_writer);
 	tcase_add_test(tc, sliced_capture_changes);

@@ -244,13 +244,92 @@ START_TEST(fail_without_feedback_evicts)
 }
 END_TEST
 
+/* Whoever can write to the log socket writes any akey: 46k forged lines
+ * grew the map and RSS by 17 MB. A line updates what an entry knows (it
+ * refreshes one that points to its endpoint) but never inserts one, nor
+ * moves one elsewhere, with or without feedback, whatever it ends with. */
+static int first_record(void *arg, const struct core_affinity_record *rec)
+{
+	*(struct core_affinity_record *)arg = *rec;
+	return 0;
+}
+
+START_TEST(forged_lines_never_insert)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	struct core_decision victim = homed(&f, 11);
+	core_endpoint_complete(f.c, victim.endpoint);
+	ck_assert_uint_eq(entries(&f), 1);
+	struct core_stats before;
+	core_stats(f.c, &before);
+	struct core_rng forge;
+	core_rng_seed(&forge, 7);
+	static const int statuses[] = { 200, 204, 302, 200, 503, 429, 404, -1 };
+	for (int i = 0; i < 46000; i++) {
+		uint64_t x = core_rng_next(&forge);
+		struct core_completion cc = {
+			.endpoint = f.ep[x % 4],
+			.status = statuses[(x >> 8) % 8],
+			.end = (x >> 16) % 16 == 0 ? CORE_END_CLIENT_ABORT
+						  : CORE_END_COMPLETE,
+			.tr_ms = 50, .total_ms = 400, .bytes = 2048,
+			.stream = (x >> 20) & 1, .feedback_seen = (x >> 21) & 1,
+			.has_akey = true, .akey = core_rng_next(&forge),
+		};
+		/* Every eighth names the victim's key, on any endpoint. */
+		if (i % 8 == 0 && cc.status != 503 && cc.endpoint != victim.endpoint)
+			cc.akey = victim.akey;
+		ck_assert_int_eq(complete(&f, &cc), 0);
+		f.now += 1;
+	}
+	struct core_stats after;
+	core_stats(f.c, &after);
+	ck_assert_uint_eq(after.affinity_entries, 1);
+	ck_assert_uint_eq(after.affinity_evictions, before.affinity_evictions);
+	ck_assert_uint_eq(after.affinity_bytes, before.affinity_bytes);
+	/* The victim's entry stayed where feedback put it (the forged
+	 * failures opened breakers: read the map itself). */
+	struct core_affinity_record only = { 0 };
+	ck_assert_int_eq(core_affinity_export(f.c, f.now, first_record, &only), 0);
+	ck_assert_uint_eq(only.akey, victim.akey);
+	ck_assert_int_eq(only.endpoint, victim.endpoint);
+	fx_finish(&f);
+
+	fx_init(&f, 4, NULL);
+	victim = homed(&f, 11);
+	core_endpoint_complete(f.c, victim.endpoint);
+	struct core_request r = fx_session(11);
+	struct core_decision d;
+	/* What a line may do: refresh the entry of its own endpoint. Just
+	 * before the TTL, a success line keeps it alive... */
+	f.now += f.p.affinity_ttl_ms - 1000;
+	struct core_completion ok = done(&victim, 200, CORE_END_COMPLETE, false);
+	ck_assert_int_eq(complete(&f, &ok), 0);
+	f.now += 2000;
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+	ck_assert_int_eq(d.endpoint, victim.endpoint);
+	core_endpoint_complete(f.c, d.endpoint);
+	/* ...one on another endpoint does not. */
+	f.now += f.p.affinity_ttl_ms - 1000;
+	ok.endpoint = victim.endpoint == f.ep[0] ? f.ep[1] : f.ep[0];
+	ck_assert_int_eq(complete(&f, &ok), 0);
+	f.now += 2000;
+	ck_assert_int_eq(fx_decide(&f, &r).reason, CORE_REASON_HASH);
+	ck_assert_uint_eq(entries(&f), 0);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(no_feedback_status_as_observe)
 {
 	struct fx f;
 	fx_init(&f, 4, NULL);
 	struct core_request r = fx_session(6);
 	struct core_decision d = fx_decide(&f, &r);
-	/* A success: headers and end-to-end EWMAs, map entry. */
+	/* A success: headers and end-to-end EWMAs; no map entry (a line
+	 * never inserts one: forged_lines_never_insert). */
 	struct core_completion cc = done(&d, 200, CORE_END_COMPLETE, false);
 	cc.stream = true;
 	cc.tr_ms = 300;
@@ -261,8 +340,11 @@ START_TEST(no_feedback_status_as_observe)
 	ck_assert_uint_eq(in.e2e_samples[CORE_KIND_STREAM], 1);
 	ck_assert_double_eq(in.e2e_ewma_ms[CORE_KIND_STREAM], 900.0 / 16);
 	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_SUCCESS], 1);
-	ck_assert_int_eq(fx_decide(&f, &r).reason, CORE_REASON_AFFINITY);
-	/* HAProxy's own 504 with a normal end: a failure, evicting. */
+	ck_assert_uint_eq(entries(&f), 0);
+	ck_assert_int_eq(fx_decide(&f, &r).reason, CORE_REASON_HASH);
+	/* Homed by feedback, then HAProxy's own 504 with a normal end: a failure, evicting. */
+	ck_assert_int_eq(fx_feedback(&f, &d, 200, 100, false), 0);
+	ck_assert_uint_eq(entries(&f), 1);
 	cc = done(&d, 504, CORE_END_COMPLETE, false);
 	ck_assert_int_eq(complete(&f, &cc), 0);
 	ck_assert_uint_eq(fx_info(&f, d.endpoint).window_fail, 1);
@@ -673,6 +755,7 @@ static Suite *complete_suite(void)
 	tcase_add_test(tc, client_abort_is_neutral);
 	tcase_add_loop_test(tc, fail_without_feedback_evicts, 0, 2);
 	tcase_add_test(tc, no_feedback_status_as_observe);
+	tcase_add_test(tc, forged_lines_never_insert);
 	tcase_add_test(tc, e2e_only_on_successful_complete);
 	tcase_add_test(tc, long_stream_is_not_idleness);
 	tcase_add_test(tc, wake_up_not_timed_end_to_end);

@@ -523,7 +523,8 @@ START_TEST(ladder_order)
 	};
 	struct core_request only;
 	ck_assert(core_identity(f.c, &r, &a));
-	only = (struct core_request){ .session = { true, 1 } };
+	/* session_scope caller (the default): the session of this caller. */
+	only = (struct core_request){ .session = { true, 1 }, .caller = { true, 5 } };
 	ck_assert(core_identity(f.c, &only, &b));
 	ck_assert_uint_eq(a, b);
 	/* Longest prefix present. */
@@ -538,7 +539,7 @@ START_TEST(ladder_order)
 	/* install, then caller. */
 	memset(r.prefix, 0, sizeof(r.prefix));
 	ck_assert(core_identity(f.c, &r, &a));
-	only = (struct core_request){ .install = { true, 4 } };
+	only = (struct core_request){ .install = { true, 4 }, .caller = { true, 5 } };
 	ck_assert(core_identity(f.c, &only, &b));
 	ck_assert_uint_eq(a, b);
 	r.install.present = false;
@@ -579,6 +580,122 @@ START_TEST(ladder_order)
 	ck_assert_uint_eq(d.akey, b);
 	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
 	fx_finish(&f);
+}
+END_TEST
+
+/* A victim's session (model m1) and another caller sending the same
+ * x-session-id with model m2, under scope: does the victim keep its warm
+ * entry? Returns the victim's reason after the other caller's turn; sets
+ * *same when both had the same affinity key. */
+static enum core_reason reused_session(enum core_session_scope scope,
+				       bool *same)
+{
+	struct core_params p;
+	struct fx f;
+	core_params_defaults(&p);
+	p.session_scope = scope;
+	fx_init(&f, 0, &p);
+	for (int i = 0; i < 4; i++) {
+		char name[8];
+		snprintf(name, sizeof(name), "s%d", i);
+		f.ep[i] = fx_add(&f, name, NULL, 1, i < 2 ? "m1" : "m2");
+	}
+	f.n = 4;
+	struct core_request victim = {
+		.session = { true, 77 }, .caller = { true, 1001 },
+		.model = core_str_c("m1"),
+	};
+	struct core_request other = victim;
+	other.caller.hash = 2002;
+	other.model = core_str_c("m2");
+	struct core_decision d = fx_decide(&f, &victim);
+	ck_assert_int_eq(fx_feedback(&f, &d, 200, 100, false), 0);
+	int home = d.endpoint;
+	d = fx_decide(&f, &victim);
+	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+	uint64_t vkey = d.akey;
+	struct core_decision o = fx_decide(&f, &other);
+	ck_assert_int_ge(o.endpoint, 0);
+	ck_assert_int_ne(o.endpoint, home); /* another model's endpoint */
+	ck_assert_int_eq(fx_feedback(&f, &o, 200, 100, false), 0);
+	*same = o.akey == vkey;
+	d = fx_decide(&f, &victim);
+	enum core_reason r = d.reason;
+	if (r == CORE_REASON_AFFINITY)
+		ck_assert_int_eq(d.endpoint, home);
+	fx_finish(&f);
+	return r;
+}
+
+START_TEST(session_scoped_to_caller)
+{
+	bool same;
+	/* global (before session_scope): the other caller moved the
+	 * victim's entry to its m2 endpoint; the victim lost it. */
+	ck_assert_int_ne(reused_session(CORE_SESSION_GLOBAL, &same),
+			 CORE_REASON_AFFINITY);
+	ck_assert(same);
+	/* caller: two keys, the victim stays warm. */
+	ck_assert_int_eq(reused_session(CORE_SESSION_CALLER, &same),
+			 CORE_REASON_AFFINITY);
+	ck_assert(!same);
+
+	struct core_params p;
+	struct core *g, *c;
+	core_params_defaults(&p);
+	ck_assert_int_eq(p.session_scope, CORE_SESSION_CALLER);
+	ck_assert_int_eq(core_create(&c, &p), 0);
+	p.session_scope = CORE_SESSION_GLOBAL;
+	ck_assert_int_eq(core_create(&g, &p), 0);
+	uint64_t a, b, x;
+	/* No caller hash: the id alone, as global. */
+	struct core_request r = { .session = { true, 77 } };
+	ck_assert(core_identity(c, &r, &a));
+	ck_assert(core_identity(g, &r, &b));
+	ck_assert_uint_eq(a, b);
+	/* With one: scoped, and not the unscoped key. */
+	r.caller = (struct core_id){ true, 1001 };
+	ck_assert(core_identity(c, &r, &x));
+	ck_assert_uint_ne(x, a);
+	ck_assert(core_identity(g, &r, &b));
+	ck_assert_uint_eq(b, a);
+	/* An absent caller's hash is not used, whatever its value. */
+	struct core_request q = { .session = { true, 77 }, .caller = { false, 1001 } };
+	ck_assert(core_identity(c, &q, &b));
+	ck_assert_uint_eq(b, a);
+	/* Same session, another caller: another key. */
+	r.caller.hash = 2002;
+	ck_assert(core_identity(c, &r, &b));
+	ck_assert_uint_ne(b, x);
+	ck_assert_uint_ne(b, a);
+	/* The install id likewise. */
+	struct core_request i1 = { .install = { true, 9 }, .caller = { true, 1 } };
+	struct core_request i2 = { .install = { true, 9 }, .caller = { true, 2 } };
+	ck_assert(core_identity(c, &i1, &a));
+	ck_assert(core_identity(c, &i2, &b));
+	ck_assert_uint_ne(a, b);
+	ck_assert(core_identity(g, &i1, &a));
+	ck_assert(core_identity(g, &i2, &b));
+	ck_assert_uint_eq(a, b);
+	/* Prefix keys are content: shared by every caller (the same warm
+	 * KV cache). */
+	struct core_request p1 = { .prefix = { { true, 5 }, { false, 0 }, { false, 0 } },
+				   .caller = { true, 1 } };
+	struct core_request p2 = p1;
+	p2.caller.hash = 2;
+	ck_assert(core_identity(c, &p1, &a));
+	ck_assert(core_identity(c, &p2, &b));
+	ck_assert_uint_eq(a, b);
+	/* The caller rung itself is unchanged. */
+	struct core_request k = { .caller = { true, 1 } };
+	ck_assert(core_identity(c, &k, &a));
+	ck_assert(core_identity(g, &k, &b));
+	ck_assert_uint_eq(a, b);
+	/* An unknown scope is refused. */
+	p.session_scope = CORE_SESSION_SCOPE_COUNT;
+	ck_assert_int_eq(core_set_params(c, &p), -EINVAL);
+	core_destroy(c);
+	core_destroy(g);
 }
 END_TEST
 
@@ -1601,6 +1718,99 @@ START_TEST(rate_limit_default_cooldown)
 }
 END_TEST
 
+/* Retry-After never keeps an endpoint out past rate_limit_cooldown_max,
+ * whatever its form: seconds that overflow int64 milliseconds, a date
+ * centuries away, an int64 through the SPOE argument. */
+START_TEST(rate_limit_retry_after_capped)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	ck_assert_uint_eq(f.p.rate_limit_cooldown_max_ms, 600000);
+	const int64_t now_s = 1800000000;
+	int64_t ra[4];
+	/* The 9*10^14 s (9*10^17 ms: fits, 28 million years). */
+	ck_assert_int_eq(core_parse_retry_after(core_str_c("900000000000000"),
+						now_s, &ra[0]), 0);
+	ck_assert_int_eq(ra[0], INT64_C(900000000000000000));
+	/* Overflows when converted to ms: saturates. */
+	ck_assert_int_eq(core_parse_retry_after(core_str_c("99999999999999999999"),
+						now_s, &ra[1]), 0);
+	ck_assert_int_eq(ra[1], INT64_MAX);
+	ck_assert_int_eq(core_parse_retry_after(
+		core_str_c("Fri, 31 Dec 9999 23:59:59 GMT"), now_s, &ra[2]), 0);
+	ck_assert_int_gt(ra[2], INT64_C(200000000000000));
+	ra[3] = INT64_MAX; /* route.c's saturated int64 argument */
+	for (int i = 0; i < 4; i++) {
+		int e = f.ep[i];
+		struct core_feedback fb = { .endpoint = e, .status = 429,
+					    .tr_ms = -1, .retry_after_ms = ra[i] };
+		ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+		struct core_endpoint_info in = fx_info(&f, e);
+		ck_assert_int_eq(in.breaker, CORE_BREAKER_OPEN);
+		ck_assert_msg(in.cooldown_left_ms == 600000, "retry_after %lld: %llu",
+			      (long long)ra[i], (unsigned long long)in.cooldown_left_ms);
+	}
+	/* Half-open after the cap: probed again, not out for ever. */
+	f.now += 600000;
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(fx_info(&f, f.ep[i]).breaker, CORE_BREAKER_HALF_OPEN);
+	/* Shorter ones are kept as they are; the cap follows the params. */
+	struct core_feedback fb = { .endpoint = f.ep[0], .status = 429,
+				    .tr_ms = -1, .retry_after_ms = 599999 };
+	f.now += 1;
+	ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[0]).cooldown_left_ms, 599999);
+	f.p.rate_limit_cooldown_max_ms = 120000;
+	ck_assert_int_eq(core_set_params(f.c, &f.p), 0);
+	fb.endpoint = f.ep[1];
+	fb.retry_after_ms = ra[0];
+	ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[1]).cooldown_left_ms, 120000);
+	/* Without Retry-After, rate_limit_cooldown (also capped). */
+	f.p.rate_limit_cooldown_max_ms = 30000;
+	ck_assert_int_eq(core_set_params(f.c, &f.p), 0);
+	fb.endpoint = f.ep[2];
+	fb.retry_after_ms = -1;
+	f.now += 600000;
+	ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[2]).cooldown_left_ms, 30000);
+	f.p.rate_limit_cooldown_max_ms = 0;
+	ck_assert_int_eq(core_set_params(f.c, &f.p), -EINVAL);
+	fx_finish(&f);
+}
+END_TEST
+
+/* A snapshot's cooldown is cut to the longest this configuration can
+ * set: the larger of rate_limit_cooldown_max and breaker_cooldown_max. */
+START_TEST(imported_cooldown_capped)
+{
+	struct fx f;
+	fx_init(&f, 3, NULL);
+	ck_assert_uint_eq(core_cooldown_max_ms(f.c), 600000);
+	struct core_endpoint_stats st = {
+		.breaker = CORE_BREAKER_OPEN, .trips = 1,
+		.cooldown_left_ms = UINT64_C(900000000000000000),
+	};
+	ck_assert_int_eq(core_endpoint_stats_import(f.c, f.ep[0], f.now, &st), 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[0]).cooldown_left_ms, 600000);
+	st.cooldown_left_ms = UINT64_MAX; /* now + it must not wrap */
+	ck_assert_int_eq(core_endpoint_stats_import(f.c, f.ep[1], f.now, &st), 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[1]).cooldown_left_ms, 600000);
+	ck_assert_int_eq(fx_info(&f, f.ep[1]).breaker, CORE_BREAKER_OPEN);
+	st.cooldown_left_ms = 42000; /* a short one is kept */
+	ck_assert_int_eq(core_endpoint_stats_import(f.c, f.ep[2], f.now, &st), 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[2]).cooldown_left_ms, 42000);
+	/* A longer breaker_cooldown_max raises the cap. */
+	f.p.breaker_cooldown_max_ms = 3600000;
+	ck_assert_int_eq(core_set_params(f.c, &f.p), 0);
+	ck_assert_uint_eq(core_cooldown_max_ms(f.c), 3600000);
+	st.cooldown_left_ms = UINT64_MAX;
+	ck_assert_int_eq(core_endpoint_stats_import(f.c, f.ep[0], f.now, &st), 0);
+	ck_assert_uint_eq(fx_info(&f, f.ep[0]).cooldown_left_ms, 3600000);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(breaker_open_half_open_probes)
 {
 	struct fx f;
@@ -2104,6 +2314,8 @@ START_TEST(defaults_match_architecture)
 	ck_assert_uint_eq(p.breaker_cooldown_max_ms, 300000);
 	ck_assert_uint_eq(p.half_open_probes, 3);
 	ck_assert_uint_eq(p.rate_limit_cooldown_ms, 60000);
+	ck_assert_uint_eq(p.rate_limit_cooldown_max_ms, 600000);
+	ck_assert_int_eq(p.session_scope, CORE_SESSION_CALLER);
 	ck_assert_uint_eq(p.dead_key_retry_ms, 60000);
 	ck_assert_uint_eq(p.poll_interval_ms, 200);
 	ck_assert_uint_eq(p.snapshot_interval_ms, 10000);
@@ -2253,6 +2465,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, key_probe_off_never_excludes);
 	tcase_add_test(tc, key_fallback_least_recently_failed);
 	tcase_add_test(tc, ladder_order);
+	tcase_add_test(tc, session_scoped_to_caller);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("affinity");
@@ -2294,6 +2507,8 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, fast_failure_trap);
 	tcase_add_test(tc, rate_limit_retry_after_holds);
 	tcase_add_test(tc, rate_limit_default_cooldown);
+	tcase_add_test(tc, rate_limit_retry_after_capped);
+	tcase_add_test(tc, imported_cooldown_capped);
 	tcase_add_test(tc, breaker_open_half_open_probes);
 	tcase_add_test(tc, lost_probes_are_released);
 	tcase_add_test(tc, cooldown_fallback_first_to_reopen);

@@ -399,12 +399,29 @@ START_TEST(retry_after_forms)
 		"Sun, 30 Feb 1994 08:49:37 GMT", "Fri, 29 Feb 2023 00:00:00 GMT",
 		"Sun, 06 Nov 1994 25:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 GMTx",
 		"Sun Nov 6 08:49:37 1994", "Sunday, 06 Nov 1994 08:49:37 GMT",
-		"Xyz, 06 Nov 1994 08:49:37 GMT", "99999999999999999999",
+		"Xyz, 06 Nov 1994 08:49:37 GMT", "99999999999999999999x",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(core_parse_retry_after(core_str_c(bad[i]), t, &ms) == -EINVAL,
 			      "accepted \"%s\"", bad[i]);
 	ck_assert_int_eq(ms, -5);
+	/* Valid delay-seconds too large for int64 ms saturate (the core
+	 * caps them), at every length past the limit; the largest that fits
+	 * is exact. */
+	ck_assert_int_eq(core_parse_retry_after(core_str_c("9223372036854775"), t, &ms), 0);
+	ck_assert_int_eq(ms, INT64_C(9223372036854775000));
+	static const char *const big[] = {
+		"9223372036854776", "99999999999999999999",
+		" 000000000000000000000000000000000000000000000000099999999999999999 ",
+	};
+	for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {
+		ms = -5;
+		ck_assert_int_eq(core_parse_retry_after(core_str_c(big[i]), t, &ms), 0);
+		ck_assert_msg(ms == INT64_MAX, "%s: %lld", big[i], (long long)ms);
+	}
+	/* Leading zeros are not large. */
+	ck_assert_int_eq(core_parse_retry_after(core_str_c("0000000000000000000000030"), t, &ms), 0);
+	ck_assert_int_eq(ms, 30000);
 }
 END_TEST
 
