@@ -9,6 +9,12 @@ Scenarios:
             of requests
   cut       a server cutting its streams half-way (status 200): treated as
             failing, not routed to after a bounded number of requests
+  cutmid-new, cutmid-anon, cutmid-long
+            issue 16's set-up: 4 servers, one cutting every stream half-way
+            after its headers (the feedback says 200 first), 32 clients of
+            long streams; a new session per request, no identity (p2c), or
+            4 long sessions: after the breaker opens, only half-open probes
+            reach it, and none closes it
   slow      servers that send headers at once, before prefill (as vLLM
             does): one turning 5x slower is left by the sessions it held,
             seen through the end-to-end EWMA (policy.score_by end_to_end)
@@ -31,8 +37,10 @@ time; the processes started here are stopped at the end.
 import os
 import random
 import re
+import http.client
 import socket
 import sys
+import threading
 import time
 
 sys.dont_write_bytecode = True
@@ -222,6 +230,133 @@ def cut(binary, version):
         assert left is not None, "warmlane kept sending requests to s2, which cuts every stream"
         ok = [r for r in recs if r.served not in (None, "s2")]
         fe.assert_all_ok(ok, "the servers that do not cut")
+        env.stop_agent_checked()
+
+
+# --- streams cut half-way, the headers' feedback first ------------------------
+
+# The shipped breaker defaults (deploy/warmlane.yaml), not the short test ones.
+SHIPPED_BREAKER = {"breaker_window": "10s", "breaker_min_requests": 5,
+                   "breaker_failure_ratio": 0.5, "breaker_consecutive": 5,
+                   "breaker_cooldown": "5s", "breaker_cooldown_max": "300s",
+                   "half_open_probes": 3}
+
+CUTMID_IDS = {
+    "new": lambda i: {"x-session-id": f"n{i}"},   # a new session per request
+    "anon": lambda i: {},                          # no identity: p2c
+    "long": lambda i: {"x-session-id": f"L{i % 4}"},  # 4 long sessions
+}
+
+
+def stream_drive(port, make, n, concurrency):
+    """n streamed requests make(i) -> (body, headers) on `concurrency`
+    threads, a connection each, sent in index order. A cut stream still
+    has its headers (sent before the body): the record keeps who chose and
+    who served it, and whether its body came whole. Returns the records in
+    index order."""
+    lock = threading.Lock()
+    nxt = [0]
+    out = []
+
+    def worker():
+        while True:
+            with lock:
+                i = nxt[0]
+                if i >= n:
+                    return
+                nxt[0] += 1
+            body, hd = make(i)
+            rec = fe.Rec(i, "stream")
+            rec.t0 = time.monotonic()
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+            try:
+                c.request("POST", "/v1/chat/completions", body=body,
+                          headers=dict(hd, **{"content-type": "application/json"}))
+                r = c.getresponse()
+                rec.status = r.status
+                rec.served = r.getheader("x-served-by")
+                rec.wserver = r.getheader("x-warmlane-server") or None
+                rec.reason = r.getheader("x-warmlane-reason") or None
+                r.read()
+            except (OSError, http.client.HTTPException) as e:
+                rec.error = f"{type(e).__name__}: {e}"
+            finally:
+                c.close()
+            rec.t1 = time.monotonic()
+            with lock:
+                out.append(rec)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    if any(t.is_alive() for t in threads):
+        raise AssertionError("stream_drive: a client thread did not finish")
+    return sorted(out, key=lambda r: r.i)
+
+
+def cutmid(binary, version, ids):
+    """Issue 16's set-up: 4 servers, one cutting every streamed response
+    half-way (status 200, `SD--`) after its headers, so that the feedback
+    says 200 before the log line says cut; 120 streamed requests of 64
+    tokens (2-3 s) on 32 clients, so that several streams of the cutting
+    server are under way when one of them is cut: counted at their
+    headers, their successes kept the failure ratio under its threshold,
+    broke every run of failures and closed the breaker on its probes."""
+    # The shipped breaker but for a 2 s first cooldown: the 10 s run then
+    # holds two half-open rounds (2 s, then 4 s: the cooldown doubles).
+    policy = dict(SHIPPED_BREAKER, breaker_cooldown="2s")
+    with LogEnv("cutmid-" + ids, version, log_input=LOG_INPUT, policy=policy) as env:
+        insts = [fe.instance(n, header_mode="immediate", admin_port=0, fast=False,
+                             base_ms=5.0, prefill_ms_per_block=1.0,
+                             decode_ms_per_token=40.0)
+                 for n in ("s1", "s2", "s3", "s4")]
+        env.start(insts, binary)
+        env.fault("s2", mode="cut")
+        t0 = time.monotonic()
+        make_hd = CUTMID_IDS[ids]
+        recs = stream_drive(env.port, lambda i: (
+            fe.chat_body(short(i), max_tokens=64, stream=True), make_hd(i)),
+            n=120, concurrency=32)
+        t_end = time.monotonic()
+        stats = env.fleet_stats()
+        got = stats["s2"]["requests"]
+        to_s2 = [r.i for r in recs if r.served == "s2"]
+        m = env.metrics()
+        cuts = fe.metric_sum(m, "warmlane_endpoint_completions_total", server="s2",
+                             end="server_cut")
+        log(f"[{ids}] {len(recs)} streamed requests in {t_end - t0:.1f} s; s2 (cuts "
+            f"every stream half-way) received {got}, cut {stats['s2']['cut']}, at "
+            f"request {' '.join(str(i + 1) for i in to_s2[:40])}; served "
+            f"{fe.fmt_counts(fe.by(recs, 'served'))}; reasons "
+            f"{fe.fmt_counts(fe.by(recs, 'reason'))}; agent saw {cuts:.0f} cuts of s2 "
+            f"(log input {'on' if LOG_INPUT else 'off'})")
+        bad = [r for r in recs if r.served != "s2" and (r.error or r.status != 200)]
+        assert not bad, f"requests to the servers that do not cut failed: {bad[:3]}"
+        if not LOG_INPUT:
+            return
+        assert cuts >= 1, "no cut stream of s2 seen in the log"
+        consecutive = int(env.policy["breaker_consecutive"])
+        probes = int(env.policy["half_open_probes"])
+        # The breaker opens at the `consecutive`-th cut at the latest; the
+        # other clients may have streams to s2 under way by then (at most
+        # 31). Then s2 gets only half-open probes, at most `probes` a round,
+        # none of which closes it: rounds start 2, 6, 14, 30 s after the
+        # trip (the cooldown doubles).
+        duration = t_end - t0
+        rounds = sum(1 for k in range(1, 10) if 2.0 * (2 ** k - 1) < duration)
+        first = 40
+        late = [i for i in to_s2 if i >= first]
+        log(f"[{ids}] s2 received {len(to_s2) - len(late)} of the first {first} requests, "
+            f"{len(late)} later (half-open probes: at most {probes} in each of "
+            f"{rounds} rounds)")
+        bound = consecutive + 31 + probes * rounds
+        assert got <= bound, \
+            f"s2, which cuts every stream, received {got} requests (bound {bound})"
+        assert len(late) <= probes * rounds, \
+            f"s2 received {len(late)} requests after the first {first}, more than " \
+            f"{probes} probes in each of {rounds} half-open rounds"
         env.stop_agent_checked()
 
 
@@ -438,7 +573,10 @@ def garbage(binary, version):
 
 
 SCENARIOS = {"refuse": refuse, "cut": cut, "slow": slow, "quiesce": quiesce,
-             "garbage": garbage}
+             "garbage": garbage,
+             "cutmid-new": lambda b, v: cutmid(b, v, "new"),
+             "cutmid-anon": lambda b, v: cutmid(b, v, "anon"),
+             "cutmid-long": lambda b, v: cutmid(b, v, "long")}
 
 if __name__ == "__main__":
     if "--no-log-input" in sys.argv:
