@@ -25,6 +25,9 @@ Scenarios:
   garbage   a burst of malformed datagrams on the log socket: every one is
             counted as unparseable, the agent logs a bounded number of them
             and keeps serving
+  noformat  3.1+ without `option httplog`: HAProxy sends `Connect from`
+            lines; the agent says once, with a sample, that they are not in
+            its format, and warmlane_log_input_format_ok is 0
 --no-log-input runs the scenario with the agent's log input off and prints
 its figures without asserting what only the log input gives (for the
 comparison the README reports). HAProxy 2.6 runs chrooted when root, its log
@@ -60,10 +63,11 @@ class LogEnv(fe.FleetEnv):
     at the same socket; health checks of the llm servers removed unless
     asked for."""
 
-    def __init__(self, name, version, log_input=True, checks=False, **kw):
+    def __init__(self, name, version, log_input=True, checks=False, httplog=True, **kw):
         super().__init__(name, version, **kw)
         self.log_input = log_input
         self.checks = checks
+        self.httplog = httplog
 
     def log_socket(self):
         if self.chroot:
@@ -82,6 +86,10 @@ class LogEnv(fe.FleetEnv):
         text, n = re.subn(r"unix@/warmlane/log\.sock ", f"unix@{target} ", text)
         if n != 1:
             raise AssertionError("the example config has no warmlane log target")
+        if not self.httplog:
+            text, n = re.subn(r"^    option httplog\n", "", text, flags=re.M)
+            if n != 1:
+                raise AssertionError("the example config has no `option httplog`")
         if not self.checks:
             text, n = re.subn(r"^    default-server check .*\n", "", text, flags=re.M)
             text = re.sub(r"^(    server s\d+ 127\.0\.0\.1:\d+) check inter 1s$", r"\1",
@@ -572,11 +580,48 @@ def garbage(binary, version):
         env.stop_agent_checked()
 
 
+# --- lines not in warmlane's format ---------------------------------------------
+
+def noformat(binary, version):
+    """HAProxy 3.1+ with warmlane's log profile but no `option httplog` (the
+    README's snippet before issue 16): HAProxy sends `Connect from` lines
+    only. The agent says so once, with a sample, and its gauge shows it."""
+    if tuple(int(x) for x in version.split(".")) < (3, 1):
+        raise h.Skip("log profiles are 3.1+")
+    if not LOG_INPUT:
+        raise h.Skip("noformat needs the log input")
+    with LogEnv("noformat", version, httplog=False) as env:
+        env.start(instances(), binary)
+        recs = fe.drive(env.port, lambda i: (fe.chat_body(short(i)),
+                                             {"x-session-id": f"n{i}"}, "n"),
+                        n=80, concurrency=2)
+        fe.assert_all_ok(recs, "requests (warmlane routes without the log input)")
+        env.wait_lines(len(recs))
+        m = env.metrics()
+        got = fe.metric_sum(m, "warmlane_log_datagrams_total")
+        bad = fe.metric_sum(m, "warmlane_log_lines_total", result="unparseable")
+        ok = fe.metric_sum(m, "warmlane_log_input_format_ok")
+        ratio = fe.metric_sum(m, "warmlane_log_input_unparsed_ratio")
+        text = env.log_text("agent")
+        said = [x for x in text.splitlines() if "not in warmlane's format" in x]
+        log(f"{len(recs)} requests: {got:.0f} datagrams, {bad:.0f} unparseable; "
+            f"warmlane_log_input_format_ok {ok:.0f}, unparsed_ratio {ratio:.2f}; "
+            f"said {len(said)} time(s): {said[0][:400] if said else '-'}")
+        assert got >= len(recs) and bad == got, f"{bad:.0f} of {got:.0f} unparseable"
+        assert ok == 0, "warmlane_log_input_format_ok is not 0"
+        assert ratio == 1.0, f"unparsed ratio {ratio}"
+        assert len(said) == 1, f"the format warning was logged {len(said)} times"
+        assert "Connect from" in said[0] and "sample=" in said[0], \
+            "the warning carries no sample of the lines"
+        env.stop_agent_checked()
+
+
 SCENARIOS = {"refuse": refuse, "cut": cut, "slow": slow, "quiesce": quiesce,
              "garbage": garbage,
              "cutmid-new": lambda b, v: cutmid(b, v, "new"),
              "cutmid-anon": lambda b, v: cutmid(b, v, "anon"),
-             "cutmid-long": lambda b, v: cutmid(b, v, "long")}
+             "cutmid-long": lambda b, v: cutmid(b, v, "long"),
+             "noformat": noformat}
 
 if __name__ == "__main__":
     if "--no-log-input" in sys.argv:
