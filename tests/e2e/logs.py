@@ -226,6 +226,9 @@ def cut(binary, version):
         cuts = fe.metric_sum(m, "warmlane_endpoint_completions_total", server="s2",
                              end="server_cut")
         log(f"agent: {cuts:.0f} cut streams of s2 seen in the log")
+        # lines in warmlane's format: the gauge an alert watches says so
+        assert fe.metric_sum(m, "warmlane_log_input_format_ok") == 1, \
+            "warmlane_log_input_format_ok is not 1 with lines in warmlane's format"
         assert cuts >= 1 and stats["s2"]["cut"] >= 1, \
             f"no cut stream seen: agent {cuts}, fleet {stats['s2']['cut']}"
         consecutive = int(env.policy["breaker_consecutive"])
@@ -608,6 +611,8 @@ def noformat(binary, version):
             f"warmlane_log_input_format_ok {ok:.0f}, unparsed_ratio {ratio:.2f}; "
             f"said {len(said)} time(s): {said[0][:400] if said else '-'}")
         assert got >= len(recs) and bad == got, f"{bad:.0f} of {got:.0f} unparseable"
+        assert any(n == "warmlane_log_input_format_ok" for n, _, _ in m), \
+            "no warmlane_log_input_format_ok gauge"
         assert ok == 0, "warmlane_log_input_format_ok is not 0"
         assert ratio == 1.0, f"unparsed ratio {ratio}"
         assert len(said) == 1, f"the format warning was logged {len(said)} times"

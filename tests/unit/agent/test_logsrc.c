@@ -207,6 +207,55 @@ START_TEST(completion_counts_once)
 }
 END_TEST
 
+/* Issue 16: once lines in warmlane's format arrive, a streamed 200 told
+ * by feedback (at its headers) waits for its line before the breaker
+ * counts it: a cut is then one failure, not a success and a failure. */
+START_TEST(streamed_success_waits_for_line)
+{
+	struct config cfg;
+	struct route r;
+	load_std(&cfg, "");
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	r.log_input = true;
+	for (int i = 0; i < 3; i++)
+		core_endpoint_sync(r.core, i, CORE_ADMIN_ENABLED, 0, 1000);
+	struct route_feedback fb;
+	memset(&fb, 0, sizeof(fb));
+	for (int i = 0; i < ROUTE_FB_COUNT; i++)
+		fb.args[i] = spop_data_null();
+	fb.args[ROUTE_FB_SERVER] = spop_data_string("llm/s2", 6);
+	fb.args[ROUTE_FB_STATUS] = spop_data_int64(200);
+	fb.args[ROUTE_FB_KEY] = spop_data_string("k1", 2);
+	fb.args[ROUTE_FB_STREAM] = spop_data_bool(true);
+	fb.now_ms = 1000;
+
+	/* no line yet: the headers are all there is, a success at once */
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(info(&r, "s2").window_ok, 1);
+	ck_assert_int_eq(apply(&r, "s2", "s2", 200, "----", "0", 1), ROUTE_LOG_USED);
+	ck_assert(r.log_lines);
+	ck_assert_uint_eq(info(&r, "s2").window_ok, 1); /* not twice */
+
+	/* from now on: provisional until the line */
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(info(&r, "s2").window_ok, 1);
+	ck_assert_int_eq(apply(&r, "s2", "s2", 200, "SD--", "0", 1), ROUTE_LOG_USED);
+	struct core_endpoint_info in = info(&r, "s2");
+	ck_assert_uint_eq(in.window_ok, 1);
+	ck_assert_uint_eq(in.window_fail, 1);
+	route_feedback(&r, &fb);
+	ck_assert_int_eq(apply(&r, "s2", "s2", 200, "----", "0", 1), ROUTE_LOG_USED);
+	ck_assert_uint_eq(info(&r, "s2").window_ok, 2);
+
+	/* the log input off again (a poll error): at once */
+	r.log_input = false;
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(info(&r, "s2").window_ok, 3);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 /* HAProxy's own failures and cut streams open the breaker; a client
  * abort does not; a redispatch is a failure of warmlane's server. */
 START_TEST(failures)
@@ -625,6 +674,7 @@ static Suite *logsrc_suite(void)
 	tcase_add_unchecked_fixture(tc, dir_setup, dir_teardown);
 	tcase_add_test(tc, end_classes);
 	tcase_add_test(tc, completion_counts_once);
+	tcase_add_test(tc, streamed_success_waits_for_line);
 	tcase_add_test(tc, failures);
 	tcase_add_test(tc, lag_needs_accept_time);
 	tcase_add_test(tc, format_check);
