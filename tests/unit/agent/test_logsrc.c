@@ -247,10 +247,17 @@ START_TEST(streamed_success_waits_for_line)
 	ck_assert_int_eq(apply(&r, "s2", "s2", 200, "----", "0", 1), ROUTE_LOG_USED);
 	ck_assert_uint_eq(info(&r, "s2").window_ok, 2);
 
+	/* most lines not in warmlane's format (logsrc.c's check): no line
+	 * would settle it, at once */
+	r.log.format_bad = true;
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(info(&r, "s2").window_ok, 3);
+	r.log.format_bad = false;
+
 	/* the log input off again (a poll error): at once */
 	r.log_input = false;
 	route_feedback(&r, &fb);
-	ck_assert_uint_eq(info(&r, "s2").window_ok, 3);
+	ck_assert_uint_eq(info(&r, "s2").window_ok, 4);
 	route_finish(&r);
 	config_finish(&cfg);
 }
