@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,6 +63,73 @@ static void logsrc_report(struct logsrc *ls, int status, const uint8_t *p,
 			   len < LOGSRC_LOG_SHOWN ? len : LOGSRC_LOG_SHOWN));
 }
 
+/* Judges the current window's datagrams: in warmlane's format or not.
+ * Turning bad is said clearly (the unparseable lines alone are warnings
+ * among others, rate-limited, and easy to miss while the input silently
+ * does nothing): once, with a sample, then at most every
+ * LOGSRC_FORMAT_REWARN_MS while it lasts. */
+static void logsrc_format_judge(struct logsrc *ls, uint64_t now_ms)
+{
+	struct route_log_stats *st = &ls->route->log;
+	uint32_t n = st->fmt_ok + st->fmt_bad;
+	if (n == 0)
+		return;
+	bool was_bad = st->format_bad;
+	st->format_bad = st->fmt_bad > st->fmt_ok;
+	st->unparsed_ratio = (double)st->fmt_bad / n;
+	if (st->format_bad && !was_bad &&
+	    (ls->fmt_warned_ms == 0 ||
+	     now_ms - ls->fmt_warned_ms >= LOGSRC_FORMAT_REWARN_MS)) {
+		ls->fmt_warned_ms = now_ms == 0 ? 1 : now_ms;
+		char q[LOGSRC_LOG_SHOWN * 4 + 8];
+		log_warn("log lines are not in warmlane's format: no completion, cut stream or end-to-end time is learnt from them; "
+			 "HAProxy 3.1+ needs `option httplog` (or a log-format) in the frontend for its log profile's format to apply, "
+			 "2.6-3.0 warmlane's log-format in the frontend (README, Log input)",
+			 "unparseable=%" PRIu32 " parsed=%" PRIu32 " error=%s len=%zu sample=%s",
+			 st->fmt_bad, st->fmt_ok,
+			 haplog_status_name(ls->fmt_sample_err),
+			 ls->fmt_sample_full,
+			 log_quote(q, sizeof(q), (const char *)ls->fmt_sample,
+				   ls->fmt_sample_len));
+	} else if (!st->format_bad && was_bad) {
+		log_info("log lines in warmlane's format again",
+			 "unparseable=%" PRIu32 " parsed=%" PRIu32,
+			 st->fmt_bad, st->fmt_ok);
+	}
+}
+
+/* Counts one datagram for the format check (result r of haplog_parse). */
+static void logsrc_format_count(struct logsrc *ls, int r, const uint8_t *p,
+				size_t len, uint64_t now_ms)
+{
+	struct route_log_stats *st = &ls->route->log;
+	if (st->fmt_window_ms == 0 ||
+	    now_ms - st->fmt_window_ms >= LOGSRC_LOG_WINDOW_MS) {
+		logsrc_format_judge(ls, now_ms);
+		st->fmt_window_ms = now_ms == 0 ? 1 : now_ms;
+		st->fmt_ok = st->fmt_bad = 0;
+		ls->fmt_sample_len = 0;
+	}
+	if (r == HAPLOG_OK) {
+		if (st->fmt_ok < UINT32_MAX)
+			st->fmt_ok++;
+	} else {
+		if (st->fmt_bad < UINT32_MAX)
+			st->fmt_bad++;
+		if (ls->fmt_sample_len == 0 && len > 0) {
+			/* the first of the window: what HAProxy sends */
+			size_t k = len < sizeof(ls->fmt_sample) ? len
+							       : sizeof(ls->fmt_sample);
+			memcpy(ls->fmt_sample, p, k);
+			ls->fmt_sample_len = k;
+			ls->fmt_sample_full = len;
+			ls->fmt_sample_err = r;
+		}
+	}
+	if (st->fmt_ok + st->fmt_bad >= LOGSRC_FORMAT_MIN)
+		logsrc_format_judge(ls, now_ms);
+}
+
 void logsrc_handle(struct logsrc *ls, const uint8_t *p, size_t len,
 		   uint64_t now_ms, uint64_t wall_ms)
 {
@@ -70,6 +138,7 @@ void logsrc_handle(struct logsrc *ls, const uint8_t *p, size_t len,
 	int r = haplog_parse(p, len, &l);
 
 	st->received++;
+	logsrc_format_count(ls, r, p, len, now_ms);
 	if (r != HAPLOG_OK) {
 		st->unparseable++;
 		if (-r > 0 && (size_t)-r < sizeof(st->errors) / sizeof(st->errors[0]))

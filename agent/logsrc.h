@@ -22,6 +22,12 @@ struct route;
 #define LOGSRC_LOG_BURST 5
 #define LOGSRC_LOG_WINDOW_MS 10000
 #define LOGSRC_LOG_SHOWN 200
+/* Format check (route_log_stats.format_bad): a window is judged early once
+ * it holds this many datagrams. When more of them are unparseable than
+ * parsed, "log lines are not in warmlane's format" is logged once with a
+ * sample, again at most every LOGSRC_FORMAT_REWARN_MS while it lasts. */
+#define LOGSRC_FORMAT_MIN 8
+#define LOGSRC_FORMAT_REWARN_MS 600000
 
 struct logsrc_sock {
 	uv_poll_t poll;
@@ -42,6 +48,13 @@ struct logsrc {
 	uint64_t rl_window_ms;
 	unsigned rl_logged;
 	uint64_t rl_suppressed;
+	/* format check: when it was last said (0: never), and the current
+	 * window's first unparseable datagram, for the sample */
+	uint64_t fmt_warned_ms;
+	int fmt_sample_err;
+	size_t fmt_sample_len;   /* 0: none in this window */
+	size_t fmt_sample_full;  /* its length as received */
+	uint8_t fmt_sample[LOGSRC_LOG_SHOWN];
 	uint8_t buf[LOGSRC_BUF];
 };
 

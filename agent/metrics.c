@@ -290,6 +290,12 @@ static void render_log_input(struct metrics_text *t, const struct route *r)
 	text_family_u64(t, "warmlane_log_input_active", "gauge",
 			"1 while HAProxy's log lines are read (log_input), else 0.",
 			r->log_input ? 1 : 0);
+	text_family_u64(t, "warmlane_log_input_format_ok", "gauge",
+			"0 when most log datagrams of the last 10 s window with any were not in warmlane's format (HAProxy's log target or format is wrong: alert on it), else 1.",
+			l->format_bad ? 0 : 1);
+	text_family(t, "warmlane_log_input_unparsed_ratio", "gauge",
+		    "Share of unparseable log datagrams in the last 10 s window with any (0 before any).");
+	text_printf(t, "warmlane_log_input_unparsed_ratio %.4f\n", l->unparsed_ratio);
 	text_family_u64(t, "warmlane_log_datagrams_total", "counter",
 			"Log datagrams received from HAProxy.", l->received);
 	text_family(t, "warmlane_log_lines_total", "counter",

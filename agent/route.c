@@ -392,6 +392,13 @@ void route_feedback(struct route *r, const struct route_feedback *fb)
 		 * still leaves here. */
 		if (!cf.stream && !(r->log_input && r->log_lines))
 			core_endpoint_complete(r->core, cf.endpoint);
+		/* Its log line will say how a stream ended (cut or not): the
+		 * breaker waits for it rather than count the headers as a
+		 * success (core_feedback.end_follows). Not while most lines
+		 * are not in warmlane's format (logsrc.c): a success that no
+		 * line settles would never count, and a HALF_OPEN breaker
+		 * would never close on streams. */
+		cf.end_follows = r->log_input && r->log_lines && !r->log.format_bad;
 	} else if (key.len == 0) {
 		/* No key id: HAProxy chose the server itself (no agent
 		 * answer, fail open) with the client's own credential. What

@@ -111,6 +111,13 @@ struct route_log_stats {
 	uint64_t lag_buckets[ROUTE_LAG_BUCKETS];
 	uint64_t lag_count;
 	double lag_sum_s;
+	/* Whether the datagrams are in warmlane's format (logsrc.c): counted
+	 * per window of LOGSRC_LOG_WINDOW_MS, judged once a window holds
+	 * LOGSRC_FORMAT_MIN of them and when it ends with any. */
+	uint64_t fmt_window_ms;   /* start of the current window; 0: none */
+	uint32_t fmt_ok, fmt_bad; /* parsed and unparseable in it */
+	bool format_bad;          /* the last judged window: more unparseable */
+	double unparsed_ratio;    /* unparseable share of that window */
 };
 
 /* Probes of upstream keys (probe.c). */

@@ -1195,6 +1195,7 @@ struct lesson {
 	 * RSS) by 17 MB. It only refreshes an entry that already points to
 	 * this endpoint. */
 	bool may_insert;
+	bool provisional;          /* a success the breaker counts at the end */
 };
 
 static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
@@ -1204,7 +1205,8 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 
 	switch (o) {
 	case CORE_OUTCOME_SUCCESS:
-		breaker_success(&e->br, &c->p, now_ms);
+		if (!l->provisional)
+			breaker_success(&e->br, &c->p, now_ms);
 		if (l->tr_ms >= 0 && !l->after_idle)
 			ewma_add(c, e, idx, pool_sig(false, l->stream),
 				 (double)l->tr_ms);
@@ -1271,7 +1273,11 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 			 pool_model_find(&c->pool, fb->model.ptr, fb->model.len) : -1,
 		.after_idle = touch(c, e, now_ms, now_ms),
 		.may_insert = true,
+		.provisional = o == CORE_OUTCOME_SUCCESS && fb->stream &&
+			       fb->end_follows,
 	};
+	if (l.provisional && e->provisional < UINT32_MAX)
+		e->provisional++;
 	learn(c, e, (uint32_t)fb->endpoint, o, &l, now_ms);
 	return 0;
 }
@@ -1326,8 +1332,24 @@ int core_complete(struct core *c, const struct core_completion *cc,
 		 * idleness. */
 		e->seen = true;
 		e->last_seen_ms = now_ms;
-		if (cut && o != CORE_OUTCOME_FAILURE)
+		/* A provisional success (core_feedback.end_follows) is
+		 * settled: a cut fails it, a normal end makes it a success
+		 * for the breaker, a client's abort frees its probe slot. */
+		bool pending = cc->stream && o == CORE_OUTCOME_SUCCESS &&
+			       e->provisional > 0;
+		if (pending)
+			e->provisional--;
+		if (cut && o != CORE_OUTCOME_FAILURE) {
 			learn(c, e, idx, CORE_OUTCOME_FAILURE, &l, now_ms);
+		} else if (pending) {
+			uint8_t state = e->br.state;
+			if (cc->end == CORE_END_COMPLETE)
+				breaker_success(&e->br, &c->p, now_ms);
+			else
+				breaker_neutral(&e->br);
+			if (e->br.state != state || state == CORE_BREAKER_HALF_OPEN)
+				c->version++;
+		}
 	} else {
 		l.after_idle = touch(c, e, start, now_ms);
 		enum core_outcome t = o;

@@ -153,6 +153,14 @@ struct core_feedback {
 	bool has_akey;             /* akey echoed by HAProxy */
 	uint64_t akey;
 	struct core_str model;     /* optional: lets a 404 note a mismatch */
+	/* A log line (core_complete, feedback_seen) will tell how this
+	 * response ended. Then a streamed success is provisional for the
+	 * breaker: feedback comes with the headers, before a cut can happen,
+	 * and a stream cut later must count as one failure, not as a success
+	 * and a failure (which never reach breaker_failure_ratio while other
+	 * streams are under way, and close a HALF_OPEN breaker on its probes'
+	 * headers). The breaker counts it at the end. */
+	bool end_follows;
 };
 
 /* How a request ended, from HAProxy's log line (termination state). */
@@ -329,7 +337,10 @@ int core_endpoint_complete(struct core *c, int idx);
  * - cc->feedback_seen (core_observe already took the status): only what
  *   feedback could not know counts. SERVER_CUT and SERVER_FAIL are breaker
  *   failures and evict akey's entry if it points to this endpoint;
- *   COMPLETE and CLIENT_ABORT change no breaker state.
+ *   COMPLETE and CLIENT_ABORT change no breaker state, except that a
+ *   streamed success the feedback left provisional (end_follows) counts
+ *   now: COMPLETE as a breaker success, CLIENT_ABORT as neutral (a
+ *   HALF_OPEN probe slot freed).
  * - !cc->feedback_seen (HAProxy answered itself, or no feedback was sent):
  *   the status is taken as core_observe takes it (tr_ms as its time to
  *   headers), except that SERVER_CUT and SERVER_FAIL are failures whatever
@@ -383,7 +394,8 @@ bool core_identity(const struct core *c, const struct core_request *req,
  * - success: the EWMA of fb->stream's kind (when tr_ms >= 0), the map entry
  *   akey -> endpoint refreshed; the first answer after idle_reset without
  *   feedback is not used and the endpoint starts cold again (params.h,
- *   idle_reset_ms: a re-trial once it was warm);
+ *   idle_reset_ms: a re-trial once it was warm); a breaker success, except
+ *   for a streamed one with fb->end_follows, which waits for core_complete;
  * - failure (5xx, 408): breaker failure, akey's entry evicted if it points
  *   here; never enters the EWMA;
  * - 429: breaker OPEN for retry_after_ms (>= 0) else rate_limit_cooldown,

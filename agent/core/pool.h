@@ -95,6 +95,11 @@ struct pool_endpoint {
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT];
 	uint64_t decisions;
+	/* Streamed successes whose breaker outcome waits for their log line
+	 * (core_feedback.end_follows). A lost line leaves one counted: the
+	 * next normal end of a stream whose feedback did count would count
+	 * again as a success, which is harmless. */
+	uint32_t provisional;
 };
 
 struct pool_model {

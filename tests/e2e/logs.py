@@ -9,6 +9,12 @@ Scenarios:
             of requests
   cut       a server cutting its streams half-way (status 200): treated as
             failing, not routed to after a bounded number of requests
+  cutmid-new, cutmid-anon, cutmid-long
+            issue 16's set-up: 4 servers, one cutting every stream half-way
+            after its headers (the feedback says 200 first), 32 clients of
+            long streams; a new session per request, no identity (p2c), or
+            4 long sessions: after the breaker opens, only half-open probes
+            reach it, and none closes it
   slow      servers that send headers at once, before prefill (as vLLM
             does): one turning 5x slower is left by the sessions it held,
             seen through the end-to-end EWMA (policy.score_by end_to_end)
@@ -23,6 +29,9 @@ Scenarios:
             server, a success, random akeys): the affinity map does not
             grow (the issue: it grew by 46k entries, RSS by 17 MB), the
             sessions homed before stay warm; RSS before and after printed
+  noformat  3.1+ without `option httplog`: HAProxy sends `Connect from`
+            lines; the agent says once, with a sample, that they are not in
+            its format, and warmlane_log_input_format_ok is 0
 --no-log-input runs the scenario with the agent's log input off and prints
 its figures without asserting what only the log input gives (for the
 comparison the README reports). HAProxy 2.6 runs chrooted when root, its log
@@ -35,8 +44,10 @@ time; the processes started here are stopped at the end.
 import os
 import random
 import re
+import http.client
 import socket
 import sys
+import threading
 import time
 
 sys.dont_write_bytecode = True
@@ -56,10 +67,11 @@ class LogEnv(fe.FleetEnv):
     at the same socket; health checks of the llm servers removed unless
     asked for."""
 
-    def __init__(self, name, version, log_input=True, checks=False, **kw):
+    def __init__(self, name, version, log_input=True, checks=False, httplog=True, **kw):
         super().__init__(name, version, **kw)
         self.log_input = log_input
         self.checks = checks
+        self.httplog = httplog
 
     def log_socket(self):
         if self.chroot:
@@ -78,6 +90,10 @@ class LogEnv(fe.FleetEnv):
         text, n = re.subn(r"unix@/warmlane/log\.sock ", f"unix@{target} ", text)
         if n != 1:
             raise AssertionError("the example config has no warmlane log target")
+        if not self.httplog:
+            text, n = re.subn(r"^    option httplog\n", "", text, flags=re.M)
+            if n != 1:
+                raise AssertionError("the example config has no `option httplog`")
         if not self.checks:
             text, n = re.subn(r"^    default-server check .*\n", "", text, flags=re.M)
             text = re.sub(r"^(    server s\d+ 127\.0\.0\.1:\d+) check inter 1s$", r"\1",
@@ -214,6 +230,9 @@ def cut(binary, version):
         cuts = fe.metric_sum(m, "warmlane_endpoint_completions_total", server="s2",
                              end="server_cut")
         log(f"agent: {cuts:.0f} cut streams of s2 seen in the log")
+        # lines in warmlane's format: the gauge an alert watches says so
+        assert fe.metric_sum(m, "warmlane_log_input_format_ok") == 1, \
+            "warmlane_log_input_format_ok is not 1 with lines in warmlane's format"
         assert cuts >= 1 and stats["s2"]["cut"] >= 1, \
             f"no cut stream seen: agent {cuts}, fleet {stats['s2']['cut']}"
         consecutive = int(env.policy["breaker_consecutive"])
@@ -226,6 +245,133 @@ def cut(binary, version):
         assert left is not None, "warmlane kept sending requests to s2, which cuts every stream"
         ok = [r for r in recs if r.served not in (None, "s2")]
         fe.assert_all_ok(ok, "the servers that do not cut")
+        env.stop_agent_checked()
+
+
+# --- streams cut half-way, the headers' feedback first ------------------------
+
+# The shipped breaker defaults (deploy/warmlane.yaml), not the short test ones.
+SHIPPED_BREAKER = {"breaker_window": "10s", "breaker_min_requests": 5,
+                   "breaker_failure_ratio": 0.5, "breaker_consecutive": 5,
+                   "breaker_cooldown": "5s", "breaker_cooldown_max": "300s",
+                   "half_open_probes": 3}
+
+CUTMID_IDS = {
+    "new": lambda i: {"x-session-id": f"n{i}"},   # a new session per request
+    "anon": lambda i: {},                          # no identity: p2c
+    "long": lambda i: {"x-session-id": f"L{i % 4}"},  # 4 long sessions
+}
+
+
+def stream_drive(port, make, n, concurrency):
+    """n streamed requests make(i) -> (body, headers) on `concurrency`
+    threads, a connection each, sent in index order. A cut stream still
+    has its headers (sent before the body): the record keeps who chose and
+    who served it, and whether its body came whole. Returns the records in
+    index order."""
+    lock = threading.Lock()
+    nxt = [0]
+    out = []
+
+    def worker():
+        while True:
+            with lock:
+                i = nxt[0]
+                if i >= n:
+                    return
+                nxt[0] += 1
+            body, hd = make(i)
+            rec = fe.Rec(i, "stream")
+            rec.t0 = time.monotonic()
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+            try:
+                c.request("POST", "/v1/chat/completions", body=body,
+                          headers=dict(hd, **{"content-type": "application/json"}))
+                r = c.getresponse()
+                rec.status = r.status
+                rec.served = r.getheader("x-served-by")
+                rec.wserver = r.getheader("x-warmlane-server") or None
+                rec.reason = r.getheader("x-warmlane-reason") or None
+                r.read()
+            except (OSError, http.client.HTTPException) as e:
+                rec.error = f"{type(e).__name__}: {e}"
+            finally:
+                c.close()
+            rec.t1 = time.monotonic()
+            with lock:
+                out.append(rec)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    if any(t.is_alive() for t in threads):
+        raise AssertionError("stream_drive: a client thread did not finish")
+    return sorted(out, key=lambda r: r.i)
+
+
+def cutmid(binary, version, ids):
+    """Issue 16's set-up: 4 servers, one cutting every streamed response
+    half-way (status 200, `SD--`) after its headers, so that the feedback
+    says 200 before the log line says cut; 120 streamed requests of 64
+    tokens (2-3 s) on 32 clients, so that several streams of the cutting
+    server are under way when one of them is cut: counted at their
+    headers, their successes kept the failure ratio under its threshold,
+    broke every run of failures and closed the breaker on its probes."""
+    # The shipped breaker but for a 2 s first cooldown: the 10 s run then
+    # holds two half-open rounds (2 s, then 4 s: the cooldown doubles).
+    policy = dict(SHIPPED_BREAKER, breaker_cooldown="2s")
+    with LogEnv("cutmid-" + ids, version, log_input=LOG_INPUT, policy=policy) as env:
+        insts = [fe.instance(n, header_mode="immediate", admin_port=0, fast=False,
+                             base_ms=5.0, prefill_ms_per_block=1.0,
+                             decode_ms_per_token=40.0)
+                 for n in ("s1", "s2", "s3", "s4")]
+        env.start(insts, binary)
+        env.fault("s2", mode="cut")
+        t0 = time.monotonic()
+        make_hd = CUTMID_IDS[ids]
+        recs = stream_drive(env.port, lambda i: (
+            fe.chat_body(short(i), max_tokens=64, stream=True), make_hd(i)),
+            n=120, concurrency=32)
+        t_end = time.monotonic()
+        stats = env.fleet_stats()
+        got = stats["s2"]["requests"]
+        to_s2 = [r.i for r in recs if r.served == "s2"]
+        m = env.metrics()
+        cuts = fe.metric_sum(m, "warmlane_endpoint_completions_total", server="s2",
+                             end="server_cut")
+        log(f"[{ids}] {len(recs)} streamed requests in {t_end - t0:.1f} s; s2 (cuts "
+            f"every stream half-way) received {got}, cut {stats['s2']['cut']}, at "
+            f"request {' '.join(str(i + 1) for i in to_s2[:40])}; served "
+            f"{fe.fmt_counts(fe.by(recs, 'served'))}; reasons "
+            f"{fe.fmt_counts(fe.by(recs, 'reason'))}; agent saw {cuts:.0f} cuts of s2 "
+            f"(log input {'on' if LOG_INPUT else 'off'})")
+        bad = [r for r in recs if r.served != "s2" and (r.error or r.status != 200)]
+        assert not bad, f"requests to the servers that do not cut failed: {bad[:3]}"
+        if not LOG_INPUT:
+            return
+        assert cuts >= 1, "no cut stream of s2 seen in the log"
+        consecutive = int(env.policy["breaker_consecutive"])
+        probes = int(env.policy["half_open_probes"])
+        # The breaker opens at the `consecutive`-th cut at the latest; the
+        # other clients may have streams to s2 under way by then (at most
+        # 31). Then s2 gets only half-open probes, at most `probes` a round,
+        # none of which closes it: rounds start 2, 6, 14, 30 s after the
+        # trip (the cooldown doubles).
+        duration = t_end - t0
+        rounds = sum(1 for k in range(1, 10) if 2.0 * (2 ** k - 1) < duration)
+        first = 40
+        late = [i for i in to_s2 if i >= first]
+        log(f"[{ids}] s2 received {len(to_s2) - len(late)} of the first {first} requests, "
+            f"{len(late)} later (half-open probes: at most {probes} in each of "
+            f"{rounds} rounds)")
+        bound = consecutive + 31 + probes * rounds
+        assert got <= bound, \
+            f"s2, which cuts every stream, received {got} requests (bound {bound})"
+        assert len(late) <= probes * rounds, \
+            f"s2 received {len(late)} requests after the first {first}, more than " \
+            f"{probes} probes in each of {rounds} half-open rounds"
         env.stop_agent_checked()
 
 
@@ -498,11 +644,52 @@ def forged(binary, version):
         moved = [(a, b) for a, b in zip(homed, again)
                  if b.reason != "affinity" or b.wserver != a.wserver]
         assert not moved, f"sessions not warm where they were after the forged lines: {moved}"
+
+
+# --- lines not in warmlane's format ---------------------------------------------
+
+def noformat(binary, version):
+    """HAProxy 3.1+ with warmlane's log profile but no `option httplog` (the
+    README's snippet before issue 16): HAProxy sends `Connect from` lines
+    only. The agent says so once, with a sample, and its gauge shows it."""
+    if tuple(int(x) for x in version.split(".")) < (3, 1):
+        raise h.Skip("log profiles are 3.1+")
+    if not LOG_INPUT:
+        raise h.Skip("noformat needs the log input")
+    with LogEnv("noformat", version, httplog=False) as env:
+        env.start(instances(), binary)
+        recs = fe.drive(env.port, lambda i: (fe.chat_body(short(i)),
+                                             {"x-session-id": f"n{i}"}, "n"),
+                        n=80, concurrency=2)
+        fe.assert_all_ok(recs, "requests (warmlane routes without the log input)")
+        env.wait_lines(len(recs))
+        m = env.metrics()
+        got = fe.metric_sum(m, "warmlane_log_datagrams_total")
+        bad = fe.metric_sum(m, "warmlane_log_lines_total", result="unparseable")
+        ok = fe.metric_sum(m, "warmlane_log_input_format_ok")
+        ratio = fe.metric_sum(m, "warmlane_log_input_unparsed_ratio")
+        text = env.log_text("agent")
+        said = [x for x in text.splitlines() if "not in warmlane's format" in x]
+        log(f"{len(recs)} requests: {got:.0f} datagrams, {bad:.0f} unparseable; "
+            f"warmlane_log_input_format_ok {ok:.0f}, unparsed_ratio {ratio:.2f}; "
+            f"said {len(said)} time(s): {said[0][:400] if said else '-'}")
+        assert got >= len(recs) and bad == got, f"{bad:.0f} of {got:.0f} unparseable"
+        assert any(n == "warmlane_log_input_format_ok" for n, _, _ in m), \
+            "no warmlane_log_input_format_ok gauge"
+        assert ok == 0, "warmlane_log_input_format_ok is not 0"
+        assert ratio == 1.0, f"unparsed ratio {ratio}"
+        assert len(said) == 1, f"the format warning was logged {len(said)} times"
+        assert "Connect from" in said[0] and "sample=" in said[0], \
+            "the warning carries no sample of the lines"
         env.stop_agent_checked()
 
 
 SCENARIOS = {"refuse": refuse, "cut": cut, "slow": slow, "quiesce": quiesce,
-             "garbage": garbage, "forged": forged}
+             "garbage": garbage, "forged": forged,
+             "cutmid-new": lambda b, v: cutmid(b, v, "new"),
+             "cutmid-anon": lambda b, v: cutmid(b, v, "anon"),
+             "cutmid-long": lambda b, v: cutmid(b, v, "long"),
+             "noformat": noformat}
 
 if __name__ == "__main__":
     if "--no-log-input" in sys.argv:

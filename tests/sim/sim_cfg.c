@@ -47,6 +47,7 @@ const char *sim_cfg_fault_name(enum sim_fault_kind k)
 	case SIM_FAULT_401: return "401";
 	case SIM_FAULT_SLOW: return "slow";
 	case SIM_FAULT_DOWN: return "down";
+	case SIM_FAULT_CUT: return "cut";
 	}
 	return "?";
 }
@@ -312,13 +313,14 @@ static int p_line(struct parser *p, char *s, int line)
 			p->fault_line = line;
 		} else if (strcmp(k, "kind") == 0) {
 			static const enum sim_fault_kind kinds[] = { SIM_FAULT_500, SIM_FAULT_503,
-				SIM_FAULT_429, SIM_FAULT_401, SIM_FAULT_SLOW, SIM_FAULT_DOWN };
+				SIM_FAULT_429, SIM_FAULT_401, SIM_FAULT_SLOW, SIM_FAULT_DOWN,
+				SIM_FAULT_CUT };
 			size_t i;
 			for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
 				if (strcmp(v, sim_cfg_fault_name(kinds[i])) == 0)
 					break;
 			if (i == sizeof(kinds) / sizeof(kinds[0]))
-				return p_fail(p, line, "unknown fault kind (500 503 429 401 slow down)", v);
+				return p_fail(p, line, "unknown fault kind (500 503 429 401 slow down cut)", v);
 			p->fault.kind = kinds[i];
 		} else if (strcmp(k, "start") == 0) {
 			if (p_time(v, &p->fault.start_us) < 0)

@@ -14,6 +14,7 @@ enum sim_fault_kind {
 	SIM_FAULT_401,  /* the upstream key is refused */
 	SIM_FAULT_SLOW, /* prefill and decode slowed by a factor */
 	SIM_FAULT_DOWN, /* connection refused; flaps when period is set */
+	SIM_FAULT_CUT,  /* streamed responses cut half-way after their 200 headers */
 };
 
 /* What a slow fault slows. */

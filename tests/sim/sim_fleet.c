@@ -154,6 +154,18 @@ static const struct sim_fault *ep_error(struct sim_fleet *f, uint32_t e, int64_t
 	return NULL;
 }
 
+/* Whether a cut fault cuts a streamed request arriving at e at t. */
+static int ep_cuts(struct sim_fleet *f, uint32_t e, int64_t t)
+{
+	for (uint32_t i = 0; i < f->cfg->nfault; i++) {
+		const struct sim_fault *x = &f->cfg->fault[i];
+		if (x->ep == e && x->kind == SIM_FAULT_CUT && fault_active(x, t) &&
+		    (x->prob >= 1 || sim_rng_unit(&f->rng) < x->prob))
+			return 1;
+	}
+	return 0;
+}
+
 /* --- agents' views ------------------------------------------------------- */
 
 static void view_refresh(struct sim_fleet *f, struct agent *a)
@@ -197,6 +209,8 @@ static int ep_start(struct sim_fleet *f, uint32_t e, uint32_t i)
 			    (1 + p->prefill_batch_slowdown * others) * slow_p;
 	double decode_ms = (r->output_tokens > 1 ? r->output_tokens - 1 : 0) * p->decode_ms_per_tok *
 			   (1 + p->decode_batch_slowdown * others) * slow_d;
+	if (rc->cut)
+		decode_ms /= 2; /* cut half-way */
 	rc->t_start_us = f->now;
 	rc->t_first_us = f->now + (int64_t)llround(prefill_ms * 1000);
 	if (p->headers_immediate && r->stream) {
@@ -281,7 +295,8 @@ static void finish(struct sim_fleet *f, uint32_t i)
 				.status = rc->status,
 				/* a refused connection shows only in the log line:
 				 * HAProxy's own 503, no server time, no feedback */
-				.end = rc->refused ? SIM_END_SERVER_FAIL : SIM_END_COMPLETE,
+				.end = rc->refused ? SIM_END_SERVER_FAIL :
+				       rc->cut ? SIM_END_SERVER_CUT : SIM_END_COMPLETE,
 				.tr_ms = rc->refused ? -1 : rc->fb_tr_ms,
 				.total_ms = (f->now - r->arrival_us) / 1000,
 				.bytes = response_bytes(r, rc),
@@ -349,6 +364,7 @@ static int on_arrival(struct sim_fleet *f, uint32_t i)
 	}
 	rc->admitted = 1;
 	rc->status = 200;
+	rc->cut = (uint8_t)(r->stream && ep_cuts(f, (uint32_t)e, f->now));
 	if (p->headers_immediate && r->stream &&
 	    push(f, f->now + (int64_t)llround(p->header_ms * 1000), EV_HEADERS, i) < 0)
 		return -ENOMEM;

@@ -24,6 +24,7 @@ struct sim_rec {
 	int64_t fb_tr_ms;      /* pending feedback for error responses; then the tr reported */
 	uint32_t fb_retry_after_s;
 	uint8_t fb_sent;       /* HAProxy sent the feedback message */
+	uint8_t cut;           /* a streamed response the server cut half-way (HAProxy logs SD, 200) */
 };
 
 struct sim_run_opts {

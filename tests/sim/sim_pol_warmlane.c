@@ -15,6 +15,9 @@ struct wl {
 	int *rev;        /* core index -> simulator endpoint */
 	uint32_t rev_len;
 	char (*names)[40];
+	/* A log line arrived (--log-ingest): as the agent's route.c, feedback
+	 * then says that the end of each stream will be told. */
+	bool log_lines;
 };
 
 static void wl_destroy(void *st)
@@ -187,6 +190,7 @@ static void wl_feedback(void *st, const struct sim_view *v, const struct sim_req
 		.tr_ms = fb->tr_ms,
 		.retry_after_ms = fb->retry_after_s ? (int64_t)fb->retry_after_s * 1000 : -1,
 		.stream = fb->stream != 0,
+		.end_follows = s->log_lines,
 	};
 
 	/* HAProxy echoes the akey warmlane set; the core recomputes the same */
@@ -202,6 +206,7 @@ static void wl_complete(void *st, const struct sim_view *v, const struct sim_req
 	struct wl *s = st;
 	if (ep >= s->n || s->idx[ep] < 0)
 		return;
+	s->log_lines = true;
 	struct core_request q = wl_request(r);
 	struct core_completion cc = {
 		.endpoint = s->idx[ep],

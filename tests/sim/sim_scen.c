@@ -19,6 +19,8 @@ static const struct sim_scen scens[] = {
 	{ "scale-out", "a 9th endpoint joins at 50% of the requests", 1, SIM_REF_NOFAULT, -1 },
 	{ "down", "gpu6 (index 5) refuses connections from 20% to 40% of the requests", 1, SIM_REF_NONE, 5 },
 	{ "flap", "gpu7 (index 6) refuses connections 30 s of every 60 s from 20% to 60% of the requests", 1, SIM_REF_NONE, 6 },
+	{ "cut", "gpu5 (index 4) cuts every streamed response half-way, after its 200 headers, from 20% of the requests on",
+	  1, SIM_REF_NOFAULT, 4 },
 	{ "agents-2", "2 independent agents behind a random spray", 2, SIM_REF_ONEAGENT, -1 },
 	{ "agents-4", "4 independent agents behind a random spray", 4, SIM_REF_ONEAGENT, -1 },
 };
@@ -73,6 +75,8 @@ void sim_scen_faults(const struct sim_scen *sc, const struct sim_workload *w, ui
 	else if (strcmp(sc->name, "slow-prefill") == 0)
 		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = slow\nphase = prefill\nfactor = 5\nstart = %.3f\n",
 			 t, span_at(w, 0.2));
+	else if (strcmp(sc->name, "cut") == 0)
+		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = cut\nstart = %.3f\n", t, span_at(w, 0.2));
 	else if (strcmp(sc->name, "down") == 0)
 		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = down\nstart = %.3f\nend = %.3f\n", t,
 			 span_at(w, 0.2), span_at(w, 0.4));
@@ -142,7 +146,7 @@ void sim_scen_analyse(const struct sim_scen *sc, const struct sim_run *run, cons
 		res->target_count = hit;
 		res->target_share = total ? (double)hit / (double)total : 0;
 	} else if (is_slow(sc) || strcmp(sc->name, "down") == 0 ||
-		   strcmp(sc->name, "flap") == 0) {
+		   strcmp(sc->name, "flap") == 0 || strcmp(sc->name, "cut") == 0) {
 		int64_t from = (int64_t)(span_at(w, 0.2) * 1e6);
 		int64_t to = strcmp(sc->name, "down") == 0 ? (int64_t)(span_at(w, 0.4) * 1e6) :
 			     strcmp(sc->name, "flap") == 0 ? (int64_t)(span_at(w, 0.6) * 1e6) : INT64_MAX;
@@ -192,7 +196,8 @@ void sim_scen_print_header(FILE *out, const struct sim_scen *sc)
 {
 	if (strcmp(sc->name, "fast-failure") == 0)
 		fprintf(out, "%-14s %12s %10s %16s\n", "policy", "share_after", "requests", "after_1st_fail");
-	else if (is_slow(sc) || strcmp(sc->name, "down") == 0 || strcmp(sc->name, "flap") == 0)
+	else if (is_slow(sc) || strcmp(sc->name, "down") == 0 || strcmp(sc->name, "flap") == 0 ||
+		 strcmp(sc->name, "cut") == 0)
 		fprintf(out, "%-14s %12s %10s %8s %12s\n", "policy", "share_faulty", "requests", "hit%",
 			"hit%_nofault");
 	else if (strcmp(sc->name, "rate-limit") == 0)
@@ -210,7 +215,8 @@ void sim_scen_print_row(FILE *out, const struct sim_scen *sc, const char *policy
 	if (strcmp(sc->name, "fast-failure") == 0)
 		fprintf(out, "%-14s %11.2f%% %10zu %16zu\n", policy, 100 * res->target_share, res->target_count,
 			res->sent_after_first);
-	else if (is_slow(sc) || strcmp(sc->name, "down") == 0 || strcmp(sc->name, "flap") == 0)
+	else if (is_slow(sc) || strcmp(sc->name, "down") == 0 || strcmp(sc->name, "flap") == 0 ||
+		 strcmp(sc->name, "cut") == 0)
 	{
 		char ref[16] = "-";
 		if (res->has_ref)
@@ -243,6 +249,16 @@ int sim_scen_expect(const struct sim_scen *sc, const char *policy, const struct 
 		return 0;
 	if (strcmp(sc->name, "fast-failure") == 0)
 		return check(out, res->target_share < 0.01, policy, "share to the failing endpoint <", res->target_share, 0.01);
+	if (strcmp(sc->name, "cut") == 0) {
+		/* only the log input sees a cut (feedback came with the 200
+		 * headers): without it, this fails */
+		int bad = check(out, res->target_share < 0.01, policy, "share to the cutting endpoint <",
+				res->target_share, 0.01);
+		if (res->has_ref)
+			bad += check(out, res->hit_rate >= 0.9 * res->ref_hit_rate, policy,
+				     "hit rate >= 0.9 x without the fault", res->hit_rate, 0.9 * res->ref_hit_rate);
+		return bad;
+	}
 	if (strcmp(sc->name, "rate-limit") == 0)
 		return check(out, res->target_count <= res->window_bound, policy, "requests in the 429 window <=",
 			     (double)res->target_count, (double)res->window_bound);

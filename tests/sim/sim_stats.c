@@ -45,6 +45,7 @@ void sim_stats_summarize(const struct sim_run *run, double slo_ms, struct sim_su
 			s->errors++;
 			continue;
 		}
+		s->errors += r->cut; /* the client got half an answer */
 		double t_ms = (double)(r->t_first_us - q->arrival_us) / 1000.0;
 		ttft[s->ok] = t_ms;
 		e2e[s->ok] = (double)(r->t_end_us - q->arrival_us) / 1000.0;

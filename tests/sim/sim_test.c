@@ -166,7 +166,7 @@ static void test_cfg(const char *dir)
 		{ "[endpoint]\nspeed = -1\n", "x:2: bad value: speed" },
 		{ "[endpoint]\n[fault]\nendpoint = nope\nkind = 500\n", "x:3: fault names an unknown endpoint: nope" },
 		{ "[endpoint]\n[fault]\nendpoint = @1\n", "x:3: fault names an unknown endpoint: @1" },
-		{ "[endpoint]\n[fault]\nendpoint = ep1\nkind = 418\n", "x:4: unknown fault kind (500 503 429 401 slow down): 418" },
+		{ "[endpoint]\n[fault]\nendpoint = ep1\nkind = 418\n", "x:4: unknown fault kind (500 503 429 401 slow down cut): 418" },
 		{ "[nope]\n", "x:1: unknown section: [nope]" },
 		{ "speed = 1\n", "x:1: key outside a section: speed" },
 		{ "[defaults]\n", "x:1: no [endpoint]" },

@@ -221,6 +221,62 @@ START_TEST(completion_counts_once)
 }
 END_TEST
 
+/* Issue 16: once lines in warmlane's format arrive, a streamed 200 told
+ * by feedback (at its headers) waits for its line before the breaker
+ * counts it: a cut is then one failure, not a success and a failure. */
+START_TEST(streamed_success_waits_for_line)
+{
+	struct config cfg;
+	struct route r;
+	load_std(&cfg, "");
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	r.log_input = true;
+	for (int i = 0; i < 3; i++)
+		core_endpoint_sync(r.core, i, CORE_ADMIN_ENABLED, 0, 1000);
+	struct route_feedback fb;
+	memset(&fb, 0, sizeof(fb));
+	for (int i = 0; i < ROUTE_FB_COUNT; i++)
+		fb.args[i] = spop_data_null();
+	fb.args[ROUTE_FB_SERVER] = spop_data_string("llm/s2", 6);
+	fb.args[ROUTE_FB_STATUS] = spop_data_int64(200);
+	fb.args[ROUTE_FB_KEY] = spop_data_string("k1", 2);
+	fb.args[ROUTE_FB_STREAM] = spop_data_bool(true);
+	fb.now_ms = 1000;
+
+	/* no line yet: the headers are all there is, a success at once */
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(info(&r, "s2").window_ok, 1);
+	ck_assert_int_eq(apply(&r, "s2", "s2", 200, "----", "0", 1), ROUTE_LOG_USED);
+	ck_assert(r.log_lines);
+	ck_assert_uint_eq(info(&r, "s2").window_ok, 1); /* not twice */
+
+	/* from now on: provisional until the line */
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(info(&r, "s2").window_ok, 1);
+	ck_assert_int_eq(apply(&r, "s2", "s2", 200, "SD--", "0", 1), ROUTE_LOG_USED);
+	struct core_endpoint_info in = info(&r, "s2");
+	ck_assert_uint_eq(in.window_ok, 1);
+	ck_assert_uint_eq(in.window_fail, 1);
+	route_feedback(&r, &fb);
+	ck_assert_int_eq(apply(&r, "s2", "s2", 200, "----", "0", 1), ROUTE_LOG_USED);
+	ck_assert_uint_eq(info(&r, "s2").window_ok, 2);
+
+	/* most lines not in warmlane's format (logsrc.c's check): no line
+	 * would settle it, at once */
+	r.log.format_bad = true;
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(info(&r, "s2").window_ok, 3);
+	r.log.format_bad = false;
+
+	/* the log input off again (a poll error): at once */
+	r.log_input = false;
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(info(&r, "s2").window_ok, 4);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 /* HAProxy's own failures and cut streams open the breaker; a client
  * abort does not; a redispatch is a failure of warmlane's server. */
 START_TEST(failures)
@@ -277,6 +333,115 @@ START_TEST(lag_needs_accept_time)
 	ck_assert_uint_eq(r.log.lag_buckets[4], 0);
 	ck_assert_uint_eq(r.log.lag_buckets[5], 1);
 	ck_assert_uint_eq(r.log.lag_buckets[ROUTE_LAG_BUCKETS - 1], 1);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+/* Counts the lines of logs (rewound) that contain what. */
+static unsigned count_lines(FILE *logs, const char *what)
+{
+	char l[4096];
+	unsigned n = 0;
+	fflush(logs);
+	rewind(logs);
+	while (fgets(l, sizeof(l), logs) != NULL)
+		if (strstr(l, what) != NULL)
+			n++;
+	return n;
+}
+
+/* Issue 16: HAProxy 3.2 with a log profile but no `option httplog` sends
+ * only "Connect from" lines. Said once, clearly, with a sample; the gauge
+ * says it while it lasts; good lines clear it; it is said again only
+ * after LOGSRC_FORMAT_REWARN_MS. */
+START_TEST(format_check)
+{
+	struct config cfg;
+	struct route r;
+	load_std(&cfg, "");
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	struct logsrc ls = { .route = &r };
+	FILE *logs = tmpfile();
+	ck_assert_ptr_nonnull(logs);
+	log_set_stream(logs);
+	static const char conn[] =
+		"<134>1 2026-12-01T08:41:02.117322+00:00 - haproxy 25 - - "
+		"Connect from 127.0.0.1:51774 to 127.0.0.1:41807 (llm_in/HTTP)\x1b[0m\n";
+	const char *warned = "msg=\"log lines are not in warmlane's format";
+	uint64_t now = 1000;
+	ck_assert(!r.log.format_bad);
+	/* 80 lines over 32 s: several windows, one warning */
+	for (int i = 0; i < 80; i++, now += 400) {
+		logsrc_handle(&ls, (const uint8_t *)conn, strlen(conn), now, 0);
+		if (i == LOGSRC_FORMAT_MIN - 2) {
+			ck_assert(!r.log.format_bad); /* not judged yet */
+			ck_assert_uint_eq(count_lines(logs, warned), 0);
+		}
+	}
+	ck_assert(r.log.format_bad);
+	ck_assert(r.log.unparsed_ratio == 1.0);
+	ck_assert_uint_eq(r.log.unparseable, 80);
+	ck_assert_uint_eq(count_lines(logs, warned), 1);
+	/* the sample: what HAProxy sent, quoted, control bytes escaped */
+	char w[4096] = "";
+	fflush(logs);
+	rewind(logs);
+	while (fgets(w, sizeof(w), logs) != NULL && strstr(w, warned) == NULL)
+		;
+	ck_assert_ptr_nonnull(strstr(w, "sample=\"<134>1 2026-12-01T08:41:02"));
+	ck_assert_ptr_nonnull(strstr(w, "Connect from 127.0.0.1:51774"));
+	ck_assert_ptr_null(strstr(w, "\x1b"));
+	ck_assert_ptr_nonnull(strstr(w, "error=no_fields"));
+	ck_assert_ptr_nonnull(strstr(w, "unparseable=8 parsed=0"));
+	ck_assert_ptr_nonnull(strstr(w, "option httplog"));
+
+	/* the frontend fixed: lines in the format, the gauge back at 1 */
+	char buf[1024];
+	size_t n = line(buf, sizeof(buf), "s1", "s1", 200, "----", "0", 1);
+	now += LOGSRC_LOG_WINDOW_MS;
+	for (int i = 0; i < 20; i++, now += 100)
+		logsrc_handle(&ls, (const uint8_t *)buf, n, now, 0);
+	ck_assert(!r.log.format_bad);
+	ck_assert(r.log.unparsed_ratio == 0.0);
+	ck_assert_uint_eq(count_lines(logs, "msg=\"log lines in warmlane's format again\""), 1);
+	/* a stray bad datagram among good ones changes nothing */
+	logsrc_handle(&ls, (const uint8_t *)conn, strlen(conn), now, 0);
+	logsrc_handle(&ls, (const uint8_t *)buf, n, now, 0);
+	ck_assert(!r.log.format_bad);
+
+	/* broken again within LOGSRC_FORMAT_REWARN_MS: the gauge, no second
+	 * warning; after it, the warning again */
+	now += LOGSRC_LOG_WINDOW_MS;
+	for (int i = 0; i < 20; i++, now += 100)
+		logsrc_handle(&ls, (const uint8_t *)conn, strlen(conn), now, 0);
+	ck_assert(r.log.format_bad);
+	ck_assert_uint_eq(count_lines(logs, warned), 1);
+	now += LOGSRC_LOG_WINDOW_MS;
+	for (int i = 0; i < 20; i++, now += 100)
+		logsrc_handle(&ls, (const uint8_t *)buf, n, now, 0);
+	ck_assert(!r.log.format_bad);
+	now += LOGSRC_FORMAT_REWARN_MS;
+	for (int i = 0; i < 20; i++, now += 100)
+		logsrc_handle(&ls, (const uint8_t *)conn, strlen(conn), now, 0);
+	ck_assert(r.log.format_bad);
+	ck_assert_uint_eq(count_lines(logs, warned), 2);
+
+	/* a quiet site: 3 lines in a window are judged when it ends */
+	struct route r2;
+	ck_assert_int_eq(route_init(&r2, &cfg), 0);
+	struct logsrc ls2 = { .route = &r2 };
+	for (int i = 0; i < 3; i++)
+		logsrc_handle(&ls2, (const uint8_t *)conn, strlen(conn), 1000 + i, 0);
+	ck_assert(!r2.log.format_bad);
+	logsrc_handle(&ls2, (const uint8_t *)conn, strlen(conn),
+		      1000 + LOGSRC_LOG_WINDOW_MS, 0);
+	ck_assert(r2.log.format_bad);
+	ck_assert_uint_eq(count_lines(logs, warned), 3);
+
+	log_set_stream(NULL);
+	fclose(logs);
+	route_finish(&r2);
 	route_finish(&r);
 	config_finish(&cfg);
 }
@@ -663,9 +828,11 @@ static Suite *logsrc_suite(void)
 	tcase_add_unchecked_fixture(tc, dir_setup, dir_teardown);
 	tcase_add_test(tc, end_classes);
 	tcase_add_test(tc, completion_counts_once);
+	tcase_add_test(tc, streamed_success_waits_for_line);
 	tcase_add_test(tc, failures);
 	tcase_add_test(tc, lag_needs_accept_time);
 	tcase_add_test(tc, forged_lines_never_insert);
+	tcase_add_test(tc, format_check);
 	tcase_add_test(tc, socket_input);
 	tcase_add_test(tc, socket_born_narrow);
 	tcase_add_test(tc, udp_and_none);

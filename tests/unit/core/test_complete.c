@@ -558,6 +558,163 @@ START_TEST(probe_released_by_completion)
 }
 END_TEST
 
+/* ---- streams: the headers' success is provisional ----------------------- */
+
+/* Streamed feedback of a 200 on endpoint ep whose log line will follow
+ * (end_follows), as the agent sends it once the log input has lines. */
+static int stream_ok(struct fx *f, int ep, bool end_follows)
+{
+	struct core_feedback fb = {
+		.endpoint = ep, .status = 200, .tr_ms = 20, .retry_after_ms = -1,
+		.stream = true, .end_follows = end_follows,
+	};
+	return core_observe(f->c, &fb, f->now);
+}
+
+static int stream_end(struct fx *f, int ep, enum core_end end)
+{
+	struct core_decision x = { .endpoint = ep };
+	struct core_completion cc = done(&x, 200, end, true);
+	cc.stream = true;
+	return complete(f, &cc);
+}
+
+/* Issue 16: a server cutting every stream half-way while others are
+ * under way. Each cut stream's headers were a 200 first: counted as a
+ * success they outnumber the cuts (the streams still running have sent
+ * theirs), the failure ratio stays under 0.5 and the successes break every
+ * run of failures. Provisional, they count at the end: only cuts. */
+START_TEST(cut_streams_under_way_open_breaker)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL); /* consecutive 5, min 5, ratio 0.5 */
+	int e = f.ep[0];
+	bool follows = _i == 1;
+	/* Three streams under way, then: one ends cut, one more starts. */
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(stream_ok(&f, e, follows), 0);
+	int cuts = 0;
+	while (cuts < 20 && fx_info(&f, e).breaker == CORE_BREAKER_CLOSED) {
+		f.now += 100;
+		ck_assert_int_eq(stream_end(&f, e, CORE_END_SERVER_CUT), 0);
+		cuts++;
+		ck_assert_int_eq(stream_ok(&f, e, follows), 0);
+	}
+	struct core_endpoint_info in = fx_info(&f, e);
+	if (follows) {
+		ck_assert_int_eq(in.breaker, CORE_BREAKER_OPEN);
+		ck_assert_int_eq(cuts, 5);
+		/* Nothing counted but the cuts (and the window is kept). */
+		ck_assert_uint_eq(in.window_ok, 0);
+		ck_assert_uint_eq(in.window_fail, 5);
+	} else {
+		/* Without a log line to come, the headers are all there is: the
+		 * old arithmetic, which never opens. */
+		ck_assert_int_eq(in.breaker, CORE_BREAKER_CLOSED);
+		ck_assert_int_eq(cuts, 20);
+	}
+	fx_finish(&f);
+}
+END_TEST
+
+/* After the cooldown, probes whose headers say 200 do not close the
+ * breaker: their cut reopens it, the cooldown doubled. */
+START_TEST(cut_probe_reopens)
+{
+	struct fx f;
+	fx_init(&f, 1, NULL); /* half_open_probes 3, cooldown 5 s */
+	int e = f.ep[0];
+	for (int i = 0; i < 5; i++) {
+		ck_assert_int_eq(stream_ok(&f, e, true), 0);
+		ck_assert_int_eq(stream_end(&f, e, CORE_END_SERVER_CUT), 0);
+	}
+	struct core_endpoint_info in = fx_info(&f, e);
+	ck_assert_int_eq(in.breaker, CORE_BREAKER_OPEN);
+	uint64_t first = in.cooldown_left_ms;
+	f.now += first;
+	struct core_request r = { 0 };
+	int probes = 0;
+	for (int i = 0; i < 5; i++) {
+		struct core_decision d = fx_decide(&f, &r);
+		if (d.reason == CORE_REASON_COOLDOWN_FALLBACK)
+			break;
+		ck_assert_int_eq(d.endpoint, e);
+		probes++;
+		ck_assert_int_eq(stream_ok(&f, e, true), 0);
+	}
+	/* Three probes out, their headers in: still half-open, no more. */
+	ck_assert_int_eq(probes, 3);
+	ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_HALF_OPEN);
+	f.now += 300;
+	ck_assert_int_eq(stream_end(&f, e, CORE_END_SERVER_CUT), 0);
+	in = fx_info(&f, e);
+	ck_assert_int_eq(in.breaker, CORE_BREAKER_OPEN);
+	ck_assert_uint_eq(in.cooldown_left_ms, 2 * first);
+	/* The other two probes' cuts arrive late: nothing more. */
+	ck_assert_int_eq(stream_end(&f, e, CORE_END_SERVER_CUT), 0);
+	ck_assert_int_eq(stream_end(&f, e, CORE_END_SERVER_CUT), 0);
+	ck_assert_uint_eq(fx_info(&f, e).cooldown_left_ms, 2 * first);
+	fx_finish(&f);
+}
+END_TEST
+
+/* A provisional success counts when its stream ends well; a client's abort
+ * frees its probe slot; without end_follows the headers count at once. */
+START_TEST(provisional_success_settled_at_end)
+{
+	struct fx f;
+	fx_init(&f, 1, NULL);
+	int e = f.ep[0];
+	ck_assert_int_eq(stream_ok(&f, e, true), 0);
+	struct core_endpoint_info in = fx_info(&f, e);
+	ck_assert_uint_eq(in.window_ok, 0);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_SUCCESS], 1);
+	ck_assert_uint_eq(in.samples[CORE_KIND_STREAM], 1); /* headers EWMA now */
+	ck_assert_int_eq(stream_end(&f, e, CORE_END_COMPLETE), 0);
+	ck_assert_uint_eq(fx_info(&f, e).window_ok, 1);
+	/* Its line again (a duplicate): nothing pending, nothing counted. */
+	ck_assert_int_eq(stream_end(&f, e, CORE_END_COMPLETE), 0);
+	ck_assert_uint_eq(fx_info(&f, e).window_ok, 1);
+	ck_assert_int_eq(stream_ok(&f, e, false), 0);
+	ck_assert_uint_eq(fx_info(&f, e).window_ok, 2);
+	ck_assert_int_eq(stream_end(&f, e, CORE_END_COMPLETE), 0);
+	ck_assert_uint_eq(fx_info(&f, e).window_ok, 2);
+	/* A plain request's headers come with its whole body: at once. */
+	struct core_feedback fb = {
+		.endpoint = e, .status = 200, .tr_ms = 20, .retry_after_ms = -1,
+		.end_follows = true,
+	};
+	ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+	ck_assert_uint_eq(fx_info(&f, e).window_ok, 3);
+
+	/* HALF_OPEN, one probe: its client leaves mid-stream, the slot is
+	 * free again; the next probe ends well and closes it. */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.half_open_probes = 1;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	for (int i = 0; i < 5; i++)
+		fx_observe(&f, e, 503, -1, false, 0, false);
+	ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_OPEN);
+	f.now += fx_info(&f, e).cooldown_left_ms;
+	struct core_request r = { 0 };
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_P2C);
+	ck_assert_int_eq(stream_ok(&f, e, true), 0);
+	/* One probe allowed: its headers would have closed it. */
+	ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_HALF_OPEN);
+	ck_assert_int_eq(stream_end(&f, e, CORE_END_CLIENT_ABORT), 0);
+	ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_HALF_OPEN);
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_P2C);
+	ck_assert_int_eq(stream_ok(&f, e, true), 0);
+	ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_HALF_OPEN);
+	ck_assert_int_eq(stream_end(&f, e, CORE_END_COMPLETE), 0);
+	ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_CLOSED);
+	fx_finish(&f);
+}
+END_TEST
+
 /* ---- score_by --------------------------------------------------------- */
 
 /* Four endpoints warm at 500 ms to headers (and, when e2e, 1000 ms end to
@@ -761,6 +918,9 @@ static Suite *complete_suite(void)
 	tcase_add_test(tc, wake_up_not_timed_end_to_end);
 	tcase_add_test(tc, completions_counted_by_end);
 	tcase_add_test(tc, probe_released_by_completion);
+	tcase_add_loop_test(tc, cut_streams_under_way_open_breaker, 0, 2);
+	tcase_add_test(tc, cut_probe_reopens);
+	tcase_add_test(tc, provisional_success_settled_at_end);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("score_by");
