@@ -593,6 +593,45 @@ START_TEST(error_malformed_notify)
 }
 END_TEST
 
+/* A good `route` followed by a malformed message in the same NOTIFY: the
+ * DISCONNECT, and no decision left behind (no ACK carries it, so no
+ * feedback or log line would ever lower its in-flight count). */
+START_TEST(error_malformed_after_route)
+{
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
+	fb_str(p, "route");
+	fb_u8(p, 2);
+	fb_kv_str(p, "session", "s1");
+	fb_kv_str(p, "model", "m1");
+	fb_str(p, "feedback");
+	fb_u8(p, 2); /* announces 2 arguments, carries 1 */
+	fb_kv_str(p, "server", "llm/gpu2");
+	fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, 1, 1, p);
+	client_send(&h, c, f->b, f->len);
+	expect_disconnect(&h, c, SPOP_ERR_INVALID);
+
+	struct core *core = h.srv.route.core;
+	for (int i = core_endpoint_next(core, -1); i >= 0;
+	     i = core_endpoint_next(core, i)) {
+		struct core_endpoint_info info;
+		ck_assert_int_eq(core_endpoint_info(core, i, 0, &info), 0);
+		ck_assert_msg(info.in_flight == 0, "%s/%s key %s: in-flight %u",
+			      info.backend, info.server,
+			      info.key_id != NULL ? info.key_id : "-",
+			      info.in_flight);
+	}
+	ck_assert_uint_eq(h.srv.stats.msgs_route, 0);
+	free(f);
+	free(p);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
 START_TEST(haproxy_disconnect)
 {
 	struct harness h;
@@ -1061,6 +1100,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, error_fragment);
 	tcase_add_test(tc, error_notify_before_hello);
 	tcase_add_test(tc, error_malformed_notify);
+	tcase_add_test(tc, error_malformed_after_route);
 	tcase_add_test(tc, haproxy_disconnect);
 	tcase_add_test(tc, error_isolated);
 	tcase_add_test(tc, route_session_sticks);
