@@ -246,9 +246,16 @@ ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
 
 	/* Only names far longer than usual meet a small negotiated frame
 	 * size here; HAProxy then balances on its own (fail open). */
+	/* Each NOTIFY meets it again: a line a minute, the metric counts
+	 * them all (warmlane_spop_ack_fallbacks_total). */
+	static struct log_limit fallback_limit =
+		LOG_LIMIT_INIT(LOG_LIMIT_INTERVAL_MS);
+	uint64_t held;
 	ctx->stats->ack_fallbacks++;
-	log_warn("ACK does not fit the frame size; sending a bare ack",
-		 "conn=%" PRIu64 " max=%zu", ctx->conn_id, cap);
+	if (log_limit_allow(&fallback_limit, ctx->now_ms, &held))
+		log_warn("ACK does not fit the frame size; sending a bare ack",
+			 "conn=%" PRIu64 " max=%zu suppressed=%" PRIu64,
+			 ctx->conn_id, cap, held);
 	ack = (struct notify_ack){ .frame = f, .later = later };
 	spop_ack_begin(&ack.w, out, cap, f->stream_id, f->frame_id);
 	ack_set_ack(&ack);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "harness.h"
 #include "log.h"
 #include "notify.h"
 #include "route.h"
@@ -648,6 +649,70 @@ START_TEST(notify_ack_fallback)
 }
 END_TEST
 
+/* 1,000 NOTIFYs whose ACK does not fit a 256-byte frame: 1,000 bare ACKs
+ * counted, one warning line; the next, a minute later, says how many were
+ * held back. */
+START_TEST(notify_ack_fallback_rate_limited)
+{
+	char name[CONFIG_NAME_MAX + 1];
+	memset(name, 'n', CONFIG_NAME_MAX);
+	name[CONFIG_NAME_MAX] = '\0';
+	char yaml[1024];
+	snprintf(yaml, sizeof(yaml),
+		 "endpoints:\n  - {backend: %s, server: %s, keys: [%s]}\n",
+		 name, name, name);
+	struct config cfg;
+	load(&cfg, yaml);
+	struct route r;
+	struct stats st = { 0 };
+	route_init(&r, &cfg);
+	FILE *logf = tmpfile();
+	ck_assert_ptr_nonnull(logf);
+	log_set_stream(logf);
+
+	uint8_t payload[128], out[2048];
+	struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
+				.flags = SPOP_FLAG_FIN,
+				.frame_id = 1,
+				.payload = payload };
+	f.payload_len = route_payload(payload, sizeof(payload), "m");
+	struct notify_deferred later;
+	enum spop_status status;
+	const uint64_t t0 = 5000000;
+	static const char needle[] = "msg=\"ACK does not fit";
+	for (unsigned i = 0; i < 1000; i++) {
+		/* one a millisecond: a second of traffic */
+		struct notify_ctx ctx = { .route = &r, .stats = &st,
+					  .now_ms = t0 + i };
+		f.stream_id = i;
+		ck_assert_int_gt(notify_handle(&ctx, &f, out, 256 + 4, &later,
+					       &status), 0);
+	}
+	char last[512];
+	unsigned lines = log_lines_count(logf, needle, last, sizeof(last));
+	fprintf(stderr, "# 1000 fallbacks in 1 s: %u warning line(s)\n", lines);
+	ck_assert_uint_eq(st.ack_fallbacks, 1000);
+	ck_assert_uint_eq(lines, 1);
+	ck_assert_msg(strstr(last, " suppressed=0") != NULL, "%s", last);
+
+	/* Still within the minute: held back; then the minute is over. */
+	struct notify_ctx ctx = { .route = &r, .stats = &st,
+				  .now_ms = t0 + LOG_LIMIT_INTERVAL_MS - 1 };
+	ck_assert_int_gt(notify_handle(&ctx, &f, out, 256 + 4, &later, &status), 0);
+	ck_assert_uint_eq(log_lines_count(logf, needle, NULL, 0), 1);
+	ctx.now_ms = t0 + LOG_LIMIT_INTERVAL_MS;
+	ck_assert_int_gt(notify_handle(&ctx, &f, out, 256 + 4, &later, &status), 0);
+	ck_assert_uint_eq(log_lines_count(logf, needle, last, sizeof(last)), 2);
+	ck_assert_msg(strstr(last, " suppressed=1000") != NULL, "%s", last);
+	ck_assert_uint_eq(st.ack_fallbacks, 1002);
+
+	log_set_stream(NULL);
+	fclose(logf);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 /* The sum of the endpoints' in-flight counts. */
 static uint64_t inflight_sum(const struct route *r)
 {
@@ -994,6 +1059,7 @@ static Suite *route_suite(void)
 	tcase_add_test(tc, wall_clock_cached);
 	tcase_add_test(tc, arg_names_exact);
 	tcase_add_test(tc, notify_ack_fallback);
+	tcase_add_test(tc, notify_ack_fallback_rate_limited);
 	tcase_add_test(tc, notify_malformed_frame_changes_nothing);
 	tcase_add_test(tc, notify_every_truncation);
 	tcase_add_test(tc, log_format);
