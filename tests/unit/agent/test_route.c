@@ -990,6 +990,92 @@ START_TEST(notify_every_truncation)
 }
 END_TEST
 
+/* Seeded mutations of a frame of feedback, route and unknown messages
+ * (bytes flipped, replaced, cut): whatever notify_handle makes of one, a
+ * refusal changes nothing. Prints how many were refused. */
+START_TEST(notify_mutations_refused_whole)
+{
+	struct config cfg;
+	load(&cfg, "endpoints:\n"
+		   "  - {backend: llm, server: gpu1, models: [m1]}\n"
+		   "  - {backend: llm, server: gpu2, models: [m1]}\n");
+	struct route r;
+	struct stats st = { 0 };
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	struct notify_ctx ctx = { .route = &r, .stats = &st, .now_ms = 1000 };
+
+	static uint8_t good[1024], payload[1024];
+	struct spop_writer w;
+	spop_writer_init(&w, good, sizeof(good));
+	put_feedback(&w);
+	put_route(&w, "s1");
+	spop_put_str(&w, "other", 5);
+	spop_put_bytes(&w, (const uint8_t[]){ 0 }, 1);
+	put_route(&w, "s2");
+	put_feedback(&w);
+	ck_assert(!w.overflow);
+
+	uint64_t x = 0x9e3779b97f4a7c15ull; /* xorshift64, fixed seed */
+	unsigned refused = 0, answered = 0;
+	uint8_t out[2048];
+	struct notify_deferred later;
+	for (unsigned iter = 0; iter < 20000; iter++) {
+		memcpy(payload, good, w.len);
+		size_t len = w.len;
+		unsigned edits = 1 + (unsigned)(iter % 4);
+		for (unsigned e = 0; e < edits; e++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			size_t at = (size_t)(x % len);
+			switch ((x >> 32) % 3) {
+			case 0:
+				payload[at] ^= (uint8_t)(1u << ((x >> 40) % 8));
+				break;
+			case 1:
+				payload[at] = (uint8_t)(x >> 48);
+				break;
+			default:
+				len = at + 1;
+				break;
+			}
+		}
+		if (iter % 64 == 0)
+			idle_poll(&r);
+		struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
+					.flags = SPOP_FLAG_FIN,
+					.stream_id = iter,
+					.frame_id = 1,
+					.payload = payload,
+					.payload_len = len };
+		struct notify_effects before, after;
+		effects(&r, &st, &before);
+		enum spop_status status = SPOP_ERR_NONE;
+		ptrdiff_t n = notify_handle(&ctx, &f, out, sizeof(out), &later,
+					    &status);
+		if (n > 0) {
+			notify_run_deferred(&ctx, &later);
+			answered++;
+			continue;
+		}
+		ck_assert_int_eq(n, SPOP_EPROTO);
+		ck_assert_uint_eq(status, SPOP_ERR_INVALID);
+		ck_assert_uint_eq(later.n, 0);
+		effects(&r, &st, &after);
+		char what[48];
+		snprintf(what, sizeof(what), "mutation %u", iter);
+		expect_same(&before, &after, what);
+		refused++;
+	}
+	fprintf(stderr, "# 20000 mutations: %u refused, %u answered\n", refused,
+		answered);
+	ck_assert_uint_gt(refused, 1000);
+	ck_assert_uint_gt(answered, 1000);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 START_TEST(log_format)
 {
 	char q[64];
@@ -1062,6 +1148,7 @@ static Suite *route_suite(void)
 	tcase_add_test(tc, notify_ack_fallback_rate_limited);
 	tcase_add_test(tc, notify_malformed_frame_changes_nothing);
 	tcase_add_test(tc, notify_every_truncation);
+	tcase_add_test(tc, notify_mutations_refused_whole);
 	tcase_add_test(tc, log_format);
 	tcase_add_test(tc, stats_labels);
 	suite_add_tcase(s, tc);
