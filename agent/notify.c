@@ -245,9 +245,9 @@ ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
 		return n;
 
 	/* Only names far longer than usual meet a small negotiated frame
-	 * size here; HAProxy then balances on its own (fail open). */
-	/* Each NOTIFY meets it again: a line a minute, the metric counts
-	 * them all (warmlane_spop_ack_fallbacks_total). */
+	 * size here; HAProxy then balances on its own (fail open). Every
+	 * NOTIFY of the connection meets it again: a line a minute, the
+	 * metric counts them all (warmlane_spop_ack_fallbacks_total). */
 	static struct log_limit fallback_limit =
 		LOG_LIMIT_INIT(LOG_LIMIT_INTERVAL_MS);
 	uint64_t held;
