@@ -7,6 +7,11 @@
 
 #include "log.h"
 
+/* Decisions an ACK can carry: each takes at least 16 bytes (its `reason`
+ * set-var) of an ACK of at most CONN_WBUF_SIZE (2048); one more is the
+ * decision whose answer overflowed. */
+#define NOTIFY_MAX_DECIDED (2048 / 16 + 1)
+
 /* The ACK being built for one NOTIFY frame. */
 struct notify_ack {
 	struct spop_writer w;
@@ -14,6 +19,11 @@ struct notify_ack {
 	bool acked;      /* `ack` already set in this ACK */
 	const struct spop_frame *frame;
 	struct notify_deferred *later;
+	/* The endpoints decided in w, to take back if the ACK is cut down to
+	 * `ack` (no decision once w has overflowed: none could be sent).
+	 * NOTIFY_MAX_DECIDED entries, left uninitialised. */
+	int *decided;
+	unsigned n_decided;
 };
 
 static void ack_set_str(struct notify_ack *ack, const char *name,
@@ -59,14 +69,20 @@ static void notify_route(struct notify_ctx *ctx,
 			 const struct route_request *req,
 			 struct notify_ack *ack)
 {
+	ctx->stats->msgs_route++;
+	/* The answer cannot be sent any more (the ACK will be cut down to
+	 * `ack`): no decision, HAProxy balances on its own. */
+	if (ack->w.overflow || ack->n_decided == NOTIFY_MAX_DECIDED)
+		return;
+
 	struct route_decision d;
 	/* The decision alone, not the parsing around it: the histogram is
 	 * there to catch a policy that stops being microseconds. */
 	uint64_t t0 = uv_hrtime();
 	route_decide(ctx->route, req, &d);
 	stats_histogram_observe(&ctx->stats->decide_latency, uv_hrtime() - t0);
-	ctx->stats->msgs_route++;
 	ctx->stats->reasons[d.reason]++;
+	ack->decided[ack->n_decided++] = d.endpoint;
 
 	if (d.backend != NULL)
 		ack_set_str(ack, "backend", d.backend, strlen(d.backend));
@@ -203,7 +219,9 @@ ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
 			uint8_t *out, size_t cap, struct notify_deferred *later,
 			enum spop_status *status)
 {
-	struct notify_ack ack = { .frame = f, .later = later };
+	int decided[NOTIFY_MAX_DECIDED];
+	struct notify_ack ack = { .frame = f, .later = later,
+				  .decided = decided };
 	struct notify_msg msgs[NOTIFY_MAX_MSGS], extra;
 	struct spop_reader r, rest;
 	unsigned nmsg = 0;
@@ -252,11 +270,15 @@ ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
 		LOG_LIMIT_INIT(LOG_LIMIT_INTERVAL_MS);
 	uint64_t held;
 	ctx->stats->ack_fallbacks++;
+	for (unsigned i = 0; i < ack.n_decided; i++)
+		route_take_back(ctx->route, ack.decided[i]);
 	if (log_limit_allow(&fallback_limit, ctx->now_ms, &held))
 		log_warn("ACK does not fit the frame size; sending a bare ack",
 			 "conn=%" PRIu64 " max=%zu suppressed=%" PRIu64,
 			 ctx->conn_id, cap, held);
-	ack = (struct notify_ack){ .frame = f, .later = later };
+	ack.has_action = false;
+	ack.acked = false;
+	ack.n_decided = 0;
 	spop_ack_begin(&ack.w, out, cap, f->stream_id, f->frame_id);
 	ack_set_ack(&ack);
 	n = spop_ack_finish(&ack.w);

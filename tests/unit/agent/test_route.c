@@ -726,6 +726,63 @@ static uint64_t inflight_sum(const struct route *r)
 	return sum;
 }
 
+/* An ACK cut down to `ack` carries no decision, so HAProxy balances on
+ * its own: the decisions it would have carried are taken back (no
+ * feedback or log line will ever name them), including those of a frame
+ * of many `route` messages whose answers overflow the frame. */
+START_TEST(notify_ack_fallback_takes_decisions_back)
+{
+	char name[CONFIG_NAME_MAX + 1];
+	memset(name, 'n', CONFIG_NAME_MAX);
+	name[CONFIG_NAME_MAX] = '\0';
+	char yaml[1024];
+	snprintf(yaml, sizeof(yaml),
+		 "endpoints:\n  - {backend: %s, server: %s, keys: [%s]}\n",
+		 name, name, name);
+	struct config cfg;
+	load(&cfg, yaml);
+	struct route r;
+	struct stats st = { 0 };
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	struct notify_ctx ctx = { .route = &r, .stats = &st, .now_ms = 1000 };
+
+	static uint8_t payload[8192];
+	uint8_t out[2048];
+	struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
+				.flags = SPOP_FLAG_FIN,
+				.stream_id = 1,
+				.frame_id = 1,
+				.payload = payload };
+	f.payload_len = route_payload(payload, sizeof(payload), "m");
+	struct notify_deferred later;
+	enum spop_status status;
+
+	ck_assert_int_gt(notify_handle(&ctx, &f, out, 256 + 4, &later, &status), 0);
+	ck_assert_uint_eq(st.ack_fallbacks, 1);
+	ck_assert_uint_eq(inflight_sum(&r), 0);
+	/* The same frame where its answer fits: decided and counted. */
+	ck_assert_int_gt(notify_handle(&ctx, &f, out, sizeof(out), &later, &status), 0);
+	ck_assert_uint_eq(inflight_sum(&r), 1);
+
+	/* 300 `route` messages in one frame: their answers overflow 2 KiB. */
+	struct spop_writer w;
+	spop_writer_init(&w, payload, sizeof(payload));
+	for (int i = 0; i < 300; i++) {
+		spop_put_str(&w, "route", 5);
+		spop_put_bytes(&w, (const uint8_t[]){ 1 }, 1);
+		struct spop_data m = str("m");
+		spop_put_kv(&w, "model", &m);
+	}
+	ck_assert(!w.overflow);
+	f.payload_len = w.len;
+	ck_assert_int_gt(notify_handle(&ctx, &f, out, sizeof(out), &later, &status), 0);
+	ck_assert_uint_eq(st.ack_fallbacks, 2);
+	ck_assert_uint_eq(inflight_sum(&r), 1);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 /* Appends a `feedback` message: a non-streamed 200 from llm/gpu1. */
 static void put_feedback(struct spop_writer *w)
 {
@@ -1146,6 +1203,7 @@ static Suite *route_suite(void)
 	tcase_add_test(tc, arg_names_exact);
 	tcase_add_test(tc, notify_ack_fallback);
 	tcase_add_test(tc, notify_ack_fallback_rate_limited);
+	tcase_add_test(tc, notify_ack_fallback_takes_decisions_back);
 	tcase_add_test(tc, notify_malformed_frame_changes_nothing);
 	tcase_add_test(tc, notify_every_truncation);
 	tcase_add_test(tc, notify_mutations_refused_whole);
