@@ -293,9 +293,14 @@ static void conn_on_hello(struct conn *c, const struct spop_frame *f)
 		conn_fail(c, SPOP_ERR_INVALID, "HAPROXY-HELLO after the handshake");
 		return;
 	}
+	/* Against this connection's read buffer, not the configuration: a
+	 * reload may have raised max_frame_size since the accept sized the
+	 * buffer, and a limit above it would let HAProxy send frames the
+	 * buffer cannot hold (the connection would die of ENOBUFS). */
+	uint32_t ours = (uint32_t)(c->rcap - 4);
 	/* Before the handshake no ACK is batched: the HELLO goes alone. */
 	if (spop_hello_parse(f->payload, f->payload_len, &h, &st) < 0 ||
-	    spop_hello_negotiate(&h, c->srv->cfg->max_frame_size, &max, &st) < 0) {
+	    spop_hello_negotiate(&h, ours, &max, &st) < 0) {
 		conn_fail(c, st, NULL);
 		return;
 	}

@@ -54,6 +54,22 @@ const char *log_level_name(enum log_level level)
 	return log_names[level];
 }
 
+bool log_limit_allow(struct log_limit *l, uint64_t now_ms,
+		     uint64_t *suppressed)
+{
+	/* A clock behind last_ms (another loop's) wraps to a large interval:
+	 * the line is written rather than held back for ever. */
+	if (l->armed && now_ms - l->last_ms < l->interval_ms) {
+		l->suppressed++;
+		return false;
+	}
+	*suppressed = l->suppressed;
+	l->suppressed = 0;
+	l->last_ms = now_ms;
+	l->armed = true;
+	return true;
+}
+
 /* Characters that may stand unquoted in a logfmt value. */
 static bool log_safe_char(unsigned char c)
 {

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Ordered by verbosity: a line is written when its level <= the current one.
@@ -48,6 +49,30 @@ void log_write(enum log_level level, const char *msg, const char *fmt, ...)
 		if (log_enabled(LOG_LEVEL_DEBUG)) \
 			log_write(LOG_LEVEL_DEBUG, msg, __VA_ARGS__); \
 	} while (0)
+
+/* The budget of one call site for a line a peer can repeat at will (an
+ * ACK that does not fit, a server name HAProxy reports at every poll):
+ * the first line is written, then at most one per interval_ms, and each
+ * written line reports how many were held back since the one before. One
+ * per site, static and initialised with LOG_LIMIT_INIT. */
+struct log_limit {
+	uint64_t interval_ms;
+	uint64_t last_ms;    /* when the last line was written */
+	uint64_t suppressed; /* held back since */
+	bool armed;          /* a line was written */
+};
+
+#define LOG_LIMIT_INIT(ms) { .interval_ms = (ms) }
+
+/* The interval of the sites above: a line a minute, with the count. */
+#define LOG_LIMIT_INTERVAL_MS 60000u
+
+/* Whether the site's line is to be written at now_ms (the loop's
+ * monotonic milliseconds, uv_now). True: write it, with *suppressed (the
+ * lines held back since the last one written; the count restarts). False:
+ * counted as held back, *suppressed untouched. */
+bool log_limit_allow(struct log_limit *l, uint64_t now_ms,
+		     uint64_t *suppressed);
 
 /* Formats s (len bytes, need not be NUL-terminated) as a logfmt value into
  * buf: bare when it is a non-empty run of safe characters, else in double

@@ -7,6 +7,11 @@
 
 #include "log.h"
 
+/* Decisions an ACK can carry: each takes at least 16 bytes (its `reason`
+ * set-var) of an ACK of at most CONN_WBUF_SIZE (2048); one more is the
+ * decision whose answer overflowed. */
+#define NOTIFY_MAX_DECIDED (2048 / 16 + 1)
+
 /* The ACK being built for one NOTIFY frame. */
 struct notify_ack {
 	struct spop_writer w;
@@ -14,12 +19,12 @@ struct notify_ack {
 	bool acked;      /* `ack` already set in this ACK */
 	const struct spop_frame *frame;
 	struct notify_deferred *later;
+	/* The endpoints decided in w, to take back if the ACK is cut down to
+	 * `ack` (no decision once w has overflowed: none could be sent).
+	 * NOTIFY_MAX_DECIDED entries, left uninitialised. */
+	int *decided;
+	unsigned n_decided;
 };
-
-typedef int (*notify_handler_fn)(struct notify_ctx *ctx,
-				 struct spop_reader *r, unsigned nargs,
-				 struct notify_ack *ack,
-				 enum spop_status *status);
 
 static void ack_set_str(struct notify_ack *ack, const char *name,
 			const char *v, size_t len)
@@ -40,13 +45,14 @@ static void ack_set_ack(struct notify_ack *ack)
 	ack->acked = true;
 }
 
-static int notify_route(struct notify_ctx *ctx, struct spop_reader *r,
-			unsigned nargs, struct notify_ack *ack,
-			enum spop_status *status)
+/* Reads nargs arguments of a `route` message into req. */
+static int notify_parse_route(struct notify_ctx *ctx, struct spop_reader *r,
+			      unsigned nargs, struct route_request *req,
+			      enum spop_status *status)
 {
-	struct route_request req = { .now_ms = ctx->now_ms };
+	req->now_ms = ctx->now_ms;
 	for (int i = 0; i < ROUTE_ARG_COUNT; i++)
-		req.args[i] = spop_data_null();
+		req->args[i] = spop_data_null();
 	for (unsigned i = 0; i < nargs; i++) {
 		struct spop_str name;
 		struct spop_data val;
@@ -54,17 +60,29 @@ static int notify_route(struct notify_ctx *ctx, struct spop_reader *r,
 			return SPOP_EPROTO;
 		int k = route_arg_lookup(name);
 		if (k >= 0)
-			req.args[k] = val; /* a repeated argument: the last wins */
+			req->args[k] = val; /* a repeated argument: the last wins */
 	}
+	return 0;
+}
+
+static void notify_route(struct notify_ctx *ctx,
+			 const struct route_request *req,
+			 struct notify_ack *ack)
+{
+	ctx->stats->msgs_route++;
+	/* The answer cannot be sent any more (the ACK will be cut down to
+	 * `ack`): no decision, HAProxy balances on its own. */
+	if (ack->w.overflow || ack->n_decided == NOTIFY_MAX_DECIDED)
+		return;
 
 	struct route_decision d;
 	/* The decision alone, not the parsing around it: the histogram is
 	 * there to catch a policy that stops being microseconds. */
 	uint64_t t0 = uv_hrtime();
-	route_decide(ctx->route, &req, &d);
+	route_decide(ctx->route, req, &d);
 	stats_histogram_observe(&ctx->stats->decide_latency, uv_hrtime() - t0);
-	ctx->stats->msgs_route++;
 	ctx->stats->reasons[d.reason]++;
+	ack->decided[ack->n_decided++] = d.endpoint;
 
 	if (d.backend != NULL)
 		ack_set_str(ack, "backend", d.backend, strlen(d.backend));
@@ -86,17 +104,18 @@ static int notify_route(struct notify_ctx *ctx, struct spop_reader *r,
 		  ctx->conn_id, ack->frame->stream_id, ack->frame->frame_id,
 		  reason, d.backend != NULL ? d.backend : "-",
 		  d.server != NULL ? d.server : "-");
-	return 0;
 }
 
-static int notify_feedback(struct notify_ctx *ctx, struct spop_reader *r,
-			   unsigned nargs, struct notify_ack *ack,
-			   enum spop_status *status)
+/* Reads nargs arguments of a `feedback` message into fb. */
+static int notify_parse_feedback(struct notify_ctx *ctx,
+				 struct spop_reader *r, unsigned nargs,
+				 struct route_feedback *fb,
+				 enum spop_status *status)
 {
-	struct route_feedback fb = { .now_ms = ctx->now_ms,
-				     .now_unix_s = ctx->now_unix_s };
+	fb->now_ms = ctx->now_ms;
+	fb->now_unix_s = ctx->now_unix_s;
 	for (int i = 0; i < ROUTE_FB_COUNT; i++)
-		fb.args[i] = spop_data_null();
+		fb->args[i] = spop_data_null();
 	for (unsigned i = 0; i < nargs; i++) {
 		struct spop_str name;
 		struct spop_data val;
@@ -104,73 +123,138 @@ static int notify_feedback(struct notify_ctx *ctx, struct spop_reader *r,
 			return SPOP_EPROTO;
 		int k = route_fb_arg_lookup(name);
 		if (k >= 0)
-			fb.args[k] = val;
+			fb->args[k] = val;
 	}
+	return 0;
+}
+
+static void notify_feedback(struct notify_ctx *ctx,
+			    const struct route_feedback *fb,
+			    struct notify_ack *ack)
+{
 	ctx->stats->msgs_feedback++;
 	ack_set_ack(ack);
 
 	/* The ACK goes first (docs/architecture.md, "Data flow"); a frame with
 	 * more feedback than fits the deferred list is applied at once. */
 	if (ack->later->n < NOTIFY_MAX_DEFERRED)
-		ack->later->fb[ack->later->n++] = fb;
+		ack->later->fb[ack->later->n++] = *fb;
 	else
-		route_feedback(ctx->route, &fb);
-	return 0;
+		route_feedback(ctx->route, fb);
 }
 
-/* The dispatch table: the integration of the core swaps what these
- * handlers call (route_decide, route_feedback), not the table. */
-static const struct {
-	const char *name;
-	notify_handler_fn fn;
-} notify_handlers[] = {
-	{ "route", notify_route },
-	{ "feedback", notify_feedback },
+static void notify_unknown(struct notify_ctx *ctx, struct spop_str name,
+			   struct notify_ack *ack)
+{
+	/* Acknowledged, never a disconnect, so a newer HAProxy config does
+	 * not break an older agent. */
+	ctx->stats->msgs_unknown++;
+	if (log_enabled(LOG_LEVEL_DEBUG)) {
+		char q[96];
+		log_debug("unknown message", "conn=%" PRIu64 " name=%s",
+			  ctx->conn_id,
+			  log_quote(q, sizeof(q), (const char *)name.ptr,
+				    name.len));
+	}
+	ack_set_ack(ack);
+}
+
+/* One message of a NOTIFY, parsed and not yet acted on. */
+struct notify_msg {
+	enum { NOTIFY_ROUTE, NOTIFY_FEEDBACK, NOTIFY_UNKNOWN } kind;
+	struct spop_str name;
+	union {
+		struct route_request route;
+		struct route_feedback fb;
+	} u;
 };
+
+/* Messages of one frame parsed before any acts: HAProxy sends one per
+ * group (warmlane.spoe.conf), so this holds every frame it sends; the
+ * messages of a larger frame past these are parsed a second time. */
+#define NOTIFY_MAX_MSGS 8
+
+/* Reads the next message of r, arguments included, into m (the dispatch
+ * by exact name). Returns 1, 0 at the end of the payload, or SPOP_EPROTO
+ * with *status. */
+static int notify_parse(struct notify_ctx *ctx, struct spop_reader *r,
+			struct notify_msg *m, enum spop_status *status)
+{
+	unsigned nargs;
+	int k = spop_msg_next(r, &m->name, &nargs, status);
+	if (k <= 0)
+		return k;
+	if (spop_str_eq(m->name, "route")) {
+		m->kind = NOTIFY_ROUTE;
+		k = notify_parse_route(ctx, r, nargs, &m->u.route, status);
+	} else if (spop_str_eq(m->name, "feedback")) {
+		m->kind = NOTIFY_FEEDBACK;
+		k = notify_parse_feedback(ctx, r, nargs, &m->u.fb, status);
+	} else {
+		m->kind = NOTIFY_UNKNOWN;
+		k = spop_msg_skip_args(r, nargs, status);
+	}
+	return k < 0 ? SPOP_EPROTO : 1;
+}
+
+/* The handlers: the integration of the core swaps what these call
+ * (route_decide, route_feedback), not the dispatch. */
+static void notify_act(struct notify_ctx *ctx, const struct notify_msg *m,
+		       struct notify_ack *ack)
+{
+	switch (m->kind) {
+	case NOTIFY_ROUTE:
+		notify_route(ctx, &m->u.route, ack);
+		break;
+	case NOTIFY_FEEDBACK:
+		notify_feedback(ctx, &m->u.fb, ack);
+		break;
+	default:
+		notify_unknown(ctx, m->name, ack);
+		break;
+	}
+}
 
 ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
 			uint8_t *out, size_t cap, struct notify_deferred *later,
 			enum spop_status *status)
 {
-	struct notify_ack ack = { .frame = f, .later = later };
-	struct spop_reader r;
+	int decided[NOTIFY_MAX_DECIDED];
+	struct notify_ack ack = { .frame = f, .later = later,
+				  .decided = decided };
+	struct notify_msg msgs[NOTIFY_MAX_MSGS], extra;
+	struct spop_reader r, rest;
+	unsigned nmsg = 0;
+	bool more = false;
 	later->n = 0;
-	spop_ack_begin(&ack.w, out, cap, f->stream_id, f->frame_id);
-	spop_reader_init(&r, f->payload, f->payload_len);
 
+	/* The whole payload is parsed before any message acts: a frame is
+	 * taken whole or refused whole. A `route` decided before a malformed
+	 * message would raise an in-flight count that no ACK, feedback or
+	 * log line ever lowers; feedback applied before it would count again
+	 * if HAProxy sent it anew. */
+	spop_reader_init(&r, f->payload, f->payload_len);
 	for (;;) {
-		struct spop_str name;
-		unsigned nargs;
-		int m = spop_msg_next(&r, &name, &nargs, status);
+		if (nmsg == NOTIFY_MAX_MSGS && !more) {
+			rest = r;
+			more = true;
+		}
+		int m = notify_parse(ctx, &r, more ? &extra : &msgs[nmsg],
+				     status);
 		if (m == 0)
 			break;
 		if (m < 0)
 			return SPOP_EPROTO;
-
-		notify_handler_fn fn = NULL;
-		for (size_t i = 0; i < sizeof(notify_handlers) / sizeof(notify_handlers[0]); i++)
-			if (spop_str_eq(name, notify_handlers[i].name))
-				fn = notify_handlers[i].fn;
-		if (fn != NULL) {
-			if (fn(ctx, &r, nargs, &ack, status) < 0)
-				return SPOP_EPROTO;
-			continue;
-		}
-
-		/* Unknown: acknowledged, never a disconnect, so a newer
-		 * HAProxy config does not break an older agent. */
-		if (spop_msg_skip_args(&r, nargs, status) < 0)
-			return SPOP_EPROTO;
-		ctx->stats->msgs_unknown++;
-		if (log_enabled(LOG_LEVEL_DEBUG)) {
-			char q[96];
-			log_debug("unknown message", "conn=%" PRIu64 " name=%s",
-				  ctx->conn_id,
-				  log_quote(q, sizeof(q), (const char *)name.ptr,
-					    name.len));
-		}
-		ack_set_ack(&ack);
+		if (!more)
+			nmsg++;
 	}
+
+	spop_ack_begin(&ack.w, out, cap, f->stream_id, f->frame_id);
+	for (unsigned i = 0; i < nmsg; i++)
+		notify_act(ctx, &msgs[i], &ack);
+	/* Checked whole above: parsing the same bytes again cannot fail. */
+	while (more && notify_parse(ctx, &rest, &extra, status) == 1)
+		notify_act(ctx, &extra, &ack);
 	if (!ack.has_action)
 		ack_set_ack(&ack);
 
@@ -179,11 +263,22 @@ ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
 		return n;
 
 	/* Only names far longer than usual meet a small negotiated frame
-	 * size here; HAProxy then balances on its own (fail open). */
+	 * size here; HAProxy then balances on its own (fail open). Every
+	 * NOTIFY of the connection meets it again: a line a minute, the
+	 * metric counts them all (warmlane_spop_ack_fallbacks_total). */
+	static struct log_limit fallback_limit =
+		LOG_LIMIT_INIT(LOG_LIMIT_INTERVAL_MS);
+	uint64_t held;
 	ctx->stats->ack_fallbacks++;
-	log_warn("ACK does not fit the frame size; sending a bare ack",
-		 "conn=%" PRIu64 " max=%zu", ctx->conn_id, cap);
-	ack = (struct notify_ack){ .frame = f, .later = later };
+	for (unsigned i = 0; i < ack.n_decided; i++)
+		route_take_back(ctx->route, ack.decided[i]);
+	if (log_limit_allow(&fallback_limit, ctx->now_ms, &held))
+		log_warn("ACK does not fit the frame size; sending a bare ack",
+			 "conn=%" PRIu64 " max=%zu suppressed=%" PRIu64,
+			 ctx->conn_id, cap, held);
+	ack.has_action = false;
+	ack.acked = false;
+	ack.n_decided = 0;
 	spop_ack_begin(&ack.w, out, cap, f->stream_id, f->frame_id);
 	ack_set_ack(&ack);
 	n = spop_ack_finish(&ack.w);

@@ -38,8 +38,11 @@ struct notify_ctx {
  * the ACK, echoing f's stream-id and frame-id, is written into out[0..cap)
  * (cap: the negotiated max-frame-size + 4 at most). Should the answer not
  * fit, a minimal ACK setting only `ack` is sent instead. Returns the ACK's
- * size, or SPOP_EPROTO with *status (4) for a malformed payload. Feedback
- * is stored in *later for notify_run_deferred. No allocation. */
+ * size, or SPOP_EPROTO with *status (4) for a malformed payload: the whole
+ * payload is checked before any message acts, so a refused frame changes
+ * nothing (no decision, no in-flight count, no feedback, no counter) and
+ * leaves *later empty. Feedback is stored in *later for
+ * notify_run_deferred. No allocation. */
 ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
 			uint8_t *out, size_t cap, struct notify_deferred *later,
 			enum spop_status *status);

@@ -336,10 +336,18 @@ void route_decide(struct route *r, const struct route_request *req,
 		.key = d.key_id,
 		.has_akey = d.has_akey,
 		.akey = d.akey,
+		.endpoint = d.endpoint,
 	};
 	if (d.endpoint < 0) { /* no endpoint: no variable but the reason */
 		out->backend = out->server = out->key = NULL;
+		out->endpoint = -1;
 	}
+}
+
+void route_take_back(struct route *r, int endpoint)
+{
+	if (endpoint >= 0)
+		core_endpoint_complete(r->core, endpoint);
 }
 
 /* ---- feedback ----------------------------------------------------------- */

@@ -72,6 +72,7 @@ struct route_decision {
 	const char *key;
 	bool has_akey;
 	uint64_t akey; /* sent as 16 lower-case hex digits */
+	int endpoint;  /* the core's index, -1 for none (route_take_back) */
 };
 
 /* One `feedback` message (same conventions as route_request). */
@@ -162,6 +163,13 @@ void route_finish(struct route *r);
  * arguments). Never allocates. */
 void route_decide(struct route *r, const struct route_request *req,
 		  struct route_decision *out);
+
+/* Takes back a decision for endpoint (route_decision.endpoint; -1 does
+ * nothing) whose answer never reached HAProxy (an ACK cut down to fit the
+ * frame size): its in-flight count falls again, as no feedback or log line
+ * will ever name it. A HALF_OPEN probe slot it took expires with the
+ * breaker window. Never allocates. */
+void route_take_back(struct route *r, int endpoint);
 
 /* Takes one feedback into account through core_observe (called after its
  * ACK is queued). server "backend/server" and key name the endpoint; status

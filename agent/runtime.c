@@ -391,8 +391,15 @@ bool runtime_apply_row(struct runtime *rt, const struct runtime_row *row,
 		log_quote(q1, sizeof(q1), row->pxname.ptr, row->pxname.len);
 		log_quote(q2, sizeof(q2), row->svname.ptr, row->svname.len);
 		if (a < 0) {
-			log_warn("cannot add a server from HAProxy", "backend=%s server=%s error=%s",
-				 q1, q2, strerror(-a));
+			/* Every poll reports the server again (a name over
+			 * CONFIG_NAME_MAX stays too long): a line a minute. */
+			static struct log_limit add_limit =
+				LOG_LIMIT_INIT(LOG_LIMIT_INTERVAL_MS);
+			uint64_t held;
+			if (log_limit_allow(&add_limit, now_ms, &held))
+				log_warn("cannot add a server from HAProxy",
+					 "backend=%s server=%s error=%s suppressed=%" PRIu64,
+					 q1, q2, strerror(-a), held);
 			return true;
 		}
 		rt->servers_added++;

@@ -395,3 +395,20 @@ void make_temp_dir(char *dir, size_t cap)
 	dir[n + 6] = '\0';
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 }
+
+unsigned log_lines_count(FILE *f, const char *needle, char *last, size_t cap)
+{
+	char line[4096];
+	unsigned n = 0;
+	fflush(f);
+	rewind(f);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (strstr(line, needle) == NULL)
+			continue;
+		n++;
+		if (last != NULL)
+			snprintf(last, cap, "%s", line);
+	}
+	fseek(f, 0, SEEK_END);
+	return n;
+}

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <uv.h>
 
 #include "config.h"
@@ -111,6 +112,13 @@ void answer_ack(const uint8_t *p, size_t n, uint64_t sid, uint64_t fid,
 /* The STRING value of var, or NULL when it is not set. */
 const char *ack_str(const struct ack_vars *vars, const char *name);
 bool ack_has(const struct ack_vars *vars, const char *name);
+
+/* ---- log lines ---- */
+
+/* Lines of the log stream f (from tmpfile, given to log_set_stream) that
+ * contain needle; the last of them is copied into last (cap bytes, may be
+ * NULL). f is left at its end. */
+unsigned log_lines_count(FILE *f, const char *needle, char *last, size_t cap);
 
 /* Makes a fresh directory under TMPDIR (or /tmp) into dir. */
 void make_temp_dir(char *dir, size_t cap);

@@ -2,7 +2,7 @@
 #
 # metrics_agent_start WARMLANE DIR KEY: writes DIR/warmlane.yaml (listen in
 # DIR, no runtime API, no state file, two endpoints, gpu1 with key id KEY),
-# starts WARMLANE on it with stderr in DIR/stderr.log, and sets `pid` and
+# starts WARMLANE on it with stderr in DIR/stderr.log (created first), and sets `pid` and
 # `port` (the metrics port the agent logged). metrics.listen refuses port 0,
 # so a free port is asked of the kernel first. The caller's EXIT trap stops
 # `pid`. Exits 1 when no port is reported.
@@ -18,10 +18,16 @@ endpoints:
   - { backend: llm, server: gpu1, models: [m1], keys: [$key] }
   - { backend: llm, server: gpu2 }
 YAML
-	"$warmlane" --config "$dir/warmlane.yaml" 2>"$dir/stderr.log" &
+	# The log exists before the agent starts: `2>file &` is opened by the
+	# forked shell, which may run after the first read below (then sed
+	# fails, and set -o pipefail makes that the script's exit 2).
+	: >"$dir/stderr.log"
+	"$warmlane" --config "$dir/warmlane.yaml" 2>>"$dir/stderr.log" &
 	pid=$!
 	port=
-	for _ in $(seq 100); do
+	# Up to 20 s: a sanitized build on a loaded machine starts slowly;
+	# the loop ends as soon as the port is logged or the agent is gone.
+	for _ in $(seq 400); do
 		port=$(sed -n 's/.*msg="metrics listening".* port=\([0-9]*\).*/\1/p' "$dir/stderr.log" | head -n1)
 		[ -n "$port" ] && return 0
 		kill -0 "$pid" 2>/dev/null || break

@@ -24,9 +24,10 @@ endpoints:
   - { backend: llm, server: gpu1 }
 YAML
 
-# Waits (5 s at most) for a line matching $1 in the log.
+# Waits (20 s at most: a sanitized build on a loaded machine) for a line
+# matching $1 in the log.
 wait_log() {
-	for _ in $(seq 100); do
+	for _ in $(seq 400); do
 		grep -q "$1" "$dir/log" && return 0
 		sleep 0.05
 	done
@@ -35,8 +36,13 @@ wait_log() {
 	exit 1
 }
 
+# The log is emptied before the agent starts, not by `2>log &`: that
+# redirection is made by the forked shell, which may run after wait_log's
+# first read, and then the previous agent's log answers it ("started"
+# seen, a SIGHUP sent before the new agent handles it, and it dies).
 start() {
-	"$warmlane" --config "$dir/warmlane.yaml" --log-level debug 2>"$dir/log" &
+	: >"$dir/log"
+	"$warmlane" --config "$dir/warmlane.yaml" --log-level debug 2>>"$dir/log" &
 	pid=$!
 	wait_log 'msg=started'
 }

@@ -110,6 +110,54 @@ START_TEST(hello_smaller_frame_size)
 }
 END_TEST
 
+/* A NOTIFY with one unknown message carrying a BINARY of n bytes. */
+static void fb_blob_notify(struct fb *f, uint64_t sid, uint64_t fid, size_t n)
+{
+	struct fb *p = calloc(1, sizeof(*p));
+	fb_str(p, "unknown");
+	fb_u8(p, 1);
+	fb_str(p, "blob");
+	fb_u8(p, SPOP_DATA_BINARY);
+	fb_varint(p, n);
+	memset(p->b + p->len, 'x', n);
+	p->len += n;
+	fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, fid, p);
+	free(p);
+}
+
+/* A reload raising max_frame_size between a connection's accept and its
+ * HELLO: the connection's read buffer was sized at accept, so it offers
+ * that size, not the new one, and a frame between the two is refused with
+ * a DISCONNECT (TOO_BIG) instead of killing the connection (ENOBUFS).
+ * Connections accepted after the reload get the new size. */
+START_TEST(hello_after_reload_raising_frame_size)
+{
+	struct harness h;
+	harness_init(&h, "max_frame_size: 4096\n");
+	struct client *old = harness_client(&h, 0);
+	harness_pump(&h);
+	h.cfg.max_frame_size = 16380; /* what reload_commit does in place */
+
+	do_hello(&h, old, 16380, 4096);
+	struct fb *f = calloc(1, sizeof(*f));
+	fb_blob_notify(f, 1, 1, 8000);
+	client_send(&h, old, f->b, f->len);
+	expect_disconnect(&h, old, SPOP_ERR_TOO_BIG);
+	ck_assert_uint_eq(h.srv.stats.io_errors, 0);
+	client_free(old);
+
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	client_send(&h, c, f->b, f->len);
+	struct ack_vars v;
+	read_ack(&h, c, 1, 1, &v);
+	ck_assert(ack_has(&v, "ack"));
+	free(f);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
 START_TEST(hello_agent_smaller)
 {
 	struct harness h;
@@ -542,6 +590,45 @@ START_TEST(error_malformed_notify)
 	fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, 1, 1, p);
 	client_send(&h, c, f->b, f->len);
 	expect_disconnect(&h, c, SPOP_ERR_INVALID);
+	free(f);
+	free(p);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+/* A good `route` followed by a malformed message in the same NOTIFY: the
+ * DISCONNECT, and no decision left behind (no ACK carries it, so no
+ * feedback or log line would ever lower its in-flight count). */
+START_TEST(error_malformed_after_route)
+{
+	struct harness h;
+	harness_init(&h, two_endpoints);
+	struct client *c = harness_client(&h, 0);
+	do_hello(&h, c, 16380, 16380);
+	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
+	fb_str(p, "route");
+	fb_u8(p, 2);
+	fb_kv_str(p, "session", "s1");
+	fb_kv_str(p, "model", "m1");
+	fb_str(p, "feedback");
+	fb_u8(p, 2); /* announces 2 arguments, carries 1 */
+	fb_kv_str(p, "server", "llm/gpu2");
+	fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, 1, 1, p);
+	client_send(&h, c, f->b, f->len);
+	expect_disconnect(&h, c, SPOP_ERR_INVALID);
+
+	struct core *core = h.srv.route.core;
+	for (int i = core_endpoint_next(core, -1); i >= 0;
+	     i = core_endpoint_next(core, i)) {
+		struct core_endpoint_info info;
+		ck_assert_int_eq(core_endpoint_info(core, i, 0, &info), 0);
+		ck_assert_msg(info.in_flight == 0, "%s/%s key %s: in-flight %u",
+			      info.backend, info.server,
+			      info.key_id != NULL ? info.key_id : "-",
+			      info.in_flight);
+	}
+	ck_assert_uint_eq(h.srv.stats.msgs_route, 0);
 	free(f);
 	free(p);
 	client_free(c);
@@ -1171,6 +1258,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, hello_normal);
 	tcase_add_test(tc, hello_smaller_frame_size);
 	tcase_add_test(tc, hello_agent_smaller);
+	tcase_add_test(tc, hello_after_reload_raising_frame_size);
 	tcase_add_test(tc, hello_healthcheck);
 	tcase_add_loop_test(tc, hello_refused, 0,
 			    (int)(sizeof(bad_hellos) / sizeof(bad_hellos[0])));
@@ -1186,6 +1274,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, error_fragment);
 	tcase_add_test(tc, error_notify_before_hello);
 	tcase_add_test(tc, error_malformed_notify);
+	tcase_add_test(tc, error_malformed_after_route);
 	tcase_add_test(tc, haproxy_disconnect);
 	tcase_add_test(tc, error_isolated);
 	tcase_add_test(tc, route_session_sticks);

@@ -737,6 +737,53 @@ START_TEST(poller_50k_servers)
 }
 END_TEST
 
+/* A server name over CONFIG_NAME_MAX cannot join the pool, and HAProxy
+ * reports it at every poll: one warning line, then one a minute saying
+ * how many were held back. */
+START_TEST(long_server_name_rate_limited)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	struct runtime *rt = malloc(sizeof(*rt));
+	ck_assert_int_eq(runtime_init(rt, &h.loop, &h.srv.route, &h.srv.stats,
+				      &h.cfg), 0);
+	FILE *logf = tmpfile();
+	ck_assert_ptr_nonnull(logf);
+	log_set_stream(logf);
+	char name[CONFIG_NAME_MAX + 2];
+	memset(name, 's', CONFIG_NAME_MAX + 1);
+	name[CONFIG_NAME_MAX + 1] = '\0';
+	struct runtime_row row = {
+		.pxname = core_str_c("llm"),
+		.svname = core_str_c(name),
+		.mode = core_str_c("http"),
+		.admin = CORE_ADMIN_ENABLED,
+		.status_known = true,
+		.weight = 1,
+	};
+	static const char needle[] = "msg=\"cannot add a server from HAProxy\"";
+	char last[1024];
+	/* 120 polls a second apart: two minutes. */
+	const uint64_t t0 = 7000000;
+	for (unsigned i = 0; i < 120; i++) {
+		ck_assert(runtime_apply_row(rt, &row, t0 + i * 1000));
+		runtime_apply_end(rt);
+	}
+	unsigned lines = log_lines_count(logf, needle, last, sizeof(last));
+	fprintf(stderr, "# 120 polls in 2 min: %u warning line(s)\n", lines);
+	ck_assert_uint_eq(lines, 2);
+	ck_assert_msg(strstr(last, " suppressed=59") != NULL, "%s", last);
+	ck_assert_msg(strstr(last, "error=File name too long") != NULL, "%s", last);
+	ck_assert_uint_eq(rt->servers_added, 0);
+	log_set_stream(NULL);
+	fclose(logf);
+	runtime_stop(rt);
+	harness_finish(&h);
+	runtime_finish(rt);
+	free(rt);
+}
+END_TEST
+
 static Suite *runtime_suite(void)
 {
 	Suite *s = suite_create("agent-runtime");
@@ -749,6 +796,7 @@ static Suite *runtime_suite(void)
 	tcase_add_test(tc, release_after_close_callbacks);
 	tcase_add_test(tc, apply_every_http_backend);
 	tcase_add_test(tc, poller_50k_servers);
+	tcase_add_test(tc, long_server_name_rate_limited);
 	suite_add_tcase(s, tc);
 	return s;
 }
