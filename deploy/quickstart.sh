@@ -195,7 +195,7 @@ sed -e '/^    chroot /d; /^    user haproxy$/d; /^    group haproxy$/d; /^    da
 	-e "s#^\(    server s3 127.0.0.1:\)8003\(.*\)#\1$p3\2\n    server s4 127.0.0.1:$p4\2#" \
 	-e "s#^    server agent1 unix@/warmlane/spoa.sock #    server agent1 unix@$tmp/spoa.sock #" \
 	-e "s#^\(    log \)unix@/warmlane/log.sock #\1unix@$tmp/log.sock #" \
-	-e 's#^\(    http-response set-var-fmt(txn.warmlane.srv) .*\)#    http-response set-header x-warmlane-server %[var(txn.warmlane.server)]\n    http-response set-header x-warmlane-reason %[var(txn.warmlane.reason)]\n\1#' \
+	-e 's#^\(    default_backend llm\)$#\1\n    http-response set-header x-warmlane-server %[var(txn.warmlane.server)]\n    http-response set-header x-warmlane-reason %[var(txn.warmlane.reason)]#' \
 	"$example" >"$tmp/haproxy.cfg"
 for want in "$tmp/spoa.sock" "$tmp/log.sock" "$tmp/stats.sock" "127.0.0.1:$fe_port" "127.0.0.1:$p3" "127.0.0.1:$p4" x-warmlane-reason; do
 	grep -q -- "$want" "$tmp/haproxy.cfg" || fail "$example changed: could not set $want"
