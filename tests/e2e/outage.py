@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Fail-open under an agent outage: real HAProxy, the agent, the fake fleet.
 
-Usage: outage.py 2.6|3.0|3.2 kill|stop
+Usage: outage.py 2.6|3.0|3.2 kill|stop|retryafter
 Scenarios:
   kill  steady load; the agent is SIGKILLed, left dead for 3 s, started
         again; load goes on until it decides again; twice
   stop  steady load; the agent is SIGSTOPped for 5 s (a hung agent), then
         SIGCONTinued; load goes on until it decides again; twice
-Both assert that no client request fails and that none takes longer than
+  retryafter  a 429 with Retry-After: 2 while the configured cooldown is
+        60 s: the server takes traffic again within seconds (what the agent
+        learns without a feedback message on 2.6: the log line's `ra`)
+kill and stop assert that no client request fails and that none takes longer than
 its own service time plus 1 s (the bound of issue 15, item 1), and that the
 agent learns from responses again afterwards (its
 responses counter grows: SPOE feedback on 3.0+, log lines on 2.6). Printed per phase:
@@ -155,6 +158,44 @@ def run(binary, version, mode):
         env.stop_agent_checked()
 
 
+def retryafter(binary, version):
+    """A 429's Retry-After is learned on every version: by the feedback
+    message on 3.0+, by the log line's `ra` on 2.6 (haproxy-2.6.cfg sends no
+    feedback message there). The configured cooldown is 60 s, the server
+    says 2 s: it must take traffic again within a few seconds."""
+    retry_after = 2
+    with fe.FleetEnv("retryafter", version, policy={"rate_limit_cooldown": "60s"}) as env:
+        env.start([fe.instance(n, base_ms=SERVICE_MS) for n in ("s1", "s2", "s3")], binary)
+        h.wait_until("the agent to learn from responses", lambda: learned(env),
+                     timeout=10, interval=0.1)
+        env.fault("s2", mode="429", retry_after=retry_after)
+        t_fault = time.monotonic()
+
+        def fresh(tag):
+            return lambda i: (fe.chat_body(f"{tag} {i}"), {"x-session-id": f"{tag}{i}"}, tag)
+        recs = fe.drive(env.port, fresh("f"), n=60, concurrency=2)
+        s2 = [r for r in recs if r.served == "s2"]
+        assert s2 and all(r.status == 429 for r in s2), \
+            f"s2 answered {fe.fmt_counts(fe.by(s2, 'status'))}: the test did not exercise the 429"
+        t_429 = max(r.t1 for r in s2)
+        env.fault("s2", mode="none")
+        rec2 = []
+        for k in range(8):  # until s2 served 5 requests again, 8 s at most
+            rec2 += fe.drive(env.port, fresh(f"r{k}-"), duration=1.0, concurrency=2)
+            if fe.count(rec2, served="s2", status=200) >= 5:
+                break
+        back = [r for r in rec2 if r.served == "s2" and r.status == 200]
+        log(f"429s from s2: {len(s2)} of {len(recs)} (the last +{t_429 - t_fault:.2f} s); "
+            f"after the fault cleared s2 served {len(back)} of {len(rec2)}"
+            + (f", again from +{min(r.t0 for r in back) - t_429:.2f} s after its last 429"
+               if back else ""))
+        fe.assert_all_ok([r for r in recs + rec2 if r.served != "s2"], "the other servers")
+        assert len(back) >= 5, (
+            f"s2 served {len(back)} requests in the {len(rec2)} after its fault cleared: its "
+            f"Retry-After ({retry_after} s) was not learned (the cooldown is 60 s)")
+        env.stop_agent_checked()
+
+
 def kill(binary, version):
     """SIGKILL, 3 s dead, restart: no failure, none over service + 1 s."""
     run(binary, version, "kill")
@@ -166,4 +207,4 @@ def stop(binary, version):
 
 
 if __name__ == "__main__":
-    sys.exit(h.main({"kill": kill, "stop": stop}))
+    sys.exit(h.main({"kill": kill, "stop": stop, "retryafter": retryafter}))
