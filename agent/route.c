@@ -527,6 +527,9 @@ enum route_log_use route_log_line(struct route *r, const struct haplog_line *l,
 		.feedback_seen = l->fb && same,
 		.has_akey = l->has_akey,
 		.akey = l->akey,
+		/* ra: at most 9 digits of seconds (haplog), no overflow */
+		.has_retry_after = l->retry_after_s >= 0,
+		.retry_after_ms = l->retry_after_s >= 0 ? l->retry_after_s * 1000 : -1,
 	};
 	if (!same) {
 		/* HAProxy did not end on warmlane's server: redispatched after

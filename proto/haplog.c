@@ -6,7 +6,7 @@
 static const char *const field_names[HAPLOG_F_COUNT] = {
 	"be", "srv", "st", "ts", "rc", "tw", "tc", "tr", "ta", "tt",
 	"bytes", "at", "wbe", "wsrv", "key", "akey", "reason", "fb", "stream",
-	"id",
+	"id", "ra",
 };
 
 const char *haplog_field_name(uint32_t bit)
@@ -419,6 +419,13 @@ static bool field_set(struct haplog_line *l, uint32_t f, struct haplog_str v)
 		return val_bool(v, &l->fb);
 	case HAPLOG_F_STREAM:
 		return val_bool(v, &l->stream);
+	case HAPLOG_F_RA:
+		/* Seconds (the delta form of Retry-After; the configs log it only
+		 * when it is digits). 9 digits: 31 years, no overflow in ms. */
+		if (v.len > 9 || !val_u64(v, &u))
+			return false;
+		l->retry_after_s = (int64_t)u;
+		return true;
 	default:
 		return false;
 	}
@@ -496,6 +503,7 @@ int haplog_parse(const uint8_t *p, size_t len, struct haplog_line *out)
 	struct haplog_line l = {
 		.status = -1,
 		.tw_ms = -1, .tc_ms = -1, .tr_ms = -1, .ta_ms = -1, .tt_ms = -1,
+		.retry_after_s = -1,
 	};
 	*out = l;
 	while (len > 0 && (p[len - 1] == '\n' || p[len - 1] == '\r' ||

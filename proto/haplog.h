@@ -80,7 +80,8 @@ enum haplog_field {
 	HAPLOG_F_FB = 1u << 17,    /* fb: feedback answered (txn.warmlane.ack) */
 	HAPLOG_F_STREAM = 1u << 18,/* stream: 1 or 0 */
 	HAPLOG_F_ID = 1u << 19,    /* id: unique id (%ID) */
-	HAPLOG_F_COUNT = 20,
+	HAPLOG_F_RA = 1u << 20,    /* ra: a Retry-After in seconds (digits only) */
+	HAPLOG_F_COUNT = 21,
 };
 
 /* The fields without which a line is not used. */
@@ -112,6 +113,7 @@ struct haplog_line {
 	uint64_t akey;
 	bool fb;                   /* false */
 	bool stream;               /* false */
+	int64_t retry_after_s;     /* ra, at most 9 digits; -1: none */
 	uint32_t present;          /* HAPLOG_F_* found with a usable value ("-" is none) */
 	uint32_t bad;              /* HAPLOG_F_* found with a malformed value */
 };

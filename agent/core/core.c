@@ -1320,7 +1320,9 @@ int core_complete(struct core *c, const struct core_completion *cc,
 	uint64_t start = cc->total_ms >= 0 && (uint64_t)cc->total_ms <= now_ms ?
 			 now_ms - (uint64_t)cc->total_ms : now_ms;
 	struct lesson l = {
-		.status = cc->status, .tr_ms = cc->tr_ms, .retry_after_ms = -1,
+		.status = cc->status, .tr_ms = cc->tr_ms,
+		.retry_after_ms = cc->has_retry_after && cc->retry_after_ms >= 0 ?
+				  cc->retry_after_ms : -1,
 		.stream = cc->stream, .has_akey = cc->has_akey, .akey = cc->akey,
 		.model = -1,
 	};

@@ -184,6 +184,10 @@ struct core_completion {
 	bool feedback_seen;      /* the SPOE feedback message already reported this response's status */
 	bool has_akey;
 	uint64_t akey;
+	/* A 429's Retry-After from the log line (HAProxy 2.6 sends no feedback
+	 * message: there the line is the only place it is seen). */
+	bool has_retry_after;
+	int64_t retry_after_ms;  /* >= 0 when has_retry_after */
 };
 
 /* An endpoint as configured (warmlane's config plus HAProxy's names). */

@@ -95,8 +95,11 @@ class FleetEnv(h.Env):
         self.admin_stats = self.path("admin.sock")    # level admin: the test's
         self.fleet_proc = None
         self.agent_cfg = None
-        # "": no log input (not the default path, which another agent may
-        # hold); logs.py sets its own socket
+        # The agent's log input on this test's own socket, and HAProxy's
+        # warmlane log target pointed at it, as the example configs deploy
+        # it: on HAProxy 2.6 the end-of-stream log line is the only feedback
+        # (haproxy-2.6.cfg). logs.py turns it off for --no-log-input.
+        self.log_input = True
         self.log_input_path = ""
         self.key_probe = True
 
@@ -163,9 +166,15 @@ class FleetEnv(h.Env):
             self._admin(b.name, "POST", "/admin/reset", {"cache": cache})
 
     # --- the agent -----------------------------------------------------------
+    def log_socket(self):
+        if self.chroot:
+            return self.path("chroot", "warmlane", "log.sock")
+        return self.path("log.sock")
+
     def write_agent_config(self):
         if self.agent_cfg:
             return self.agent_cfg
+        self.log_input_path = self.log_socket() if self.log_input else ""
         self.metrics_port = h.free_port()
         lines = ["log_level: info",
                  f'listen: ["unix:{self.agent_socket()},mode=0660"]',
@@ -239,6 +248,10 @@ class FleetEnv(h.Env):
             raise AssertionError("harness.py changed: no user-level stats socket line")
         text = text.replace(line, line + f"    stats socket {self.admin_stats} "
                             "mode 600 level admin\n", 1)
+        target = "/warmlane/log.sock" if self.chroot else self.log_socket()
+        text, n = re.subn(r"unix@/warmlane/log\.sock ", f"unix@{target} ", text)
+        if n != 1:
+            raise AssertionError("the example config has no warmlane log target")
         with open(path, "w") as f:
             f.write(text)
         return path

@@ -325,18 +325,22 @@ class Env:
         # The agent's server line: the chrooted form names the socket inside
         # the chroot; otherwise the real path.
         agent_path = "/warmlane/spoa.sock" if self.chroot else self.agent_socket()
+        # (its check settings are the example's own: the outage tests
+        # measure them)
+        m = re.search(r"^    server agent1 unix@/warmlane/spoa\.sock (.*)$", text, re.M)
+        if not m:
+            raise AssertionError(f"{src}: no agent1 server line: update tests/e2e/harness.py")
         sub(r"^    server agent1 unix@/warmlane/spoa\.sock (.*)$",
-            f"    server agent1 unix@{agent_path} "
-            "check inter 1s fastinter 250ms fall 2 rise 2")
+            f"    server agent1 unix@{agent_path} {m.group(1)}")
         if test_headers:
-            # test only: what warmlane decided, as seen by HAProxy
-            sub(r"^(    http-response set-var-fmt\(txn\.warmlane\.srv\) .*)$",
+            # test only: what warmlane decided, as seen by HAProxy (after
+            # default_backend: outside the feedback's `.if` of the 2.6 config)
+            sub(r"^(    default_backend llm)$",
+                "    default_backend llm\n"
                 "    http-response set-header x-warmlane-server %[var(txn.warmlane.server)]\n"
                 "    http-response set-header x-warmlane-reason %[var(txn.warmlane.reason)]\n"
                 "    http-response set-header x-warmlane-backend %[var(txn.warmlane.backend)]\n"
-                "    http-response set-header x-warmlane-key %[var(txn.warmlane.key)]\n"
-                + re.search(r"^(    http-response set-var-fmt\(txn\.warmlane\.srv\) .*)$",
-                            text, re.M).group(1))
+                "    http-response set-header x-warmlane-key %[var(txn.warmlane.key)]")
             # the feedback's answer (the agent sets `ack`)
             sub(r"^(    http-response send-spoe-group warmlane feedback .*)$",
                 re.search(r"^(    http-response send-spoe-group warmlane feedback .*)$",

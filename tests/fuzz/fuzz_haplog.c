@@ -40,6 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(l.tw_ms >= -1 && l.tc_ms >= -1 && l.tr_ms >= -1 &&
 		   l.ta_ms >= -1 && l.tt_ms >= -1);
 	FUZZ_CHECK(l.has_akey == ((l.present & HAPLOG_F_AKEY) != 0));
+	FUZZ_CHECK((l.retry_after_s >= 0) == ((l.present & HAPLOG_F_RA) != 0));
+	FUZZ_CHECK(l.retry_after_s <= 999999999);
 	/* A string field is present exactly when it has a value ("-" is
 	 * none). */
 	const struct {

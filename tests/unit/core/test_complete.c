@@ -43,6 +43,34 @@ static struct core_decision homed(struct fx *f, uint64_t s)
 	return d;
 }
 
+/* HAProxy 2.6 sends no feedback message: a 429's Retry-After reaches the
+ * core only with the log line, and sets the cooldown as feedback does. */
+START_TEST(retry_after_from_log_line)
+{
+	struct fx f;
+	fx_init(&f, 2, NULL);
+	struct core_request r = fx_session(7);
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_ge(d.endpoint, 0);
+	struct core_completion cc = done(&d, 429, CORE_END_COMPLETE, false);
+	cc.has_retry_after = true;
+	cc.retry_after_ms = 2000;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	struct core_endpoint_info in = fx_info(&f, d.endpoint);
+	ck_assert_int_eq(in.breaker, CORE_BREAKER_OPEN);
+	ck_assert_uint_eq(in.cooldown_left_ms, 2000);
+	ck_assert_uint_ne(f.p.rate_limit_cooldown_ms, 2000);
+	/* has_retry_after false (every other caller): the configured cooldown */
+	int o = d.endpoint == f.ep[0] ? f.ep[1] : f.ep[0];
+	cc.endpoint = o;
+	cc.has_retry_after = false;
+	cc.retry_after_ms = 0;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(fx_info(&f, o).cooldown_left_ms, f.p.rate_limit_cooldown_ms);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(in_flight_floors_at_zero)
 {
 	struct fx f;
@@ -915,6 +943,7 @@ static Suite *complete_suite(void)
 	tcase_add_test(tc, forged_lines_never_insert);
 	tcase_add_test(tc, e2e_only_on_successful_complete);
 	tcase_add_test(tc, long_stream_is_not_idleness);
+	tcase_add_test(tc, retry_after_from_log_line);
 	tcase_add_test(tc, wake_up_not_timed_end_to_end);
 	tcase_add_test(tc, completions_counted_by_end);
 	tcase_add_test(tc, probe_released_by_completion);
