@@ -42,6 +42,22 @@ struct view {
 	uint64_t *member;        /* bitset over slots */
 };
 
+/* A decision of warmlane's that no feedback has confirmed yet. A success
+ * in a log line inserts an affinity entry only when it names one of these
+ * (same akey, endpoint and generation): whoever can write to the log
+ * socket chooses akey, so a line alone must never grow the map, but on
+ * HAProxy 2.6 (haproxy-2.6.cfg sends no feedback message) and whenever a
+ * feedback exchange timed out, the log line is the only word of a
+ * success. 16384 slots (256 KiB) hold far more decisions than are in
+ * flight at once; a slot lost to a later decision costs that session one
+ * more turn before it is homed. */
+#define CORE_PENDING_SLOTS 16384u
+struct pending {
+	uint64_t akey;
+	uint32_t endpoint;       /* index + 1; 0: empty */
+	uint32_t gen;
+};
+
 struct core {
 	struct core_params p;
 	struct pool pool;
@@ -67,6 +83,9 @@ struct core {
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT];
 	uint32_t probe_cursor;   /* where core_key_probe_next goes on */
+	/* Decisions a log line may confirm (learn): direct-mapped by akey,
+	 * a later decision overwriting an earlier one in its slot. */
+	struct pending pending[CORE_PENDING_SLOTS];
 };
 
 void core_rng_seed(struct core_rng *rng, uint64_t seed)
@@ -1002,6 +1021,21 @@ static void commit(struct core *c, uint32_t idx, enum core_reason reason,
 	out->server = e->server;
 	out->key_id = e->key_id;
 	c->decisions[reason]++;
+	if (out->has_akey && reason != CORE_REASON_AFFINITY)
+		c->pending[out->akey & (CORE_PENDING_SLOTS - 1)] =
+			(struct pending){ out->akey, idx + 1, e->gen };
+}
+
+/* Whether akey -> idx (generation gen) is a decision still unconfirmed;
+ * it is then confirmed and forgotten. */
+static bool pending_take(struct core *c, uint64_t akey, uint32_t idx,
+			 uint32_t gen)
+{
+	struct pending *s = &c->pending[akey & (CORE_PENDING_SLOTS - 1)];
+	if (s->akey != akey || s->endpoint != idx + 1 || s->gen != gen)
+		return false;
+	*s = (struct pending){ 0 };
+	return true;
 }
 
 void core_decide(struct core *c, const struct core_request *req,
@@ -1193,7 +1227,8 @@ struct lesson {
 	 * warmlane set). A log line may not: whoever can write to the log
 	 * socket writes any akey, and 46k forged lines grew the map (and
 	 * RSS) by 17 MB. It only refreshes an entry that already points to
-	 * this endpoint. */
+	 * this endpoint, or confirms a decision warmlane made (struct
+	 * pending). */
 	bool may_insert;
 	bool provisional;          /* a success the breaker counts at the end */
 };
@@ -1212,8 +1247,11 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 				 (double)l->tr_ms);
 		if (l->has_akey && l->may_insert)
 			affinity_put(&c->aff, l->akey, idx, e->gen, now_ms);
-		else if (l->has_akey)
-			affinity_refresh(&c->aff, l->akey, idx, e->gen, now_ms);
+		else if (l->has_akey &&
+			 !affinity_refresh(&c->aff, l->akey, idx, e->gen, now_ms) &&
+			 pending_take(c, l->akey, idx, e->gen))
+			/* a line confirming a decision of warmlane's own */
+			affinity_put(&c->aff, l->akey, idx, e->gen, now_ms);
 		if (e->has_mismatch && l->model >= 0) {
 			pool_note_served(e, l->model);
 			c->version++;

@@ -357,11 +357,15 @@ int core_endpoint_complete(struct core *c, int idx);
  *   endpoint's last wake-up after idle_reset (the first answer after it,
  *   told by feedback or by this line, is not a sample, as for the headers
  *   EWMA).
- * - The affinity map: a line never inserts an entry nor moves one to
- *   another endpoint (whoever can write to the log socket chooses akey);
- *   a success refreshes akey's entry only when it already points to
- *   cc->endpoint, a failure evicts it only then. A 429 opens the breaker
- *   for rate_limit_cooldown (a line carries no Retry-After).
+ * - The affinity map: a line never inserts an entry of its own choosing
+ *   nor moves one to another endpoint (whoever can write to the log
+ *   socket chooses akey); a success refreshes akey's entry only when it
+ *   already points to cc->endpoint, or inserts it when core_decide chose
+ *   cc->endpoint for akey and no success has confirmed that decision yet
+ *   (HAProxy 2.6 sends no feedback message: its log line is the only word
+ *   of a success); a failure evicts it only when it points there. A 429
+ *   opens the breaker for cc->retry_after_ms when cc->has_retry_after,
+ *   else for rate_limit_cooldown.
  * Returns 0; -ENOENT when cc->endpoint is not a live endpoint; -EINVAL for
  * an unknown end or a status that is neither -1 nor an HTTP status
  * (nothing changed). Never allocates. */

@@ -350,14 +350,56 @@ START_TEST(forged_lines_never_insert)
 }
 END_TEST
 
+/* HAProxy 2.6 sends no feedback message: a log line's success is then the
+ * only word that a decision worked. It homes the session only when it
+ * names a decision warmlane made itself (akey and endpoint), once: a
+ * forged line with another akey, or warmlane's akey on another endpoint,
+ * or a replay after the entry was evicted, inserts nothing. */
+START_TEST(line_confirms_own_decision_only)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	struct core_request r = fx_session(6);
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	int other = d.endpoint == f.ep[0] ? f.ep[1] : f.ep[0];
+
+	struct core_completion cc = done(&d, 200, CORE_END_COMPLETE, false);
+	cc.endpoint = other;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	cc = done(&d, 200, CORE_END_COMPLETE, false);
+	cc.akey = d.akey ^ 1;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(entries(&f), 0);
+
+	cc = done(&d, 200, CORE_END_COMPLETE, false);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(entries(&f), 1);
+	struct core_decision again = fx_decide(&f, &r);
+	ck_assert_int_eq(again.reason, CORE_REASON_AFFINITY);
+	ck_assert_int_eq(again.endpoint, d.endpoint);
+	core_endpoint_complete(f.c, again.endpoint);
+
+	/* A failure evicts it; the same success line again brings nothing
+	 * back (the decision was confirmed once). */
+	cc = done(&d, 503, CORE_END_COMPLETE, false);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(entries(&f), 0);
+	cc = done(&d, 200, CORE_END_COMPLETE, false);
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(entries(&f), 0);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(no_feedback_status_as_observe)
 {
 	struct fx f;
 	fx_init(&f, 4, NULL);
 	struct core_request r = fx_session(6);
 	struct core_decision d = fx_decide(&f, &r);
-	/* A success: headers and end-to-end EWMAs; no map entry (a line
-	 * never inserts one: forged_lines_never_insert). */
+	/* A success: headers and end-to-end EWMAs, and the map entry of the
+	 * decision it confirms (line_confirms_own_decision_only). */
 	struct core_completion cc = done(&d, 200, CORE_END_COMPLETE, false);
 	cc.stream = true;
 	cc.tr_ms = 300;
@@ -368,9 +410,12 @@ START_TEST(no_feedback_status_as_observe)
 	ck_assert_uint_eq(in.e2e_samples[CORE_KIND_STREAM], 1);
 	ck_assert_double_eq(in.e2e_ewma_ms[CORE_KIND_STREAM], 900.0 / 16);
 	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_SUCCESS], 1);
-	ck_assert_uint_eq(entries(&f), 0);
-	ck_assert_int_eq(fx_decide(&f, &r).reason, CORE_REASON_HASH);
-	/* Homed by feedback, then HAProxy's own 504 with a normal end: a failure, evicting. */
+	ck_assert_uint_eq(entries(&f), 1);
+	struct core_decision again = fx_decide(&f, &r);
+	ck_assert_int_eq(again.reason, CORE_REASON_AFFINITY);
+	ck_assert_int_eq(again.endpoint, d.endpoint);
+	core_endpoint_complete(f.c, again.endpoint);
+	/* Homed by feedback too, then HAProxy's own 504 with a normal end: a failure, evicting. */
 	ck_assert_int_eq(fx_feedback(&f, &d, 200, 100, false), 0);
 	ck_assert_uint_eq(entries(&f), 1);
 	cc = done(&d, 504, CORE_END_COMPLETE, false);
@@ -941,6 +986,7 @@ static Suite *complete_suite(void)
 	tcase_add_loop_test(tc, fail_without_feedback_evicts, 0, 2);
 	tcase_add_test(tc, no_feedback_status_as_observe);
 	tcase_add_test(tc, forged_lines_never_insert);
+	tcase_add_test(tc, line_confirms_own_decision_only);
 	tcase_add_test(tc, e2e_only_on_successful_complete);
 	tcase_add_test(tc, long_stream_is_not_idleness);
 	tcase_add_test(tc, retry_after_from_log_line);
