@@ -38,7 +38,7 @@ state_paths=(/etc/warmlane /var/lib/warmlane /var/lib/private/warmlane
 lock=/run/lock/warmlane-check-deb.lock
 [ -d /run/lock ] || lock=/tmp/warmlane-check-deb.lock
 exec 9>>"$lock"
-flock -w 900 9 || skip "another check_deb.sh holds $lock"
+flock -w 300 9 || skip "another check_deb.sh holds $lock"
 if dpkg-query -W -f='${Status}' warmlane 2>/dev/null | grep -qv '^unknown\|not-installed'; then
 	skip "a warmlane package is installed here: not touching it"
 fi
@@ -50,7 +50,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/warmlane-deb.XXXXXX")
 installed=0
 cleanup() {
 	rc=$?
-	if [ $installed -eq 1 ]; then
+	if [ $installed -eq 1 ] &&
+		dpkg-query -W -f='${Status}' warmlane 2>/dev/null | grep -qv 'not-installed'; then
 		echo "cleanup: purging warmlane"
 		$sudo env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q \
 			-o DPkg::Lock::Timeout=300 warmlane >"$work/cleanup.log" 2>&1 ||
@@ -222,11 +223,12 @@ fi
 man -w warmlane >/dev/null 2>&1 && man -w 5 warmlane.yaml >/dev/null 2>&1 &&
 	ok "man warmlane, man 5 warmlane.yaml" || bad "the man pages are not found by man -w"
 
-# The state the service writes, so that the purge has it to remove.
+# The state the service writes (where systemd runs, the started service has
+# written some already), so that the purge has it to remove.
 $sudo install -d -m 0700 /var/lib/private/warmlane
 $sudo touch /var/lib/private/warmlane/state.msgpack
-$sudo ln -s private/warmlane /var/lib/warmlane
-$sudo touch "$d/spoa.sock"
+[ -L /var/lib/warmlane ] || $sudo ln -s private/warmlane /var/lib/warmlane
+[ -e "$d/spoa.sock" ] || $sudo touch "$d/spoa.sock"
 
 # --- purge: nothing left ---------------------------------------------------
 if ! $sudo "${apt[@]}" purge warmlane >"$work/purge.log" 2>&1; then
