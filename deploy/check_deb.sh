@@ -223,6 +223,19 @@ fi
 man -w warmlane >/dev/null 2>&1 && man -w 5 warmlane.yaml >/dev/null 2>&1 &&
 	ok "man warmlane, man 5 warmlane.yaml" || bad "the man pages are not found by man -w"
 
+# An administrator's edit of the conffile survives a reinstall (the purge
+# below removes it all the same).
+cfg=/etc/warmlane/warmlane.yaml
+echo "# edited by the administrator" | $sudo tee -a "$cfg" >/dev/null
+if ! (cd "$work" && $sudo "${apt[@]}" install --reinstall "./$(basename "$deb")") >"$work/reinstall.log" 2>&1; then
+	cat "$work/reinstall.log"
+	bad "apt-get install --reinstall failed"
+elif grep -qx '# edited by the administrator' "$cfg"; then
+	ok "an edited $cfg is kept by a reinstall"
+else
+	bad "a reinstall overwrote the edited $cfg"
+fi
+
 # The state the service writes (where systemd runs, the started service has
 # written some already), so that the purge has it to remove.
 $sudo install -d -m 0700 /var/lib/private/warmlane
