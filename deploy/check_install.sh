@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # check_install.sh - meson install into a temporary DESTDIR, twice: every file in place, and a modified warmlane.yaml kept.
 #
-# Usage: check_install.sh BUILD-DIR BINDIR SYSCONFDIR DATADIR MANDIR PREFIX man|noman
+# Usage: check_install.sh BUILD-DIR BINDIR SYSCONFDIR DATADIR MANDIR PREFIX UNITDIR man|noman
 # (absolute install paths, as meson.build computes them).
 set -euo pipefail
-build=$1 bindir=$2 sysconfdir=$3 datadir=$4 mandir=$5 prefix=$6 man=$7
+build=$1 bindir=$2 sysconfdir=$3 datadir=$4 mandir=$5 prefix=$6 unitdir=$7 man=$8
 
 dest=$(mktemp -d "${TMPDIR:-/tmp}/warmlane-install.XXXXXX")
 trap 'rm -rf "$dest"' EXIT
@@ -31,18 +31,18 @@ want() {
 install
 want "$bindir/warmlane"
 want "$sysconfdir/warmlane/warmlane.yaml"
-want "$datadir/doc/warmlane/warmlane.yaml.example"
-want "$datadir/doc/warmlane/haproxy/warmlane.spoe.conf"
-want "$datadir/doc/warmlane/haproxy/haproxy-2.6.cfg"
-want "$datadir/doc/warmlane/haproxy/haproxy-3.1.cfg"
-want "$datadir/doc/warmlane/grafana/warmlane.json"
-want "$prefix/lib/systemd/system/warmlane.service"
+want "$datadir/doc/warmlane/examples/warmlane.yaml"
+want "$datadir/doc/warmlane/examples/haproxy/warmlane.spoe.conf"
+want "$datadir/doc/warmlane/examples/haproxy/haproxy-2.6.cfg"
+want "$datadir/doc/warmlane/examples/haproxy/haproxy-3.1.cfg"
+want "$datadir/doc/warmlane/examples/grafana/warmlane.json"
+want "$unitdir/warmlane.service"
 want "$prefix/lib/tmpfiles.d/warmlane.conf"
 if [ "$man" = man ]; then
 	want "$mandir/man8/warmlane.8"
 	want "$mandir/man5/warmlane.yaml.5"
 fi
-unit="$dest$prefix/lib/systemd/system/warmlane.service"
+unit="$dest$unitdir/warmlane.service"
 if [ -e "$unit" ] && ! grep -qx "ExecStart=$bindir/warmlane --config $sysconfdir/warmlane/warmlane.yaml" "$unit"; then
 	echo "the installed unit does not name this prefix's paths:"
 	grep '^Exec' "$unit"

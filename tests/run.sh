@@ -16,6 +16,7 @@ packages=(
 	libuv1-dev libmsgpack-dev check libcyaml-dev libyaml-dev libxxhash-dev
 	libmicrohttpd-dev libsystemd-dev libcurl4-openssl-dev
 	haproxy prometheus scdoc systemd
+	build-essential dpkg-dev debhelper lintian
 )
 missing=()
 for p in "${packages[@]}"; do
