@@ -51,7 +51,21 @@ def stats(recs):
         "cut": sum(1 for r in recs if r["cut"]),
         "status": sorted({r["status"] for r in recs if r["error"] is not None}),
         "per": per, "ttft": sorted(ttft),
+        "later": sum(1 for r in ok if r["turn"] > 1),
+        "moved": sum(1 for r in ok if r["turn"] > 1 and r["served"] != r["prev_served"]),
+        "stayed_missed": sum(1 for r in ok if r["turn"] > 1 and r["served"] == r["prev_served"]
+                             and (r["cached_tokens"] or 0) < 0.9 * (r["prev_prompt_tokens"] or 0)),
+        "homes": homes(recs),
     }
+
+
+def homes(recs):
+    """Conversations per server, by the server of their first turn."""
+    out = {}
+    for r in recs:
+        if r["turn"] == 1 and r["served"]:
+            out[r["served"]] = out.get(r["served"], 0) + 1
+    return out
 
 
 def main():
@@ -158,6 +172,35 @@ def main():
             f"{c}: " + ", ".join(f"{e} {t:.0f}" for e, t in ev) for c, ev in events.items() if ev)
           + ".")
         w("")
+    w("## Where the cache was lost")
+    w("")
+    w("Later turns (2 and up) that succeeded: how many went to another server than "
+      "their previous turn (the cache left behind), and how many stayed but found less "
+      "than 90% of their previous prompt cached (evicted on their own server: too many "
+      "conversations for its `--cache-ram`); conversations per server by their first turn.")
+    w("")
+    w("| case | policy | later turns | moved | stayed, < 90% cached | conversations per server |")
+    w("|---|---|---|---|---|---|")
+    for case in cases:
+        for pol in POLICIES:
+            if (case, pol) not in by:
+                continue
+            s, _ = by[(case, pol)]
+            hm = " ".join(f"{k}={v}" for k, v in sorted(s["homes"].items()))
+            w(f"| {case} | {LABEL[pol]} | {s['later']} | {s['moved']} | {s['stayed_missed']} | {hm} |")
+    w("")
+    for case in cases:
+        if (case, "warmlane") not in by:
+            continue
+        hm = by[(case, "warmlane")][0]["homes"]
+        if hm:
+            top = max(hm, key=lambda k: hm[k])
+            n = sum(hm.values())
+            w(f"- {case}: warmlane placed {hm[top]} of {n} new conversations on {top} "
+              f"(a fair share is {n / max(1, len(hm)):.0f}); its later turns stayed there "
+              f"and {by[(case, 'warmlane')][0]['stayed_missed']} of them found their prompt "
+              "evicted.")
+    w("")
     w("![TTFT CDF per case and policy](engine-ttft-cdf.png)")
     w("")
     w("Reproduce: `tests/bench/engine.sh` (environment: `BENCH_CONVERSATIONS`, "

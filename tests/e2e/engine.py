@@ -143,7 +143,7 @@ def finish(env, proc, out, timeout=240):
         raise AssertionError(f"the driver did not finish in {timeout}s") from None
     if proc.returncode != 0:
         raise AssertionError(f"the driver exited with status {proc.returncode}:\n"
-                             f"{env.log_text(os.path.basename(out)[:-6])[-2000:]}")
+                             f"{env.log_text('driver-' + os.path.basename(out)[:-len('.jsonl')])[-2000:]}")
     return read(out)
 
 
