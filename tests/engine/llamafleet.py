@@ -12,7 +12,7 @@ empty cache.
 As a command (tests/bench/engine.sh uses it):
 
     llamafleet.py --binary B --model M --n 4 --ready-file F [--parallel 2]
-                  [--cache-ram 32] [--threads 1] [--ctx 16384] [--similarity 0.75]
+                  [--cache-ram 32] [--threads 1] [--ctx 16384] [--similarity 0.9]
                   [--workdir D]
 
 writes F as JSON [{"name": "e1", "port": P, "pid": PID}, ...] once all are
@@ -192,10 +192,12 @@ class Fleet:
         # saved prompt restored into it. With a shared system prompt every
         # slot passes 0.10: a conversation's next turn lands in another
         # conversation's slot and reuses only the system prompt, even while
-        # its own prompt sits in the prompt cache. 0.75 is above what the
-        # system prompt alone covers in the tests' and benchmark's shapes
-        # and below what a conversation's own earlier turns cover (its
-        # previous prompt and reply are 80-95% of the next prompt).
+        # its own prompt sits in the prompt cache. At 0.9 no other
+        # conversation's slot qualifies (nor, mostly, the conversation's own
+        # previous turn): the choice goes to the prompt cache, which holds
+        # the idle slots' prompts (--cache-idle-slots) and restores the best
+        # match. (0.75, between the two, lost prompts: a new conversation's
+        # first turn took a slot by similarity and its prompt was not saved.)
         self.similarity = similarity
         self.binary = binary
         self.parallel = parallel
@@ -264,7 +266,7 @@ def main():
     ap.add_argument("--cache-ram", type=int, default=32)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ctx", type=int, default=16384)
-    ap.add_argument("--similarity", type=float, default=0.75)
+    ap.add_argument("--similarity", type=float, default=0.9)
     ap.add_argument("--workdir")
     ap.add_argument("--ready-file", required=True)
     a = ap.parse_args()
