@@ -37,6 +37,23 @@ if [ -x tests/haproxy/fetch-haproxy.sh ]; then
 		echo "tests/run.sh: could not fetch HAProxy 3.x; e2e runs on 2.6 only" >&2
 fi
 
+# --- the engine suite: llama.cpp from Debian sid, the OpenAI Node client ----
+# Node from Debian when the machine has none (any node >= 18 will do).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	echo "tests/run.sh: installing nodejs npm"
+	sudo=; [ "$(id -u)" -eq 0 ] || sudo=sudo
+	export DEBIAN_FRONTEND=noninteractive
+	$sudo apt-get update -qq
+	$sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null ||
+		echo "tests/run.sh: could not install nodejs/npm; the engine suite will fail" >&2
+fi
+if [ -x tests/engine/fetch-llama.sh ]; then
+	tests/engine/fetch-llama.sh "$build/engine" ||
+		echo "tests/run.sh: could not fetch llama-server; the engine suite skips" >&2
+	tests/engine/npm-ci.sh ||
+		echo "tests/run.sh: npm ci of tests/engine/driver failed; the engine suite will fail" >&2
+fi
+
 # --- build ------------------------------------------------------------------
 if [ ! -f "$build/build.ninja" ]; then
 	meson setup "$build" -Db_sanitize=address,undefined -Db_lundef=false >/dev/null

@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""warmlane with real inference engines: llama.cpp's llama-server behind real
+HAProxy, driven by the official OpenAI Node client (tests/engine).
+
+Usage: engine.py 2.6|3.2 engine
+Four llama-servers (one thread, one slot, a small host-memory prompt cache
+each: tests/engine/llamafleet.py says why one slot) serve a tiny random-weight model (tests/engine/mkmodel.py); HAProxy
+runs the example config of its version with warmlane; the driver
+(tests/engine/driver) sends multi-turn conversations after a shared system
+prompt, half with a session id, half streamed, each turn carrying the
+engine's real previous reply. Phases, each asserting behaviour only:
+
+  affinity  every later turn lands on the server of the conversation's
+            earlier turns, and the engine reports at least 90% of the
+            previous prompt as cached (usage.prompt_tokens_details);
+  kill      the conversations go on while the server holding the most of
+            them is SIGKILLed: no request that had not yet received its
+            response headers fails (streams the kill cut are counted and
+            printed), and the victim's conversations continue elsewhere;
+  restart   the victim, restarted with an empty cache, gets at least 10% of
+            40 new conversations;
+  leastconn the affinity phase's traffic on a cold fleet with the agent
+            stopped (HAProxy's leastconn): its cached share is printed next
+            to warmlane's, not asserted.
+
+Set-up: tests/engine/fetch-llama.sh into <build>/engine (tests/run.sh runs
+it first; here it costs one line when done) and `npm ci` of the driver.
+Exit status: 0 pass, 1 fail, 77 skip: no HAProxy of that version, no agent,
+or llama-server from Debian sid cannot be had (nothing else makes it skip).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+import fleetenv as fe  # noqa: E402
+
+ENGINE_DIR = os.path.join(h.source_root(), "tests", "engine")
+sys.path.insert(0, ENGINE_DIR)
+import llamafleet as lf  # noqa: E402
+
+log = h.log
+MODEL = "tiny"
+
+
+def setup():
+    """(llama-server wrapper, model path); Skip only when sid's packages
+    cannot be had. The driver's node_modules are installed when missing."""
+    folder = os.environ.get("WARMLANE_ENGINE_DIR") or os.path.join(
+        h.source_root(), "build", "engine")
+    t0 = time.monotonic()
+    binary = lf.fetch(folder)
+    if binary is None:
+        raise h.Skip("llama-server from Debian sid cannot be had (see above)")
+    model = lf.model(folder)
+    driver_setup()
+    log(f"# set-up {time.monotonic() - t0:.1f}s (llama-server, model, driver)")
+    return binary, model
+
+
+def driver_setup():
+    d = os.path.join(ENGINE_DIR, "driver")
+    r = subprocess.run([os.path.join(ENGINE_DIR, "npm-ci.sh")], capture_output=True,
+                       text=True, timeout=600)
+    if r.returncode != 0:
+        raise AssertionError(f"npm ci in {d} failed:\n{r.stdout}{r.stderr}")
+
+
+class EngineBackend:
+    def __init__(self, server):
+        self.name = server.name
+        self.port = server.port
+        self.admin_port = server.port
+        self.models = [MODEL]
+
+    def stop(self):
+        pass  # the fleet stops its servers
+
+
+class EngineEnv(fe.FleetEnv):
+    """FleetEnv with llama-servers as the backends, x-served-by (%s) in
+    every response, HAProxy's health check on /health (a llama-server
+    still loading its model accepts connections and answers 503), and
+    `option http-server-close` (see haproxy_config)."""
+
+    def use_fleet(self, fleet):
+        self.backends = [EngineBackend(s) for s in fleet.servers]
+        for b in self.backends:
+            self.endpoints[b.name] = {"models": [MODEL], "keys": ["k1"], "weight": 1}
+
+    def haproxy_config(self, test_headers=True):
+        path = super().haproxy_config(test_headers=test_headers)
+        with open(path) as f:
+            text = f.read()
+        line = "    http-response set-var-fmt(txn.warmlane.srv) %b/%s\n"
+        if line not in text:
+            raise AssertionError("the example config changed: no set-var-fmt(txn.warmlane.srv)")
+        text = text.replace(line, "    http-response set-header x-served-by %s\n" + line, 1)
+        anchor = "    balance leastconn\n"
+        if anchor not in text:
+            raise AssertionError("the example config changed: no `balance leastconn`")
+        # llama-server (cpp-httplib) closes its connection after a streamed
+        # answer while its headers say keep-alive: HAProxy then sends the next
+        # request on a dead connection, retries (empty-response) and, with
+        # the example's `option redispatch 1`, moves the conversation to
+        # another server and its cold cache. Closing the server side after
+        # each response avoids the race (a loopback connect per request).
+        text = text.replace(anchor, anchor + "    option httpchk GET /health\n"
+                            "    option http-server-close\n", 1)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+
+def drive(env, plan, name, background=False):
+    """Runs the driver with `plan` (see driver.mjs); returns the Popen when
+    background, else the records."""
+    out = env.path(f"{name}.jsonl")
+    p = dict(baseURL=f"http://127.0.0.1:{env.port}/v1", model=MODEL, out=out,
+             state=env.path("conversations.json"), system_chars=900, user_chars=200,
+             max_tokens=16, session_share=0.5, stream_share=0.5, concurrency=4)
+    p.update(plan)
+    pf = env.path(f"{name}.plan.json")
+    with open(pf, "w") as f:
+        json.dump(p, f)
+    proc = env.start_process(f"driver-{name}",
+                             ["node", os.path.join(ENGINE_DIR, "driver", "driver.mjs"), pf])
+    if background:
+        proc.out = out
+        return proc
+    return finish(env, proc, out)
+
+
+def finish(env, proc, out, timeout=240):
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the driver did not finish in {timeout}s") from None
+    if proc.returncode != 0:
+        raise AssertionError(f"the driver exited with status {proc.returncode}:\n"
+                             f"{env.log_text('driver-' + os.path.basename(out)[:-len('.jsonl')])[-2000:]}")
+    return read(out)
+
+
+def read(out):
+    recs = []
+    if os.path.exists(out):
+        with open(out) as f:
+            for line in f:
+                if line.endswith("\n"):
+                    recs.append(json.loads(line))
+    return recs
+
+
+def cached_share(recs):
+    p = sum(r["prompt_tokens"] or 0 for r in recs if r["error"] is None)
+    c = sum(r["cached_tokens"] or 0 for r in recs if r["error"] is None)
+    return c / p if p else 0.0
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def report(recs, what):
+    served = {}
+    for r in recs:
+        served[r["served"]] = served.get(r["served"], 0) + 1
+    ok = [r for r in recs if r["error"] is None]
+    ttft = [r["ttft_ms"] for r in ok]
+    later = [r for r in ok if r["turn"] > 1]
+    log(f"{what}: {len(recs)} requests, {len(recs) - len(ok)} failed; served "
+        f"{fe.fmt_counts(served)}; cached share {cached_share(recs):.1%} "
+        f"(later turns {cached_share(later):.1%}); TTFT p50 {pct(ttft, 0.5):.0f} ms "
+        f"p90 {pct(ttft, 0.9):.0f} ms (printed, not asserted)")
+
+
+def assert_ok(recs, what):
+    bad = [r for r in recs if r["error"] is not None or r["status"] != 200]
+    if bad:
+        raise AssertionError(f"{what}: {len(bad)} of {len(recs)} requests failed, first: "
+                             f"{bad[:3]}")
+
+
+def assert_affinity(recs, what):
+    """Every later turn on its earlier turns' server, >= 90% of the previous
+    prompt cached by the engine."""
+    moved, missed = [], []
+    for r in recs:
+        if r["turn"] == 1 or r["error"] is not None:
+            continue
+        if r["served"] != r["prev_served"]:
+            moved.append(r)
+        elif (r["cached_tokens"] or 0) < 0.9 * r["prev_prompt_tokens"]:
+            missed.append(r)
+    if moved or missed:
+        raise AssertionError(
+            f"{what}: {len(moved)} later turns moved off their server, {len(missed)} "
+            f"cached < 90% of the previous prompt; first moved "
+            f"{[(r['conv'], r['turn'], r['prev_served'], r['served'], r['reason']) for r in moved[:4]]}, "
+            f"first missed {[(r['conv'], r['turn'], r['cached_tokens'], r['prev_prompt_tokens']) for r in missed[:4]]}")
+
+
+def wait_up(env, name, up=True, timeout=20):
+    want = "UP" if up else "DOWN"
+    h.wait_until(f"HAProxy to see {name} {want}",
+                 lambda: env.server_status("llm", name).startswith(want), timeout=timeout)
+
+
+def engine(binary, version):
+    llama, model = setup()
+    t_all = time.monotonic()
+    # One slot each: with two, two turns arriving together at a server can
+    # swap slots and one finds only the system prompt (the engine's slot
+    # choice, not routing; seen in 1-3 of 24 requests).
+    fleet = lf.Fleet(llama, model, n=4, parallel=1, cache_ram=32, threads=1, ctx=16384)
+    with EngineEnv("engine", version) as env:
+        try:
+            log(f"# fleet of 4 llama-servers up in {fleet.start():.2f}s")
+            env.use_fleet(fleet)
+            env.start_agent()
+            env.start_haproxy(binary)
+            env.wait_backends_up(timeout=20)
+            env.wait_agent(up=True)
+            run(env, fleet, binary)
+        finally:
+            fleet.stop()
+    log(f"# engine on HAProxy {version}: {time.monotonic() - t_all:.0f}s")
+
+
+def run(env, fleet, binary):
+    # --- affinity: 8 conversations x 3 turns -------------------------------
+    a = drive(env, dict(conversations=8, turns=3, seed=1), "affinity")
+    report(a, "warmlane affinity")
+    assert_ok(a, "affinity")
+    assert_affinity(a, "affinity")
+    ours = cached_share(a)
+
+    # --- kill: 3 more turns each, the busiest server SIGKILLed after 4 -----
+    convs = {}
+    for r in a:
+        convs.setdefault(r["served"], set()).add(r["conv"])
+    victim = max(sorted(convs), key=lambda s: len(convs[s]))
+    vconvs = convs[victim]
+    p = drive(env, dict(conversations=8, turns=3, seed=2), "kill", background=True)
+    h.wait_until("4 requests of the kill phase", lambda: p.poll() is not None or
+                 len(read(p.out)) >= 4, timeout=120)
+    t_kill = None
+    if p.poll() is None:
+        # the kill lands while requests are under way
+        fleet.server(victim).kill()
+        t_kill = time.monotonic()
+        log(f"kill: SIGKILLed {victim} (it held {len(vconvs)} of 8 conversations) after "
+            f"{len(read(p.out))} requests")
+    k = finish(env, p, p.out)
+    if t_kill is None:
+        raise AssertionError("kill: the driver finished before the kill")
+    report(k, "warmlane kill")
+    cut = [r for r in k if r["cut"]]
+    nohdr = [r for r in k if not r["cut"] and (r["error"] is not None or r["status"] != 200)]
+    log(f"kill: {len(cut)} streams cut by the kill (counted, allowed); "
+        f"{len(nohdr)} other failures")
+    if nohdr:
+        raise AssertionError(f"kill: {len(nohdr)} requests failed that had not been cut "
+                             f"mid-stream: {nohdr[:3]}")
+    # the victim's conversations: after their first turn that was not on the
+    # victim, every turn is elsewhere and succeeds
+    after = [r for r in k if r["conv"] in vconvs and r["served"] not in (None, victim)]
+    if not after:
+        raise AssertionError(f"kill: none of {victim}'s conversations continued elsewhere")
+    late = [r for r in k if r["conv"] in vconvs and r["served"] == victim and any(
+        x["conv"] == r["conv"] and x["i"] < r["i"] and x["served"] not in (None, victim)
+        for x in k)]
+    if late:
+        raise AssertionError(f"kill: conversations went back to the dead {victim}: {late[:3]}")
+    moved = sorted({r["conv"] for r in after})
+    log(f"kill: {victim}'s conversations {sorted(vconvs)} continued on "
+        f"{sorted({r['served'] for r in after})} ({len(moved)} of them)")
+
+    # --- restart: empty cache, >= 10% of 40 new conversations ----------------
+    s = fleet.server(victim)
+    s.start()
+    s.wait_healthy()
+    wait_up(env, victim)
+    h.wait_until("the agent to see it", lambda: agent_sees_up(env, victim), timeout=10)
+    n = drive(env, dict(conversations=40, turns=1, seed=3, new_only=True, prefix="n"),
+              "restart")
+    report(n, "warmlane restart")
+    assert_ok(n, "restart")
+    got = sum(1 for r in n if r["served"] == victim)
+    log(f"restart: the restarted {victim} got {got} of {len(n)} new conversations")
+    if got < 0.1 * len(n):
+        raise AssertionError(f"restart: {victim} got {got} of {len(n)} new conversations "
+                             "(< 10%)")
+
+    # --- leastconn: the affinity traffic, cold fleet, no agent ----------------
+    env.stop_agent_checked()
+    env.wait_agent(up=False)
+    fleet.restart_all()
+    for sv in fleet.servers:
+        wait_up(env, sv.name)
+    os.remove(env.path("conversations.json"))
+    lc = drive(env, dict(conversations=8, turns=3, seed=1), "leastconn")
+    report(lc, "leastconn affinity")
+    assert_ok(lc, "leastconn")
+    moved = sum(1 for r in lc if r["turn"] > 1 and r["served"] != r["prev_served"])
+    later = sum(1 for r in lc if r["turn"] > 1)
+    log(f"leastconn: {moved} of {later} later turns left their server (warmlane: 0)")
+    log(f"cached-token share: warmlane {ours:.1%}, leastconn {cached_share(lc):.1%} "
+        "(printed for comparison, not asserted)")
+
+
+def agent_sees_up(env, name):
+    """The agent's /metrics says the server is `enabled`
+    (warmlane_endpoint_admin_state, read from HAProxy's runtime API)."""
+    try:
+        text, _ = env.metrics_text()
+    except AssertionError:
+        return False
+    for n, lb, v in fe.parse_metrics(text):
+        if (n == "warmlane_endpoint_admin_state" and name in lb.values()
+                and lb.get("state") == "enabled"):
+            return v == 1.0
+    return False
+
+
+SCENARIOS = {"engine": engine}
+
+if __name__ == "__main__":
+    sys.exit(h.main(SCENARIOS))
