@@ -97,10 +97,12 @@ class EngineEnv(fe.FleetEnv):
         path = super().haproxy_config(test_headers=test_headers)
         with open(path) as f:
             text = f.read()
-        line = "    http-response set-var-fmt(txn.warmlane.srv) %b/%s\n"
+        # after default_backend: outside the feedback's `.if` of the 2.6
+        # config, so that every version sets it
+        line = "    default_backend llm\n"
         if line not in text:
-            raise AssertionError("the example config changed: no set-var-fmt(txn.warmlane.srv)")
-        text = text.replace(line, "    http-response set-header x-served-by %s\n" + line, 1)
+            raise AssertionError("the example config changed: no `default_backend llm`")
+        text = text.replace(line, line + "    http-response set-header x-served-by %s\n", 1)
         anchor = "    balance leastconn\n"
         if anchor not in text:
             raise AssertionError("the example config changed: no `balance leastconn`")
