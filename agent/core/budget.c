@@ -52,12 +52,20 @@ void budget_record(struct budget *b, const struct budget_params *p,
 	b->retries[b->head] = sat_add(b->retries[b->head], retries);
 }
 
-void budget_counts(struct budget *b, const struct budget_params *p,
+void budget_counts(const struct budget *b, const struct budget_params *p,
 		   uint64_t now_ms, uint64_t *first, uint64_t *retries)
 {
-	budget_advance(b, p, now_ms);
+	/* What budget_advance would clear by now_ms is left out, without
+	 * clearing it: metrics read the budget too. */
+	uint64_t w = budget_width(p);
+	uint64_t k = now_ms > b->bucket_start_ms ?
+		     (now_ms - b->bucket_start_ms) / w : 0;
 	uint64_t f = 0, r = 0;
-	for (unsigned i = 0; i < BUDGET_BUCKETS; i++) {
+	for (uint64_t age = k; age < BUDGET_BUCKETS; age++) {
+		/* age k: the newest bucket; age BUDGET_BUCKETS - 1: the
+		 * oldest still in the window. */
+		unsigned i = (unsigned)((b->head + BUDGET_BUCKETS -
+					 (age - k)) % BUDGET_BUCKETS);
 		f += b->first[i];
 		r += b->retries[i];
 	}
@@ -71,7 +79,7 @@ double budget_allowance(const struct budget_params *p, uint64_t first)
 	       p->min_per_s * ((double)p->window_ms / 1000.0);
 }
 
-bool budget_spent(struct budget *b, const struct budget_params *p,
+bool budget_spent(const struct budget *b, const struct budget_params *p,
 		  uint64_t now_ms)
 {
 	uint64_t first, retries;

@@ -38,7 +38,7 @@ void budget_record(struct budget *b, const struct budget_params *p,
 		   uint32_t retries, uint64_t now_ms);
 
 /* First attempts and retries in the window ending at now_ms. */
-void budget_counts(struct budget *b, const struct budget_params *p,
+void budget_counts(const struct budget *b, const struct budget_params *p,
 		   uint64_t now_ms, uint64_t *first, uint64_t *retries);
 
 /* Retries the window allows with `first` first attempts in it:
@@ -48,7 +48,7 @@ double budget_allowance(const struct budget_params *p, uint64_t first);
 /* True when the window ending at now_ms holds as many retries as it allows
  * or more: one more retry would overdraw it. With ratio and floor both 0,
  * always true (retries off). */
-bool budget_spent(struct budget *b, const struct budget_params *p,
+bool budget_spent(const struct budget *b, const struct budget_params *p,
 		  uint64_t now_ms);
 
 #endif
