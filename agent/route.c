@@ -334,16 +334,16 @@ static struct route_budget *route_budget_find(struct route *r, const char *b,
 	return NULL;
 }
 
-/* Whether the retry budget of backend is spent at now_ms. Off (false)
- * without the log input or while its lines are mostly not in warmlane's
+/* Whether the retry budget of backend is spent at now_ms. The budget is
+ * made (and its lines counted: warmlane_retries_total) whatever the
+ * settings, but it marks nothing when retry_budget.enabled is false, or
+ * without the log input, or while its lines are mostly not in warmlane's
  * format: the retries are counted from them, and a budget that counts
  * nothing would only ever be its floor. */
 static bool route_budget_spent(struct route *r, const char *backend,
 			       uint64_t now_ms)
 {
 	const struct config *cfg = r->cfg;
-	if (!cfg->retry_budget_enabled || !r->log_input || r->log.format_bad)
-		return false;
 	size_t len = strlen(backend);
 	struct route_budget *rb = route_budget_find(r, backend, len);
 	if (rb == NULL) {
@@ -359,7 +359,9 @@ static bool route_budget_spent(struct route *r, const char *backend,
 		rb->backend[len] = '\0';
 		budget_init(&rb->b, now_ms);
 	}
-	rb->spent = budget_spent(&rb->b, &cfg->retry_budget, now_ms);
+	rb->spent = cfg->retry_budget_enabled && r->log_input &&
+		    !r->log.format_bad &&
+		    budget_spent(&rb->b, &cfg->retry_budget, now_ms);
 	if (rb->spent)
 		rb->noretry++;
 	return rb->spent;

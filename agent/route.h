@@ -134,7 +134,8 @@ struct route_probe_stats {
 };
 
 /* One backend's retry budget (budget.c, config retry_budget). Made on the
- * decision path for a backend warmlane routes to, at most
+ * decision path for a backend warmlane routes to (even with the budget
+ * off, so that its retries are counted), at most
  * ROUTE_BUDGETS_MAX: a log line only counts in an existing one, so no line
  * can make the table grow. */
 #define ROUTE_BUDGETS_MAX 64

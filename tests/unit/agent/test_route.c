@@ -1383,9 +1383,9 @@ START_TEST(retry_budget_from_log_lines)
 		   "  - { backend: other, server: s1, keys: [k1] }\n");
 	ck_assert_int_eq(route_init(&r, &cfg), 0);
 	idle_poll(&r);
-	/* Without the log input: off, no budget made. */
+	/* Without the log input: the budget is made, marks nothing. */
 	ck_assert(!decide_noretry(&r, 1000));
-	ck_assert_uint_eq(r.n_budgets, 0);
+	ck_assert_uint_eq(r.n_budgets, 1);
 	r.log_input = true;
 	ck_assert(!decide_noretry(&r, 1000));
 	ck_assert_uint_eq(r.n_budgets, 1);
@@ -1430,6 +1430,9 @@ START_TEST(retry_budget_from_log_lines)
 	r.log.format_bad = false;
 	cfg.retry_budget_enabled = false;
 	ck_assert(!decide_noretry(&r, 12000));
+	/* Disabled, its lines still count (warmlane_retries_total). */
+	budget_line(&r, be, "2", 12000);
+	ck_assert_uint_eq(r.budgets[0].retries, 13 + 10 + 30 + 2);
 	route_finish(&r);
 	config_finish(&cfg);
 }
