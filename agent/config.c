@@ -441,6 +441,12 @@ int config_init(struct config *cfg)
 	cfg->key_probe_method = strdup(CONFIG_DEFAULT_PROBE_METHOD);
 	cfg->key_probe_path = strdup(CONFIG_DEFAULT_PROBE_PATH);
 	cfg->key_probe_timeout_ms = CONFIG_DEFAULT_PROBE_TIMEOUT_MS;
+	cfg->retry_budget_enabled = true;
+	cfg->retry_budget = (struct budget_params){
+		.ratio = CONFIG_DEFAULT_RETRY_RATIO,
+		.min_per_s = CONFIG_DEFAULT_RETRY_MIN_PER_S,
+		.window_ms = CONFIG_DEFAULT_RETRY_WINDOW_MS,
+	};
 	if (cfg->listen == NULL || cfg->metrics_listen == NULL ||
 	    cfg->runtime_socket == NULL || cfg->state_file == NULL ||
 	    cfg->log_input_path == NULL || cfg->key_probe_target == NULL ||
@@ -538,6 +544,13 @@ struct raw_key_probe {
 	char *timeout;
 };
 
+struct raw_retry_budget {
+	bool *enabled;
+	double *ratio;
+	double *min_per_second;
+	char *window;
+};
+
 struct raw_policy {
 	char *affinity_ttl;
 	double *affinity_max_entries;
@@ -588,6 +601,7 @@ struct raw_config {
 	struct raw_state *state;
 	struct raw_log_input *log_input;
 	struct raw_key_probe *key_probe;
+	struct raw_retry_budget *retry_budget;
 	struct raw_policy *policy;
 	struct raw_endpoint *endpoints;
 	unsigned endpoints_count;
@@ -652,6 +666,15 @@ static const cyaml_schema_field_t key_probe_fields[] = {
 	CYAML_FIELD_END
 };
 
+static const cyaml_schema_field_t retry_budget_fields[] = {
+	CYAML_FIELD_BOOL_PTR("enabled", OPT,
+			     struct raw_retry_budget, enabled),
+	FLT("ratio", struct raw_retry_budget, ratio),
+	FLT("min_per_second", struct raw_retry_budget, min_per_second),
+	STR("window", struct raw_retry_budget, window),
+	CYAML_FIELD_END
+};
+
 static const cyaml_schema_field_t policy_fields[] = {
 	STR("affinity_ttl", struct raw_policy, affinity_ttl),
 	INT("affinity_max_entries", struct raw_policy, affinity_max_entries),
@@ -711,6 +734,8 @@ static const cyaml_schema_field_t top_fields[] = {
 				log_input, log_input_fields),
 	CYAML_FIELD_MAPPING_PTR("key_probe", OPT_NULL, struct raw_config,
 				key_probe, key_probe_fields),
+	CYAML_FIELD_MAPPING_PTR("retry_budget", OPT_NULL, struct raw_config,
+				retry_budget, retry_budget_fields),
 	CYAML_FIELD_MAPPING_PTR("policy", OPT_NULL, struct raw_config, policy,
 				policy_fields),
 	CYAML_FIELD_SEQUENCE("endpoints", OPT_NULL, struct raw_config,
@@ -1959,6 +1984,19 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 	if (raw->key_probe != NULL)
 		sem_key_probe(s, raw->key_probe, cfg);
 	cfg->params.key_probe = cfg->key_probe_target[0] != '\0';
+
+	if (raw->retry_budget != NULL) {
+		const struct raw_retry_budget *rb = raw->retry_budget;
+		if (rb->enabled != NULL)
+			cfg->retry_budget_enabled = *rb->enabled;
+		sem_double(s, "retry_budget.ratio", rb->ratio, 0, true, 100,
+			   &cfg->retry_budget.ratio);
+		sem_double(s, "retry_budget.min_per_second", rb->min_per_second,
+			   0, true, 100000, &cfg->retry_budget.min_per_s);
+		/* At least a second: ten buckets of 100 ms or more. */
+		sem_duration(s, "retry_budget.window", rb->window, 1000,
+			     3600 * 1000, &cfg->retry_budget.window_ms);
+	}
 
 	if (raw->policy != NULL)
 		sem_policy(s, raw->policy, &cfg->params);

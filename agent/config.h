@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "budget.h"
 #include "log.h"
 #include "params.h"
 
@@ -37,6 +38,11 @@
 #define CONFIG_DEFAULT_PROBE_PATH     "/v1/models"
 #define CONFIG_DEFAULT_PROBE_TIMEOUT_MS 5000u
 #define CONFIG_PROBE_PATH_MAX         1024
+/* Retry budget (route.c): HAProxy's retries per backend, read from the log
+ * input, at most ratio x first attempts + min_per_second over the window. */
+#define CONFIG_DEFAULT_RETRY_RATIO    0.2
+#define CONFIG_DEFAULT_RETRY_MIN_PER_S 1.0
+#define CONFIG_DEFAULT_RETRY_WINDOW_MS 10000u
 #define CONFIG_NAME_MAX               128
 #define CONFIG_UNIX_PATH_MAX          107 /* sun_path minus the NUL */
 
@@ -102,6 +108,10 @@ struct config {
 	char *key_probe_method;         /* an HTTP method token */
 	char *key_probe_path;           /* origin-form: "/..." */
 	uint64_t key_probe_timeout_ms;  /* whole probe, connect included */
+	/* retry_budget: when spent, the route ACK sets txn.warmlane.noretry.
+	 * Needs the log input (the retries are counted from its lines). */
+	bool retry_budget_enabled;
+	struct budget_params retry_budget;
 	struct core_params params;      /* policy, poll and snapshot periods */
 	struct config_endpoint *endpoints;
 	size_t n_endpoints;

@@ -341,6 +341,50 @@ static void render_log_input(struct metrics_text *t, const struct route *r)
 		    l->lag_count, l->lag_sum_s, l->lag_count);
 }
 
+/* The retry budgets (route.c, budget.c), one per backend warmlane routed
+ * to. */
+static void render_retry_budgets(struct metrics_text *t, const struct route *r,
+				 uint64_t now_ms)
+{
+	const struct budget_params *p = &r->cfg->retry_budget;
+	bool on = r->cfg->retry_budget_enabled && r->log_input &&
+		  !r->log.format_bad;
+	text_family_u64(t, "warmlane_retry_budget_active", "gauge",
+			"1 while the retry budget applies (retry_budget.enabled, the log input read, its lines in warmlane's format), else 0.",
+			on ? 1 : 0);
+	text_family(t, "warmlane_retry_budget_requests_total", "counter",
+		    "Requests of the backend seen in the log input (first attempts).");
+	for (unsigned i = 0; i < r->n_budgets; i++)
+		text_u64_label(t, "warmlane_retry_budget_requests_total",
+			       "backend", r->budgets[i].backend,
+			       r->budgets[i].requests);
+	text_family(t, "warmlane_retries_total", "counter",
+		    "Retries HAProxy made (the log lines' %rc), by backend.");
+	for (unsigned i = 0; i < r->n_budgets; i++)
+		text_u64_label(t, "warmlane_retries_total", "backend",
+			       r->budgets[i].backend, r->budgets[i].retries);
+	text_family(t, "warmlane_retry_budget_spent", "gauge",
+		    "Share of the backend's retry budget the window's retries use (retries / (ratio x first attempts + min_per_second x window)); at 1 or more, requests are marked noretry.");
+	for (unsigned i = 0; i < r->n_budgets; i++) {
+		uint64_t first, retries;
+		route_budget_counts(r, i, now_ms, &first, &retries);
+		double allow = budget_allowance(p, first);
+		/* Nothing allowed (ratio and floor 0): always spent. */
+		double used = allow > 0 ? (double)retries / allow : 1.0;
+		text_printf(t, "warmlane_retry_budget_spent{backend=");
+		text_label_value(t, r->budgets[i].backend);
+		text_printf(t, "} %.4f\n", used);
+	}
+	text_family(t, "warmlane_noretry_total", "counter",
+		    "Route answers that set txn.warmlane.noretry (the backend's retry budget spent), by backend.");
+	for (unsigned i = 0; i < r->n_budgets; i++)
+		text_u64_label(t, "warmlane_noretry_total", "backend",
+			       r->budgets[i].backend, r->budgets[i].noretry);
+	text_family_u64(t, "warmlane_retry_budget_overflow_total", "counter",
+			"Decisions for a backend past the budget table (64 backends): not budgeted.",
+			r->budgets_full);
+}
+
 /* Upstream key probes (probe.c). */
 static void render_probes(struct metrics_text *t, const struct route *r)
 {
@@ -634,6 +678,7 @@ int metrics_render(struct metrics_text *t, const struct server *srv,
 	render_feedback(t, &srv->route);
 	render_log_input(t, &srv->route);
 	render_probes(t, &srv->route);
+	render_retry_budgets(t, &srv->route, now_ms);
 	if (srv->route.core != NULL)
 		render_core(t, srv->route.core, now_ms);
 	render_spop(t, st);

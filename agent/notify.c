@@ -97,13 +97,20 @@ static void notify_route(struct notify_ctx *ctx,
 	}
 	const char *reason = route_reason_name(d.reason);
 	ack_set_str(ack, "reason", reason, strlen(reason));
+	if (d.noretry) {
+		/* Its presence is what the config tests (-m found). */
+		struct spop_data t = spop_data_bool(true);
+		spop_ack_set_var(&ack->w, SPOP_SCOPE_TXN, "noretry",
+				 sizeof("noretry") - 1, &t);
+	}
 
 	log_debug("route",
 		  "conn=%" PRIu64 " stream_id=%" PRIu64 " frame_id=%" PRIu64
-		  " reason=%s backend=%s server=%s",
+		  " reason=%s backend=%s server=%s%s",
 		  ctx->conn_id, ack->frame->stream_id, ack->frame->frame_id,
 		  reason, d.backend != NULL ? d.backend : "-",
-		  d.server != NULL ? d.server : "-");
+		  d.server != NULL ? d.server : "-",
+		  d.noretry ? " noretry" : "");
 }
 
 /* Reads nargs arguments of a `feedback` message into fb. */

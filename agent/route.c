@@ -322,6 +322,58 @@ void route_request_core(const struct route_request *req,
 	};
 }
 
+/* ---- retry budget --------------------------------------------------------- */
+
+static struct route_budget *route_budget_find(struct route *r, const char *b,
+					      size_t len)
+{
+	for (unsigned i = 0; i < r->n_budgets; i++)
+		if (r->budgets[i].len == len &&
+		    memcmp(r->budgets[i].backend, b, len) == 0)
+			return &r->budgets[i];
+	return NULL;
+}
+
+/* Whether the retry budget of backend is spent at now_ms. The budget is
+ * made (and its lines counted: warmlane_retries_total) whatever the
+ * settings, but it marks nothing when retry_budget.enabled is false, or
+ * without the log input, or while its lines are mostly not in warmlane's
+ * format: the retries are counted from them, and a budget that counts
+ * nothing would only ever be its floor. */
+static bool route_budget_spent(struct route *r, const char *backend,
+			       uint64_t now_ms)
+{
+	const struct config *cfg = r->cfg;
+	size_t len = strlen(backend);
+	struct route_budget *rb = route_budget_find(r, backend, len);
+	if (rb == NULL) {
+		if (r->n_budgets == ROUTE_BUDGETS_MAX ||
+		    len > CONFIG_NAME_MAX) {
+			r->budgets_full++;
+			return false;
+		}
+		/* A fixed slot, no allocation: the decision path. */
+		rb = &r->budgets[r->n_budgets++];
+		*rb = (struct route_budget){ .len = len };
+		memcpy(rb->backend, backend, len);
+		rb->backend[len] = '\0';
+		budget_init(&rb->b, now_ms);
+	}
+	rb->spent = cfg->retry_budget_enabled && r->log_input &&
+		    !r->log.format_bad &&
+		    budget_spent(&rb->b, &cfg->retry_budget, now_ms);
+	if (rb->spent)
+		rb->noretry++;
+	return rb->spent;
+}
+
+void route_budget_counts(const struct route *r, unsigned i, uint64_t now_ms,
+			 uint64_t *first, uint64_t *retries)
+{
+	budget_counts(&r->budgets[i].b, &r->cfg->retry_budget, now_ms, first,
+		      retries);
+}
+
 void route_decide(struct route *r, const struct route_request *req,
 		  struct route_decision *out)
 {
@@ -341,7 +393,9 @@ void route_decide(struct route *r, const struct route_request *req,
 	if (d.endpoint < 0) { /* no endpoint: no variable but the reason */
 		out->backend = out->server = out->key = NULL;
 		out->endpoint = -1;
+		return;
 	}
+	out->noretry = route_budget_spent(r, d.backend, req->now_ms);
 }
 
 void route_take_back(struct route *r, int endpoint)
@@ -503,6 +557,17 @@ enum route_log_use route_log_line(struct route *r, const struct haplog_line *l,
 				  uint64_t now_ms)
 {
 	r->log_lines = true;
+	/* Every request of a budgeted backend counts, routed by warmlane or
+	 * not: one first attempt and the retries HAProxy made for it. */
+	struct route_budget *rb =
+		l->be.len > 0 ? route_budget_find(r, (const char *)l->be.ptr,
+						  l->be.len)
+			      : NULL;
+	if (rb != NULL) {
+		budget_record(&rb->b, &r->cfg->retry_budget, l->retries, now_ms);
+		rb->requests++;
+		rb->retries += l->retries;
+	}
 	if (l->bad != 0)
 		r->log.bad_fields++;
 	if (l->wsrv.len == 0 || l->wbe.len == 0) {

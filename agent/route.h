@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "core.h"
 #include "haplog.h"
 #include "spop.h"
@@ -73,6 +74,10 @@ struct route_decision {
 	bool has_akey;
 	uint64_t akey; /* sent as 16 lower-case hex digits */
 	int endpoint;  /* the core's index, -1 for none (route_take_back) */
+	/* The backend's retry budget is spent: the ACK sets noretry, and the
+	 * example configs' disable-l7-retry rule keeps HAProxy from retrying
+	 * this request (but for connection failures). */
+	bool noretry;
 };
 
 /* One `feedback` message (same conventions as route_request). */
@@ -128,6 +133,23 @@ struct route_probe_stats {
 	uint32_t active;           /* probes out now */
 };
 
+/* One backend's retry budget (budget.c, config retry_budget). Made on the
+ * decision path for a backend warmlane routes to (even with the budget
+ * off, so that its retries are counted), at most
+ * ROUTE_BUDGETS_MAX: a log line only counts in an existing one, so no line
+ * can make the table grow. */
+#define ROUTE_BUDGETS_MAX 64
+
+struct route_budget {
+	char backend[CONFIG_NAME_MAX + 1];
+	size_t len;
+	struct budget b;
+	uint64_t requests;  /* log lines counted: first attempts */
+	uint64_t retries;   /* retries those lines took (%rc) */
+	uint64_t noretry;   /* route ACKs that set noretry */
+	bool spent;         /* at the last decision for it */
+};
+
 struct route {
 	const struct config *cfg;
 	struct core *core;     /* the policy; metrics read it (core_stats...) */
@@ -143,6 +165,9 @@ struct route {
 	bool log_lines;
 	struct route_log_stats log;
 	struct route_probe_stats probe;
+	struct route_budget budgets[ROUTE_BUDGETS_MAX];
+	unsigned n_budgets;
+	uint64_t budgets_full;  /* decisions for a backend past the table */
 	uint64_t wall_at_ms;   /* uv_now when wall_s was read (route_wall_s) */
 	int64_t wall_s;
 	bool wall_valid;
@@ -160,7 +185,9 @@ int route_init(struct route *r, const struct config *cfg);
 void route_finish(struct route *r);
 
 /* Decides one request through core_decide (see route_request_core for the
- * arguments). Never allocates. */
+ * arguments), and whether its backend's retry budget is spent (noretry:
+ * only with retry_budget.enabled, the log input read and its lines in
+ * warmlane's format). Never allocates. */
 void route_decide(struct route *r, const struct route_request *req,
 		  struct route_decision *out);
 
@@ -182,6 +209,11 @@ void route_take_back(struct route *r, int endpoint);
  * once its headers are in: it leaves the endpoint's in-flight count here;
  * with it, its log line does that (route_log_line). */
 void route_feedback(struct route *r, const struct route_feedback *fb);
+
+/* First attempts and retries in the window of budget i (< r->n_budgets) at
+ * now_ms, for metrics. */
+void route_budget_counts(const struct route *r, unsigned i, uint64_t now_ms,
+			 uint64_t *first, uint64_t *retries);
 
 /* What route_log_line did with a line. */
 enum route_log_use {
@@ -206,7 +238,9 @@ enum core_end route_log_end(const struct haplog_line *l);
  * chosen one failed to connect: SERVER_FAIL with no status for it.
  * feedback_seen is the line's fb (txn.warmlane.ack: the feedback ACK was
  * received) when the chosen server answered. Sets r->log_lines. Updates
- * r->log. */
+ * r->log. Whatever warmlane decided, the line counts in the retry budget of
+ * its backend (be), when that backend has one: one first attempt and its
+ * rc retries. */
 enum route_log_use route_log_line(struct route *r, const struct haplog_line *l,
 				  uint64_t now_ms);
 

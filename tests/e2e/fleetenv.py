@@ -102,6 +102,8 @@ class FleetEnv(h.Env):
         self.log_input = True
         self.log_input_path = ""
         self.key_probe = True
+        # more top-level sections of the agent's config, as YAML lines
+        self.agent_extra = []
 
     # --- the fleet ---------------------------------------------------------
     def start_fleet(self, instances, timeout=15):
@@ -196,6 +198,7 @@ class FleetEnv(h.Env):
                          'snapshot_interval: 1s }')
         else:
             lines.append('state: { file: "" }')
+        lines.extend(self.agent_extra)
         lines.append("policy:")
         for k, v in self.policy.items():
             lines.append(f"  {k}: {v}")

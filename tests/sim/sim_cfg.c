@@ -284,6 +284,8 @@ static int p_line(struct parser *p, char *s, int line)
 			p->cfg->check_fall_us = (int64_t)llround(d * 1e6);
 		else if (strcmp(k, "check_rise_s") == 0)
 			p->cfg->check_rise_us = (int64_t)llround(d * 1e6);
+		else if (strcmp(k, "retries") == 0 && d >= 0 && d <= 16 && d == floor(d))
+			p->cfg->retries = (uint32_t)d;
 		else
 			return p_fail(p, line, "unknown key or bad value", k);
 		return 0;

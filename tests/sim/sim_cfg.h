@@ -60,6 +60,10 @@ struct sim_fleet_cfg {
 	int64_t poll_interval_us; /* runtime-API poll period (200 ms) */
 	int64_t check_fall_us;    /* health checks mark a refusing server DOWN after this */
 	int64_t check_rise_us;    /* and UP again this long after it answers */
+	/* HAProxy's `retries` with `retry-on 503` and `option redispatch 1`:
+	 * a 503 answer is retried on another server up to this many times,
+	 * unless warmlane marked the request noretry (0: no retries). */
+	uint32_t retries;
 };
 
 /* The built-in fleet: 8 identical endpoints, calibrated (see tests/sim/fleet.conf). */

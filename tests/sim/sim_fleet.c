@@ -5,6 +5,7 @@
 #include "sim_rng.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,10 +285,11 @@ static void finish(struct sim_fleet *f, uint32_t i)
 	f->ag[rc->agent].live[rc->ep]--;
 	f->live_total--;
 	if (f->log_ingest) {
-		/* the log line arrives at the end of the stream: in-flight - 1 */
+		/* the log line arrives at the end of the stream: in-flight - 1
+		 * on the endpoint first chosen, the one the decision counted */
 		struct agent *a = &f->ag[rc->agent];
-		if (a->view[rc->ep].in_flight > 0)
-			a->view[rc->ep].in_flight--;
+		if (a->view[rc->wep].in_flight > 0)
+			a->view[rc->wep].in_flight--;
 		if (f->pol->complete) {
 			view_refresh(f, a);
 			struct sim_view v = view_of(f, a);
@@ -302,14 +304,62 @@ static void finish(struct sim_fleet *f, uint32_t i)
 				.bytes = response_bytes(r, rc),
 				.stream = r->stream,
 				.feedback_seen = rc->fb_sent,
+				.retries = rc->attempts > 0 ? rc->attempts - 1u : 0,
 			};
-			f->pol->complete(a->st, &v, r, (uint32_t)rc->ep, &cc);
+			if (rc->ep != rc->wep) {
+				/* ended on another server after retries: the
+				 * line tells the first one failed (the agent's
+				 * route_log_line: redispatched), nothing more */
+				cc.status = -1;
+				cc.end = SIM_END_SERVER_FAIL;
+				cc.tr_ms = cc.total_ms = -1;
+				cc.bytes = 0;
+				cc.feedback_seen = 0;
+			}
+			f->pol->complete(a->st, &v, r, (uint32_t)rc->wep, &cc);
 		} else if (rc->refused) {
 			/* a policy without the log hook: the refusal as
 			 * HAProxy's 503 through its feedback */
 			feedback(f, i, 503, -1, 0);
 		}
 	}
+}
+
+/* One upstream attempt of request i on endpoint e at f->now: HAProxy's
+ * counts rise, then the server refuses, answers an error, or admits it. */
+static int attempt(struct sim_fleet *f, uint32_t i, uint32_t e)
+{
+	const struct sim_req *r = &f->w->req[i];
+	struct sim_rec *rc = &f->rec[i];
+	rc->ep = (int32_t)e;
+	f->ag[rc->agent].live[e]++;
+	f->eps[e].live++;
+	f->live_total++;
+	const struct sim_ep_params *p = &f->cfg->ep[e];
+	int64_t err_us = (int64_t)llround(p->error_ms * 1000);
+	if (ep_refusing(f, e, f->now)) {
+		rc->refused = 1;
+		rc->status = 503;
+		return push(f, f->now + err_us, EV_DONE, i);
+	}
+	const struct sim_fault *x = ep_error(f, e, f->now);
+	if (x) {
+		rc->status = x->kind == SIM_FAULT_500 ? 500 :
+			     x->kind == SIM_FAULT_503 ? 503 :
+			     x->kind == SIM_FAULT_429 ? 429 : 401;
+		rc->fb_tr_ms = (int64_t)llround(p->error_ms);
+		rc->fb_retry_after_s = x->kind == SIM_FAULT_429 ? x->retry_after_s : 0;
+		return push(f, f->now + err_us, EV_HEADERS, i);
+	}
+	rc->admitted = 1;
+	rc->status = 200;
+	rc->cut = (uint8_t)(r->stream && ep_cuts(f, e, f->now));
+	if (p->headers_immediate && r->stream &&
+	    push(f, f->now + (int64_t)llround(p->header_ms * 1000), EV_HEADERS, i) < 0)
+		return -ENOMEM;
+	if (f->eps[e].running < p->max_running)
+		return ep_start(f, e, i);
+	return ep_enqueue(f, e, i);
 }
 
 static int on_arrival(struct sim_fleet *f, uint32_t i)
@@ -324,11 +374,13 @@ static int on_arrival(struct sim_fleet *f, uint32_t i)
 	const char *reason = "none";
 	int e = f->pol->decide(a->st, &v, r, &reason);
 	rc->reason = reason;
+	bool routed = true;
 	if (e < 0 || (uint32_t)e >= f->cfg->nep || !a->view[e].up) {
 		/* no answer, or use-server names a server that is not UP: HAProxy balances */
 		uint32_t rot = i;
 		e = sim_policy_leastconn_pick(&v, &rot);
 		rc->reason = "haproxy";
+		routed = false;
 	}
 	if (f->next_arrival < f->w->n) {
 		size_t nx = f->next_arrival++;
@@ -341,36 +393,45 @@ static int on_arrival(struct sim_fleet *f, uint32_t i)
 		rc->t_end_us = f->now;
 		return 0;
 	}
-	rc->ep = e;
+	/* The budget answers with the decision; no answer, no variable. */
+	rc->noretry = (uint8_t)(routed && f->log_ingest && f->pol->noretry &&
+				f->pol->noretry(a->st, &v, r, (uint32_t)e));
+	rc->wep = e;
+	rc->attempts = 1;
 	a->view[e].in_flight++;
-	a->live[e]++;
-	f->eps[e].live++;
-	f->live_total++;
-	const struct sim_ep_params *p = &f->cfg->ep[e];
-	int64_t err_us = (int64_t)llround(p->error_ms * 1000);
-	if (ep_refusing(f, (uint32_t)e, f->now)) {
-		rc->refused = 1;
-		rc->status = 503;
-		return push(f, f->now + err_us, EV_DONE, i);
-	}
-	const struct sim_fault *x = ep_error(f, (uint32_t)e, f->now);
-	if (x) {
-		rc->status = x->kind == SIM_FAULT_500 ? 500 :
-			     x->kind == SIM_FAULT_503 ? 503 :
-			     x->kind == SIM_FAULT_429 ? 429 : 401;
-		rc->fb_tr_ms = (int64_t)llround(p->error_ms);
-		rc->fb_retry_after_s = x->kind == SIM_FAULT_429 ? x->retry_after_s : 0;
-		return push(f, f->now + err_us, EV_HEADERS, i);
-	}
-	rc->admitted = 1;
-	rc->status = 200;
-	rc->cut = (uint8_t)(r->stream && ep_cuts(f, (uint32_t)e, f->now));
-	if (p->headers_immediate && r->stream &&
-	    push(f, f->now + (int64_t)llround(p->header_ms * 1000), EV_HEADERS, i) < 0)
-		return -ENOMEM;
-	if (f->eps[e].running < p->max_running)
-		return ep_start(f, (uint32_t)e, i);
-	return ep_enqueue(f, (uint32_t)e, i);
+	return attempt(f, i, (uint32_t)e);
+}
+
+/* HAProxy's L7 retry of a 503 answer (retry-on 503, option redispatch 1):
+ * another server, leastconn avoiding the one that failed, without asking
+ * the agent again and without feedback for the failed attempt. 1 when
+ * retried, 0 when not (no retry left, noretry, no other server up). */
+static int retry(struct sim_fleet *f, uint32_t i)
+{
+	struct sim_rec *rc = &f->rec[i];
+	if (rc->status != 503 || rc->refused || rc->noretry || rc->attempts > f->cfg->retries)
+		return 0;
+	struct agent *a = &f->ag[rc->agent];
+	uint32_t old = (uint32_t)rc->ep;
+	view_refresh(f, a);
+	struct sim_view v = view_of(f, a);
+	/* leastconn on HAProxy's live counts, the failed server left out */
+	struct sim_view_ep *eps = (struct sim_view_ep *)v.ep;
+	uint8_t up = eps[old].up;
+	eps[old].up = 0;
+	uint32_t rot = i + rc->attempts;
+	int e = sim_policy_leastconn_pick(&v, &rot);
+	eps[old].up = up;
+	if (e < 0)
+		return 0;
+	f->eps[old].live--;
+	a->live[old]--;
+	f->live_total--;
+	rc->attempts++;
+	rc->status = 0;
+	rc->fb_tr_ms = 0;
+	rc->fb_retry_after_s = 0;
+	return attempt(f, i, (uint32_t)e) < 0 ? -ENOMEM : 1;
 }
 
 static int on_poll(struct sim_fleet *f, uint32_t ai)
@@ -405,7 +466,11 @@ static int on_headers(struct sim_fleet *f, uint32_t i)
 		feedback(f, i, 200, (f->now - r->arrival_us) / 1000, 0);
 		return 0;
 	}
-	/* an error answer: its headers (feedback), then its log line */
+	/* an error answer: retried by HAProxy (no http-response rule runs),
+	 * or its headers (feedback), then its log line */
+	int rt = retry(f, i);
+	if (rt != 0)
+		return rt < 0 ? rt : 0;
 	feedback(f, i, rc->status, rc->fb_tr_ms, rc->fb_retry_after_s);
 	finish(f, i);
 	return 0;
@@ -524,7 +589,7 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 			goto fail;
 	}
 	for (size_t i = 0; i < w->n; i++)
-		out->rec[i] = (struct sim_rec){ .ep = -1, .t_start_us = -1, .t_first_us = -1 };
+		out->rec[i] = (struct sim_rec){ .ep = -1, .wep = -1, .t_start_us = -1, .t_first_us = -1 };
 	if (w->n > 0 && push(&f, w->req[0].arrival_us, EV_ARRIVAL, 0) < 0)
 		goto fail;
 	f.next_arrival = 1;

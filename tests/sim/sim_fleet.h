@@ -25,6 +25,9 @@ struct sim_rec {
 	uint32_t fb_retry_after_s;
 	uint8_t fb_sent;       /* HAProxy sent the feedback message */
 	uint8_t cut;           /* a streamed response the server cut half-way (HAProxy logs SD, 200) */
+	int32_t wep;           /* the endpoint first chosen (warmlane's, or HAProxy's) */
+	uint8_t attempts;      /* upstream attempts: 1 + HAProxy's retries */
+	uint8_t noretry;       /* warmlane set noretry (its retry budget spent) */
 };
 
 struct sim_run_opts {

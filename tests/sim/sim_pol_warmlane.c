@@ -2,6 +2,7 @@
 #include "sim_fleet.h"
 #include "sim_policy.h"
 
+#include "budget.h"
 #include "core.h"
 
 #include <stdio.h>
@@ -18,6 +19,10 @@ struct wl {
 	/* A log line arrived (--log-ingest): as the agent's route.c, feedback
 	 * then says that the end of each stream will be told. */
 	bool log_lines;
+	/* The agent's retry budget (route.c), one backend: fed by the log
+	 * lines' retries, read at each decision. */
+	struct budget budget;
+	struct budget_params budget_p;
 };
 
 static void wl_destroy(void *st)
@@ -111,6 +116,13 @@ static void *wl_create(const struct sim_policy_env *env)
 		return NULL;
 	}
 	core_rng_seed(&s->rng, env->seed);
+	s->budget_p = (struct budget_params){ .ratio = SIM_RETRY_RATIO, .min_per_s = SIM_RETRY_MIN_PER_S,
+					      .window_ms = SIM_RETRY_WINDOW_MS };
+	if (sim_policy_param(env, "retry_ratio", &d) == 1)
+		s->budget_p.ratio = d;
+	if (sim_policy_param(env, "retry_min_per_second", &d) == 1)
+		s->budget_p.min_per_s = d;
+	budget_init(&s->budget, 0);
 	for (uint32_t e = 0; e < env->nep; e++) {
 		s->idx[e] = -1;
 		snprintf(s->names[e], sizeof(s->names[e]), "%s", env->cfg->ep[e].name);
@@ -207,6 +219,7 @@ static void wl_complete(void *st, const struct sim_view *v, const struct sim_req
 	if (ep >= s->n || s->idx[ep] < 0)
 		return;
 	s->log_lines = true;
+	budget_record(&s->budget, &s->budget_p, c->retries, (uint64_t)(v->now_us / 1000));
 	struct core_request q = wl_request(r);
 	struct core_completion cc = {
 		.endpoint = s->idx[ep],
@@ -222,6 +235,15 @@ static void wl_complete(void *st, const struct sim_view *v, const struct sim_req
 	core_complete(s->core, &cc, (uint64_t)(v->now_us / 1000));
 }
 
+/* The route answer's noretry: the budget spent at the decision. */
+static int wl_noretry(void *st, const struct sim_view *v, const struct sim_req *r, uint32_t ep)
+{
+	struct wl *s = st;
+	(void)r;
+	(void)ep;
+	return budget_spent(&s->budget, &s->budget_p, (uint64_t)(v->now_us / 1000));
+}
+
 const struct sim_policy sim_pol_warmlane = {
 	.name = "warmlane",
 	.desc = "the routing core (agent/core) with default parameters",
@@ -231,4 +253,5 @@ const struct sim_policy sim_pol_warmlane = {
 	.feedback = wl_feedback,
 	.poll = wl_poll,
 	.complete = wl_complete,
+	.noretry = wl_noretry,
 };

@@ -56,7 +56,14 @@ struct sim_completion {
 	uint64_t bytes;         /* response bytes sent to the client */
 	uint8_t stream;
 	uint8_t feedback_seen;  /* the feedback message reported this response */
+	uint32_t retries;       /* HAProxy's retries of the request (%rc) */
 };
+
+/* The warmlane policy's retry budget (its defaults, retry_budget.* of the
+ * agent's config): the retry-storm scenario's bound is computed from them. */
+#define SIM_RETRY_RATIO 0.2
+#define SIM_RETRY_MIN_PER_S 1.0
+#define SIM_RETRY_WINDOW_MS 10000
 
 struct sim_policy_env {
 	uint32_t nep;     /* endpoints in the fleet file (view.n) */
@@ -91,6 +98,10 @@ struct sim_policy {
 	 * --log-ingest; optional). */
 	void (*complete)(void *st, const struct sim_view *v, const struct sim_req *r, uint32_t ep,
 			 const struct sim_completion *cc);
+	/* Whether the answer that sent r to ep also sets noretry (the retry
+	 * budget spent), right after decide (only with --log-ingest, as the
+	 * agent's budget is off without its log input; optional). */
+	int (*noretry)(void *st, const struct sim_view *v, const struct sim_req *r, uint32_t ep);
 };
 
 /* Number of policies built in, and the i-th in report order. */

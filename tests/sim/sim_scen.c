@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sim_map.h"
+#include "sim_policy.h"
 
 #define FAST_FAIL_ALLOWANCE 20 /* requests after the first failure before it must be avoided */
 #define RETRY_AFTER_S 30
@@ -21,6 +22,9 @@ static const struct sim_scen scens[] = {
 	{ "flap", "gpu7 (index 6) refuses connections 30 s of every 60 s from 20% to 60% of the requests", 1, SIM_REF_NONE, 6 },
 	{ "cut", "gpu5 (index 4) cuts every streamed response half-way, after its 200 headers, from 20% of the requests on",
 	  1, SIM_REF_NOFAULT, 4 },
+	{ "retry-storm", "every endpoint answers 503 from 40% to 50% of the requests; HAProxy retries 503s twice "
+	  "(retries 2, redispatch) unless warmlane's retry budget marks the request noretry (--log-ingest)",
+	  1, SIM_REF_NONE, -1 },
 	{ "agents-2", "2 independent agents behind a random spray", 2, SIM_REF_ONEAGENT, -1 },
 	{ "agents-4", "4 independent agents behind a random spray", 4, SIM_REF_ONEAGENT, -1 },
 };
@@ -85,6 +89,13 @@ void sim_scen_faults(const struct sim_scen *sc, const struct sim_workload *w, ui
 			 t, span_at(w, 0.2), span_at(w, 0.6));
 	else if (strcmp(sc->name, "scale-out") == 0)
 		snprintf(buf, len, "\n[endpoint]\nname = added\nstart = %.3f\n", span_at(w, 0.5));
+	else if (strcmp(sc->name, "retry-storm") == 0) {
+		int n = snprintf(buf, len, "\n[router]\nretries = 2\n");
+		for (uint32_t e = 0; e < nep && n > 0 && (size_t)n < len; e++)
+			n += snprintf(buf + n, len - (size_t)n,
+				      "[fault]\nendpoint = @%u\nkind = 503\nstart = %.3f\nend = %.3f\n", e,
+				      span_at(w, 0.4), span_at(w, 0.5));
+	}
 }
 
 /* Share of keyed requests' keys whose endpoint changed across t_us: the last
@@ -173,6 +184,35 @@ void sim_scen_analyse(const struct sim_scen *sc, const struct sim_run *run, cons
 		 * handful), then up to 3 half-open probes per Retry-After period */
 		double periods = ceil((double)(to - from) / 1e6 / RETRY_AFTER_S);
 		res->window_bound = run->agents * (size_t)(5 + 3 * periods);
+	} else if (strcmp(sc->name, "retry-storm") == 0) {
+		int64_t from = (int64_t)(span_at(w, 0.4) * 1e6), to = (int64_t)(span_at(w, 0.5) * 1e6);
+		for (size_t i = 0; i < w->n; i++) {
+			if (w->req[i].arrival_us < from || w->req[i].arrival_us >= to)
+				continue;
+			res->burst_requests++;
+			res->burst_attempts += run->rec[i].attempts;
+			res->burst_noretry += run->rec[i].noretry;
+			res->burst_errors += run->rec[i].status >= 500;
+		}
+		/* The budget's allowance over the burst, window by window (W,
+		 * aligned on its start): a decision in window k sees the log
+		 * lines of the last W, all of which ended in [start_k - W,
+		 * end_k): ratio x those first attempts (requests from before
+		 * the burst included: they end during it) plus the floor.
+		 * And per window, the requests decided while the lines of
+		 * earlier ones were on their way may take every retry: one per
+		 * agent at these rates (an error takes error_ms). */
+		int64_t win = (int64_t)SIM_RETRY_WINDOW_MS * 1000;
+		double bound = (double)res->burst_requests;
+		for (int64_t k0 = from; k0 < to; k0 += win) {
+			size_t ended = 0;
+			for (size_t i = 0; i < w->n; i++)
+				ended += run->rec[i].ep >= 0 && run->rec[i].t_end_us >= k0 - win &&
+					 run->rec[i].t_end_us < k0 + win;
+			bound += SIM_RETRY_RATIO * (double)ended + SIM_RETRY_MIN_PER_S * SIM_RETRY_WINDOW_MS / 1000.0 +
+				 (double)run->cfg->retries * run->agents;
+		}
+		res->attempts_bound = bound;
 	} else if (strcmp(sc->name, "scale-out") == 0) {
 		int64_t t = (int64_t)(span_at(w, 0.5) * 1e6);
 		res->keys_moved = keys_moved(run, t);
@@ -205,6 +245,9 @@ void sim_scen_print_header(FILE *out, const struct sim_scen *sc)
 	else if (strcmp(sc->name, "scale-out") == 0)
 		fprintf(out, "%-14s %11s %14s %11s %10s\n", "policy", "keys_moved", "moved_without", "difference",
 			"new_share");
+	else if (strcmp(sc->name, "retry-storm") == 0)
+		fprintf(out, "%-14s %10s %10s %12s %8s %8s %8s\n", "policy", "requests", "attempts",
+			"per_request", "bound", "noretry", "errors");
 	else
 		fprintf(out, "%-14s %8s %12s\n", "policy", "hit%", "hit%_ref");
 }
@@ -226,6 +269,11 @@ void sim_scen_print_row(FILE *out, const struct sim_scen *sc, const char *policy
 	}
 	else if (strcmp(sc->name, "rate-limit") == 0)
 		fprintf(out, "%-14s %14zu %8zu\n", policy, res->target_count, res->window_bound);
+	else if (strcmp(sc->name, "retry-storm") == 0)
+		fprintf(out, "%-14s %10zu %10zu %12.3f %8.0f %8zu %8zu\n", policy, res->burst_requests,
+			res->burst_attempts,
+			res->burst_requests ? (double)res->burst_attempts / (double)res->burst_requests : 0,
+			res->attempts_bound, res->burst_noretry, res->burst_errors);
 	else if (strcmp(sc->name, "scale-out") == 0)
 		fprintf(out, "%-14s %10.1f%% %13.1f%% %10.1f%% %9.1f%%\n", policy, 100 * res->keys_moved,
 			100 * res->ref_keys_moved, 100 * (res->keys_moved - res->ref_keys_moved),
@@ -277,6 +325,15 @@ int sim_scen_expect(const struct sim_scen *sc, const char *policy, const struct 
 		return check(out, res->keys_moved - res->ref_keys_moved <= 1.0 / 9 + 0.05, policy,
 			     "keys moved by the addition (moved - moved without) <=",
 			     res->keys_moved - res->ref_keys_moved, 1.0 / 9 + 0.05);
+	if (strcmp(sc->name, "retry-storm") == 0) {
+		/* with --log-ingest; without it the budget is off and this
+		 * fails (3 attempts per request, as every other policy) */
+		int bad = check(out, res->burst_requests > 0, policy, "requests in the burst >", (double)res->burst_requests, 0);
+		bad += check(out, (double)res->burst_attempts <= res->attempts_bound, policy,
+			     "upstream attempts during the burst <=", (double)res->burst_attempts,
+			     res->attempts_bound);
+		return bad;
+	}
 	if (strcmp(sc->name, "agents-2") == 0 || strcmp(sc->name, "agents-4") == 0)
 		return check(out, res->hit_rate >= 0.95 * res->ref_hit_rate, policy, "hit rate >= 0.95 x one agent's",
 			     res->hit_rate, 0.95 * res->ref_hit_rate);

@@ -34,6 +34,11 @@ struct sim_scen_result {
 	double fair_share;    /* slow: the target's share of the weights of the endpoints present */
 	double hit_rate, ref_hit_rate;
 	int has_ref;
+	/* retry-storm: requests arriving during the 503 burst, the upstream
+	 * attempts they cost, those marked noretry, those the clients saw
+	 * fail, and the attempts the retry budget allows them. */
+	size_t burst_requests, burst_attempts, burst_noretry, burst_errors;
+	double attempts_bound;
 };
 
 /* Number of scenarios and the i-th. */

@@ -413,6 +413,39 @@ START_TEST(key_probe_section)
 }
 END_TEST
 
+/* retry_budget: defaults, values, the ranges refused at their line:col. */
+START_TEST(retry_budget_section)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert(cfg.retry_budget_enabled);
+	ck_assert_double_eq(cfg.retry_budget.ratio, 0.2);
+	ck_assert_double_eq(cfg.retry_budget.min_per_s, 1.0);
+	ck_assert_uint_eq(cfg.retry_budget.window_ms, 10000);
+	ck_assert_int_eq(load(&cfg, "retry_budget: { enabled: false, ratio: 0.5, "
+				    "min_per_second: 0, window: 30s }\n"), 0);
+	ck_assert(!cfg.retry_budget_enabled);
+	ck_assert_double_eq(cfg.retry_budget.ratio, 0.5);
+	ck_assert_double_eq(cfg.retry_budget.min_per_s, 0.0);
+	ck_assert_uint_eq(cfg.retry_budget.window_ms, 30000);
+	/* A reload without the section: the defaults again. */
+	ck_assert_int_eq(load(&cfg, "log_level: info\n"), 0);
+	ck_assert(cfg.retry_budget_enabled);
+	ck_assert_double_eq(cfg.retry_budget.ratio, 0.2);
+	ck_assert_int_eq(load(&cfg, "retry_budget:\n  ratio: -0.1\n  min_per_second: 1e9\n"
+				    "  window: 500ms\n  enabled: maybe\n"), -EINVAL);
+	ck_assert_str_eq(err,
+		"t.yaml:2:10: retry_budget.ratio: must be in [0, 100], got -0.1\n"
+		"t.yaml:3:19: retry_budget.min_per_second: must be in [0, 100000], got 1000000000\n"
+		"t.yaml:4:11: retry_budget.window: must be between 1s and 1h, got 500ms\n"
+		"t.yaml:5:12: retry_budget.enabled: \"maybe\" is not a boolean\n");
+	ck_assert_int_eq(load(&cfg, "retry_budget: { ratoi: 1 }\n"), -EINVAL);
+	assert_has(err, "did you mean \"ratio\"");
+	ck_assert_uint_eq(cfg.retry_budget.window_ms, 10000);
+	config_finish(&cfg);
+}
+END_TEST
+
 /* The connection limits: defaults, values, and the ranges refused. */
 START_TEST(connection_limits)
 {
@@ -837,6 +870,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, key_probe_section);
 	tcase_add_test(tc, semantic_cooldown_order);
 	tcase_add_test(tc, connection_limits);
+	tcase_add_test(tc, retry_budget_section);
 	tcase_add_test(tc, semantic_session_scope);
 	tcase_add_test(tc, durations);
 	tcase_add_test(tc, listen_addresses);

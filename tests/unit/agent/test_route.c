@@ -1339,6 +1339,165 @@ START_TEST(stats_labels)
 }
 END_TEST
 
+/* ---- retry budget -------------------------------------------------------- */
+
+/* A log line of backend be that took rc retries (warmlane's format). */
+static void budget_line(struct route *r, const char *be, const char *rc,
+			uint64_t now_ms)
+{
+	char buf[512];
+	struct haplog_line l;
+	int n = snprintf(buf, sizeof(buf),
+			 "<134>1 2026-11-29T10:21:44.552318+00:00 - haproxy 1 - - "
+			 "be=%s srv=s1 st=503 ts=---- rc=%s tw=0 tc=0 tr=1 ta=2 "
+			 "tt=2 bytes=90 at=1795947704.530 wbe=%s wsrv=s1 key=k1 "
+			 "akey=- reason=hash fb=1 stream=0 id=\"x\"\n",
+			 be, rc, be);
+	ck_assert(n > 0 && (size_t)n < sizeof(buf));
+	ck_assert_int_eq(haplog_parse((const uint8_t *)buf, (size_t)n, &l),
+			 HAPLOG_OK);
+	route_log_line(r, &l, now_ms);
+}
+
+static bool decide_noretry(struct route *r, uint64_t now_ms)
+{
+	struct route_request req;
+	struct route_decision d;
+	req_init(&req);
+	req.args[ROUTE_ARG_SESSION] = str("s");
+	req.now_ms = now_ms;
+	route_decide(r, &req, &d);
+	ck_assert_int_ge(d.endpoint, 0);
+	route_take_back(r, d.endpoint);
+	return d.noretry;
+}
+
+START_TEST(retry_budget_from_log_lines)
+{
+	struct config cfg;
+	struct route r;
+	/* 0.2 x first attempts + 0.5/s x 10 s */
+	load(&cfg, "retry_budget: { ratio: 0.2, min_per_second: 0.5, window: 10s }\n"
+		   "endpoints:\n"
+		   "  - { backend: llm, server: s1, keys: [k1] }\n"
+		   "  - { backend: other, server: s1, keys: [k1] }\n");
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	idle_poll(&r);
+	/* Without the log input: the budget is made, marks nothing. */
+	ck_assert(!decide_noretry(&r, 1000));
+	ck_assert_uint_eq(r.n_budgets, 1);
+	r.log_input = true;
+	ck_assert(!decide_noretry(&r, 1000));
+	ck_assert_uint_eq(r.n_budgets, 1);
+	/* The session's backend (hashing picks one of the two). */
+	ck_assert(strcmp(r.budgets[0].backend, "llm") == 0 ||
+		  strcmp(r.budgets[0].backend, "other") == 0);
+	/* Lines of a backend without a budget count nowhere. */
+	for (int i = 0; i < 50; i++)
+		budget_line(&r, "nobudget", "2", 1000);
+	ck_assert_uint_eq(r.n_budgets, 1);
+	/* 6 requests, 2 retries each: 12 against 1.2 + 5: spent. */
+	const char *be = r.budgets[0].backend;
+	for (int i = 0; i < 6; i++)
+		budget_line(&r, be, "2", 1100);
+	ck_assert_uint_eq(r.budgets[0].requests, 6);
+	ck_assert_uint_eq(r.budgets[0].retries, 12);
+	ck_assert(decide_noretry(&r, 1200));
+	ck_assert(decide_noretry(&r, 1200));
+	ck_assert_uint_eq(r.budgets[0].noretry, 2);
+	/* A redispatch counts its retries as well ("+1"). */
+	budget_line(&r, be, "+1", 1200);
+	ck_assert_uint_eq(r.budgets[0].retries, 13);
+	/* 33 more without retries: 40 first, 13 against 8 + 5: still
+	 * spent; one more: 13 < 13.2. */
+	for (int i = 0; i < 33; i++)
+		budget_line(&r, be, "0", 1300);
+	ck_assert(decide_noretry(&r, 1300));
+	budget_line(&r, be, "0", 1300);
+	ck_assert(!decide_noretry(&r, 1300));
+	/* Spent again, then the window slides past it. */
+	for (int i = 0; i < 10; i++)
+		budget_line(&r, be, "1", 2000);
+	ck_assert(decide_noretry(&r, 2000));
+	ck_assert(!decide_noretry(&r, 12000));
+	/* Off while the lines are mostly not in warmlane's format, and with
+	 * retry_budget.enabled false. */
+	for (int i = 0; i < 10; i++)
+		budget_line(&r, be, "3", 12000);
+	ck_assert(decide_noretry(&r, 12000));
+	r.log.format_bad = true;
+	ck_assert(!decide_noretry(&r, 12000));
+	r.log.format_bad = false;
+	cfg.retry_budget_enabled = false;
+	ck_assert(!decide_noretry(&r, 12000));
+	/* Disabled, its lines still count (warmlane_retries_total). */
+	budget_line(&r, be, "2", 12000);
+	ck_assert_uint_eq(r.budgets[0].retries, 13 + 10 + 30 + 2);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+/* The ACK of a route whose backend's budget is spent carries noretry, a
+ * BOOL true; without it, no such variable. */
+static bool ack_has_noretry(struct route *r)
+{
+	struct stats st = { 0 };
+	struct notify_ctx ctx = { .route = r, .stats = &st };
+	uint8_t payload[128], out[2048];
+	struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
+				.flags = SPOP_FLAG_FIN,
+				.stream_id = 1,
+				.frame_id = 2,
+				.payload = payload };
+	f.payload_len = route_payload(payload, sizeof(payload), "m");
+	struct notify_deferred later;
+	enum spop_status status;
+	ptrdiff_t n = notify_handle(&ctx, &f, out, sizeof(out), &later, &status);
+	ck_assert_int_gt(n, 0);
+	struct spop_frame a;
+	ck_assert_int_eq(spop_frame_decode(out, (size_t)n, sizeof(out), &a,
+					   &status), n);
+	struct spop_reader rd;
+	spop_reader_init(&rd, a.payload, a.payload_len);
+	enum spop_action act;
+	enum spop_scope scope;
+	struct spop_str vname;
+	struct spop_data val;
+	bool found = false, reason = false;
+	while (spop_action_next(&rd, &act, &scope, &vname, &val, &status) == 1) {
+		reason = reason || spop_str_eq(vname, "reason");
+		if (spop_str_eq(vname, "noretry")) {
+			ck_assert_int_eq(scope, SPOP_SCOPE_TXN);
+			ck_assert_int_eq(val.type, SPOP_DATA_BOOL);
+			ck_assert(val.u.b);
+			found = true;
+		}
+	}
+	ck_assert(reason);
+	return found;
+}
+
+START_TEST(notify_ack_noretry)
+{
+	struct config cfg;
+	struct route r;
+	/* Nothing allowed: spent from the first request. */
+	load(&cfg, "retry_budget: { ratio: 0, min_per_second: 0 }\n"
+		   "endpoints:\n  - { backend: llm, server: s1, models: [m] }\n");
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	idle_poll(&r);
+	ck_assert(!ack_has_noretry(&r));
+	r.log_input = true;
+	ck_assert(ack_has_noretry(&r));
+	ck_assert_uint_eq(r.budgets[0].noretry, 1);
+	cfg.retry_budget_enabled = false;
+	ck_assert(!ack_has_noretry(&r));
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 static Suite *route_suite(void)
 {
 	Suite *s = suite_create("agent-route");
@@ -1363,6 +1522,8 @@ static Suite *route_suite(void)
 	tcase_add_test(tc, notify_mutations_refused_whole);
 	tcase_add_test(tc, log_format);
 	tcase_add_test(tc, stats_labels);
+	tcase_add_test(tc, retry_budget_from_log_lines);
+	tcase_add_test(tc, notify_ack_noretry);
 	suite_add_tcase(s, tc);
 	return s;
 }
