@@ -47,110 +47,22 @@ if [ -f "$root/.done" ] && [ -x "$wrapper" ]; then
 	fi
 fi
 
-# --- the mirror this machine uses --------------------------------------------
-mirror_uri() {
-	local f uri=
-	# deb822 files: the URIs of a "Types: deb" stanza that is not a security one.
-	for f in /etc/apt/sources.list.d/*.sources; do
-		[ -f "$f" ] || continue
-		uri=$(awk '
-			BEGIN { RS = ""; FS = "\n" }
-			{
-				types = ""; uris = ""; suites = ""; enabled = "yes"
-				for (i = 1; i <= NF; i++) {
-					line = $i
-					if (line ~ /^#/) continue
-					k = tolower(line); sub(/:.*/, "", k)
-					v = line; sub(/^[^:]*:[ \t]*/, "", v)
-					if (k == "types") types = v
-					else if (k == "uris") uris = v
-					else if (k == "suites") suites = v
-					else if (k == "enabled") enabled = tolower(v)
-				}
-				if (enabled == "no") next
-				if (types !~ /(^| )deb( |$)/) next
-				if (suites ~ /security/ || uris ~ /security/) next
-				split(uris, u, /[ \t]+/)
-				if (u[1] ~ /^https?:\/\//) { print u[1]; exit }
-			}' "$f")
-		[ -n "$uri" ] && break
-	done
-	# one-line format
-	if [ -z "$uri" ]; then
-		for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-			[ -f "$f" ] || continue
-			uri=$(awk '
-				$1 == "deb" {
-					i = 2
-					if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
-					if ($i ~ /security/ || $(i+1) ~ /security/) next
-					if ($i ~ /^https?:\/\//) { print $i; exit }
-				}' "$f")
-			[ -n "$uri" ] && break
-		done
-	fi
-	[ -n "$uri" ] || return 1
-	echo "${uri%/}"
-}
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-arch=$(dpkg --print-architecture)
-multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
-case "$arch" in
-amd64) ldso=ld-linux-x86-64.so.2 ;;
-arm64) ldso=ld-linux-aarch64.so.1 ;;
-*)
+# The mirror, the private apt state, the dependency walk, the loader.
+. "$(dirname "$0")/../lib/debfetch.sh"
+debfetch_name=fetch-llama
+if [ -z "$ldso" ]; then
 	echo "fetch-llama: unsupported architecture $arch" >&2
 	exit 1
-	;;
-esac
+fi
 
 debs=$dir/debs
 state=$dir/.apt-$suite
 mkdir -p "$debs"
 download() {
-	local uri
-	uri=$(mirror_uri) || {
-		echo "fetch-llama: no Debian mirror found in /etc/apt" >&2
-		return 1
-	}
-	mkdir -p "$state/lists/partial" "$state/cache/archives/partial" "$state/new"
-	cat >"$state/sources.list" <<EOS
-deb [signed-by=$keyring] $uri $suite main
-EOS
-	apt=(-o "Dir::State::Lists=$state/lists"
-		-o "Dir::Etc::SourceList=$state/sources.list"
-		-o "Dir::Etc::SourceParts=/dev/null"
-		-o "Dir::Cache=$state/cache"
-		-o "Dir::Cache::archives=$state/cache/archives"
-		-o "Dir::Cache::pkgcache=$state/pkgcache.bin" -o "Dir::Cache::srcpkgcache=$state/srcpkgcache.bin"
-		-o "APT::Architecture=$arch" -o "APT::Architectures=$arch"
-		-o "Debug::NoLocking=true" -o "APT::Sandbox::User=root"
-		-o "Acquire::Retries=2" -o "Acquire::http::Timeout=30"
-		-o "Acquire::Languages=none")
-	if ! timeout 900 apt-get "${apt[@]}" -qq update >"$state/update.log" 2>&1; then
-		echo "fetch-llama: apt-get update for $suite failed:" >&2
-		tail -n 5 "$state/update.log" >&2
-		return 1
-	fi
-	depends() {
-		apt-cache "${apt[@]}" show "$1" 2>/dev/null |
-			awk '/^Depends:|^Pre-Depends:/ { sub(/^[^:]*: */, ""); print }' |
-			tr ',' '\n' | sed 's/[ (|].*//; s/^ *//; s/:any$//' |
-			grep -E '^(lib|zlib1g|llama)' || true
-	}
-	local p pkgs=() queue=("${base[@]}")
-	declare -A seen=()
-	while [ ${#queue[@]} -gt 0 ]; do
-		p=${queue[0]}
-		queue=("${queue[@]:1}")
-		[ -n "${seen[$p]:-}" ] && continue
-		seen[$p]=1
-		# a name this suite lacks (a renamed library) is skipped: the real
-		# Depends bring in its successor
-		apt-cache "${apt[@]}" show "$p" >/dev/null 2>&1 || continue
-		pkgs+=("$p")
-		queue+=($(depends "$p"))
-	done
+	apt_private "$state" "$suite" || return 1
+	mkdir -p "$state/new"
+	local pkgs
+	mapfile -t pkgs < <(apt_closure '^(lib|zlib1g|llama)' "${base[@]}")
 	rm -f "$state/new"/*.deb
 	if ! (cd "$state/new" && timeout 900 apt-get "${apt[@]}" -qq download "${pkgs[@]}") \
 		>"$state/download.log" 2>&1; then
@@ -164,16 +76,13 @@ EOS
 }
 
 unpack() {
-	local deb l
+	local deb
 	rm -rf "$root"
 	mkdir -p "$root"
 	for deb in "$debs"/*.deb; do
 		dpkg -x "$deb" "$root"
 	done
-	loader=
-	for l in "$root/usr/lib/$multiarch/$ldso" "$root/lib/$multiarch/$ldso" "$root/usr/lib64/$ldso" "$root/lib64/$ldso"; do
-		[ -e "$l" ] && { loader=${l#"$root"/}; break; }
-	done
+	loader=$(find_loader "$root") || loader=
 	if [ -z "$loader" ] || [ ! -x "$root/usr/bin/llama-server" ]; then
 		echo "fetch-llama: no llama-server or loader after unpacking" >&2
 		return 1

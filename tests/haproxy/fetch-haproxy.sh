@@ -51,67 +51,13 @@ if cached; then
 	exit 0
 fi
 
-# --- the mirror this machine uses --------------------------------------------
-mirror_uri() {
-	local f uri=
-	# deb822 files: the URIs of a "Types: deb" stanza that is not a security one.
-	for f in /etc/apt/sources.list.d/*.sources; do
-		[ -f "$f" ] || continue
-		uri=$(awk '
-			BEGIN { RS = ""; FS = "\n" }
-			{
-				types = ""; uris = ""; suites = ""; enabled = "yes"
-				for (i = 1; i <= NF; i++) {
-					line = $i
-					if (line ~ /^#/) continue
-					k = tolower(line); sub(/:.*/, "", k)
-					v = line; sub(/^[^:]*:[ \t]*/, "", v)
-					if (k == "types") types = v
-					else if (k == "uris") uris = v
-					else if (k == "suites") suites = v
-					else if (k == "enabled") enabled = tolower(v)
-				}
-				if (enabled == "no") next
-				if (types !~ /(^| )deb( |$)/) next
-				if (suites ~ /security/ || uris ~ /security/) next
-				split(uris, u, /[ \t]+/)
-				if (u[1] ~ /^https?:\/\//) { print u[1]; exit }
-			}' "$f")
-		[ -n "$uri" ] && break
-	done
-	# one-line format
-	if [ -z "$uri" ]; then
-		for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-			[ -f "$f" ] || continue
-			uri=$(awk '
-				$1 == "deb" {
-					i = 2
-					if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
-					if ($i ~ /security/ || $(i+1) ~ /security/) next
-					if ($i ~ /^https?:\/\//) { print $i; exit }
-				}' "$f")
-			[ -n "$uri" ] && break
-		done
-	fi
-	[ -n "$uri" ] || return 1
-	echo "${uri%/}"
-}
-uri=$(mirror_uri) || {
-	echo "fetch-haproxy: no Debian mirror found in /etc/apt" >&2
-	exit 1
-}
-
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-arch=$(dpkg --print-architecture)
-multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
-case "$arch" in
-amd64) ldso=ld-linux-x86-64.so.2 ;;
-arm64) ldso=ld-linux-aarch64.so.1 ;;
-*)
+# The mirror, the private apt state, the dependency walk, the loader.
+. "$(dirname "$0")/../lib/debfetch.sh"
+debfetch_name=fetch-haproxy
+if [ -z "$ldso" ]; then
 	echo "fetch-haproxy: unsupported architecture $arch" >&2
 	exit 1
-	;;
-esac
+fi
 
 got=()
 for suite in "${suites[@]}"; do
@@ -125,51 +71,11 @@ for suite in "${suites[@]}"; do
 			continue
 		fi
 	fi
-	mkdir -p "$state/lists/partial" "$state/cache/archives/partial" "$state/debs"
-	cat >"$state/sources.list" <<EOF
-deb [signed-by=$keyring] $uri $suite main
-EOF
-	apt=(-o "Dir::State::Lists=$state/lists"
-		-o "Dir::Etc::SourceList=$state/sources.list"
-		-o "Dir::Etc::SourceParts=/dev/null"
-		-o "Dir::Cache=$state/cache"
-		-o "Dir::Cache::archives=$state/cache/archives"
-		-o "Dir::Cache::pkgcache=$state/pkgcache.bin" -o "Dir::Cache::srcpkgcache=$state/srcpkgcache.bin"
-		-o "APT::Architecture=$arch" -o "APT::Architectures=$arch"
-		-o "Debug::NoLocking=true" -o "APT::Sandbox::User=root"
-		-o "Acquire::Retries=2" -o "Acquire::http::Timeout=30"
-		-o "Acquire::Languages=none")
-	if ! timeout 900 apt-get "${apt[@]}" -qq update >"$state/update.log" 2>&1; then
-		echo "fetch-haproxy: apt-get update for $suite failed:" >&2
-		tail -n 5 "$state/update.log" >&2
-		continue
-	fi
-
-	# The libraries: the base list plus every lib* in the Depends of haproxy and
-	# (one level down) of those libraries, as this suite has them.
-	depends() {
-		apt-cache "${apt[@]}" show "$1" 2>/dev/null |
-			awk '/^Depends:|^Pre-Depends:/ { sub(/^[^:]*: */, ""); print; exit }' |
-			tr ',' '\n' | sed 's/[ (|].*//; s/^ *//; s/:any$//' |
-			grep -E '^(lib|zlib1g)' || true
-	}
-	pkgs=(haproxy)
-	declare -A seen=([haproxy]=1)
-	queue=("${base_libs[@]}" $(depends haproxy))
-	while [ ${#queue[@]} -gt 0 ]; do
-		p=${queue[0]}
-		queue=("${queue[@]:1}")
-		[ -n "${seen[$p]:-}" ] && continue
-		seen[$p]=1
-		# a name this suite lacks (renamed library) is skipped: the real
-		# Depends above bring in its successor
-		if ! apt-cache "${apt[@]}" show "$p" >/dev/null 2>&1; then
-			continue
-		fi
-		pkgs+=("$p")
-		queue+=($(depends "$p"))
-	done
-	unset seen
+	apt_private "$state" "$suite" || continue
+	mkdir -p "$state/debs"
+	# The libraries: the base list plus every lib* in the Depends of haproxy
+	# and (transitively) of those libraries, as this suite has them.
+	mapfile -t pkgs < <(apt_closure '^(lib|zlib1g)' haproxy "${base_libs[@]}")
 
 	rm -f "$state/debs"/*.deb
 	if ! (cd "$state/debs" && timeout 900 apt-get "${apt[@]}" -qq download "${pkgs[@]}") \
@@ -186,11 +92,7 @@ EOF
 	rm -f "$state/debs"/*.deb
 	rm -rf "$state/cache"
 
-	# On merged-/usr suites the loader is in usr/lib; older ones in lib.
-	loader=
-	for l in "$root/usr/lib/$multiarch/$ldso" "$root/lib/$multiarch/$ldso" "$root/usr/lib64/$ldso" "$root/lib64/$ldso"; do
-		[ -e "$l" ] && { loader=${l#"$root"/}; break; }
-	done
+	loader=$(find_loader "$root") || loader=
 	if [ -z "$loader" ] || [ ! -x "$root/usr/sbin/haproxy" ]; then
 		echo "fetch-haproxy: $suite: no haproxy or loader after unpacking" >&2
 		continue
