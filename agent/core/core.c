@@ -749,6 +749,13 @@ static void view_build(struct core *c, struct view *v, int model,
 		uint8_t before = e->br.state;
 		enum breaker_admit adm = breaker_admit(&e->br, &c->p, now_ms);
 		changed |= e->br.state != before;
+		/* Back from an open breaker: its latencies are from before
+		 * (nothing was answered since) while its peers' went on
+		 * learning; judged on them it could be left for good and its
+		 * probes never sent. It is re-tried as after idle_reset. */
+		if (before == CORE_BREAKER_OPEN &&
+		    e->br.state == CORE_BREAKER_HALF_OPEN && any_samples(e))
+			forget_samples(e);
 		if (e->br.state == CORE_BREAKER_OPEN)
 			v->horizon_ms = min_u64(v->horizon_ms, e->br.open_until_ms);
 		else if (e->br.state == CORE_BREAKER_HALF_OPEN && e->br.probes_out > 0)

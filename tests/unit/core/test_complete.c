@@ -890,6 +890,42 @@ START_TEST(e2e_judged_against_peers)
 }
 END_TEST
 
+/* An endpoint judged slow on latencies from before its breaker opened
+ * (here 3x its peers end to end) gets its half-open probes once the
+ * cooldown is over: it starts cold, as after idle_reset. Without that a
+ * server rate-limited once was never tried again while its peers went on
+ * learning (e2e ratelimit-haproxy-3.0, 1 run in 10). */
+START_TEST(probes_after_open_despite_stale_ewma)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.score_by = CORE_SCORE_END_TO_END;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	struct core_request r = fx_session(21);
+	struct core_decision d = fx_decide(&f, &r);
+	int home = d.endpoint;
+	core_endpoint_complete(f.c, home);
+	for (int i = 0; i < 4; i++) {
+		fx_warm(&f, f.ep[i], 500, 25);
+		struct core_decision x = { .endpoint = f.ep[i] };
+		struct core_completion cc = done(&x, 200, CORE_END_COMPLETE, true);
+		cc.total_ms = f.ep[i] == home ? 3000 : 1000;
+		for (int k = 0; k < 25; k++)
+			ck_assert_int_eq(complete(&f, &cc), 0);
+	}
+	ck_assert_int_ne(fx_decide(&f, &r).endpoint, home);
+	struct core_feedback fb = { .endpoint = home, .status = 429, .tr_ms = 1,
+				    .retry_after_ms = 2000 };
+	ck_assert_int_eq(core_observe(f.c, &fb, f.now), 0);
+	f.now += 2500;
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.endpoint, home);
+	ck_assert_int_eq(fx_info(&f, home).breaker, CORE_BREAKER_HALF_OPEN);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(score_by_p2c_prefers_fast_e2e)
 {
 	/* No identity: p2c. Endpoint 0 is 4x slower end to end only. */
@@ -1001,6 +1037,7 @@ static Suite *complete_suite(void)
 	tc = tcase_create("score_by");
 	tcase_add_loop_test(tc, score_by_chooses_signal, 0, CORE_SCORE_COUNT);
 	tcase_add_test(tc, e2e_judged_against_peers);
+	tcase_add_test(tc, probes_after_open_despite_stale_ewma);
 	tcase_add_test(tc, score_by_p2c_prefers_fast_e2e);
 	tcase_add_test(tc, score_by_checked_and_named);
 	tcase_add_test(tc, e2e_in_snapshot);
