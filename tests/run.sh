@@ -31,6 +31,18 @@ if [ ${#missing[@]} -gt 0 ]; then
 	$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# --- the host's log-socket queue, as a Debian host with systemd has it -------
+# HAProxy drops a log line when warmlane's unix datagram socket is full, and
+# on HAProxy 2.6 those lines are warmlane's only feedback. systemd's sysctl
+# defaults (50-default.conf) set net.unix.max_dgram_qlen to 512; a machine
+# without them (a container, a sandbox) has the kernel's 10, where bursts of
+# the e2e tests lose lines. Raised for the tests when lower (root only).
+q=/proc/sys/net/unix/max_dgram_qlen
+if [ -w "$q" ] && [ "$(cat "$q")" -lt 512 ]; then
+	echo "tests/run.sh: net.unix.max_dgram_qlen $(cat "$q") -> 512 (systemd's default)"
+	echo 512 >"$q"
+fi
+
 # --- HAProxy 3.x binaries beside Debian's 2.6 (cached in the build dir) ----
 if [ -x tests/haproxy/fetch-haproxy.sh ]; then
 	tests/haproxy/fetch-haproxy.sh "$build/haproxy" ||
