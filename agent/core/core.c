@@ -210,6 +210,8 @@ static int check_params(const struct core_params *p)
 	/* The cap of every 429's cooldown (rate_limit_ms). */
 	if (p->rate_limit_cooldown_max_ms == 0)
 		return -EINVAL;
+	if (p->place_choices == 0)
+		return -EINVAL;
 	return 0;
 }
 
@@ -1080,8 +1082,10 @@ void core_decide(struct core *c, const struct core_request *req,
 		}
 	}
 
-	/* 4-5. Rendezvous ranking, walked until one is healthy and within
-	 * the load bound. */
+	/* 4-5. Rendezvous ranking, walked until place_choices candidates
+	 * are healthy and within the load bound; the cheapest of them takes
+	 * it (the first in rendezvous order on a tie, so that idle agents
+	 * agree). */
 	uint32_t best = 0;
 	for (uint32_t i = 0; i < v->n; i++) {
 		const struct pool_endpoint *e = &pool->ep[v->cand[i]];
@@ -1091,22 +1095,37 @@ void core_decide(struct core *c, const struct core_request *req,
 		if (rdv_before(&c->items[i], &c->items[best]))
 			best = i;
 	}
-	/* The first choice usually takes it: only then is a heap built. */
 	struct rdv_item it = c->items[best];
 	struct pool_endpoint *first = &pool->ep[it.endpoint];
+	uint32_t chosen = UINT32_MAX, found = 0;
+	double chosen_cost = 0;
 	if (fast_enough(c, first, &k) && within_bound(c, first, &k)) {
-		commit(c, it.endpoint, CORE_REASON_HASH, now_ms, out);
-		return;
-	}
-	c->items[best] = c->items[v->n - 1];
-	struct rdv_rank rank;
-	rdv_rank_init(&rank, c->items, v->n - 1);
-	while (rdv_rank_next(&rank, &it) == 0) {
-		struct pool_endpoint *e = &pool->ep[it.endpoint];
-		if (fast_enough(c, e, &k) && within_bound(c, e, &k)) {
+		if (c->p.place_choices == 1 || v->n == 1) {
 			commit(c, it.endpoint, CORE_REASON_HASH, now_ms, out);
 			return;
 		}
+		chosen = it.endpoint;
+		chosen_cost = p2c_cost(c, first, &k, now_ms);
+		found = 1;
+	}
+	/* Only past the first choice is a heap built. */
+	c->items[best] = c->items[v->n - 1];
+	struct rdv_rank rank;
+	rdv_rank_init(&rank, c->items, v->n - 1);
+	while (found < c->p.place_choices && rdv_rank_next(&rank, &it) == 0) {
+		struct pool_endpoint *e = &pool->ep[it.endpoint];
+		if (!fast_enough(c, e, &k) || !within_bound(c, e, &k))
+			continue;
+		double cost = p2c_cost(c, e, &k, now_ms);
+		if (found == 0 || cost < chosen_cost) {
+			chosen = it.endpoint;
+			chosen_cost = cost;
+		}
+		found++;
+	}
+	if (chosen != UINT32_MAX) {
+		commit(c, chosen, CORE_REASON_HASH, now_ms, out);
+		return;
 	}
 
 	/* 6. Spill. */

@@ -113,6 +113,9 @@ variants=(
 	"warmlane|ewma_alpha 0.1|--set ewma_alpha=0.1"
 	"warmlane|no sticky tolerance|--set sticky_tolerance=1e9"
 	"warmlane|no idle_reset|--set idle_reset_ms=1e12"
+	"warmlane|place_choices 2|--set place_choices=2"
+	"warmlane|place_choices 3|--set place_choices=3"
+	"warmlane|place_choices 8 (leastconn below the bound)|--set place_choices=8"
 	"warmlane-model|model of the first design's defaults|"
 	"warmlane-model|model: tr per KiB, bound +2|--set norm=1 --set slack=2"
 )
