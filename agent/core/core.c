@@ -229,6 +229,8 @@ static int check_params(const struct core_params *p)
 	/* The cap of every 429's cooldown (rate_limit_ms). */
 	if (p->rate_limit_cooldown_max_ms == 0)
 		return -EINVAL;
+	if (p->place_choices == 0)
+		return -EINVAL;
 	return 0;
 }
 
@@ -1045,6 +1047,37 @@ static bool pending_take(struct core *c, uint64_t akey, uint32_t idx,
 	return true;
 }
 
+/* Steps 4-5 with place_choices > 1: the rendezvous ranking of c->items
+ * (v->n of them, best at index best) walked until place_choices candidates
+ * are healthy and within the load bound; the cheapest of them (p2c_cost),
+ * the first in rendezvous order on a tie so that idle agents agree. Returns
+ * its index, or UINT32_MAX when none qualifies. Apart from core_decide so
+ * that the default (1) path stays as it was. */
+static uint32_t place_cheapest(struct core *c, const struct pick *k,
+			       uint32_t best, uint64_t now_ms)
+{
+	const struct view *v = k->v;
+	struct pool *pool = &c->pool;
+	uint32_t chosen = UINT32_MAX, found = 0;
+	double chosen_cost = 0;
+	struct rdv_item it = c->items[best];
+	c->items[best] = c->items[v->n - 1];
+	struct rdv_rank rank;
+	rdv_rank_init(&rank, c->items, v->n - 1);
+	do {
+		struct pool_endpoint *e = &pool->ep[it.endpoint];
+		if (!fast_enough(c, e, k) || !within_bound(c, e, k))
+			continue;
+		double cost = p2c_cost(c, e, k, now_ms);
+		if (found == 0 || cost < chosen_cost) {
+			chosen = it.endpoint;
+			chosen_cost = cost;
+		}
+		found++;
+	} while (found < c->p.place_choices && rdv_rank_next(&rank, &it) == 0);
+	return chosen;
+}
+
 void core_decide(struct core *c, const struct core_request *req,
 		 uint64_t now_ms, struct core_rng *rng,
 		 struct core_decision *out)
@@ -1122,7 +1155,7 @@ void core_decide(struct core *c, const struct core_request *req,
 	}
 
 	/* 4-5. Rendezvous ranking, walked until one is healthy and within
-	 * the load bound. */
+	 * the load bound (with place_choices > 1, place_cheapest). */
 	uint32_t best = 0;
 	for (uint32_t i = 0; i < v->n; i++) {
 		const struct pool_endpoint *e = &pool->ep[v->cand[i]];
@@ -1132,21 +1165,30 @@ void core_decide(struct core *c, const struct core_request *req,
 		if (rdv_before(&c->items[i], &c->items[best]))
 			best = i;
 	}
-	/* The first choice usually takes it: only then is a heap built. */
-	struct rdv_item it = c->items[best];
-	struct pool_endpoint *first = &pool->ep[it.endpoint];
-	if (fast_enough(c, first, &k) && within_bound(c, first, &k)) {
-		commit(c, it.endpoint, CORE_REASON_HASH, now_ms, out);
-		return;
-	}
-	c->items[best] = c->items[v->n - 1];
-	struct rdv_rank rank;
-	rdv_rank_init(&rank, c->items, v->n - 1);
-	while (rdv_rank_next(&rank, &it) == 0) {
-		struct pool_endpoint *e = &pool->ep[it.endpoint];
-		if (fast_enough(c, e, &k) && within_bound(c, e, &k)) {
+	if (c->p.place_choices > 1 && v->n > 1) {
+		uint32_t idx = place_cheapest(c, &k, best, now_ms);
+		if (idx != UINT32_MAX) {
+			commit(c, idx, CORE_REASON_HASH, now_ms, out);
+			return;
+		}
+	} else {
+		/* The first choice usually takes it: only then is a heap
+		 * built. */
+		struct rdv_item it = c->items[best];
+		struct pool_endpoint *first = &pool->ep[it.endpoint];
+		if (fast_enough(c, first, &k) && within_bound(c, first, &k)) {
 			commit(c, it.endpoint, CORE_REASON_HASH, now_ms, out);
 			return;
+		}
+		c->items[best] = c->items[v->n - 1];
+		struct rdv_rank rank;
+		rdv_rank_init(&rank, c->items, v->n - 1);
+		while (rdv_rank_next(&rank, &it) == 0) {
+			struct pool_endpoint *e = &pool->ep[it.endpoint];
+			if (fast_enough(c, e, &k) && within_bound(c, e, &k)) {
+				commit(c, it.endpoint, CORE_REASON_HASH, now_ms, out);
+				return;
+			}
 		}
 	}
 

@@ -30,6 +30,11 @@ Scenarios:
                does
   killrestart  agent SIGKILLed under load: every request succeeds (fail
                open); after a restart the agent decides again
+  slowleave    issue 12: a warm server turning 5x slower (prefill and
+               decode, headers with the first token) is left within 10 of
+               its requests (not met yet: 12-14; expected to fail)
+  recover      issue 12: that server, recovered, is back within 20% of
+               its fair share of anonymous traffic within 30 s
   metrics      /metrics passes promtool, its counters match what was sent,
                and a real Prometheus server scrapes warmlane series
 Exit status: 0 pass, 1 fail, 77 skip (no such HAProxy binary, no agent, no
@@ -1065,10 +1070,91 @@ def metrics(binary, version):
         env.stop_agent_checked()
 
 
+def _slow_phase(env, version, binary):
+    """Four servers at 40 ms to the first token (streamed: headers with it),
+    12 sessions warmed until every server is well past cold_start_samples,
+    then the server holding most sessions turns 5x slower (prefill and
+    decode) for 30 requests per session. Returns (victim, requests it got
+    once slow, how many of them came before a session first left it)."""
+    env.start([fe.instance(n, fast=False, base_ms=40.0, prefill_ms_per_block=0.0,
+                           decode_ms_per_token=0.0) for n in ("s1", "s2", "s3", "s4")],
+              binary)
+    nsess = 12
+
+    def keyed(i):
+        return (fe.chat_body(short(i, "sl"), max_tokens=2, stream=True),
+                {"x-session-id": f"sl-{version}-{i % nsess}"}, f"s{i % nsess}")
+    warm = fe.drive(env.port, keyed, n=40 * nsess, concurrency=4)
+    fe.assert_all_ok(warm, "warm-up")
+    summary(env, warm, "warm-up")
+    last = {}
+    for r in warm:
+        last[r.tag] = r.served
+    homes = collections.Counter(last.values())
+    victim = homes.most_common(1)[0][0]
+    log(f"sessions per server after the warm-up: {dict(sorted(homes.items()))}; "
+        f"{victim} turns 5x slower")
+    env.fault(victim, mode="slow", factor=5)
+    t_slow = time.monotonic()
+    recs = fe.drive(env.port, lambda i: keyed(40 * nsess + i), n=30 * nsess, concurrency=4)
+    fe.assert_all_ok(recs, "slow phase")
+    summary(env, recs, f"{victim} 5x slower")
+    sent, first_left, first_at = 0, None, None
+    for r in sorted(recs, key=lambda r: r.t0):
+        if first_left is None and last.get(r.tag) == victim and r.served != victim:
+            first_left, first_at = sent, r.t0 - t_slow
+        sent += r.served == victim
+        last[r.tag] = r.served
+    mine = sorted(r.t0 - t_slow for r in recs if r.served == victim)
+    log(f"{victim} got {sent} of {len(recs)} requests once slow (at "
+        + " ".join(f"+{t:.2f}" for t in mine[:20]) + " s); the first session left it "
+        + (f"after {first_left} of them (+{first_at:.2f} s)" if first_left is not None
+           else "never")
+        + f"; sessions on it at the end: {sum(1 for v in last.values() if v == victim)}")
+    return victim, sent, first_left
+
+
+def slowleave(binary, version):
+    """Issue 12: a warm server turning 5x slower is left within 10 of its
+    requests: it gets at most 10 once slow (no new session starts, and
+    idle_reset's re-trial is a minute away). Counts, not times."""
+    with fe.FleetEnv("slowleave", version) as env:
+        victim, sent, _ = _slow_phase(env, version, binary)
+        env.stop_agent_checked()
+        assert sent <= 10, f"{victim} (5x slower) got {sent} requests once slow, not at most 10"
+
+
+def recover(binary, version):
+    """Issue 12: a server left as 5x slower, once recovered, is back within
+    20% of its fair share of anonymous traffic within 30 s."""
+    with fe.FleetEnv("recover", version) as env:
+        victim, _, _ = _slow_phase(env, version, binary)
+        env.fault(victim, mode="none")
+        t_ok = time.monotonic()
+
+        def anon(i):
+            return fe.chat_body(short(i, "rec"), max_tokens=2, stream=True), {}, "anon"
+        rec = fe.drive(env.port, anon, duration=45.0, concurrency=4)
+        fe.assert_all_ok(rec, "after the recovery")
+        late = [r for r in rec if r.t0 - t_ok >= 30.0]
+        early = [r for r in rec if r.t0 - t_ok < 30.0]
+        share = sum(r.served == victim for r in late) / max(1, len(late))
+        log(f"recovered {victim}: {sum(r.served == victim for r in early)} of {len(early)} "
+            f"anonymous requests in the first 30 s, {sum(r.served == victim for r in late)} "
+            f"of {len(late)} ({100 * share:.1f}%, fair 25%) in the next 15 s; "
+            f"served {fe.fmt_counts(fe.by(late, 'served'))}")
+        env.stop_agent_checked()
+        assert len(late) >= 100, f"only {len(late)} requests 30-45 s after the recovery"
+        assert share >= 0.8 * 0.25, \
+            f"recovered {victim}: {100 * share:.1f}% of anonymous requests 30-45 s after, " \
+            "not within 20% of its fair share (25%)"
+
+
 SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimit, "breaker": breaker,
              "deadkey": deadkey, "maint": maint, "haproxyown": haproxyown, "models": models,
              "sessionscope": sessionscope,
-             "killrestart": killrestart, "metrics": metrics}
+             "killrestart": killrestart, "metrics": metrics, "slowleave": slowleave,
+             "recover": recover}
 
 if __name__ == "__main__":
     sys.exit(h.main(SCENARIOS))

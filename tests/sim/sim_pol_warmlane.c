@@ -108,6 +108,10 @@ static void *wl_create(const struct sim_policy_env *env)
 	double d;
 	if (sim_policy_param(env, "cold_start_samples", &d) == 1)
 		p.cold_start_samples = (uint32_t)d;
+	if (sim_policy_param(env, "place_choices", &d) == 1)
+		p.place_choices = (uint32_t)d;
+	if (sim_policy_param(env, "load_floor", &d) == 1)
+		p.load_floor = (uint32_t)d;
 	if (sim_policy_param(env, "score_by", &d) == 1)
 		p.score_by = (enum core_score_by)d;
 

@@ -25,6 +25,7 @@ static const struct sim_scen scens[] = {
 	{ "retry-storm", "every endpoint answers 503 from 40% to 50% of the requests; HAProxy retries 503s twice "
 	  "(retries 2, redispatch) unless warmlane's retry budget marks the request noretry (--log-ingest)",
 	  1, SIM_REF_NONE, -1 },
+	{ "recover", "gpu2 (index 1) is 5x slower from 20% to 40% of the requests, then recovers", 1, SIM_REF_NONE, 1 },
 	{ "agents-2", "2 independent agents behind a random spray", 2, SIM_REF_ONEAGENT, -1 },
 	{ "agents-4", "4 independent agents behind a random spray", 4, SIM_REF_ONEAGENT, -1 },
 };
@@ -79,6 +80,9 @@ void sim_scen_faults(const struct sim_scen *sc, const struct sim_workload *w, ui
 	else if (strcmp(sc->name, "slow-prefill") == 0)
 		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = slow\nphase = prefill\nfactor = 5\nstart = %.3f\n",
 			 t, span_at(w, 0.2));
+	else if (strcmp(sc->name, "recover") == 0)
+		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = slow\nfactor = 5\nstart = %.3f\nend = %.3f\n",
+			 t, span_at(w, 0.2), span_at(w, 0.4));
 	else if (strcmp(sc->name, "cut") == 0)
 		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = cut\nstart = %.3f\n", t, span_at(w, 0.2));
 	else if (strcmp(sc->name, "down") == 0)
@@ -175,6 +179,27 @@ void sim_scen_analyse(const struct sim_scen *sc, const struct sim_run *run, cons
 			if (run->cfg->ep[e].start_us <= from && run->cfg->ep[e].stop_us > from)
 				wsum += run->cfg->ep[e].weight;
 		res->fair_share = wsum > 0 && tgt >= 0 ? run->cfg->ep[tgt].weight / wsum : 0;
+	} else if (strcmp(sc->name, "recover") == 0) {
+		/* its share of the requests arriving 0-30 s and 30-120 s after
+		 * the slowdown ends, against its fair share by weight */
+		int64_t end = (int64_t)(span_at(w, 0.4) * 1e6);
+		size_t total[2] = { 0, 0 }, hit[2] = { 0, 0 };
+		for (size_t i = 0; i < w->n; i++) {
+			int64_t t = w->req[i].arrival_us - end;
+			if (t < 0 || t >= 120 * 1000000ll)
+				continue;
+			int k = t >= 30 * 1000000ll;
+			total[k]++;
+			hit[k] += run->rec[i].ep == tgt;
+		}
+		res->early_share = total[0] ? (double)hit[0] / (double)total[0] : 0;
+		res->target_share = total[1] ? (double)hit[1] / (double)total[1] : 0;
+		res->target_count = hit[1];
+		double wsum = 0;
+		for (uint32_t e = 0; e < run->cfg->nep; e++)
+			if (run->cfg->ep[e].start_us <= end && run->cfg->ep[e].stop_us > end)
+				wsum += run->cfg->ep[e].weight;
+		res->fair_share = wsum > 0 && tgt >= 0 ? run->cfg->ep[tgt].weight / wsum : 0;
 	} else if (strcmp(sc->name, "rate-limit") == 0) {
 		int64_t from = (int64_t)(span_at(w, 0.2) * 1e6), to = (int64_t)(span_at(w, 0.6) * 1e6);
 		for (size_t i = 0; i < w->n; i++)
@@ -242,6 +267,9 @@ void sim_scen_print_header(FILE *out, const struct sim_scen *sc)
 			"hit%_nofault");
 	else if (strcmp(sc->name, "rate-limit") == 0)
 		fprintf(out, "%-14s %14s %8s\n", "policy", "in_429_window", "bound");
+	else if (strcmp(sc->name, "recover") == 0)
+		fprintf(out, "%-14s %12s %12s %10s %8s\n", "policy", "share_0-30s", "share_30-120s", "requests",
+			"fair");
 	else if (strcmp(sc->name, "scale-out") == 0)
 		fprintf(out, "%-14s %11s %14s %11s %10s\n", "policy", "keys_moved", "moved_without", "difference",
 			"new_share");
@@ -274,6 +302,9 @@ void sim_scen_print_row(FILE *out, const struct sim_scen *sc, const char *policy
 			res->burst_attempts,
 			res->burst_requests ? (double)res->burst_attempts / (double)res->burst_requests : 0,
 			res->attempts_bound, res->burst_noretry, res->burst_errors);
+	else if (strcmp(sc->name, "recover") == 0)
+		fprintf(out, "%-14s %11.2f%% %11.2f%% %10zu %7.2f%%\n", policy, 100 * res->early_share,
+			100 * res->target_share, res->target_count, 100 * res->fair_share);
 	else if (strcmp(sc->name, "scale-out") == 0)
 		fprintf(out, "%-14s %10.1f%% %13.1f%% %10.1f%% %9.1f%%\n", policy, 100 * res->keys_moved,
 			100 * res->ref_keys_moved, 100 * (res->keys_moved - res->ref_keys_moved),
@@ -321,6 +352,11 @@ int sim_scen_expect(const struct sim_scen *sc, const char *policy, const struct 
 				     "hit rate >= 0.9 x without the fault", res->hit_rate, 0.9 * res->ref_hit_rate);
 		return bad;
 	}
+	if (strcmp(sc->name, "recover") == 0)
+		/* issue 12: back within 20% of its fair share within 30 s */
+		return check(out, res->target_share >= 0.8 * res->fair_share, policy,
+			     "share 30-120 s after the recovery >= 0.8 x its fair share", res->target_share,
+			     0.8 * res->fair_share);
 	if (strcmp(sc->name, "scale-out") == 0)
 		return check(out, res->keys_moved - res->ref_keys_moved <= 1.0 / 9 + 0.05, policy,
 			     "keys moved by the addition (moved - moved without) <=",

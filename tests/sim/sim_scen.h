@@ -31,7 +31,8 @@ struct sim_scen_result {
 	size_t window_bound;  /* 429: requests allowed into the window (first failures + half-open probes) */
 	double keys_moved;    /* scale-out: share of keys whose endpoint changed across the addition */
 	double ref_keys_moved; /* the same across the same instant without the addition */
-	double fair_share;    /* slow: the target's share of the weights of the endpoints present */
+	double fair_share;    /* slow, recover: the target's share of the weights of the endpoints present */
+	double early_share;   /* recover: its share 0-30 s after the slowdown ends (target_share: 30-120 s) */
 	double hit_rate, ref_hit_rate;
 	int has_ref;
 	/* retry-storm: requests arriving during the 503 burst, the upstream

@@ -1223,6 +1223,52 @@ START_TEST(light_load_keeps_keys_home)
 }
 END_TEST
 
+START_TEST(place_choices_cheapest_of_first_n)
+{
+	/* For each of 200 new keys on an idle pool of 4: its first three
+	 * rendezvous choices x, y, z (a twin core with place_choices 1 and
+	 * the better ones DOWN). With place_choices 2, x holding 3 requests
+	 * (under load_floor: within the bound) sends the key to y, the
+	 * cheaper of the first two; z, idle too, is not among them; with
+	 * nothing in flight, a tie, x takes it (independent agents agree).
+	 * With place_choices 1 x takes it whatever its load. */
+	for (uint64_t key = 1; key <= 200; key++) {
+		struct fx t;
+		fx_init(&t, 4, NULL);
+		struct core_request r = fx_session(key * 0x9e3779b97f4a7c15ull);
+		int x = fx_decide(&t, &r).endpoint;
+		core_endpoint_sync(t.c, x, CORE_ADMIN_DOWN, 0, t.now);
+		int y = fx_decide(&t, &r).endpoint;
+		core_endpoint_sync(t.c, y, CORE_ADMIN_DOWN, 0, t.now);
+		int z = fx_decide(&t, &r).endpoint;
+		fx_finish(&t);
+		ck_assert(x != y && y != z && x != z);
+
+		for (uint32_t n = 1; n <= 2; n++) {
+			struct core_params p;
+			core_params_defaults(&p);
+			p.place_choices = n;
+			struct fx f;
+			fx_init(&f, 4, &p);
+			struct core_decision d = fx_decide(&f, &r);
+			ck_assert_int_eq(d.endpoint, x); /* a tie */
+			core_endpoint_complete(f.c, d.endpoint);
+			core_endpoint_sync(f.c, x, CORE_ADMIN_ENABLED, 3, f.now);
+			d = fx_decide(&f, &r);
+			ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+			ck_assert_int_eq(d.endpoint, n == 1 ? x : y);
+			core_endpoint_complete(f.c, d.endpoint);
+			/* y busier than x (both under load_floor): x again. */
+			core_endpoint_sync(f.c, x, CORE_ADMIN_ENABLED, 1, f.now);
+			core_endpoint_sync(f.c, y, CORE_ADMIN_ENABLED, 3, f.now);
+			d = fx_decide(&f, &r);
+			ck_assert_int_eq(d.endpoint, x);
+			fx_finish(&f);
+		}
+	}
+}
+END_TEST
+
 START_TEST(spill_when_all_hashed_choices_fail)
 {
 	struct fx f;
@@ -2487,6 +2533,7 @@ static Suite *core_suite(void)
 	tc = tcase_create("load");
 	tcase_add_test(tc, light_load_keeps_keys_home);
 	tcase_add_loop_test(tc, hot_keys_stay_within_bound, 0, 2);
+	tcase_add_test(tc, place_choices_cheapest_of_first_n);
 	tcase_add_test(tc, spill_when_all_hashed_choices_fail);
 	tcase_add_test(tc, p2c_spreads_without_identity);
 	tcase_add_test(tc, p2c_prefers_fast_and_cheap);
