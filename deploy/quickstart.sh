@@ -192,7 +192,7 @@ pids=()
 cleanup() {
 	local p
 	# the engines' launcher stops its servers when its control pipe closes
-	exec 3>&- 2>/dev/null || true
+	exec 3>&-
 	for p in ${agent_pid:-} "${pids[@]}"; do
 		kill -TERM "$p" 2>/dev/null || true
 	done
