@@ -157,7 +157,7 @@ case "$hv" in
 esac
 
 # --- llama.cpp, the model and the client (falls back to the fake fleet) -------
-# engine_setup: sets llama and model, or says why not and returns 1
+# engine_setup: sets llama and model_path, or says why not and returns 1
 engine_setup() {
 	local edir=${WARMLANE_ENGINE_DIR:-$top/build/engine}
 	if ! { command -v node && command -v npm; } >/dev/null 2>&1; then
