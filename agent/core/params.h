@@ -91,8 +91,7 @@ struct core_params {
 	/* What sticky_tolerance and p2c compare (enum
 	 * core_score_by; config names "headers", "end_to_end", "both"). */
 	enum core_score_by score_by;       /* both */
-	/* Not in the table: see enum core_session_scope (config names
-	 * "global", "caller"). */
+	/* See enum core_session_scope (config names "global", "caller"). */
 	enum core_session_scope session_scope; /* caller */
 	double load_factor;                /* 1.5 */
 	/* In-flight requests an endpoint may always hold
@@ -125,7 +124,7 @@ struct core_params {
 	uint64_t breaker_cooldown_max_ms;  /* 300 s */
 	uint32_t half_open_probes;         /* 3 */
 	uint64_t rate_limit_cooldown_ms;   /* 60 s */
-	/* Not in the table: the longest a 429's Retry-After may keep an
+	/* The longest a 429's Retry-After may keep an
 	 * endpoint out (feedback and log lines alike), and with
 	 * breaker_cooldown_max the longest cooldown a snapshot restores.
 	 * Without it a Retry-After of 9*10^14 s closed an endpoint for good,
@@ -138,7 +137,7 @@ struct core_params {
 	/* A key whose probe was refused is probed again after this (and
 	 * excluded until a probe accepts it). */
 	uint64_t dead_key_retry_ms;        /* 60 s */
-	/* Not in the table: whether the agent probes keys (it has a probe
+	/* Whether the agent probes keys (it has a probe
 	 * target). Without, a 401/403 never excludes a key: it judged a
 	 * request the client shaped, and nothing else can tell. */
 	bool key_probe;                    /* false */
