@@ -7,49 +7,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
+
 #include "core.h"
-
-/* Every malloc of the core goes through these (linked with --wrap), so a
- * timed loop can prove it allocated nothing. */
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t m);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t m);
-void *__wrap_realloc(void *p, size_t n);
-
-static uint64_t allocs;
-
-void *__wrap_malloc(size_t n)
-{
-	allocs++;
-	return __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t n, size_t m)
-{
-	allocs++;
-	return __real_calloc(n, m);
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-	allocs++;
-	return __real_realloc(p, n);
-}
-
-static inline uint64_t ns_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
 
 /* Median and 99th percentile of n samples (sorted in place), minus the
  * clock's own cost. */
@@ -170,7 +130,7 @@ static void run(struct setup *s, enum bcase kind, uint64_t *t, uint64_t overhead
 		.prefix = { { true, 17 }, { true, 18 }, { false, 0 } },
 		.caller = { true, 99 },
 	};
-	uint64_t before = allocs;
+	uint64_t before = bench_allocs;
 	for (uint32_t i = 0; i < ITERS; i++) {
 		uint32_t k = (uint32_t)(core_rng_next(&pick) % s->entries);
 		struct core_decision d;
@@ -245,7 +205,7 @@ static void run(struct setup *s, enum bcase kind, uint64_t *t, uint64_t overhead
 		if (i % 1000 == 999)
 			s->now++;
 	}
-	uint64_t n_alloc = allocs - before;
+	uint64_t n_alloc = bench_allocs - before;
 	uint64_t med, p99;
 	pct(t, ITERS, overhead, &med, &p99);
 	printf("%s endpoints=%d entries=%u median_ns=%llu p99_ns=%llu mallocs=%llu",

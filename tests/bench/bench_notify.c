@@ -6,54 +6,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "config.h"
 #include "log.h"
 #include "notify.h"
 #include "route.h"
 #include "spop.h"
 #include "stats.h"
-
-/* Every malloc goes through these (linked with --wrap), so the timed loop
- * can prove the decision path allocates nothing. */
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t m);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t m);
-void *__wrap_realloc(void *p, size_t n);
-
-static uint64_t allocs;
-
-void *__wrap_malloc(size_t n)
-{
-	allocs++;
-	return __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t n, size_t m)
-{
-	allocs++;
-	return __real_calloc(n, m);
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-	allocs++;
-	return __real_realloc(p, n);
-}
-
-static inline uint64_t ns_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
 
 #define ITERS 200000
 #define SESSIONS 1000
@@ -116,7 +75,7 @@ static void run(const char *label, struct route *r, struct stats *st,
 	}
 	uint8_t out[2048]; /* CONN_WBUF_SIZE */
 	struct notify_deferred later;
-	uint64_t a0 = allocs;
+	uint64_t a0 = bench_allocs;
 	for (uint32_t i = 0; i < ITERS; i++) {
 		uint32_t k = i % SESSIONS;
 		struct spop_frame f = {
@@ -145,7 +104,7 @@ static void run(const char *label, struct route *r, struct stats *st,
 			exit(1);
 		}
 	}
-	uint64_t a = allocs - a0;
+	uint64_t a = bench_allocs - a0;
 	qsort(t, ITERS, sizeof(*t), cmp_u64);
 	uint64_t med = t[ITERS / 2], p99 = t[(size_t)(ITERS * 0.99)];
 	printf("%s payload_bytes=%zu median_ns=%llu p99_ns=%llu mallocs=%llu\n",
