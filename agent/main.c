@@ -177,13 +177,14 @@ static void main_on_stopped(struct server *s, void *arg)
 	/* The signal handles are what keeps the loop running now. */
 	uv_close((uv_handle_t *)&app->sig_term, NULL);
 	uv_close((uv_handle_t *)&app->sig_int, NULL);
-	uv_close((uv_handle_t *)&app->sig_hup, NULL);
-	/* Closing the handle gave SIGHUP its default action back, which
-	 * ends the process: a reload asked during the final snapshot must
-	 * not lose it. A second SIGTERM may still end the process. */
-	struct sigaction sa = { .sa_handler = SIG_IGN };
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGHUP, &sa, NULL);
+	/* SIGHUP's handle is never closed: closing the last one gives the
+	 * signal its default action back (libuv), which ends the process,
+	 * and no sigaction after it can close the window on every thread.
+	 * Unreferenced, it no longer keeps the loop running and a reload
+	 * asked until the process has exited is ignored ("SIGHUP ignored:
+	 * stopping" while the loop runs; after it, a byte in libuv's signal
+	 * pipe). A second SIGTERM may still end the process. */
+	uv_unref((uv_handle_t *)&app->sig_hup);
 }
 
 /* ---- reload (SIGHUP) ------------------------------------------------------ */
@@ -416,6 +417,8 @@ static int main_run(struct app *app)
 			      uv_now(app->loop), &app->snap_stats);
 	}
 	server_finish(&app->srv);
+	/* EBUSY after a stop: SIGHUP's handle stays open (main_on_stopped);
+	 * the default loop's memory is libuv's own. */
 	uv_loop_close(app->loop);
 	free(app->load_path); /* stopped before the load */
 	app->load_path = NULL;
