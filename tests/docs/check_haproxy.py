@@ -24,6 +24,13 @@ are these two paths, to the files the docs tell the user to copy there:
 (`haproxy -c` opens both; it binds nothing, connects nowhere and does not
 chroot, so socket, chroot and log paths stay as written.)
 
+A document may also show the SPOE file itself, in one block fenced as
+    ```spoe
+Its lines, comments and blank lines aside, must be those of
+haproxy/warmlane.spoe.conf, and that document's `haproxy` blocks are
+checked with the block as their SPOE file (so what a reader copies from the
+page is what passed).
+
 And, beyond what `haproxy -c` sees, what makes fail-open fast: a
 configuration with an SPOE filter has the backend its SPOE file names, with
 `option spop-check` and a `server ... check` line (without them HAProxy
@@ -70,8 +77,9 @@ def parse_versions(s):
     return vs, bad
 
 
-def markdown_blocks(path):
-    """(line, versions or None, problem or None, text) of each `haproxy` block."""
+def markdown_blocks(path, kind="haproxy"):
+    """(line, versions or None, problem or None, text) of each `haproxy` block;
+    with kind="spoe", (line, None, None, text) of each `spoe` block."""
     out = []
     with open(path, encoding="utf-8") as f:
         lines = f.read().split("\n")
@@ -94,7 +102,10 @@ def markdown_blocks(path):
             i += 1
         i += 1
         words = info.split()
-        if not words or words[0] != "haproxy":
+        if not words or words[0] != kind:
+            continue
+        if kind != "haproxy":
+            out.append((start, None, None, "\n".join(body) + "\n"))
             continue
         claim = [w for w in words[1:] if w.startswith("versions=")]
         if not claim:
@@ -153,6 +164,11 @@ def sections(text):
     return out
 
 
+def significant(text):
+    """A configuration's lines without comments, blank lines and indentation."""
+    return [x.strip() for x in text.split("\n") if x.strip() and not x.strip().startswith("#")]
+
+
 def spoe_backend(spoe_path):
     with open(spoe_path, encoding="utf-8") as f:
         for line in f:
@@ -187,15 +203,29 @@ def main():
     version = sys.argv[1]
     top = source_root()
     items = []
+    failures = []
+    spoe = os.path.join(top, "haproxy", "warmlane.spoe.conf")
+    with open(spoe, encoding="utf-8") as f:
+        shipped = significant(f.read())
+    doc_spoe = {}  # document -> the text of its own ```spoe block
     docs = [os.path.join(top, "README.md")] + sorted(glob.glob(os.path.join(top, "docs", "*.md")))
     for p in docs:
+        where = os.path.relpath(p, top)
         for line, vs, problem, text in markdown_blocks(p):
-            items.append((os.path.relpath(p, top), line, vs, problem, text))
+            items.append((where, line, vs, problem, text))
+        shown = markdown_blocks(p, "spoe")
+        if len(shown) > 1:
+            failures.append(f"{where}:{shown[1][0]}: a second ```spoe block (one SPOE file per page)")
+        for line, _, _, text in shown[:1]:
+            if significant(text) != shipped:
+                failures.append(f"{where}:{line}: the SPOE file shown differs from "
+                                "haproxy/warmlane.spoe.conf (comments and blank lines aside)")
+            else:
+                doc_spoe[where] = text
     for p in sorted(glob.glob(os.path.join(top, "haproxy", "*.cfg"))):
         line, vs, problem, text = cfg_file(p)
         items.append((os.path.relpath(p, top), line, vs, problem, text))
 
-    failures = []
     for where, line, vs, problem, _ in items:
         if problem:
             failures.append(f"{where}:{line}: {problem}")
@@ -207,12 +237,16 @@ def main():
             print("FAIL " + f)
         print(f"no HAProxy {version} binary (run tests/haproxy/fetch-haproxy.sh)")
         return 1 if failures else SKIP
-    spoe = os.path.join(top, "haproxy", "warmlane.spoe.conf")
     with tempfile.TemporaryDirectory(prefix="warmlane-docs-") as tmp:
         keys = os.path.join(tmp, "warmlane-keys.map")
         shutil.copyfile(os.path.join(top, "haproxy", "keys.map.example"), keys)
+        spoe_of = {}
+        for n, (where, text) in enumerate(sorted(doc_spoe.items())):
+            spoe_of[where] = os.path.join(tmp, f"spoe{n}.conf")
+            with open(spoe_of[where], "w", encoding="utf-8") as f:
+                f.write(text)
         for n, (where, line, vs, _, text) in enumerate(mine):
-            cfg = text.replace("/etc/haproxy/warmlane.spoe.conf", spoe) \
+            cfg = text.replace("/etc/haproxy/warmlane.spoe.conf", spoe_of.get(where, spoe)) \
                       .replace("/etc/haproxy/warmlane-keys.map", keys)
             path = os.path.join(tmp, f"snippet{n}.cfg")
             with open(path, "w", encoding="utf-8") as f:
@@ -225,6 +259,8 @@ def main():
                 out = re.sub(re.escape(path) + r":(\d+)",
                              lambda m: f"{where}:{line + int(m.group(1))}",
                              r.stdout + r.stderr).replace(path, where)
+                if where in spoe_of:
+                    out = out.replace(spoe_of[where], f"{where}'s ```spoe block")
                 failures.append(f"{where}:{line}: haproxy {version} -c failed:\n{out.rstrip()}")
             elif probs:
                 failures.extend(f"{where}:{line}: {p}" for p in probs)
