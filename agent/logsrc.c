@@ -84,7 +84,7 @@ static void logsrc_format_judge(struct logsrc *ls, uint64_t now_ms)
 		char q[LOGSRC_LOG_SHOWN * 4 + 8];
 		log_warn("log lines are not in warmlane's format: no completion, cut stream or end-to-end time is learnt from them; "
 			 "HAProxy 3.1+ needs `option httplog` (or a log-format) in the frontend for its log profile's format to apply, "
-			 "2.6-3.0 warmlane's log-format in the frontend (README, Log input)",
+			 "2.6-3.0 warmlane's log-format in the frontend (docs/haproxy.md, Log input)",
 			 "unparseable=%" PRIu32 " parsed=%" PRIu32 " error=%s len=%zu sample=%s",
 			 st->fmt_bad, st->fmt_ok,
 			 haplog_status_name(ls->fmt_sample_err),

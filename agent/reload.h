@@ -122,7 +122,7 @@ void reload_parse_stop(struct reload_parse *rp);
 /* Makes p's configuration the running one, in place in *cur (everyone
  * holds that pointer): listeners closed, kept or adopted, the metrics
  * server swapped (*metrics), the core's endpoints following the file
- * (see README "Reload"), counted in *ch. Cannot fail; an endpoint the
+ * (see docs/operations.md, "Reload"), counted in *ch. Cannot fail; an endpoint the
  * core refuses is logged and counted in ch->failed. p's next, pending
  * and metrics are taken; its flags stay, for the caller's own steps. */
 void reload_commit(struct reload_plan *p, struct server *srv,

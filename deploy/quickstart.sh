@@ -371,8 +371,8 @@ sed -e '/^    chroot /d; /^    user haproxy$/d; /^    group haproxy$/d; /^    da
 	-e 's/^    #\(http-response set-header x-warmlane-\(server\|reason\) \)/    \1/' \
 	"$example" >"$tmp/haproxy.cfg"
 if [ "$fake" -eq 0 ]; then
-	# What a backend of llama-servers needs (README, "Real inference
-	# engines"): llama-server closes its connection after a streamed answer
+	# What a backend of llama-servers needs (docs/haproxy.md,
+	# "Backends of llama.cpp servers"): llama-server closes its connection after a streamed answer
 	# while its headers say keep-alive, and HAProxy's retry of the next request
 	# on that dead connection would redispatch it off its warm server (`option
 	# http-server-close`); a server still loading its model accepts

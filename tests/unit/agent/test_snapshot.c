@@ -827,7 +827,7 @@ START_TEST(million)
 	ck_assert_int_eq(snapshot_write_file(path, buf, len, err, sizeof(err)), 0);
 	uint64_t t2 = uv_hrtime();
 	free(buf);
-	/* For measuring the daemon on it (README, "State snapshot"). */
+	/* For measuring the daemon on it (docs/operations.md, "State snapshot"). */
 	const char *keep = getenv("WARMLANE_SNAPSHOT_KEEP");
 	if (keep != NULL && keep[0] != '\0') {
 		char *copy;
