@@ -130,6 +130,8 @@ for f in /usr/bin/warmlane /etc/warmlane/warmlane.yaml \
 	/lib/systemd/system/warmlane.service /usr/lib/tmpfiles.d/warmlane.conf \
 	/usr/share/man/man8/warmlane.8.gz /usr/share/man/man5/warmlane.yaml.5.gz \
 	/usr/share/doc/warmlane/copyright /usr/share/doc/warmlane/changelog.gz \
+	/usr/share/doc/warmlane/haproxy.md.gz /usr/share/doc/warmlane/operations.md.gz \
+	/usr/share/doc/warmlane/metrics.md.gz \
 	/usr/share/doc/warmlane/examples/warmlane.yaml \
 	/usr/share/doc/warmlane/examples/haproxy/warmlane.spoe.conf \
 	/usr/share/doc/warmlane/examples/haproxy/haproxy-2.6.cfg \
