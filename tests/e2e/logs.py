@@ -34,7 +34,7 @@ Scenarios:
             its format, and warmlane_log_input_format_ok is 0
 --no-log-input runs the scenario with the agent's log input off and prints
 its figures without asserting what only the log input gives (for the
-comparison the README reports). HAProxy 2.6 runs chrooted when root, its log
+comparison docs/haproxy.md reports, "Log input"). HAProxy 2.6 runs chrooted when root, its log
 socket then inside the chroot as in the example config.
 
 Exit status: 0 pass, 1 fail, 77 skip. Every loop is bounded in count and
@@ -647,7 +647,7 @@ def forged(binary, version):
 
 def noformat(binary, version):
     """HAProxy 3.1+ with warmlane's log profile but no `option httplog` (the
-    README's snippet before issue 16): HAProxy sends `Connect from` lines
+    README's snippet before issue 16, now in docs/haproxy.md): HAProxy sends `Connect from` lines
     only. The agent says so once, with a sample, and its gauge shows it."""
     if tuple(int(x) for x in version.split(".")) < (3, 1):
         raise h.Skip("log profiles are 3.1+")
