@@ -20,9 +20,16 @@ names; version; status: only the codes that happened; le: a histogram's
 buckets, which are given apart). A family with no sample in such a fresh
 agent says so in its labels column.
 
+A family the agent renders only under some configuration would be left
+out without a word: so every family name the agent's sources spell out
+(a string literal "warmlane_..." in agent/) must be in the scrape, else
+the generator fails, naming FILE:LINE, until its agent is given what
+makes that family appear.
+
 Only the text between the two marker lines of docs/metrics.md is
 generated; the prose around it is written by hand.
 """
+import glob
 import os
 import re
 import signal
@@ -209,6 +216,19 @@ def families(text):
     return fams
 
 
+def source_names():
+    """{family name: FILE:LINE} of the string literals "warmlane_..." in agent/."""
+    top = os.environ.get("WARMLANE_SOURCE_ROOT") or \
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = {}
+    for p in sorted(glob.glob(os.path.join(top, "agent", "**", "*.c"), recursive=True)):
+        with open(p, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                for name in re.findall(r'"(warmlane_[a-z0-9_]+)"', line):
+                    out.setdefault(name, f"{os.path.relpath(p, top)}:{n}")
+    return out
+
+
 def cell(s):
     return s.replace("|", "\\|")
 
@@ -247,6 +267,13 @@ def main():
     served = {m.group(1) for m in re.finditer(r"^([a-z_:]+)(?:\{| )", text, re.M)}
     for f in fams:
         f["has_samples"] = any(n == f["name"] or n.startswith(f["name"] + "_") for n in served)
+    names = {f["name"] for f in fams}
+    unseen = [(w, n) for n, w in source_names().items() if n not in names]
+    for where, name in sorted(unseen):
+        print(f"{where}: {name} is not in the generator's scrape: give its agent "
+              "(scrape() in tests/docs/gen_metrics.py) what makes it appear", file=sys.stderr)
+    if unseen:
+        return 1
     table = render(fams)
     with open(path, encoding="utf-8") as fh:
         doc = fh.read()
