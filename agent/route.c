@@ -459,7 +459,13 @@ void route_decide(struct route *r, const struct route_request *req,
 	struct core_request cr;
 	struct core_decision d;
 	route_request_core(req, &cr);
-	route_hint(r, req, route_wall_ms(r, req->now_ms), &cr.hint);
+	/* The clock only for a message that has hint arguments. */
+	for (int i = ROUTE_ARG_HINT_SRV; i <= ROUTE_ARG_HINT_NAME; i++) {
+		if (req->args[i].type != SPOP_DATA_NULL) {
+			route_hint(r, req, route_wall_ms(r, req->now_ms), &cr.hint);
+			break;
+		}
+	}
 	core_decide(r->core, &cr, req->now_ms, &r->rng, &d);
 	*out = (struct route_decision){
 		.reason = (enum route_reason)d.reason,

@@ -146,16 +146,18 @@ def post(client, session, turn):
     return client.post(body, hd)
 
 
-def replication(a, b, tag, n=40):
-    """Delays (ms) from a response through A to its hint in B's table."""
+def replication(a, b, tag, n=40, lost_after=None):
+    """Delays (ms) from a response through A to its hint in B's table, the
+    median time of one table read (ms), and how many hints never arrived
+    within lost_after seconds (None: each must arrive within 5 s)."""
     c = HClient(a.port)
-    delays, polls = [], []
+    delays, polls, lost = [], [], 0
     try:
         for i in range(n):
             r = post(c, f"rep{tag}-{i}", 0)
             hkey, t_resp = r.hkey, r.t
             assert r.status == 200 and hkey, f"probe {i}: {r}, hkey {hkey!r}"
-            deadline = t_resp + 5.0
+            deadline = t_resp + (lost_after or 5.0)
             while True:
                 t0 = time.monotonic()
                 got = b.hint(hkey)
@@ -164,16 +166,20 @@ def replication(a, b, tag, n=40):
                 if got is not None:
                     delays.append((t1 - t_resp) * 1000)
                     break
-                assert t1 < deadline, f"probe {i}: no hint in B's table 5 s after the response"
+                if t1 >= deadline:
+                    assert lost_after is not None, \
+                        f"probe {i}: no hint in B's table 5 s after the response"
+                    lost += 1
+                    break
     finally:
         c.close()
-    return delays, statistics.median(polls) * 1000
+    return delays, statistics.median(polls) * 1000, lost
 
 
-def report_replication(a, b, what, tag):
-    delays, poll_ms = replication(a, b, tag)
+def report_replication(a, b, what, tag, lost_after=None):
+    delays, poll_ms, lost = replication(a, b, tag, lost_after=lost_after)
     delays.sort()
-    log(f"replication A -> B, {what}, {len(delays)} hints: median "
+    log(f"replication A -> B, {what}, {len(delays)} hints ({lost} never arrived): median "
         f"{statistics.median(delays):.2f} ms, p90 {delays[int(0.9 * len(delays)) - 1]:.2f} ms, "
         f"max {delays[-1]:.2f} ms (from the client's reading of A's response to B's table "
         f"holding it; each table read takes {poll_ms:.2f} ms: the resolution)")
@@ -207,18 +213,31 @@ def hints(binary, version):
         assert ids_a == ids_b, f"server ids differ: A {ids_a}, B {ids_b}"
 
         # --- replication delay, in the start-up window ----------------------
-        report_replication(a, b, "start-up (just after the peers connected)", "st")
+        # In the first second the peers' connections collide and are made
+        # again: a write can then be lost for good (issue 14's measurements,
+        # and HAProxy's, not warmlane's): counted, not asserted.
+        report_replication(a, b, "start-up (just after the peers connected)", "st",
+                           lost_after=2.0)
 
         # --- alternate ------------------------------------------------------
         sessions = [f"alt-{version}-{i}" for i in range(SESSIONS)]
         ca, cb = HClient(a.port), HClient(b.port)
-        home, problems = {}, []
+        home, problems, fell_open = {}, [], 0
+        hk, in_b = {}, 0
         try:
             for t in range(6):
                 for s in sessions:
                     c = ca if t % 2 == 0 else cb
+                    if t == 1 and s in hk:
+                        in_b += b.hint(hk[s]) is not None
                     r = post(c, s, t)
+                    hk.setdefault(s, r.hkey)
                     assert r.status == 200, f"{s} turn {t}: {r}"
+                    if r.reason is None:
+                        # no answer within `timeout processing` (a busy
+                        # machine): HAProxy balanced on its own, no hint
+                        fell_open += 1
+                        continue
                     if s in home and r.served != home[s]:
                         problems.append(f"{s} turn {t} via {'AB'[t % 2]}: {r.served} "
                                         f"({r.reason}), was {home[s]}")
@@ -227,7 +246,9 @@ def hints(binary, version):
             ca.close()
             cb.close()
         log(f"alternate: {SESSIONS} sessions x 6 turns A/B/A...; "
-            f"{len(problems)} turns off their session's server")
+            f"{len(problems)} turns off their session's server; {fell_open} fell open; "
+            f"before turn 1, B's table held {in_b} of {len(hk)} sessions' hints")
+        assert fell_open <= 0.02 * 6 * SESSIONS, f"{fell_open} turns fell open: nothing tested"
         for e in (a, b):
             log(f"{e.me}: hints " + ", ".join(
                 f"{u} {metric(e, 'warmlane_hints_total', use=u):.0f}"
@@ -245,14 +266,17 @@ def hints(binary, version):
         for s, sv in home.items():
             by_server.setdefault(sv, []).append(s)
         faulty = max(by_server, key=lambda k: len(by_server[k]))
-        victims = by_server[faulty]
+        victims = list(by_server[faulty])
         a.fault(faulty, mode="503")
         ca = HClient(a.port)
         moved, hkeys = {}, {}
         try:
-            for s in victims:
+            for s in list(victims):
                 r = post(ca, s, "fault")
                 assert r.status == 200, f"{s} during the fault: {r}"
+                if r.reason is None:  # fell open: no hint recorded
+                    victims.remove(s)
+                    continue
                 assert r.served != faulty, f"{s}: served by the faulty {faulty}"
                 moved[s] = r.served
                 hkeys[s] = r.hkey
@@ -273,7 +297,7 @@ def hints(binary, version):
             for s in victims:
                 r = post(cb, s, "after")
                 assert r.status == 200, f"{s} after the fault via B: {r}"
-                if r.served != moved[s]:
+                if r.reason is not None and r.served != moved[s]:
                     back.append(f"{s}: {r.served} ({r.reason}), moved to {moved[s]}")
         finally:
             cb.close()
@@ -284,6 +308,7 @@ def hints(binary, version):
             f"{metric(b, 'warmlane_hints_total', use='older'):.0f}, refused "
             f"{metric(b, 'warmlane_hints_total', use='refused'):.0f}")
         assert not back, "moved sessions went back through B: " + "; ".join(back[:10])
+        assert len(victims) >= 10, f"only {len(victims)} sessions moved by the fault"
         for s in victims:
             home[s] = moved[s]
 
@@ -298,8 +323,8 @@ def hints(binary, version):
                     r = post(cb, s, f"failover{t}")
                     assert r.status == 200, f"{s} after the failover: {r}"
                     total += 1
-                    if r.served != home[s]:
-                        off.append(f"{s}: {r.served} ({r.reason}), was {home[s]}")
+                    if r.served != home.get(s):
+                        off.append(f"{s}: {r.served} ({r.reason}), was {home.get(s)}")
         finally:
             cb.close()
         kept = (total - len(off)) / total
