@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """warmlane e2e: two HAProxy + warmlane pairs sharing the warm hint through one `peers` section.
 
-Usage: peers.py 2.6|3.0|3.2 hints
+Usage: peers.py 2.6|3.0|3.2 hints|full
 
 Two HAProxy instances on loopback (haproxy/haproxy-2.6-peers.cfg or
 haproxy-3.1-peers.cfg, as harness.py adapts the example configs), each with
@@ -16,6 +16,8 @@ its own warmlane, over one fake fleet (tests/fleet). In order:
     hint B's hashing sends them back);
   - failover: HAProxy A and its agent killed, every session continues on B
     on its server (at least 99% of the turns).
+`full`: the same pairs with a hint table of 8 entries for 60 sessions:
+every request served, every session on its server (today's behaviour).
 Assertions are about where requests went; timings are printed, never
 asserted. Exit 0 pass, 1 fail, 77 skip.
 """
@@ -48,10 +50,11 @@ class PeersEnv(fe.FleetEnv):
     """A FleetEnv whose HAProxy is the peers example, named `me` among
     `peers` (name -> port on 127.0.0.1)."""
 
-    def __init__(self, name, version, me, peers, **kw):
+    def __init__(self, name, version, me, peers, table_size=None, **kw):
         super().__init__(name, version, **kw)
         self.example = peers_example(version)
         self.me, self.peers = me, peers
+        self.table_size = table_size
 
     def haproxy_config(self, test_headers=True):
         path = super().haproxy_config(test_headers=test_headers)
@@ -67,6 +70,8 @@ class PeersEnv(fe.FleetEnv):
         sub(r"^    localpeer haproxy1$", f"    localpeer {self.me}")
         sub(r"^    peer haproxy1 .*\n    peer haproxy2 .*$",
             "\n".join(f"    peer {n} 127.0.0.1:{p}" for n, p in self.peers.items()))
+        if self.table_size:
+            sub(r" size 100k expire", f" size {self.table_size} expire")
         # test only: the hint key, to read the tables by it
         sub(r"^(    default_backend llm)$",
             "    default_backend llm\n"
@@ -336,5 +341,49 @@ def hints(binary, version):
         b.stop_agent_checked()
 
 
+def full(binary, version):
+    """A hint table far too small (8 entries for 60 sessions): every
+    request is served, each session stays on its server, as without hints."""
+    pa, pb = h.free_port(), h.free_port()
+    peers = {"hapA": pa, "hapB": pb}
+    policy = {"sticky_tolerance": 1000}  # as in hints()
+    with PeersEnv("fullA", version, "hapA", peers, table_size=8, chroot=False, policy=policy) as a, \
+            PeersEnv("fullB", version, "hapB", peers, table_size=8, chroot=False, policy=policy) as b:
+        a.start_fleet([fe.instance(n, fast=False) for n in ("s1", "s2", "s3")])
+        b.join_fleet(a)
+        a.start_pair(binary)
+        b.start_pair(binary)
+        h.wait_until("the peers connected", lambda: a.peers_up() and b.peers_up(), timeout=10)
+        sessions = [f"full-{version}-{i}" for i in range(SESSIONS)]
+        ca, cb = HClient(a.port), HClient(b.port)
+        home, problems, fell_open = {}, [], 0
+        try:
+            for t in range(4):
+                for s in sessions:
+                    r = post(ca if t % 2 == 0 else cb, s, t)
+                    assert r.status == 200, f"{s} turn {t}: {r}"
+                    if r.reason is None:
+                        fell_open += 1
+                        continue
+                    if s in home and r.served != home[s]:
+                        problems.append(f"{s} turn {t}: {r.served} ({r.reason}), was {home[s]}")
+                    home.setdefault(s, r.served)
+        finally:
+            ca.close()
+            cb.close()
+        present = metric(b, "warmlane_hints_present_total")
+        bad = sum(metric(b, "warmlane_hint_problems_total", cause=c)
+                  for c in ("partial", "unknown_id", "id_mismatch", "no_endpoint"))
+        log(f"table of 8 entries, {SESSIONS} sessions x 4 turns A/B: {len(problems)} turns off "
+            f"their server, {fell_open} fell open; B found {present:.0f} hints for its "
+            f"{2 * SESSIONS} decisions, {bad:.0f} bad ones")
+        assert present < SESSIONS, f"B found {present} hints: the table was not full"
+        assert fell_open <= 0.02 * 4 * SESSIONS, f"{fell_open} turns fell open: nothing tested"
+        assert not problems, "sessions moved: " + "; ".join(problems[:10])
+        assert bad == 0, f"{bad} hint arguments the agent could not use"
+        b.stop_agent_checked()
+        a.stop_agent_checked()
+
+
 if __name__ == "__main__":
-    sys.exit(h.main({"hints": hints}))
+    sys.exit(h.main({"hints": hints, "full": full}))
