@@ -283,6 +283,46 @@ static void render_feedback(struct metrics_text *t, const struct route *r)
 			       causes[i].cause, causes[i].v);
 }
 
+/* The shared warm hint (docs/peers.md): what became of the hints route
+ * messages brought, and of the arguments that could not make one. */
+static void render_hints(struct metrics_text *t, const struct route *r)
+{
+	struct core_stats cs;
+	if (r->core == NULL)
+		return;
+	core_stats(r->core, &cs);
+	uint64_t present = 0;
+	for (int u = CORE_HINT_USED; u < CORE_HINT_COUNT; u++)
+		present += cs.hints[u];
+	text_family_u64(t, "warmlane_hints_present_total", "counter",
+			"Decisions whose route message brought a shared warm hint for a known server.",
+			present);
+	text_family(t, "warmlane_hints_total", "counter",
+		    "Shared warm hints by what became of them: used (newer than the agent's own entry, and chosen), agrees (names the own entry's server), older (the own entry is newer), refused (health, breaker or load), mismatch (recorded for another affinity key).");
+	for (int u = CORE_HINT_USED; u < CORE_HINT_COUNT; u++)
+		text_u64_label(t, "warmlane_hints_total", "use",
+			       core_hint_name((enum core_hint_use)u), cs.hints[u]);
+	const struct hint_arg_stats *a = &r->hints.args;
+	const struct {
+		const char *cause;
+		uint64_t v;
+	} causes[] = {
+		{ "partial", a->partial },
+		{ "unknown_id", a->unknown_id },
+		{ "id_mismatch", a->id_mismatch },
+		{ "stale", a->stale },
+		{ "no_endpoint", a->no_endpoint },
+	};
+	text_family(t, "warmlane_hint_problems_total", "counter",
+		    "Hint arguments that made no hint, by cause; id_mismatch: the peers' server ids differ (docs/peers.md).");
+	for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++)
+		text_u64_label(t, "warmlane_hint_problems_total", "cause",
+			       causes[i].cause, causes[i].v);
+	text_family_u64(t, "warmlane_hint_servers", "gauge",
+			"Servers whose HAProxy id is known (runtime API sid).",
+			r->hints.n);
+}
+
 /* The log input (logsrc.c): datagrams, what became of them, the lag. */
 static void render_log_input(struct metrics_text *t, const struct route *r)
 {
@@ -676,6 +716,7 @@ int metrics_render(struct metrics_text *t, const struct server *srv,
 
 	render_decisions(t, st);
 	render_feedback(t, &srv->route);
+	render_hints(t, &srv->route);
 	render_log_input(t, &srv->route);
 	render_probes(t, &srv->route);
 	render_retry_budgets(t, &srv->route, now_ms);

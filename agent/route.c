@@ -2,6 +2,7 @@
 #include "route.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,6 +21,8 @@ static const char *const route_arg_names[ROUTE_ARG_COUNT] = {
 	[ROUTE_ARG_INSTALL] = "install", [ROUTE_ARG_CALLER] = "caller",
 	[ROUTE_ARG_SRC] = "src",	 [ROUTE_ARG_MODEL] = "model",
 	[ROUTE_ARG_STREAM] = "stream",	 [ROUTE_ARG_ID] = "id",
+	[ROUTE_ARG_HINT_SRV] = "hint_srv", [ROUTE_ARG_HINT_AT] = "hint_at",
+	[ROUTE_ARG_HINT_AKEY] = "hint_akey", [ROUTE_ARG_HINT_NAME] = "hint_name",
 };
 
 static const char *const route_fb_names[ROUTE_FB_COUNT] = {
@@ -162,6 +165,11 @@ int route_init(struct route *r, const struct config *cfg)
 		r->core = NULL;
 		return e;
 	}
+	e = hint_ids_init(&r->hints);
+	if (e < 0) {
+		route_finish(r);
+		return e;
+	}
 	/* Per process: two agents beside one HAProxy, or a restart, draw
 	 * different p2c samples (what keeps them from herding). */
 	core_rng_seed(&r->rng, uv_hrtime() ^ ((uint64_t)getpid() << 32) ^
@@ -192,6 +200,7 @@ void route_finish(struct route *r)
 {
 	core_destroy(r->core);
 	r->core = NULL;
+	hint_ids_finish(&r->hints);
 	r->cfg = NULL;
 }
 
@@ -203,6 +212,19 @@ int64_t route_wall_s(struct route *r, uint64_t now_ms)
 		r->wall_valid = true;
 	}
 	return r->wall_s;
+}
+
+uint64_t route_wall_ms(struct route *r, uint64_t now_ms)
+{
+	if (!r->wall_ms_valid || r->wall_ms_at != now_ms) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		r->wall_ms = (uint64_t)ts.tv_sec * 1000u +
+			     (uint64_t)ts.tv_nsec / 1000000u;
+		r->wall_ms_at = now_ms;
+		r->wall_ms_valid = true;
+	}
+	return r->wall_ms;
 }
 
 /* ---- route -------------------------------------------------------------- */
@@ -374,12 +396,76 @@ void route_budget_counts(const struct route *r, unsigned i, uint64_t now_ms,
 		      retries);
 }
 
+/* ---- the shared warm hint ------------------------------------------------ */
+
+void route_hint(struct route *r, const struct route_request *req,
+		uint64_t wall_ms, struct core_hint *out)
+{
+	*out = (struct core_hint){ .present = false };
+	const struct spop_data *a = req->args;
+	int64_t v[4];
+	unsigned n = 0;
+	for (unsigned i = 0; i < 4; i++)
+		if (arg_int(&a[ROUTE_ARG_HINT_SRV + i], &v[i]))
+			n++;
+	if (n == 0)
+		return;
+	struct hint_arg_stats *st = &r->hints.args;
+	if (n < 4) {
+		st->partial++;
+		return;
+	}
+	bool id_known;
+	const struct hint_server *s =
+		hint_ids_find(&r->hints, (uint32_t)v[0], (uint32_t)v[3], &id_known);
+	if (s == NULL) {
+		if (!id_known) {
+			st->unknown_id++;
+			return;
+		}
+		st->id_mismatch++;
+		static struct log_limit limit = LOG_LIMIT_INIT(LOG_LIMIT_INTERVAL_MS);
+		uint64_t held;
+		if (log_limit_allow(&limit, req->now_ms, &held))
+			log_warn("shared hint names a server id this HAProxy gives another server: the peers' server ids differ, set the same `id` on every HAProxy's server lines (docs/peers.md)",
+				 "srv_id=%" PRId64 " name_hash=%08" PRIx32 " suppressed=%" PRIu64,
+				 v[0], (uint32_t)v[3], held);
+		return;
+	}
+	/* HAProxy keeps 32 bits of ms (49.7 days); the difference modulo
+	 * 2^32 is the age, a "negative" one a clock ahead of ours. */
+	uint32_t age32 = (uint32_t)wall_ms - (uint32_t)v[1];
+	uint64_t age = age32 > UINT32_MAX / 2 ? 0 : age32;
+	if (age >= core_params(r->core)->affinity_ttl_ms) {
+		st->stale++;
+		return;
+	}
+	int idx[CORE_HINT_ENDPOINTS];
+	unsigned k = route_server_find_path(
+		r, (struct core_str){ s->name, s->len }, idx, CORE_HINT_ENDPOINTS);
+	if (k == 0) {
+		st->no_endpoint++;
+		return;
+	}
+	*out = (struct core_hint){
+		.present = true, .akey32 = (uint32_t)v[2], .age_ms = age, .n = k,
+	};
+	memcpy(out->endpoint, idx, k * sizeof(idx[0]));
+}
+
 void route_decide(struct route *r, const struct route_request *req,
 		  struct route_decision *out)
 {
 	struct core_request cr;
 	struct core_decision d;
 	route_request_core(req, &cr);
+	/* The clock only for a message that has hint arguments. */
+	for (int i = ROUTE_ARG_HINT_SRV; i <= ROUTE_ARG_HINT_NAME; i++) {
+		if (req->args[i].type != SPOP_DATA_NULL) {
+			route_hint(r, req, route_wall_ms(r, req->now_ms), &cr.hint);
+			break;
+		}
+	}
 	core_decide(r->core, &cr, req->now_ms, &r->rng, &d);
 	*out = (struct route_decision){
 		.reason = (enum route_reason)d.reason,

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "hint.h"
 #include "core.h"
 #include "haplog.h"
 #include "spop.h"
@@ -40,6 +41,12 @@ enum route_arg {
 	ROUTE_ARG_MODEL,
 	ROUTE_ARG_STREAM,
 	ROUTE_ARG_ID,
+	/* The shared warm hint (docs/peers.md), all four or none: HAProxy's
+	 * table_gpt(0..3) of the key's peers-replicated stick-table entry. */
+	ROUTE_ARG_HINT_SRV,  /* the server's numeric id (srv_id) */
+	ROUTE_ARG_HINT_AT,   /* when: ms since the epoch, low 32 bits */
+	ROUTE_ARG_HINT_AKEY, /* low 32 bits of the akey it was recorded for */
+	ROUTE_ARG_HINT_NAME, /* xxh32 of "backend/server" */
 	ROUTE_ARG_COUNT
 };
 
@@ -171,6 +178,11 @@ struct route {
 	uint64_t wall_at_ms;   /* uv_now when wall_s was read (route_wall_s) */
 	int64_t wall_s;
 	bool wall_valid;
+	/* HAProxy's server ids, for the shared warm hint (hint.c). */
+	struct hint_ids hints;
+	uint64_t wall_ms_at;   /* uv_now when wall_ms was read (route_wall_ms) */
+	uint64_t wall_ms;
+	bool wall_ms_valid;
 };
 
 /* Creates r's core from cfg->params and adds cfg's endpoints: one core
@@ -257,6 +269,21 @@ void route_request_core(const struct route_request *req,
 /* The wall clock in seconds, read at most once per distinct now_ms (the
  * loop's uv_now): one clock read per loop iteration, not per message. */
 int64_t route_wall_s(struct route *r, uint64_t now_ms);
+
+/* The wall clock in milliseconds since the epoch, read as route_wall_s. */
+uint64_t route_wall_ms(struct route *r, uint64_t now_ms);
+
+/* The hint arguments of req (hint_srv, hint_at, hint_akey, hint_name:
+ * integers of any width) as a core_hint at wall-clock wall_ms: none when
+ * all four are absent (an HAProxy without the hint table, or no entry for
+ * the key); counted in r->hints.args and none when only some are present,
+ * when no server of this HAProxy has the id under that name (id_mismatch
+ * is logged, at most once a minute: the peers' ids differ, see
+ * docs/peers.md), when it was recorded longer than affinity_ttl ago (a
+ * time in the future, clocks apart, counts as age 0), or when the server
+ * has no endpoint in the pool. Never allocates. */
+void route_hint(struct route *r, const struct route_request *req,
+		uint64_t wall_ms, struct core_hint *out);
 
 /* The config endpoint named backend/server, or NULL. */
 const struct config_endpoint *route_config_find(const struct route *r,

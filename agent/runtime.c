@@ -21,7 +21,7 @@ static const char *const runtime_col_names[RUNTIME_COL_COUNT] = {
 	[RUNTIME_COL_SCUR] = "scur",	 [RUNTIME_COL_QCUR] = "qcur",
 	[RUNTIME_COL_STATUS] = "status", [RUNTIME_COL_WEIGHT] = "weight",
 	[RUNTIME_COL_TYPE] = "type",	 [RUNTIME_COL_MODE] = "mode",
-	[RUNTIME_COL_BCK] = "bck",
+	[RUNTIME_COL_BCK] = "bck",	 [RUNTIME_COL_SID] = "sid",
 };
 
 /* ---- CSV ---------------------------------------------------------------- */
@@ -195,6 +195,7 @@ static int csv_line(struct runtime_csv *p, const char *line, size_t len,
 		.svname = sv,
 		.mode = v[RUNTIME_COL_MODE],
 		.weight = -1,
+		.sid = -1,
 	};
 	uint32_t w;
 	if (row.pxname.len == 0 || row.svname.len == 0 ||
@@ -207,6 +208,9 @@ static int csv_line(struct runtime_csv *p, const char *line, size_t len,
 	    parse_u32(v[RUNTIME_COL_WEIGHT], &w))
 		row.weight = w;
 	row.backup = p->col[RUNTIME_COL_BCK] >= 0 && view_is(v[RUNTIME_COL_BCK], "1");
+	if (p->col[RUNTIME_COL_SID] >= 0 && v[RUNTIME_COL_SID].len > 0 &&
+	    parse_u32(v[RUNTIME_COL_SID], &w))
+		row.sid = w;
 	row.admin = runtime_status_admin(v[RUNTIME_COL_STATUS], &row.status_known);
 	p->rows++;
 	fn(arg, &row);
@@ -407,6 +411,11 @@ bool runtime_apply_row(struct runtime *rt, const struct runtime_row *row,
 		n = route_server_find(r, row->pxname, row->svname, idx,
 				      RUNTIME_MAX_KEYS);
 	}
+
+	/* Its id names it in a shared hint (hint.c). */
+	if (row->sid >= 0)
+		hint_ids_note(&r->hints, row->pxname, row->svname,
+			      (uint32_t)row->sid);
 
 	const struct config_endpoint *ep =
 		route_config_find(r, row->pxname, row->svname);

@@ -50,6 +50,7 @@ enum runtime_col {
 	RUNTIME_COL_TYPE,   /* optional: 2 = server */
 	RUNTIME_COL_MODE,   /* optional: http, tcp... */
 	RUNTIME_COL_BCK,    /* optional: 1 = backup server */
+	RUNTIME_COL_SID,    /* optional: the server's numeric id (shared hints) */
 	RUNTIME_COL_COUNT
 };
 
@@ -62,6 +63,7 @@ struct runtime_row {
 	bool status_known; /* false: admin is DOWN for an unknown status */
 	int64_t weight;    /* -1 when absent */
 	bool backup;       /* a backup server (bck 1) */
+	int64_t sid;       /* the server's id; -1 when absent */
 };
 
 typedef void (*runtime_row_fn)(void *arg, const struct runtime_row *row);

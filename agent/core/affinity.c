@@ -156,12 +156,20 @@ static bool expired(const struct affinity *a, const struct affinity_entry *x,
 bool affinity_get(struct affinity *a, uint64_t key, uint64_t now_ms,
 		  uint32_t *endpoint, uint32_t *gen)
 {
+	uint64_t last;
+	return affinity_get_last(a, key, now_ms, endpoint, gen, &last);
+}
+
+bool affinity_get_last(struct affinity *a, uint64_t key, uint64_t now_ms,
+		       uint32_t *endpoint, uint32_t *gen, uint64_t *last_ms)
+{
 	uint32_t i = find_slot(a, key);
 	if (i != AFFINITY_NIL) {
 		const struct affinity_entry *x = &a->e[a->slots[i].ref - 1];
 		if (!expired(a, x, now_ms)) {
 			*endpoint = x->endpoint;
 			*gen = x->gen;
+			*last_ms = x->last_ms;
 			a->hits++;
 			return true;
 		}

@@ -82,6 +82,7 @@ struct core {
 	uint64_t decisions[CORE_REASON_COUNT];
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT];
+	uint64_t hints[CORE_HINT_COUNT];
 	uint32_t probe_cursor;   /* where core_key_probe_next goes on */
 	/* Decisions a log line may confirm (learn): direct-mapped by akey,
 	 * a later decision overwriting an earlier one in its slot. */
@@ -109,6 +110,16 @@ uint64_t core_hash_bytes(const void *p, size_t len)
 struct core_str core_str_c(const char *s)
 {
 	return (struct core_str){ s, s ? strlen(s) : 0 };
+}
+
+const char *core_hint_name(enum core_hint_use u)
+{
+	static const char *const names[CORE_HINT_COUNT] = {
+		[CORE_HINT_ABSENT] = "absent",	   [CORE_HINT_USED] = "used",
+		[CORE_HINT_AGREES] = "agrees",	   [CORE_HINT_OLDER] = "older",
+		[CORE_HINT_REFUSED] = "refused",   [CORE_HINT_MISMATCH] = "mismatch",
+	};
+	return (unsigned)u < CORE_HINT_COUNT ? names[u] : "unknown";
 }
 
 const char *core_reason_name(enum core_reason r)
@@ -1078,6 +1089,47 @@ static uint32_t place_cheapest(struct core *c, const struct pick *k,
 	return chosen;
 }
 
+/* Whether e may take the request as a warm entry's endpoint: the rules
+ * an affinity entry is held to (step 3), a hint's too. */
+static inline bool warm_usable(struct core *c, const struct view *v,
+			       uint32_t idx, const struct pick *k)
+{
+	struct pool_endpoint *e = &c->pool.ep[idx];
+	return view_has(v, idx) && e->br.state == CORE_BREAKER_CLOSED &&
+	       fast_enough(c, e, k) && within_bound(c, e, k);
+}
+
+/* Step 3a, the shared warm hint (docs/peers.md): what becomes of it
+ * against the own entry warm_idx (UINT32_MAX: none) refreshed at warm_ms;
+ * *idx is set when it is USED. Another HAProxy's view is no better than
+ * ours: a hint the agent's own health rules refuse is dropped, never
+ * forced (HAProxy records a 200 whose stream is cut later as a success). */
+static enum core_hint_use hint_step(struct core *c, const struct core_hint *h,
+				    uint64_t akey, const struct pick *k,
+				    uint32_t warm_idx, uint64_t warm_ms,
+				    uint64_t now_ms, uint32_t *idx)
+{
+	if (h->akey32 != (uint32_t)akey)
+		return CORE_HINT_MISMATCH;
+	unsigned n = h->n < CORE_HINT_ENDPOINTS ? h->n : CORE_HINT_ENDPOINTS;
+	for (unsigned i = 0; i < n; i++)
+		if ((uint32_t)h->endpoint[i] == warm_idx)
+			return CORE_HINT_AGREES;
+	/* Both ages on one axis: the entry's from the core's clock, the
+	 * hint's from HAProxy's wall clock (the caller's). A tie keeps the
+	 * own entry: it moves nothing. */
+	if (warm_idx != UINT32_MAX && now_ms - warm_ms <= h->age_ms)
+		return CORE_HINT_OLDER;
+	for (unsigned i = 0; i < n; i++) {
+		const struct pool_endpoint *e = pool_get(&c->pool, h->endpoint[i]);
+		if (e != NULL && warm_usable(c, k->v, (uint32_t)h->endpoint[i], k)) {
+			*idx = (uint32_t)h->endpoint[i];
+			return CORE_HINT_USED;
+		}
+	}
+	return CORE_HINT_REFUSED;
+}
+
 void core_decide(struct core *c, const struct core_request *req,
 		 uint64_t now_ms, struct core_rng *rng,
 		 struct core_decision *out)
@@ -1138,20 +1190,31 @@ void core_decide(struct core *c, const struct core_request *req,
 	/* 2-3. The key's warm entry, if any, and whether it is a warm hit. */
 	uint32_t warm_idx = UINT32_MAX;
 	uint32_t ep, gen;
-	if (affinity_get(&c->aff, out->akey, now_ms, &ep, &gen)) {
+	uint64_t warm_ms = 0;
+	if (affinity_get_last(&c->aff, out->akey, now_ms, &ep, &gen, &warm_ms)) {
 		const struct pool_endpoint *e = pool_get(pool, (int)ep);
 		if (e != NULL && e->gen == gen)
 			warm_idx = ep;
 		else /* its endpoint was removed */
 			affinity_remove(&c->aff, out->akey, ep);
 	}
-	if (warm_idx != UINT32_MAX && view_has(v, warm_idx)) {
-		struct pool_endpoint *e = &pool->ep[warm_idx];
-		if (e->br.state == CORE_BREAKER_CLOSED && fast_enough(c, e, &k) &&
-		    within_bound(c, e, &k)) {
-			commit(c, warm_idx, CORE_REASON_AFFINITY, now_ms, out);
+	/* 3a. A newer shared hint goes first; a decision of our own, so
+	 * that its success (feedback or log line) enters the map. */
+	if (req->hint.present) {
+		uint32_t h = UINT32_MAX;
+		out->hint = hint_step(c, &req->hint, out->akey, &k, warm_idx,
+				      warm_ms, now_ms, &h);
+		c->hints[out->hint]++;
+		if (out->hint == CORE_HINT_USED) {
+			commit(c, h, CORE_REASON_AFFINITY, now_ms, out);
+			c->pending[out->akey & (CORE_PENDING_SLOTS - 1)] =
+				(struct pending){ out->akey, h + 1, pool->ep[h].gen };
 			return;
 		}
+	}
+	if (warm_idx != UINT32_MAX && warm_usable(c, v, warm_idx, &k)) {
+		commit(c, warm_idx, CORE_REASON_AFFINITY, now_ms, out);
+		return;
 	}
 
 	/* 4-5. Rendezvous ranking, walked until one is healthy and within
@@ -1482,6 +1545,7 @@ void core_stats(const struct core *c, struct core_stats *out)
 	memcpy(out->decisions, c->decisions, sizeof(out->decisions));
 	memcpy(out->outcomes, c->outcomes, sizeof(out->outcomes));
 	memcpy(out->completions, c->completions, sizeof(out->completions));
+	memcpy(out->hints, c->hints, sizeof(out->hints));
 }
 
 uint32_t core_affinity_expire(struct core *c, uint64_t now_ms, uint32_t max)

@@ -120,6 +120,30 @@ struct core_id {
 	uint64_t hash;
 };
 
+/* A shared warm hint (docs/peers.md): the server another HAProxy of the
+ * group (or this one) recorded as having served this request's affinity
+ * key, read from a peers-replicated stick table. The caller resolves
+ * HAProxy's server id to this server's endpoints (one per key id). */
+#define CORE_HINT_ENDPOINTS 8
+struct core_hint {
+	bool present;
+	uint32_t akey32;           /* low 32 bits of the akey it was recorded for */
+	uint64_t age_ms;           /* since HAProxy recorded it */
+	unsigned n;                /* endpoints of the hinted server, <= CORE_HINT_ENDPOINTS */
+	int endpoint[CORE_HINT_ENDPOINTS];
+};
+
+/* What became of a request's hint (core_decision.hint). */
+enum core_hint_use {
+	CORE_HINT_ABSENT = 0,      /* no hint, or no affinity key */
+	CORE_HINT_USED,            /* newer than the own entry, and chosen */
+	CORE_HINT_AGREES,          /* names the own entry's server: nothing to do */
+	CORE_HINT_OLDER,           /* the own entry is newer: the hint lost */
+	CORE_HINT_REFUSED,         /* newer, but health, breaker or load refused it */
+	CORE_HINT_MISMATCH,        /* recorded for another akey (ladders differ) */
+	CORE_HINT_COUNT
+};
+
 /* One `route` message. */
 struct core_request {
 	struct core_id session;
@@ -129,6 +153,7 @@ struct core_request {
 	struct core_id src;        /* used only if the ladder holds "src" */
 	struct core_str model;     /* len 0: no model, every endpoint serves */
 	bool stream;
+	struct core_hint hint;     /* zeroed: none (a single HAProxy) */
 };
 
 /* The answer to one request. Names are owned by the core, NUL-terminated,
@@ -141,6 +166,7 @@ struct core_decision {
 	const char *key_id;        /* NULL when the endpoint has no key */
 	bool has_akey;             /* false: the request had no identity */
 	uint64_t akey;             /* affinity key, echoed back in feedback */
+	enum core_hint_use hint;   /* what became of req->hint */
 };
 
 /* One `feedback` message. */
@@ -243,6 +269,7 @@ struct core_stats {
 	uint64_t affinity_misses;
 	uint64_t affinity_evictions;   /* LRU, map full */
 	uint64_t affinity_expirations; /* idle past affinity_ttl */
+	uint64_t hints[CORE_HINT_COUNT]; /* decisions by what became of their hint */
 };
 
 /* Persistent statistics of an endpoint (state snapshot). Times are
@@ -382,7 +409,14 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 
 /* Decides one request at now_ms; *out is always filled. The chosen
  * endpoint's in-flight count rises by one (a HALF_OPEN one also takes a
- * probe slot). Draws from rng only for p2c and spill. Never allocates. */
+ * probe slot). Draws from rng only for p2c and spill. Never allocates.
+ * A present req->hint whose akey32 is the low half of the request's akey
+ * is one more warm entry: when the map has none for the key, or one
+ * refreshed longer ago than the hint's age, the hint's first endpoint that
+ * a warm entry could use (candidate, breaker CLOSED, fast enough, within
+ * the load bound) is chosen with reason affinity, as a decision of the
+ * agent's own (a success confirms it into the map); refused, the own entry
+ * and then the ranking follow as without a hint. */
 void core_decide(struct core *c, const struct core_request *req,
 		 uint64_t now_ms, struct core_rng *rng,
 		 struct core_decision *out);
@@ -479,6 +513,10 @@ uint64_t core_hash_bytes(const void *p, size_t len);
 
 /* A view of the NUL-terminated s (NULL gives the empty view). */
 struct core_str core_str_c(const char *s);
+
+/* The hint use's name ("absent", "used", "agrees", "older", "refused",
+ * "mismatch"), or "unknown". */
+const char *core_hint_name(enum core_hint_use u);
 
 /* The reason's name ("affinity", "hash", ...), or "unknown". */
 const char *core_reason_name(enum core_reason r);

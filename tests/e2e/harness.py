@@ -283,7 +283,8 @@ class Env:
     # --- HAProxy ---
     def haproxy_config(self, test_headers=True):
         """The example config of this version, pointed at this test's files."""
-        src = example_config(self.version)
+        # self.example: another config of haproxy/ (tests/e2e/peers.py)
+        src = getattr(self, "example", None) or example_config(self.version)
         with open(src) as f:
             text = f.read()
         spoe = os.path.join(source_root(), "haproxy", "warmlane.spoe.conf")

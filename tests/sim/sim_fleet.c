@@ -1,5 +1,6 @@
 /* sim_fleet.c - the discrete-event engine: arrivals, runtime-API polls, endpoint queues, prefill, decode, feedback. */
 #include "sim_fleet.h"
+#include "sim_hints.h"
 #include "sim_evq.h"
 #include "sim_kv.h"
 #include "sim_rng.h"
@@ -36,6 +37,8 @@ struct sim_fleet {
 	struct ep_state *eps;
 	struct agent *ag;
 	uint32_t nag;
+	struct sim_hints hints;  /* --shared-hints */
+	int has_hints;
 	struct sim_rec *rec;
 	struct sim_evq q;
 	struct sim_rng rng;
@@ -531,6 +534,8 @@ static void fleet_free(struct sim_fleet *f)
 	}
 	free(f->eps);
 	free(f->ag);
+	if (f->has_hints)
+		sim_hints_finish(&f->hints);
 	sim_evq_finish(&f->q);
 }
 
@@ -559,6 +564,13 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 	for (uint32_t e = 0; e < cfg->nep; e++)
 		if (sim_kv_init(&f.eps[e].kv, cfg->ep[e].cache_blocks) < 0)
 			goto fail;
+	/* The HAProxies start with the trace: its first second is their
+	 * peers' start-up window. */
+	if (opts->shared_hints) {
+		if (sim_hints_init(&f.hints, sim_rng_mix(opts->seed ^ 0x41c7), w->n ? w->req[0].arrival_us : 0) < 0)
+			goto fail;
+		f.has_hints = 1;
+	}
 	for (uint32_t a = 0; a < f.nag; a++) {
 		struct agent *ag = &f.ag[a];
 		ag->view = calloc(cfg->nep, sizeof(*ag->view));
@@ -580,6 +592,7 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 			.cfg = cfg,
 			.set = opts->set,
 			.nset = opts->nset,
+			.hints = f.has_hints ? &f.hints : NULL,
 		};
 		ag->st = f.pol->create(&env);
 		if (!ag->st)

@@ -37,6 +37,7 @@ struct sim_run_opts {
 	const char *const *set;  /* policy parameter overrides (--set) */
 	unsigned nset;
 	int log_ingest;          /* agents read HAProxy's end-of-stream log lines */
+	int shared_hints;        /* the HAProxies share the warm hint (sim_hints.h) */
 };
 
 struct sim_run {

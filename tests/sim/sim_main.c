@@ -31,7 +31,7 @@ struct opts {
 	double duration_s;
 	double rate;
 	double slo_ms;
-	int csv, check, skip_missing, log_ingest;
+	int csv, check, skip_missing, log_ingest, shared_hints;
 	const char *set[32];
 	unsigned nset;
 };
@@ -53,6 +53,10 @@ static void usage(FILE *out)
 		"  --scenario NAME     add a scenario's faults and figures (--list shows them)\n"
 		"  --policy P[,P...]   policies to run, or all (default all)\n"
 		"  --agents N          independent agents behind a random spray (default 1)\n"
+		"  --shared-hints      the agents' HAProxies share the warm hint through peers\n"
+		"                      (warmlane: a hint per key, seen by the other agents\n"
+		"                      0.2-0.6 ms later, up to 1.4 s and 1 in 60 lost in the\n"
+		"                      first second: docs/peers.md)\n"
 		"  --log-ingest        agents also read HAProxy's end-of-stream log lines\n"
 		"                      (warmlane: core_complete with status, end, Tr, Ta and\n"
 		"                      bytes; in-flight - 1 at each completion, not only at\n"
@@ -107,6 +111,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			used = 0;
 		} else if (strcmp(a, "--log-ingest") == 0) {
 			o->log_ingest = 1;
+			used = 0;
+		} else if (strcmp(a, "--shared-hints") == 0) {
+			o->shared_hints = 1;
 			used = 0;
 		} else if (strcmp(a, "--skip-missing") == 0) {
 			o->skip_missing = 1;
@@ -359,6 +366,8 @@ int main(int argc, char **argv)
 		fprintf(info, " set:%s", o.set[k]);
 	if (o.log_ingest)
 		fprintf(info, " log-ingest");
+	if (o.shared_hints)
+		fprintf(info, " shared-hints");
 	fprintf(info, "\n");
 	sim_stats_print_header(stdout, o.csv);
 
@@ -373,7 +382,8 @@ int main(int argc, char **argv)
 	for (int p = 0; p < npol; p++) {
 		struct sim_run run, ref = { 0 };
 		struct sim_run_opts ro = { .policy = pols[p], .agents = agents, .seed = o.seed,
-					   .set = o.set, .nset = o.nset, .log_ingest = o.log_ingest };
+					   .set = o.set, .nset = o.nset, .log_ingest = o.log_ingest,
+					   .shared_hints = o.shared_hints };
 		if (sim_fleet_run(&cfg, &w, &ro, &run, err, sizeof(err)) < 0) {
 			fprintf(stderr, "warmlane-sim: %s\n", err);
 			rc = -ENOMEM;

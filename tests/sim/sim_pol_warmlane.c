@@ -1,5 +1,6 @@
 /* sim_pol_warmlane.c - the warmlane policy: the real routing core (agent/core) behind the simulator's policy interface. */
 #include "sim_fleet.h"
+#include "sim_hints.h"
 #include "sim_policy.h"
 
 #include "budget.h"
@@ -23,6 +24,9 @@ struct wl {
 	 * lines' retries, read at each decision. */
 	struct budget budget;
 	struct budget_params budget_p;
+	/* --shared-hints: the HAProxies' shared table, and this agent. */
+	struct sim_hints *hints;
+	uint32_t agent;
 };
 
 static void wl_destroy(void *st)
@@ -120,6 +124,8 @@ static void *wl_create(const struct sim_policy_env *env)
 		return NULL;
 	}
 	core_rng_seed(&s->rng, env->seed);
+	s->hints = env->hints;
+	s->agent = env->agent;
 	s->budget_p = (struct budget_params){ .ratio = SIM_RETRY_RATIO, .min_per_s = SIM_RETRY_MIN_PER_S,
 					      .window_ms = SIM_RETRY_WINDOW_MS };
 	if (sim_policy_param(env, "retry_ratio", &d) == 1)
@@ -186,6 +192,19 @@ static int wl_decide(void *st, const struct sim_view *v, const struct sim_req *r
 	struct wl *s = st;
 	struct core_request q = wl_request(r);
 	struct core_decision d;
+	uint64_t akey;
+	uint32_t hep;
+	int64_t at_us;
+	/* The route message's hint_* arguments: what this agent's HAProxy
+	 * holds for the key (haproxy/haproxy-*-peers.cfg). */
+	if (s->hints && core_identity(s->core, &q, &akey) &&
+	    sim_hints_read(s->hints, akey, s->agent, v->now_us, &hep, &at_us) &&
+	    hep < s->n && s->idx[hep] >= 0) {
+		uint64_t age = (uint64_t)((v->now_us - at_us) / 1000);
+		if (age < core_params(s->core)->affinity_ttl_ms)
+			q.hint = (struct core_hint){ .present = true, .akey32 = (uint32_t)akey,
+						     .age_ms = age, .n = 1, .endpoint = { s->idx[hep] } };
+	}
 	core_decide(s->core, &q, (uint64_t)(v->now_us / 1000), &s->rng, &d);
 	*reason = core_reason_name(d.reason);
 	if (d.endpoint < 0 || (uint32_t)d.endpoint >= s->rev_len)
@@ -212,6 +231,9 @@ static void wl_feedback(void *st, const struct sim_view *v, const struct sim_req
 	/* HAProxy echoes the akey warmlane set; the core recomputes the same */
 	f.has_akey = core_identity(s->core, &q, &f.akey);
 	core_observe(s->core, &f, (uint64_t)(v->now_us / 1000));
+	/* HAProxy records a 2xx in the shared table at the headers. */
+	if (s->hints && f.has_akey && fb->status >= 200 && fb->status < 300)
+		sim_hints_write(s->hints, f.akey, ep, s->agent, v->now_us);
 }
 
 /* HAProxy's end-of-stream log line (--log-ingest), as the agent's log
@@ -237,6 +259,10 @@ static void wl_complete(void *st, const struct sim_view *v, const struct sim_req
 	};
 	cc.has_akey = core_identity(s->core, &q, &cc.akey);
 	core_complete(s->core, &cc, (uint64_t)(v->now_us / 1000));
+	/* Without a feedback message the write is only seen here (at the
+	 * end rather than at the headers: a little later than HAProxy). */
+	if (s->hints && cc.has_akey && !c->feedback_seen && c->status >= 200 && c->status < 300)
+		sim_hints_write(s->hints, cc.akey, ep, s->agent, v->now_us);
 }
 
 /* The route answer's noretry: the budget spent at the decision. */

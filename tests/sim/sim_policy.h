@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 struct sim_fleet;
+struct sim_hints;
 
 /* One endpoint as a router sees it. */
 struct sim_view_ep {
@@ -72,6 +73,7 @@ struct sim_policy_env {
 	const struct sim_fleet_cfg *cfg;
 	const char *const *set;  /* --set NAME=VALUE overrides of policy parameters */
 	unsigned nset;
+	struct sim_hints *hints; /* --shared-hints: the table every agent's HAProxy shares; NULL: none */
 };
 
 /* Looks name up in env's --set list: 1 with *v set, 0 when absent, -1 when

@@ -1,6 +1,7 @@
 /* sim_test.c - unit tests (TAP) of the simulator's modules: cache, event queue, fleet files, trace reader. */
 #include "sim_cfg.h"
 #include "sim_evq.h"
+#include "sim_hints.h"
 #include "sim_kv.h"
 #include "sim_policy.h"
 #include "sim_rng.h"
@@ -306,6 +307,92 @@ static void test_scale_out(const struct sim_policy *pol)
 	ok(f > 0.08 && f < 0.15 && elsewhere == 0, what);
 }
 
+/* The shared hint table: the writer's HAProxy sees a write at once, the
+ * others the value before it until the measured delay has passed; in the
+ * start-up window, up to 1.4 s later or never. */
+static void test_hints(void)
+{
+	struct sim_hints h;
+	uint32_t ep;
+	int64_t at;
+	int64_t t0 = 5000000;
+	if (sim_hints_init(&h, 7, 0) < 0) {
+		ok(0, "hints: init");
+		return;
+	}
+	ok(!sim_hints_read(&h, 42, 0, t0, &ep, &at), "hints: nothing before a write");
+	sim_hints_write(&h, 42, 3, 0, t0);
+	ok(sim_hints_read(&h, 42, 0, t0, &ep, &at) && ep == 3 && at == t0,
+	   "hints: the writer's HAProxy sees its write at once");
+	ok(!sim_hints_read(&h, 42, 1, t0 + SIM_HINT_DELAY_MIN_US - 1, &ep, &at),
+	   "hints: another HAProxy sees nothing before the delay");
+	ok(sim_hints_read(&h, 42, 1, t0 + SIM_HINT_DELAY_MAX_US, &ep, &at) && ep == 3,
+	   "hints: another HAProxy sees it within the delay");
+	sim_hints_write(&h, 42, 5, 1, t0 + 10000);
+	ok(sim_hints_read(&h, 42, 0, t0 + 10000, &ep, &at) && ep == 3 && at == t0,
+	   "hints: until the next write arrives, the one before");
+	ok(sim_hints_read(&h, 42, 0, t0 + 10000 + SIM_HINT_DELAY_MAX_US, &ep, &at) && ep == 5,
+	   "hints: then the new one");
+	/* 2000 writes in the start-up window: delays up to 1.4 s, about 1 in
+	 * 60 lost for the others. */
+	int late = 0, seen = 0;
+	for (uint64_t k = 100; k < 2100; k++) {
+		sim_hints_write(&h, k, 1, 0, 0);
+		late += !sim_hints_read(&h, k, 1, 1000, &ep, &at);
+		seen += sim_hints_read(&h, k, 1, SIM_HINT_STARTUP_MAX_US, &ep, &at);
+	}
+	char what[160];
+	snprintf(what, sizeof(what), "hints: start-up window, %d of 2000 later than 1 ms, %d seen by 1.4 s, %llu lost",
+		 late, seen, (unsigned long long)h.lost);
+	ok(late > 1900 && seen + (int)h.lost == 2000 && h.lost > 10 && h.lost < 70, what);
+	sim_hints_finish(&h);
+}
+
+/* Two warmlane agents sharing the table: a key one of them moved off its
+ * hashed endpoint is sent there by the other too; without the table the
+ * other hashes it back. */
+static void test_hints_policy(void)
+{
+	char err[256];
+	struct sim_fleet_cfg cfg = { 0 };
+	if (sim_cfg_parse(&cfg, sim_cfg_default_text, "t", err, sizeof(err)) < 0) {
+		ok(0, "hints policy: fleet");
+		return;
+	}
+	struct sim_view_ep ep[16];
+	uint32_t n = cfg.nep < 16 ? cfg.nep : 16;
+	for (uint32_t e = 0; e < n; e++)
+		ep[e] = (struct sim_view_ep){ .name = cfg.ep[e].name, .id = e, .present = 1, .up = 1,
+					      .weight = 1, .cost_per_mtok = 1 };
+	struct sim_view v = { .now_us = 10000000, .n = n, .ep = ep };
+	struct sim_req r = { .stream = 1, .prefix = { 0, 0, sim_rng_mix(99) } };
+	const char *reason;
+	for (int shared = 0; shared < 2; shared++) {
+		struct sim_hints h;
+		sim_hints_init(&h, 1, 0);
+		struct sim_policy_env e0 = { .nep = n, .seed = 1, .cfg = &cfg, .agent = 0,
+					     .hints = shared ? &h : NULL };
+		struct sim_policy_env e1 = e0;
+		e1.agent = 1;
+		e1.seed = 2;
+		void *a = sim_pol_warmlane.create(&e0), *b = sim_pol_warmlane.create(&e1);
+		int hashed = sim_pol_warmlane.decide(a, &v, &r, &reason);
+		uint32_t moved = (uint32_t)(hashed + 1) % n;
+		struct sim_feedback fb = { .status = 200, .tr_ms = 100, .stream = 1 };
+		sim_pol_warmlane.feedback(a, &v, &r, moved, &fb); /* a's HAProxy redispatched it */
+		v.now_us += 1000;
+		int got = sim_pol_warmlane.decide(b, &v, &r, &reason);
+		char what[160];
+		snprintf(what, sizeof(what), "hints policy: %s, the other agent sends the key to %d (hash %d, moved %u)",
+			 shared ? "shared" : "independent", got, hashed, moved);
+		ok(shared ? got == (int)moved : got == hashed, what);
+		sim_pol_warmlane.destroy(a);
+		sim_pol_warmlane.destroy(b);
+		sim_hints_finish(&h);
+	}
+	sim_cfg_finish(&cfg);
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : ".";
@@ -317,6 +404,8 @@ int main(int argc, char **argv)
 	test_scale_out(&sim_pol_chash);
 	test_scale_out(&sim_pol_wlmodel);
 	test_scale_out(&sim_pol_warmlane);
+	test_hints();
+	test_hints_policy();
 	printf("1..%d\n", test_no);
 	return failures ? 1 : 0;
 }

@@ -23,6 +23,7 @@ struct got_row {
 	enum core_admin admin;
 	bool known;
 	int64_t weight;
+	int64_t sid;
 };
 
 struct rows {
@@ -50,6 +51,7 @@ static void collect(void *arg, const struct runtime_row *row)
 	g->admin = row->admin;
 	g->known = row->status_known;
 	g->weight = row->weight;
+	g->sid = row->sid;
 }
 
 static const struct got_row *find_row(const struct rows *rs, const char *px,
@@ -102,6 +104,9 @@ static void check_capture(const struct rows *rs)
 	ck_assert(g->known);
 	ck_assert_int_eq(g->weight, 1);
 	ck_assert_str_eq(g->mode, "http");
+	/* The server ids a shared hint names (hint.c). */
+	ck_assert_int_eq(g->sid, 1);
+	ck_assert_int_eq(find_row(rs, "llm", "s7")->sid, 7);
 	ck_assert_int_eq(find_row(rs, "llm", "s2")->admin, CORE_ADMIN_DOWN);
 	ck_assert_int_eq(find_row(rs, "llm", "s3")->admin, CORE_ADMIN_MAINT);
 	ck_assert_int_eq(find_row(rs, "llm", "s4")->admin, CORE_ADMIN_DRAIN);
