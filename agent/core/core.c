@@ -416,7 +416,17 @@ static inline bool view_has(const struct view *v, uint32_t i)
 	return (v->member[i / 64] >> (i % 64)) & 1u;
 }
 
-/* Sets slot i's in-flight count, keeping the views' totals current. */
+/* In flight. An endpoint's load has two views. local_if is one HAProxy's:
+ * its runtime API's scur + qcur (core_endpoint_sync), or without it this
+ * agent's own decisions minus ends; it only ever sees the requests of the
+ * HAProxy this agent serves. The engine's view (core_endpoint_engine) is
+ * every HAProxy's: the engine's own running + waiting at its last
+ * sample, plus what this agent sent and saw end since (the others'
+ * changes since are unknown until the next sample). in_flight, which
+ * decisions read, is the engine's view while its sample is fresh, else
+ * local_if; both are kept at every step, so either can take over. */
+
+/* Sets slot i's in_flight, keeping the views' totals current. */
 static void set_in_flight(struct core *c, uint32_t i, uint32_t value)
 {
 	struct pool_endpoint *e = &c->pool.ep[i];
@@ -426,6 +436,42 @@ static void set_in_flight(struct core *c, uint32_t i, uint32_t value)
 			v->total_if = v->total_if - e->in_flight + value;
 	}
 	e->in_flight = value;
+}
+
+/* Whether e's engine sample is past engine_max_age_ms at now_ms. */
+static bool engine_old(const struct core *c, const struct pool_endpoint *e,
+		       uint64_t now_ms)
+{
+	return now_ms > e->engine_at_ms &&
+	       now_ms - e->engine_at_ms > c->p.engine_max_age_ms;
+}
+
+static uint32_t engine_view(const struct pool_endpoint *e)
+{
+	int64_t v = (int64_t)e->engine_if + e->engine_delta;
+	return v < 0 ? 0 : v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+/* Sets in_flight from whichever view is in force. */
+static void in_flight_apply(struct core *c, uint32_t i)
+{
+	struct pool_endpoint *e = &c->pool.ep[i];
+	set_in_flight(c, i, e->engine_fresh ? engine_view(e) : e->local_if);
+}
+
+/* One more (d = 1: a decision) or one fewer (d = -1: an end) of this
+ * agent's requests on slot i, in both views; neither goes below 0. */
+static void in_flight_step(struct core *c, uint32_t i, int d)
+{
+	struct pool_endpoint *e = &c->pool.ep[i];
+	if (d > 0 && e->local_if < UINT32_MAX)
+		e->local_if++;
+	else if (d < 0 && e->local_if > 0)
+		e->local_if--;
+	if (e->engine_fresh && ((d > 0 && e->engine_delta < INT32_MAX) ||
+				(d < 0 && e->engine_delta > INT32_MIN)))
+		e->engine_delta += d;
+	in_flight_apply(c, i);
 }
 
 int core_endpoint_add(struct core *c, const struct core_endpoint_config *cfg,
@@ -491,7 +537,6 @@ int core_endpoint_next(const struct core *c, int prev)
 int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 		       uint32_t scur_plus_qcur, uint64_t now_ms)
 {
-	(void)now_ms;
 	struct pool_endpoint *e = pool_get(&c->pool, idx);
 	if (e == NULL)
 		return -ENOENT;
@@ -501,8 +546,48 @@ int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 		e->admin = a;
 		c->version++;
 	}
-	set_in_flight(c, (uint32_t)idx, scur_plus_qcur);
+	e->local_if = scur_plus_qcur;
+	if (e->engine_fresh && engine_old(c, e, now_ms)) {
+		e->engine_fresh = false;
+		e->engine_stale++;
+	}
+	in_flight_apply(c, (uint32_t)idx);
 	return 0;
+}
+
+int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
+			 double kv, uint64_t now_ms)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	e->engine_polls[ok ? 1 : 0]++;
+	if (!ok)
+		return 0;
+	e->engine_if = load;
+	e->engine_delta = 0;
+	e->engine_kv = kv >= 0 && kv <= 1 ? kv : -1;
+	/* 0 means "none ever" (engine_at_ms): a sample at a loop's first
+	 * millisecond is kept as 1. */
+	e->engine_at_ms = now_ms > 0 ? now_ms : 1;
+	e->engine_fresh = true;
+	in_flight_apply(c, (uint32_t)idx);
+	return 0;
+}
+
+uint32_t core_engine_expire(struct core *c, uint64_t now_ms)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < c->pool.end; i++) {
+		struct pool_endpoint *e = &c->pool.ep[i];
+		if (!e->live || !e->engine_fresh || !engine_old(c, e, now_ms))
+			continue;
+		e->engine_fresh = false;
+		e->engine_stale++;
+		in_flight_apply(c, i);
+		n++;
+	}
+	return n;
 }
 
 int core_endpoint_complete(struct core *c, int idx)
@@ -510,8 +595,7 @@ int core_endpoint_complete(struct core *c, int idx)
 	struct pool_endpoint *e = pool_get(&c->pool, idx);
 	if (e == NULL)
 		return -ENOENT;
-	if (e->in_flight > 0)
-		set_in_flight(c, (uint32_t)idx, e->in_flight - 1);
+	in_flight_step(c, (uint32_t)idx, -1);
 	return 0;
 }
 
@@ -540,6 +624,15 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		.admin = (enum core_admin)e->admin,
 		.in_flight = e->in_flight,
 		.decisions = e->decisions,
+		.engine_fresh = e->engine_fresh,
+		.engine_load = e->engine_if,
+		.local_in_flight = e->local_if,
+		.engine_kv = e->engine_at_ms != 0 ? e->engine_kv : -1,
+		.engine_age_ms = e->engine_at_ms == 0 ? UINT64_MAX :
+				 now_ms >= e->engine_at_ms ? now_ms - e->engine_at_ms : 0,
+		.engine_polls_ok = e->engine_polls[1],
+		.engine_polls_failed = e->engine_polls[0],
+		.engine_stale = e->engine_stale,
 	};
 	for (unsigned k = 0; k < CORE_KIND_COUNT; k++) {
 		out->ewma_ms[k] = e->ewma[pool_sig(false, k)];
@@ -1018,7 +1111,7 @@ static void commit(struct core *c, uint32_t idx, enum core_reason reason,
 		   uint64_t now_ms, struct core_decision *out)
 {
 	struct pool_endpoint *e = &c->pool.ep[idx];
-	set_in_flight(c, idx, e->in_flight + 1);
+	in_flight_step(c, idx, 1);
 	e->decisions++;
 	if (e->br.state == CORE_BREAKER_HALF_OPEN) {
 		breaker_routed(&e->br, now_ms);
@@ -1397,8 +1490,7 @@ int core_complete(struct core *c, const struct core_completion *cc,
 	if (o == CORE_OUTCOME_INVALID)
 		return -EINVAL;
 	uint32_t idx = (uint32_t)cc->endpoint;
-	if (e->in_flight > 0)
-		set_in_flight(c, idx, e->in_flight - 1);
+	in_flight_step(c, idx, -1);
 	c->completions[cc->end]++;
 	e->completions[cc->end]++;
 

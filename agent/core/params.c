@@ -36,6 +36,7 @@ void core_params_defaults(struct core_params *p)
 		.key_probe_interval_ms = 10 * 1000,
 		.model_mismatch_404s = 3,
 		.poll_interval_ms = 200,
+		.engine_max_age_ms = 2000,
 		.snapshot_interval_ms = 10 * 1000,
 	};
 }

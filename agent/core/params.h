@@ -148,6 +148,11 @@ struct core_params {
 	 * counts as not serving that model (for dead_key_retry_ms). 0: never. */
 	uint32_t model_mismatch_404s;      /* 3 */
 	uint64_t poll_interval_ms;         /* 200 ms (agent) */
+	/* An engine's own load (agent/engine.c, core_endpoint_engine) is the
+	 * endpoint's in-flight count while its last sample is at most this
+	 * old; past it the runtime API's view (or the agent's own count)
+	 * takes over again. The Kubernetes inference gateway's figure. */
+	uint64_t engine_max_age_ms;        /* 2 s */
 	uint64_t snapshot_interval_ms;     /* 10 s (agent) */
 };
 
