@@ -414,6 +414,7 @@ void config_finish(struct config *cfg)
 		free(ep->server);
 		free_strv(ep->models, ep->n_models);
 		free_strv(ep->keys, ep->n_keys);
+		free(ep->engine_metrics);
 	}
 	free(cfg->endpoints);
 	*cfg = (struct config){ 0 };
@@ -441,6 +442,8 @@ int config_init(struct config *cfg)
 	cfg->key_probe_method = strdup(CONFIG_DEFAULT_PROBE_METHOD);
 	cfg->key_probe_path = strdup(CONFIG_DEFAULT_PROBE_PATH);
 	cfg->key_probe_timeout_ms = CONFIG_DEFAULT_PROBE_TIMEOUT_MS;
+	cfg->engine_poll_interval_ms = CONFIG_DEFAULT_ENGINE_POLL_MS;
+	cfg->engine_timeout_ms = CONFIG_DEFAULT_ENGINE_TIMEOUT_MS;
 	cfg->retry_budget_enabled = true;
 	cfg->retry_budget = (struct budget_params){
 		.ratio = CONFIG_DEFAULT_RETRY_RATIO,
@@ -544,6 +547,12 @@ struct raw_key_probe {
 	char *timeout;
 };
 
+struct raw_engine {
+	char *poll_interval;
+	char *timeout;
+	char *max_age;
+};
+
 struct raw_retry_budget {
 	bool *enabled;
 	double *ratio;
@@ -589,6 +598,7 @@ struct raw_endpoint {
 	double *cost_per_mtok;
 	char **keys;
 	unsigned keys_count;
+	char *engine_metrics;
 };
 
 struct raw_config {
@@ -603,6 +613,7 @@ struct raw_config {
 	struct raw_log_input *log_input;
 	struct raw_key_probe *key_probe;
 	struct raw_retry_budget *retry_budget;
+	struct raw_engine *engine;
 	struct raw_policy *policy;
 	struct raw_endpoint *endpoints;
 	unsigned endpoints_count;
@@ -667,6 +678,13 @@ static const cyaml_schema_field_t key_probe_fields[] = {
 	CYAML_FIELD_END
 };
 
+static const cyaml_schema_field_t engine_fields[] = {
+	STR("poll_interval", struct raw_engine, poll_interval),
+	STR("timeout", struct raw_engine, timeout),
+	STR("max_age", struct raw_engine, max_age),
+	CYAML_FIELD_END
+};
+
 static const cyaml_schema_field_t retry_budget_fields[] = {
 	CYAML_FIELD_BOOL_PTR("enabled", OPT,
 			     struct raw_retry_budget, enabled),
@@ -712,6 +730,7 @@ static const cyaml_schema_field_t endpoint_fields[] = {
 	FLT("weight", struct raw_endpoint, weight),
 	FLT("cost_per_mtok", struct raw_endpoint, cost_per_mtok),
 	STRSEQ("keys", struct raw_endpoint, keys, 256),
+	STR("engine_metrics", struct raw_endpoint, engine_metrics),
 	CYAML_FIELD_END
 };
 
@@ -738,6 +757,8 @@ static const cyaml_schema_field_t top_fields[] = {
 				key_probe, key_probe_fields),
 	CYAML_FIELD_MAPPING_PTR("retry_budget", OPT_NULL, struct raw_config,
 				retry_budget, retry_budget_fields),
+	CYAML_FIELD_MAPPING_PTR("engine", OPT_NULL, struct raw_config, engine,
+				engine_fields),
 	CYAML_FIELD_MAPPING_PTR("policy", OPT_NULL, struct raw_config, policy,
 				policy_fields),
 	CYAML_FIELD_SEQUENCE("endpoints", OPT_NULL, struct raw_config,
@@ -1701,6 +1722,38 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 	}
 }
 
+/* Whether u is an http:// URL libcurl is given as it is: an authority
+ * (a host, an optional port) and a path, printable ASCII, no blank, at
+ * most CONFIG_URL_MAX bytes. Engines are polled in the clear on a private
+ * network or loopback, like HAProxy's own server lines. */
+static bool url_is_http(const char *u, char *why, size_t whylen)
+{
+	static const char scheme[] = "http://";
+	size_t n = strlen(u);
+	if (n > CONFIG_URL_MAX) {
+		snprintf(why, whylen, "longer than %d bytes", CONFIG_URL_MAX);
+		return false;
+	}
+	if (n < sizeof(scheme) || memcmp(u, scheme, sizeof(scheme) - 1) != 0) {
+		snprintf(why, whylen, "not an http:// URL");
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)u[i];
+		if (c <= 0x20 || c >= 0x7f) {
+			snprintf(why, whylen, "byte %zu is a blank or not printable ASCII",
+				 i + 1);
+			return false;
+		}
+	}
+	const char *host = u + sizeof(scheme) - 1;
+	if (*host == '/' || *host == ':' || *host == '@' || strchr(host, '@') != NULL) {
+		snprintf(why, whylen, "no host, or credentials in the URL");
+		return false;
+	}
+	return true;
+}
+
 static void sem_endpoints(struct sem *s, const struct raw_config *raw,
 			  struct config *cfg)
 {
@@ -1749,6 +1802,14 @@ static void sem_endpoints(struct sem *s, const struct raw_config *raw,
 		snprintf(path, sizeof(path), "%s.cost_per_mtok", base);
 		sem_double(s, path, re->cost_per_mtok, 0, true, 1e9,
 			   &ep->cost_per_mtok);
+		if (re->engine_metrics != NULL) {
+			snprintf(path, sizeof(path), "%s.engine_metrics", base);
+			char why[96];
+			if (!url_is_http(re->engine_metrics, why, sizeof(why)))
+				sem_err(s, path, "\"%s\": %s", re->engine_metrics, why);
+			else
+				ep->engine_metrics = sem_strdup(s, re->engine_metrics);
+		}
 
 		if (re->backend == NULL || re->server == NULL ||
 		    re->backend[0] == '\0' || re->server[0] == '\0')
@@ -2000,6 +2061,16 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 		/* At least a second: ten buckets of 100 ms or more. */
 		sem_duration(s, "retry_budget.window", rb->window, 1000,
 			     3600 * 1000, &cfg->retry_budget.window_ms);
+	}
+
+	if (raw->engine != NULL) {
+		const struct raw_engine *en = raw->engine;
+		sem_duration(s, "engine.poll_interval", en->poll_interval, 10,
+			     60 * 1000, &cfg->engine_poll_interval_ms);
+		sem_duration(s, "engine.timeout", en->timeout, 10, 60 * 1000,
+			     &cfg->engine_timeout_ms);
+		sem_duration(s, "engine.max_age", en->max_age, 100, 3600 * 1000,
+			     &cfg->params.engine_max_age_ms);
 	}
 
 	if (raw->policy != NULL)

@@ -133,6 +133,16 @@ struct route_probe_stats {
 	uint32_t active;           /* probes out now */
 };
 
+/* Polls of the engines' own /metrics (engine.c). Per endpoint, the core
+ * keeps its own counts (core_endpoint_info.engine_*). */
+struct route_engine_stats {
+	uint64_t polls;            /* started */
+	uint64_t polls_ok;         /* a body with an engine's load */
+	uint64_t polls_failed;     /* no answer, not 200, cut, unparseable */
+	uint64_t polls_overlapped; /* ticks that found the last poll still out */
+	uint64_t stale;            /* samples that aged out (core_engine_expire) */
+};
+
 /* One backend's retry budget (budget.c, config retry_budget). Made on the
  * decision path for a backend warmlane routes to (even with the budget
  * off, so that its retries are counted), at most
@@ -165,6 +175,7 @@ struct route {
 	bool log_lines;
 	struct route_log_stats log;
 	struct route_probe_stats probe;
+	struct route_engine_stats engine;
 	struct route_budget budgets[ROUTE_BUDGETS_MAX];
 	unsigned n_budgets;
 	uint64_t budgets_full;  /* decisions for a backend past the table */
