@@ -192,7 +192,7 @@ static void engine_on_tick(uv_timer_t *h)
 	struct route *r = en->route;
 	const struct config *cfg = en->cfg;
 	uint64_t now = uv_now(en->loop);
-	r->engine.stale += core_engine_expire(r->core, now);
+	core_engine_expire(r->core, now);
 	if (cfg->engine_poll_interval_ms != en->interval_ms) {
 		en->interval_ms = cfg->engine_poll_interval_ms;
 		uv_timer_set_repeat(&en->tick, en->interval_ms);

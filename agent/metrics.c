@@ -386,9 +386,19 @@ static void render_retry_budgets(struct metrics_text *t, const struct route *r,
 }
 
 /* Polls of the engines' /metrics (engine.c). */
-static void render_engine(struct metrics_text *t, const struct route *r)
+static void render_engine(struct metrics_text *t, const struct route *r,
+			  uint64_t now_ms)
 {
 	const struct route_engine_stats *e = &r->engine;
+	/* Aged out at a tick (core_engine_expire) or at a runtime-API poll:
+	 * the endpoints keep the count. */
+	uint64_t stale = 0;
+	for (int i = r->core != NULL ? core_endpoint_next(r->core, -1) : -1;
+	     i >= 0; i = core_endpoint_next(r->core, i)) {
+		struct core_endpoint_info in;
+		if (core_endpoint_info(r->core, i, now_ms, &in) == 0)
+			stale += in.engine_stale;
+	}
 	text_family(t, "warmlane_engine_polls_total", "counter",
 		    "Polls of engines' /metrics (engine_metrics) by result: ok (a load read), failed (no answer, not 200, over the size bound, unparseable or no load metrics).");
 	text_u64_label(t, "warmlane_engine_polls_total", "result", "ok", e->polls_ok);
@@ -399,7 +409,7 @@ static void render_engine(struct metrics_text *t, const struct route *r)
 			e->polls_overlapped);
 	text_family_u64(t, "warmlane_engine_samples_stale_total", "counter",
 			"Engine samples that aged past engine.max_age: the runtime API's in-flight view took over.",
-			e->stale);
+			stale);
 }
 
 /* Upstream key probes (probe.c). */
@@ -734,7 +744,7 @@ int metrics_render(struct metrics_text *t, const struct server *srv,
 	render_feedback(t, &srv->route);
 	render_log_input(t, &srv->route);
 	render_probes(t, &srv->route);
-	render_engine(t, &srv->route);
+	render_engine(t, &srv->route, now_ms);
 	render_retry_budgets(t, &srv->route, now_ms);
 	if (srv->route.core != NULL)
 		render_core(t, srv->route.core, now_ms);

@@ -140,7 +140,6 @@ struct route_engine_stats {
 	uint64_t polls_ok;         /* a body with an engine's load */
 	uint64_t polls_failed;     /* no answer, not 200, cut, unparseable */
 	uint64_t polls_overlapped; /* ticks that found the last poll still out */
-	uint64_t stale;            /* samples that aged out (core_engine_expire) */
 };
 
 /* One backend's retry budget (budget.c, config retry_budget). Made on the
