@@ -37,6 +37,8 @@ struct sim_run_opts {
 	const char *const *set;  /* policy parameter overrides (--set) */
 	unsigned nset;
 	int log_ingest;          /* agents read HAProxy's end-of-stream log lines */
+	int64_t engine_poll_us;  /* agents poll the engines' /metrics this often
+				  * (agent/engine.c); 0: they do not */
 };
 
 struct sim_run {
