@@ -73,6 +73,7 @@ struct core {
 	uint32_t scratch_cap;
 	struct rdv_item *items;
 	struct view views[VIEW_SLOTS];
+	struct view art_view;    /* one decision's candidates of one artefact */
 	/* Slots sorted by EWMA, per signal (pool_sig), kept so by observe
 	 * and complete: the median of the candidates is then a partial walk,
 	 * not a selection. */
@@ -286,6 +287,8 @@ void core_destroy(struct core *c)
 		free(c->views[v].cand);
 		free(c->views[v].member);
 	}
+	free(c->art_view.cand);
+	free(c->art_view.member);
 	for (int k = 0; k < POOL_SIGNALS; k++) {
 		free(c->order[k]);
 		free(c->rank[k]);
@@ -361,6 +364,9 @@ static int scratch_fit(struct core *c)
 		    grow(&c->views[v].member, words, sizeof(uint64_t)) < 0)
 			return -ENOMEM;
 	}
+	if (grow(&c->art_view.cand, n, sizeof(uint32_t)) < 0 ||
+	    grow(&c->art_view.member, words, sizeof(uint64_t)) < 0)
+		return -ENOMEM;
 	for (int k = 0; k < POOL_SIGNALS; k++)
 		if (grow(&c->order[k], n, sizeof(*c->order[k])) < 0 ||
 		    grow(&c->rank[k], n, sizeof(*c->rank[k])) < 0)
@@ -575,6 +581,15 @@ int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
 	return 0;
 }
 
+int core_endpoint_artefact(struct core *c, int idx, uint64_t fingerprint)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	e->artefact = fingerprint;
+	return 0;
+}
+
 uint32_t core_engine_expire(struct core *c, uint64_t now_ms)
 {
 	uint32_t n = 0;
@@ -633,6 +648,7 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		.engine_polls_ok = e->engine_polls[1],
 		.engine_polls_failed = e->engine_polls[0],
 		.engine_stale = e->engine_stale,
+		.artefact = e->artefact,
 	};
 	for (unsigned k = 0; k < CORE_KIND_COUNT; k++) {
 		out->ewma_ms[k] = e->ewma[pool_sig(false, k)];
@@ -1171,6 +1187,48 @@ static uint32_t place_cheapest(struct core *c, const struct pick *k,
 	return chosen;
 }
 
+/* policy.artefact_affinity: v's candidates of artefact a (or of none
+ * known) into c->art_view, its totals recomputed and its medians left to
+ * be computed again. Returns the filtered view (its n may be 0), or v when
+ * none differs. O(candidates), no allocation. */
+static struct view *artefact_view(struct core *c, struct view *v, uint64_t a)
+{
+	struct view *f = &c->art_view;
+	uint32_t *cand = f->cand;
+	uint64_t *member = f->member;
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < v->n; i++) {
+		uint64_t x = c->pool.ep[v->cand[i]].artefact;
+		n += x == 0 || x == a;
+	}
+	if (n == v->n)
+		return v;
+	*f = *v;
+	f->cand = cand;
+	f->member = member;
+	memset(member, 0, ((c->scratch_cap + 63) / 64) * sizeof(*member));
+	f->n = 0;
+	f->total_w = 0;
+	f->total_if = 0;
+	memset(f->n_warm, 0, sizeof(f->n_warm));
+	for (int k = 0; k < POOL_SIGNALS; k++)
+		f->median_version[k] = UINT64_MAX; /* never a current version */
+	for (uint32_t i = 0; i < v->n; i++) {
+		uint32_t s = v->cand[i];
+		const struct pool_endpoint *e = &c->pool.ep[s];
+		if (e->artefact != 0 && e->artefact != a)
+			continue;
+		f->cand[f->n++] = s;
+		f->member[s / 64] |= 1ull << (s % 64);
+		f->total_w += e->weight;
+		f->total_if += e->in_flight;
+		for (int k = 0; k < POOL_SIGNALS; k++)
+			f->n_warm[k] += warm(c, e, (unsigned)k);
+	}
+	f->valid = false; /* not a cached view: set_in_flight leaves it */
+	return f;
+}
+
 void core_decide(struct core *c, const struct core_request *req,
 		 uint64_t now_ms, struct core_rng *rng,
 		 struct core_decision *out)
@@ -1244,6 +1302,21 @@ void core_decide(struct core *c, const struct core_request *req,
 		    within_bound(c, e, &k)) {
 			commit(c, warm_idx, CORE_REASON_AFFINITY, now_ms, out);
 			return;
+		}
+	}
+	/* The key leaves its warm endpoint: with artefact_affinity, only for
+	 * one of the same artefact, else it stays there. */
+	if (c->p.artefact_affinity && warm_idx != UINT32_MAX &&
+	    pool->ep[warm_idx].artefact != 0) {
+		struct view *f = artefact_view(c, v, pool->ep[warm_idx].artefact);
+		if (f->n == 0) { /* its own endpoint is not a candidate either */
+			c->decisions[CORE_REASON_NONE]++;
+			return;
+		}
+		if (f != v) {
+			v = f;
+			k.v = v;
+			pick_signals(c, v, &k);
 		}
 	}
 

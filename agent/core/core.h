@@ -236,6 +236,7 @@ struct core_endpoint_info {
 	uint64_t engine_age_ms;              /* since the sample; UINT64_MAX: none */
 	uint64_t engine_polls_ok, engine_polls_failed;
 	uint64_t engine_stale;               /* samples that aged out */
+	uint64_t artefact;                   /* core_endpoint_artefact; 0: unknown */
 };
 
 /* Whole-core counters. */
@@ -349,6 +350,15 @@ int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
  * allocates. */
 int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
 			 double kv, uint64_t now_ms);
+
+/* The fingerprint of the artefact endpoint idx serves (agent/engine.c,
+ * proto/artefact.c: its own /v1/models or /props); 0: unknown. With
+ * params.artefact_affinity, a key warm on an endpoint of fingerprint F
+ * that must leave it (health, speed, load) goes only to endpoints of F or
+ * of no known fingerprint, by the usual steps over those alone; with none
+ * of them a candidate, the answer is none (CORE_REASON_NONE: HAProxy's
+ * own balancing). Returns 0 or -ENOENT. Never allocates. */
+int core_endpoint_artefact(struct core *c, int idx, uint64_t fingerprint);
 
 /* Ends the engine view of every endpoint whose sample is older than
  * params.engine_max_age_ms at now_ms: its in-flight count is the runtime

@@ -141,6 +141,11 @@ struct core_params {
 	 * target). Without, a 401/403 never excludes a key: it judged a
 	 * request the client shaped, and nothing else can tell. */
 	bool key_probe;                    /* false */
+	/* A key whose warm endpoint has a known artefact fingerprint
+	 * (core_endpoint_artefact) is never moved to an endpoint with another
+	 * one: the other candidates are only those of the same fingerprint or
+	 * of none known. */
+	bool artefact_affinity;            /* false */
 	/* Probes of one key start at most this often, however many 401/403s
 	 * callers cause. */
 	uint64_t key_probe_interval_ms;    /* 10 s */

@@ -155,6 +155,67 @@ START_TEST(foreign_load_steers_placement)
 }
 END_TEST
 
+/* policy.artefact_affinity: sessions warm on s0 or s1 (artefact A) whose
+ * endpoint goes down move only to the other A one, never to s2 or s3
+ * (artefact B); without the policy some do. _i: 0 off, 1 on. */
+START_TEST(artefact_affinity_keeps_artefact)
+{
+	struct fx f;
+	struct core_params p;
+	core_params_defaults(&p);
+	p.artefact_affinity = _i == 1;
+	fx_init(&f, 4, &p);
+	const uint64_t A = 0xa11ce, B = 0xb0b;
+	ck_assert_int_eq(core_endpoint_artefact(f.c, f.ep[0], A), 0);
+	ck_assert_int_eq(core_endpoint_artefact(f.c, f.ep[1], A), 0);
+	ck_assert_int_eq(core_endpoint_artefact(f.c, f.ep[2], B), 0);
+	ck_assert_int_eq(core_endpoint_artefact(f.c, f.ep[3], B), 0);
+	ck_assert_int_eq(core_endpoint_artefact(f.c, 99, A), -ENOENT);
+	ck_assert_uint_eq(fx_info(&f, f.ep[2]).artefact, B);
+	/* 64 sessions, each homed by a success */
+	uint64_t on_s0[64];
+	int n0 = 0;
+	for (uint64_t s = 1; s <= 64; s++) {
+		struct core_request rq = fx_session(s * 0x9e3779b97f4a7c15ull);
+		struct core_decision d = fx_decide(&f, &rq);
+		ck_assert_int_ge(d.endpoint, 0);
+		fx_feedback(&f, &d, 200, 50, false);
+		struct core_completion cc = end_of(d.endpoint);
+		core_complete(f.c, &cc, f.now);
+		if (d.endpoint == f.ep[0])
+			on_s0[n0++] = s;
+	}
+	ck_assert_int_gt(n0, 4);
+	core_endpoint_sync(f.c, f.ep[0], CORE_ADMIN_DOWN, 0, f.now);
+	int to_b = 0, to_a = 0;
+	for (int i = 0; i < n0; i++) {
+		struct core_request rq = fx_session(on_s0[i] * 0x9e3779b97f4a7c15ull);
+		struct core_decision d = fx_decide(&f, &rq);
+		ck_assert_int_ne(d.endpoint, f.ep[0]);
+		to_b += d.endpoint == f.ep[2] || d.endpoint == f.ep[3];
+		to_a += d.endpoint == f.ep[1];
+		struct core_completion cc = end_of(d.endpoint);
+		core_complete(f.c, &cc, f.now);
+	}
+	if (_i == 1) {
+		ck_assert_int_eq(to_b, 0);
+		ck_assert_int_eq(to_a, n0);
+		/* The last endpoint of A down too: no answer rather than B. */
+		core_endpoint_sync(f.c, f.ep[1], CORE_ADMIN_DOWN, 0, f.now);
+		struct core_request rq = fx_session(on_s0[0] * 0x9e3779b97f4a7c15ull);
+		struct core_decision d = fx_decide(&f, &rq);
+		ck_assert_int_eq(d.endpoint, -1);
+		/* An endpoint of no known fingerprint may take it. */
+		core_endpoint_artefact(f.c, f.ep[3], 0);
+		d = fx_decide(&f, &rq);
+		ck_assert_int_eq(d.endpoint, f.ep[3]);
+	} else {
+		ck_assert_int_gt(to_b, 0);
+	}
+	fx_finish(&f);
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
 	Suite *s = suite_create("engine");
@@ -163,6 +224,9 @@ static Suite *engine_suite(void)
 	tcase_add_test(tc, stale_sample_gives_way);
 	tcase_add_test(tc, own_count_survives_engine_view);
 	tcase_add_test(tc, foreign_load_steers_placement);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("artefact");
+	tcase_add_loop_test(tc, artefact_affinity_keeps_artefact, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
