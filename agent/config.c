@@ -415,6 +415,7 @@ void config_finish(struct config *cfg)
 		free_strv(ep->models, ep->n_models);
 		free_strv(ep->keys, ep->n_keys);
 		free(ep->engine_metrics);
+		free(ep->engine_info);
 	}
 	free(cfg->endpoints);
 	*cfg = (struct config){ 0 };
@@ -444,6 +445,7 @@ int config_init(struct config *cfg)
 	cfg->key_probe_timeout_ms = CONFIG_DEFAULT_PROBE_TIMEOUT_MS;
 	cfg->engine_poll_interval_ms = CONFIG_DEFAULT_ENGINE_POLL_MS;
 	cfg->engine_timeout_ms = CONFIG_DEFAULT_ENGINE_TIMEOUT_MS;
+	cfg->engine_info_interval_ms = CONFIG_DEFAULT_ENGINE_INFO_MS;
 	cfg->retry_budget_enabled = true;
 	cfg->retry_budget = (struct budget_params){
 		.ratio = CONFIG_DEFAULT_RETRY_RATIO,
@@ -551,6 +553,7 @@ struct raw_engine {
 	char *poll_interval;
 	char *timeout;
 	char *max_age;
+	char *info_interval;
 };
 
 struct raw_retry_budget {
@@ -587,6 +590,7 @@ struct raw_policy {
 	double *model_mismatch_404s;
 	char *score_by;
 	char *session_scope;
+	bool *artefact_affinity;
 };
 
 struct raw_endpoint {
@@ -599,6 +603,7 @@ struct raw_endpoint {
 	char **keys;
 	unsigned keys_count;
 	char *engine_metrics;
+	char *engine_info;
 };
 
 struct raw_config {
@@ -682,6 +687,7 @@ static const cyaml_schema_field_t engine_fields[] = {
 	STR("poll_interval", struct raw_engine, poll_interval),
 	STR("timeout", struct raw_engine, timeout),
 	STR("max_age", struct raw_engine, max_age),
+	STR("info_interval", struct raw_engine, info_interval),
 	CYAML_FIELD_END
 };
 
@@ -720,6 +726,8 @@ static const cyaml_schema_field_t policy_fields[] = {
 	INT("model_mismatch_404s", struct raw_policy, model_mismatch_404s),
 	STR("score_by", struct raw_policy, score_by),
 	STR("session_scope", struct raw_policy, session_scope),
+	CYAML_FIELD_BOOL_PTR("artefact_affinity", OPT, struct raw_policy,
+			     artefact_affinity),
 	CYAML_FIELD_END
 };
 
@@ -731,6 +739,7 @@ static const cyaml_schema_field_t endpoint_fields[] = {
 	FLT("cost_per_mtok", struct raw_endpoint, cost_per_mtok),
 	STRSEQ("keys", struct raw_endpoint, keys, 256),
 	STR("engine_metrics", struct raw_endpoint, engine_metrics),
+	STR("engine_info", struct raw_endpoint, engine_info),
 	CYAML_FIELD_END
 };
 
@@ -1707,6 +1716,8 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 		else
 			p->score_by = (enum core_score_by)k;
 	}
+	if (rp->artefact_affinity != NULL)
+		p->artefact_affinity = *rp->artefact_affinity;
 	if (rp->session_scope != NULL) {
 		int k = -1;
 		for (int i = 0; i < CORE_SESSION_SCOPE_COUNT; i++)
@@ -1802,13 +1813,19 @@ static void sem_endpoints(struct sem *s, const struct raw_config *raw,
 		snprintf(path, sizeof(path), "%s.cost_per_mtok", base);
 		sem_double(s, path, re->cost_per_mtok, 0, true, 1e9,
 			   &ep->cost_per_mtok);
-		if (re->engine_metrics != NULL) {
-			snprintf(path, sizeof(path), "%s.engine_metrics", base);
+		static const char *const urls[] = { "engine_metrics", "engine_info" };
+		char *const *uvals[] = { &re->engine_metrics, &re->engine_info };
+		char **udsts[] = { &ep->engine_metrics, &ep->engine_info };
+		for (int k = 0; k < 2; k++) {
+			const char *u = *uvals[k];
+			if (u == NULL)
+				continue;
+			snprintf(path, sizeof(path), "%s.%s", base, urls[k]);
 			char why[96];
-			if (!url_is_http(re->engine_metrics, why, sizeof(why)))
-				sem_err(s, path, "\"%s\": %s", re->engine_metrics, why);
+			if (!url_is_http(u, why, sizeof(why)))
+				sem_err(s, path, "\"%s\": %s", u, why);
 			else
-				ep->engine_metrics = sem_strdup(s, re->engine_metrics);
+				*udsts[k] = sem_strdup(s, u);
 		}
 
 		if (re->backend == NULL || re->server == NULL ||
@@ -2071,6 +2088,8 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 			     &cfg->engine_timeout_ms);
 		sem_duration(s, "engine.max_age", en->max_age, 100, 3600 * 1000,
 			     &cfg->params.engine_max_age_ms);
+		sem_duration(s, "engine.info_interval", en->info_interval, 1000,
+			     24ull * 3600 * 1000, &cfg->engine_info_interval_ms);
 	}
 
 	if (raw->policy != NULL)

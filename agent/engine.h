@@ -14,6 +14,9 @@ struct route;
 /* A /metrics body is read up to this, then the poll fails: vLLM's, with
  * its histograms, is some 100-300 KiB. */
 #define ENGINE_BODY_MAX (1024 * 1024)
+/* An endpoint's description (/v1/models, /props) is read up to this:
+ * llama.cpp's /props with its chat template is a few KiB. */
+#define ENGINE_INFO_MAX (256 * 1024)
 
 struct engine_target;
 

@@ -407,6 +407,11 @@ static void render_engine(struct metrics_text *t, const struct route *r,
 	text_family_u64(t, "warmlane_engine_polls_overlapped_total", "counter",
 			"Poll ticks that found an endpoint's last poll still out (slower than engine.poll_interval): not sent again.",
 			e->polls_overlapped);
+	text_family(t, "warmlane_engine_info_reads_total", "counter",
+		    "Reads of endpoints' own descriptions (engine_info) by result: ok (fingerprinted), failed (no answer, not 200, over 256 KiB, not JSON, no known field).");
+	text_u64_label(t, "warmlane_engine_info_reads_total", "result", "ok", e->info_ok);
+	text_u64_label(t, "warmlane_engine_info_reads_total", "result", "failed",
+		       e->info_failed);
 	text_family_u64(t, "warmlane_engine_samples_stale_total", "counter",
 			"Engine samples that aged past engine.max_age: the runtime API's in-flight view took over.",
 			stale);
@@ -463,6 +468,8 @@ enum metrics_ep {
 	METRICS_EP_ENGINE_FRESH,
 	METRICS_EP_ENGINE_KV,
 	METRICS_EP_ENGINE_POLLS,
+	METRICS_EP_ARTEFACT,
+	METRICS_EP_ARTEFACT_MISMATCH,
 };
 
 static const struct {
@@ -505,6 +512,10 @@ static const struct {
 	  "KV-cache usage of the engine's last sample (vLLM, SGLang), 0 to 1; -1 when it publishes none." },
 	{ METRICS_EP_ENGINE_POLLS, "warmlane_endpoint_engine_polls_total", "counter",
 	  "Polls of the engine's /metrics that ended, by result (failed: no answer, not 200, over the size bound, or no load metrics in it)." },
+	{ METRICS_EP_ARTEFACT, "warmlane_endpoint_artefact_info", "gauge",
+	  "Always 1; the fingerprint of the artefact the endpoint says it serves (engine_info: /v1/models or /props) is a label, \"\" before one was read." },
+	{ METRICS_EP_ARTEFACT_MISMATCH, "warmlane_endpoint_artefact_mismatch", "gauge",
+	  "1 while another endpoint serving one of its model names has another artefact fingerprint, else 0." },
 };
 
 static void render_endpoint_sample(struct metrics_text *t, const char *name,
@@ -551,6 +562,15 @@ static void render_endpoint_sample(struct metrics_text *t, const char *name,
 				    core_admin_name((enum core_admin)a),
 				    ep->admin == (enum core_admin)a);
 		}
+		return;
+	case METRICS_EP_ARTEFACT:
+		text_printf(t, "%s{", name);
+		text_endpoint_labels(t, ep);
+		if (ep->artefact != 0)
+			text_printf(t, ",fingerprint=\"%016llx\"} 1\n",
+				    (unsigned long long)ep->artefact);
+		else
+			text_puts(t, ",fingerprint=\"\"} 1\n");
 		return;
 	case METRICS_EP_ENGINE_POLLS:
 		text_printf(t, "%s{", name);
@@ -618,6 +638,9 @@ static void render_endpoint_sample(struct metrics_text *t, const char *name,
 		break;
 	case METRICS_EP_ENGINE_KV:
 		text_printf(t, "%.6g\n", ep->engine_kv);
+		break;
+	case METRICS_EP_ARTEFACT_MISMATCH:
+		text_printf(t, "%d\n", ep->artefact_mismatch ? 1 : 0);
 		break;
 	default:
 		text_puts(t, "0\n");

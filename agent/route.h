@@ -140,6 +140,8 @@ struct route_engine_stats {
 	uint64_t polls_ok;         /* a body with an engine's load */
 	uint64_t polls_failed;     /* no answer, not 200, cut, unparseable */
 	uint64_t polls_overlapped; /* ticks that found the last poll still out */
+	uint64_t info_ok;          /* descriptions read (engine_info) */
+	uint64_t info_failed;      /* not read or not fingerprinted */
 };
 
 /* One backend's retry budget (budget.c, config retry_budget). Made on the

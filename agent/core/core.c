@@ -590,6 +590,15 @@ int core_endpoint_artefact(struct core *c, int idx, uint64_t fingerprint)
 	return 0;
 }
 
+int core_endpoint_artefact_mismatch(struct core *c, int idx, bool mismatch)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	e->artefact_mismatch = mismatch;
+	return 0;
+}
+
 uint32_t core_engine_expire(struct core *c, uint64_t now_ms)
 {
 	uint32_t n = 0;
@@ -649,6 +658,7 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		.engine_polls_failed = e->engine_polls[0],
 		.engine_stale = e->engine_stale,
 		.artefact = e->artefact,
+		.artefact_mismatch = e->artefact_mismatch,
 	};
 	for (unsigned k = 0; k < CORE_KIND_COUNT; k++) {
 		out->ewma_ms[k] = e->ewma[pool_sig(false, k)];

@@ -237,6 +237,7 @@ struct core_endpoint_info {
 	uint64_t engine_polls_ok, engine_polls_failed;
 	uint64_t engine_stale;               /* samples that aged out */
 	uint64_t artefact;                   /* core_endpoint_artefact; 0: unknown */
+	bool artefact_mismatch;              /* core_endpoint_artefact_mismatch */
 };
 
 /* Whole-core counters. */
@@ -359,6 +360,11 @@ int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
  * of them a candidate, the answer is none (CORE_REASON_NONE: HAProxy's
  * own balancing). Returns 0 or -ENOENT. Never allocates. */
 int core_endpoint_artefact(struct core *c, int idx, uint64_t fingerprint);
+
+/* Whether the agent found endpoint idx serving one of its model names with
+ * another fingerprint than some other endpoint (reported, not used by
+ * decisions). Returns 0 or -ENOENT. */
+int core_endpoint_artefact_mismatch(struct core *c, int idx, bool mismatch);
 
 /* Ends the engine view of every endpoint whose sample is older than
  * params.engine_max_age_ms at now_ms: its in-flight count is the runtime

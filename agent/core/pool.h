@@ -108,6 +108,7 @@ struct pool_endpoint {
 	uint64_t engine_polls[2]; /* [0] failed, [1] succeeded */
 	uint64_t engine_stale;  /* times its sample aged out */
 	uint64_t artefact;      /* fingerprint of what it serves; 0: unknown */
+	bool artefact_mismatch; /* another endpoint of a model of its differs */
 	/* Streamed successes whose breaker outcome waits for their log line
 	 * (core_feedback.end_follows). A lost line leaves one counted: the
 	 * next normal end of a stream whose feedback did count would count

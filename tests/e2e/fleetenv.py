@@ -208,8 +208,8 @@ class FleetEnv(h.Env):
             models = ", ".join(e["models"])
             keys = ", ".join(e["keys"])
             # engine_metrics: the engine's own /metrics (engineload.py)
-            extra = (f', engine_metrics: "{e["engine_metrics"]}"'
-                     if e.get("engine_metrics") else "")
+            extra = "".join(f', {k}: "{e[k]}"' for k in ("engine_metrics", "engine_info")
+                            if e.get(k))
             lines.append(f"  - {{ backend: llm, server: {b.name}, models: [{models}], "
                          f"weight: {e.get('weight', 1)}, keys: [{keys}]{extra} }}")
         p = self.path("warmlane.yaml")

@@ -425,11 +425,19 @@ START_TEST(engine_section)
 	ck_assert_uint_eq(cfg.engine_poll_interval_ms, 200);
 	ck_assert_uint_eq(cfg.engine_timeout_ms, 1000);
 	ck_assert_uint_eq(cfg.params.engine_max_age_ms, 2000);
+	ck_assert_uint_eq(cfg.engine_info_interval_ms, 30000);
+	ck_assert(!cfg.params.artefact_affinity);
 	ck_assert_int_eq(load(&cfg,
-		"engine: {poll_interval: 50ms, timeout: 300ms, max_age: 1s}\n"
+		"engine: {poll_interval: 50ms, timeout: 300ms, max_age: 1s, info_interval: 5s}\n"
+		"policy: {artefact_affinity: true}\n"
 		"endpoints:\n"
-		"  - {backend: b, server: s1, engine_metrics: \"http://10.0.0.5:8000/metrics\"}\n"
+		"  - {backend: b, server: s1, engine_metrics: \"http://10.0.0.5:8000/metrics\",\n"
+		"     engine_info: \"http://10.0.0.5:8000/v1/models\"}\n"
 		"  - {backend: b, server: s2}\n"), 0);
+	ck_assert_uint_eq(cfg.engine_info_interval_ms, 5000);
+	ck_assert(cfg.params.artefact_affinity);
+	ck_assert_str_eq(cfg.endpoints[0].engine_info, "http://10.0.0.5:8000/v1/models");
+	ck_assert_ptr_null(cfg.endpoints[1].engine_info);
 	ck_assert_uint_eq(cfg.engine_poll_interval_ms, 50);
 	ck_assert_uint_eq(cfg.engine_timeout_ms, 300);
 	ck_assert_uint_eq(cfg.params.engine_max_age_ms, 1000);
@@ -439,6 +447,13 @@ START_TEST(engine_section)
 	ck_assert_int_eq(load(&cfg, "endpoints: [{backend: b, server: s1}]\n"), 0);
 	ck_assert_uint_eq(cfg.engine_poll_interval_ms, 200);
 	ck_assert_ptr_null(cfg.endpoints[0].engine_metrics);
+	ck_assert(!cfg.params.artefact_affinity);
+	ck_assert_int_eq(load(&cfg, "engine: {info_interval: 10ms}\n"
+				    "endpoints: [{backend: b, server: s1, engine_info: \"ftp://x/\"}]\n"),
+			 -EINVAL);
+	ck_assert_str_eq(err,
+		"t.yaml:1:25: engine.info_interval: must be between 1s and 24h, got 10ms\n"
+		"t.yaml:2:51: endpoints[0].engine_info: \"ftp://x/\": not an http:// URL\n");
 	ck_assert_int_eq(load(&cfg,
 		"engine: {poll_interval: 1ms, timeout: 2m, max_age: 10ms}\n"
 		"endpoints:\n"
