@@ -194,6 +194,7 @@ int art_fingerprint(const char *p, size_t len, struct art_info *out)
 			if (c == '{' || c == '[') {
 				if (depth == ART_DEPTH_MAX) {
 					out->err_off = i;
+					out->fields = 0;
 					return ART_EDEPTH;
 				}
 				if (c == '{')
