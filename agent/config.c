@@ -414,6 +414,8 @@ void config_finish(struct config *cfg)
 		free(ep->server);
 		free_strv(ep->models, ep->n_models);
 		free_strv(ep->keys, ep->n_keys);
+		free(ep->engine_metrics);
+		free(ep->engine_info);
 	}
 	free(cfg->endpoints);
 	*cfg = (struct config){ 0 };
@@ -441,6 +443,9 @@ int config_init(struct config *cfg)
 	cfg->key_probe_method = strdup(CONFIG_DEFAULT_PROBE_METHOD);
 	cfg->key_probe_path = strdup(CONFIG_DEFAULT_PROBE_PATH);
 	cfg->key_probe_timeout_ms = CONFIG_DEFAULT_PROBE_TIMEOUT_MS;
+	cfg->engine_poll_interval_ms = CONFIG_DEFAULT_ENGINE_POLL_MS;
+	cfg->engine_timeout_ms = CONFIG_DEFAULT_ENGINE_TIMEOUT_MS;
+	cfg->engine_info_interval_ms = CONFIG_DEFAULT_ENGINE_INFO_MS;
 	cfg->retry_budget_enabled = true;
 	cfg->retry_budget = (struct budget_params){
 		.ratio = CONFIG_DEFAULT_RETRY_RATIO,
@@ -544,6 +549,13 @@ struct raw_key_probe {
 	char *timeout;
 };
 
+struct raw_engine {
+	char *poll_interval;
+	char *timeout;
+	char *max_age;
+	char *info_interval;
+};
+
 struct raw_retry_budget {
 	bool *enabled;
 	double *ratio;
@@ -578,6 +590,7 @@ struct raw_policy {
 	double *model_mismatch_404s;
 	char *score_by;
 	char *session_scope;
+	bool *artefact_affinity;
 };
 
 struct raw_endpoint {
@@ -589,6 +602,8 @@ struct raw_endpoint {
 	double *cost_per_mtok;
 	char **keys;
 	unsigned keys_count;
+	char *engine_metrics;
+	char *engine_info;
 };
 
 struct raw_config {
@@ -603,6 +618,7 @@ struct raw_config {
 	struct raw_log_input *log_input;
 	struct raw_key_probe *key_probe;
 	struct raw_retry_budget *retry_budget;
+	struct raw_engine *engine;
 	struct raw_policy *policy;
 	struct raw_endpoint *endpoints;
 	unsigned endpoints_count;
@@ -667,6 +683,14 @@ static const cyaml_schema_field_t key_probe_fields[] = {
 	CYAML_FIELD_END
 };
 
+static const cyaml_schema_field_t engine_fields[] = {
+	STR("poll_interval", struct raw_engine, poll_interval),
+	STR("timeout", struct raw_engine, timeout),
+	STR("max_age", struct raw_engine, max_age),
+	STR("info_interval", struct raw_engine, info_interval),
+	CYAML_FIELD_END
+};
+
 static const cyaml_schema_field_t retry_budget_fields[] = {
 	CYAML_FIELD_BOOL_PTR("enabled", OPT,
 			     struct raw_retry_budget, enabled),
@@ -702,6 +726,8 @@ static const cyaml_schema_field_t policy_fields[] = {
 	INT("model_mismatch_404s", struct raw_policy, model_mismatch_404s),
 	STR("score_by", struct raw_policy, score_by),
 	STR("session_scope", struct raw_policy, session_scope),
+	CYAML_FIELD_BOOL_PTR("artefact_affinity", OPT, struct raw_policy,
+			     artefact_affinity),
 	CYAML_FIELD_END
 };
 
@@ -712,6 +738,8 @@ static const cyaml_schema_field_t endpoint_fields[] = {
 	FLT("weight", struct raw_endpoint, weight),
 	FLT("cost_per_mtok", struct raw_endpoint, cost_per_mtok),
 	STRSEQ("keys", struct raw_endpoint, keys, 256),
+	STR("engine_metrics", struct raw_endpoint, engine_metrics),
+	STR("engine_info", struct raw_endpoint, engine_info),
 	CYAML_FIELD_END
 };
 
@@ -738,6 +766,8 @@ static const cyaml_schema_field_t top_fields[] = {
 				key_probe, key_probe_fields),
 	CYAML_FIELD_MAPPING_PTR("retry_budget", OPT_NULL, struct raw_config,
 				retry_budget, retry_budget_fields),
+	CYAML_FIELD_MAPPING_PTR("engine", OPT_NULL, struct raw_config, engine,
+				engine_fields),
 	CYAML_FIELD_MAPPING_PTR("policy", OPT_NULL, struct raw_config, policy,
 				policy_fields),
 	CYAML_FIELD_SEQUENCE("endpoints", OPT_NULL, struct raw_config,
@@ -1686,6 +1716,8 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 		else
 			p->score_by = (enum core_score_by)k;
 	}
+	if (rp->artefact_affinity != NULL)
+		p->artefact_affinity = *rp->artefact_affinity;
 	if (rp->session_scope != NULL) {
 		int k = -1;
 		for (int i = 0; i < CORE_SESSION_SCOPE_COUNT; i++)
@@ -1699,6 +1731,38 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 		else
 			p->session_scope = (enum core_session_scope)k;
 	}
+}
+
+/* Whether u is an http:// URL libcurl is given as it is: an authority
+ * (a host, an optional port) and a path, printable ASCII, no blank, at
+ * most CONFIG_URL_MAX bytes. Engines are polled in the clear on a private
+ * network or loopback, like HAProxy's own server lines. */
+static bool url_is_http(const char *u, char *why, size_t whylen)
+{
+	static const char scheme[] = "http://";
+	size_t n = strlen(u);
+	if (n > CONFIG_URL_MAX) {
+		snprintf(why, whylen, "longer than %d bytes", CONFIG_URL_MAX);
+		return false;
+	}
+	if (n < sizeof(scheme) || memcmp(u, scheme, sizeof(scheme) - 1) != 0) {
+		snprintf(why, whylen, "not an http:// URL");
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)u[i];
+		if (c <= 0x20 || c >= 0x7f) {
+			snprintf(why, whylen, "byte %zu is a blank or not printable ASCII",
+				 i + 1);
+			return false;
+		}
+	}
+	const char *host = u + sizeof(scheme) - 1;
+	if (*host == '/' || *host == ':' || *host == '@' || strchr(host, '@') != NULL) {
+		snprintf(why, whylen, "no host, or credentials in the URL");
+		return false;
+	}
+	return true;
 }
 
 static void sem_endpoints(struct sem *s, const struct raw_config *raw,
@@ -1749,6 +1813,20 @@ static void sem_endpoints(struct sem *s, const struct raw_config *raw,
 		snprintf(path, sizeof(path), "%s.cost_per_mtok", base);
 		sem_double(s, path, re->cost_per_mtok, 0, true, 1e9,
 			   &ep->cost_per_mtok);
+		static const char *const urls[] = { "engine_metrics", "engine_info" };
+		char *const *uvals[] = { &re->engine_metrics, &re->engine_info };
+		char **udsts[] = { &ep->engine_metrics, &ep->engine_info };
+		for (int k = 0; k < 2; k++) {
+			const char *u = *uvals[k];
+			if (u == NULL)
+				continue;
+			snprintf(path, sizeof(path), "%s.%s", base, urls[k]);
+			char why[96];
+			if (!url_is_http(u, why, sizeof(why)))
+				sem_err(s, path, "\"%s\": %s", u, why);
+			else
+				*udsts[k] = sem_strdup(s, u);
+		}
 
 		if (re->backend == NULL || re->server == NULL ||
 		    re->backend[0] == '\0' || re->server[0] == '\0')
@@ -2000,6 +2078,18 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 		/* At least a second: ten buckets of 100 ms or more. */
 		sem_duration(s, "retry_budget.window", rb->window, 1000,
 			     3600 * 1000, &cfg->retry_budget.window_ms);
+	}
+
+	if (raw->engine != NULL) {
+		const struct raw_engine *en = raw->engine;
+		sem_duration(s, "engine.poll_interval", en->poll_interval, 10,
+			     60 * 1000, &cfg->engine_poll_interval_ms);
+		sem_duration(s, "engine.timeout", en->timeout, 10, 60 * 1000,
+			     &cfg->engine_timeout_ms);
+		sem_duration(s, "engine.max_age", en->max_age, 100, 3600 * 1000,
+			     &cfg->params.engine_max_age_ms);
+		sem_duration(s, "engine.info_interval", en->info_interval, 1000,
+			     24ull * 3600 * 1000, &cfg->engine_info_interval_ms);
 	}
 
 	if (raw->policy != NULL)

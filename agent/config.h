@@ -43,6 +43,12 @@
 #define CONFIG_DEFAULT_RETRY_RATIO    0.2
 #define CONFIG_DEFAULT_RETRY_MIN_PER_S 1.0
 #define CONFIG_DEFAULT_RETRY_WINDOW_MS 10000u
+/* Engine load (engine.c): each endpoint's own /metrics, polled when it
+ * has an engine_metrics URL. */
+#define CONFIG_DEFAULT_ENGINE_POLL_MS    200u
+#define CONFIG_DEFAULT_ENGINE_TIMEOUT_MS 1000u
+#define CONFIG_DEFAULT_ENGINE_INFO_MS    30000u
+#define CONFIG_URL_MAX                1024
 #define CONFIG_NAME_MAX               128
 #define CONFIG_UNIX_PATH_MAX          107 /* sun_path minus the NUL */
 
@@ -80,6 +86,9 @@ struct config_endpoint {
 	double cost_per_mtok; /* >= 0, default 0 */
 	char **keys;          /* upstream key ids; the first is used */
 	size_t n_keys;
+	char *engine_metrics; /* http:// URL of the engine's /metrics; NULL: none */
+	char *engine_info;    /* http:// URL of its own description (/v1/models,
+			       * /props): the artefact fingerprint; NULL: none */
 };
 
 struct config {
@@ -112,6 +121,11 @@ struct config {
 	 * Needs the log input (the retries are counted from its lines). */
 	bool retry_budget_enabled;
 	struct budget_params retry_budget;
+	/* engine: polls of the endpoints' engine_metrics (engine.c); the
+	 * age past which a sample is ignored is params.engine_max_age_ms. */
+	uint64_t engine_poll_interval_ms;
+	uint64_t engine_timeout_ms;     /* one poll, connect included */
+	uint64_t engine_info_interval_ms; /* reads of the engine_info URLs */
 	struct core_params params;      /* policy, poll and snapshot periods */
 	struct config_endpoint *endpoints;
 	size_t n_endpoints;

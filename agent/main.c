@@ -11,6 +11,7 @@
 #include "log.h"
 #include "logsrc.h"
 #include "metrics.h"
+#include "engine.h"
 #include "probe.h"
 #include "reload.h"
 #include "runtime.h"
@@ -66,6 +67,7 @@ struct app {
 	struct sdnotify sd;     /* zeroed: sdnotify_stop too */
 	struct logsrc logsrc;   /* zeroed: logsrc_stop too */
 	struct probe probe;     /* zeroed: probe_stop too */
+	struct engine engine;   /* zeroed: engine_stop too */
 	bool restored;          /* the snapshot was loaded (or there was none) */
 	/* The state file of the start, loaded once: a reload before the load
 	 * changes where writes go, not what the last run wrote. */
@@ -158,6 +160,15 @@ static void main_runtime_start(struct app *app, bool restore)
 		main_restore(app);
 }
 
+/* Endpoints with an engine_metrics URL. */
+static size_t main_engine_endpoints(const struct config *cfg)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < cfg->n_endpoints; i++)
+		n += cfg->endpoints[i].engine_metrics != NULL;
+	return n;
+}
+
 /* ---- stopping ------------------------------------------------------------- */
 
 static void main_on_stopped(struct server *s, void *arg)
@@ -173,6 +184,7 @@ static void main_on_stopped(struct server *s, void *arg)
 	sdnotify_stop(&app->sd);
 	logsrc_stop(&app->logsrc);
 	reload_parse_stop(&app->reload);
+	engine_stop(&app->engine); /* before probe_stop: its polls are the prober's */
 	probe_stop(&app->probe);
 	/* The signal handles are what keeps the loop running now. */
 	uv_close((uv_handle_t *)&app->sig_term, NULL);
@@ -393,6 +405,20 @@ static int main_run(struct app *app)
 			 (unsigned long long)cfg->params.key_probe_interval_ms);
 	else
 		log_info("key probes off (no key_probe.target): 401/403 never exclude an upstream key", NULL);
+	/* Engine load: started even with no engine_metrics yet, so that a
+	 * reload adding some applies. */
+	if (r == 0) {
+		r = engine_start(&app->engine, app->loop, &app->srv.route, cfg,
+				 &app->probe);
+		if (r < 0)
+			log_error("cannot start engine metrics polls; in-flight counts stay HAProxy's",
+				  "error=%s", uv_err_name(r));
+		else
+			log_info("engine metrics polls", "endpoints=%zu interval_ms=%llu max_age_ms=%llu",
+				 main_engine_endpoints(cfg),
+				 (unsigned long long)cfg->engine_poll_interval_ms,
+				 (unsigned long long)cfg->params.engine_max_age_ms);
+	}
 	r = main_signals(app);
 	if (r < 0) {
 		log_error("cannot install signal handlers", "error=%s",
@@ -416,6 +442,7 @@ static int main_run(struct app *app)
 		snapshot_save(app->srv.route.core, app->cfg->state_file,
 			      uv_now(app->loop), &app->snap_stats);
 	}
+	engine_finish(&app->engine);
 	server_finish(&app->srv);
 	/* EBUSY after a stop: SIGHUP's handle stays open (main_on_stopped);
 	 * the default loop's memory is libuv's own. */

@@ -425,6 +425,38 @@ static void render_retry_budgets(struct metrics_text *t, const struct route *r,
 			r->budgets_full);
 }
 
+/* Polls of the engines' /metrics (engine.c). */
+static void render_engine(struct metrics_text *t, const struct route *r,
+			  uint64_t now_ms)
+{
+	const struct route_engine_stats *e = &r->engine;
+	/* Aged out at a tick (core_engine_expire) or at a runtime-API poll:
+	 * the endpoints keep the count. */
+	uint64_t stale = 0;
+	for (int i = r->core != NULL ? core_endpoint_next(r->core, -1) : -1;
+	     i >= 0; i = core_endpoint_next(r->core, i)) {
+		struct core_endpoint_info in;
+		if (core_endpoint_info(r->core, i, now_ms, &in) == 0)
+			stale += in.engine_stale;
+	}
+	text_family(t, "warmlane_engine_polls_total", "counter",
+		    "Polls of engines' /metrics (engine_metrics) by result: ok (a load read), failed (no answer, not 200, over the size bound, unparseable or no load metrics).");
+	text_u64_label(t, "warmlane_engine_polls_total", "result", "ok", e->polls_ok);
+	text_u64_label(t, "warmlane_engine_polls_total", "result", "failed",
+		       e->polls_failed);
+	text_family_u64(t, "warmlane_engine_polls_overlapped_total", "counter",
+			"Poll ticks that found an endpoint's last poll still out (slower than engine.poll_interval): not sent again.",
+			e->polls_overlapped);
+	text_family(t, "warmlane_engine_info_reads_total", "counter",
+		    "Reads of endpoints' own descriptions (engine_info) by result: ok (fingerprinted), failed (no answer, not 200, over 256 KiB, not JSON, no known field).");
+	text_u64_label(t, "warmlane_engine_info_reads_total", "result", "ok", e->info_ok);
+	text_u64_label(t, "warmlane_engine_info_reads_total", "result", "failed",
+		       e->info_failed);
+	text_family_u64(t, "warmlane_engine_samples_stale_total", "counter",
+			"Engine samples that aged past engine.max_age: the runtime API's in-flight view took over.",
+			stale);
+}
+
 /* Upstream key probes (probe.c). */
 static void render_probes(struct metrics_text *t, const struct route *r)
 {
@@ -471,6 +503,13 @@ enum metrics_ep {
 	METRICS_EP_RESPONSES,
 	METRICS_EP_E2E_EWMA,
 	METRICS_EP_COMPLETIONS,
+	METRICS_EP_ENGINE_LOAD,
+	METRICS_EP_ENGINE_AGE,
+	METRICS_EP_ENGINE_FRESH,
+	METRICS_EP_ENGINE_KV,
+	METRICS_EP_ENGINE_POLLS,
+	METRICS_EP_ARTEFACT,
+	METRICS_EP_ARTEFACT_MISMATCH,
 };
 
 static const struct {
@@ -478,7 +517,7 @@ static const struct {
 	const char *name, *type, *help;
 } metrics_ep_families[] = {
 	{ METRICS_EP_IN_FLIGHT, "warmlane_endpoint_in_flight", "gauge",
-	  "Requests in flight on the endpoint (runtime API scur+qcur, plus decisions since)." },
+	  "Requests in flight on the endpoint as decisions see them: the engine's running+waiting plus this agent's own since the sample while it is fresh, else runtime API scur+qcur plus decisions since." },
 	{ METRICS_EP_EWMA, "warmlane_endpoint_ttfb_ewma_seconds", "gauge",
 	  "EWMA of time to response headers, by request kind (stream: headers of a streamed answer; plain: a whole generation); 0 before the first sample." },
 	{ METRICS_EP_SAMPLES, "warmlane_endpoint_ttfb_samples", "gauge",
@@ -503,6 +542,20 @@ static const struct {
 	  "EWMA of the whole request time (HAProxy's Ta, from its log line) per KiB of answer (answers under 16 KiB count as 16 KiB), by request kind; 0 before the first sample." },
 	{ METRICS_EP_COMPLETIONS, "warmlane_endpoint_completions_total", "counter",
 	  "Requests of the endpoint that ended, from HAProxy's log lines, by how they ended." },
+	{ METRICS_EP_ENGINE_LOAD, "warmlane_endpoint_engine_requests", "gauge",
+	  "The engine's own running + waiting requests at its last /metrics sample (engine_metrics; 0 before one)." },
+	{ METRICS_EP_ENGINE_AGE, "warmlane_endpoint_engine_sample_age_seconds", "gauge",
+	  "Age of the last engine /metrics sample; -1 when none was ever read." },
+	{ METRICS_EP_ENGINE_FRESH, "warmlane_endpoint_engine_fresh", "gauge",
+	  "1 while the engine's sample is within engine.max_age and is the in-flight view, else 0 (the runtime API's view)." },
+	{ METRICS_EP_ENGINE_KV, "warmlane_endpoint_engine_kv_usage_ratio", "gauge",
+	  "KV-cache usage of the engine's last sample (vLLM, SGLang), 0 to 1; -1 when it publishes none." },
+	{ METRICS_EP_ENGINE_POLLS, "warmlane_endpoint_engine_polls_total", "counter",
+	  "Polls of the engine's /metrics that ended, by result (failed: no answer, not 200, over the size bound, or no load metrics in it)." },
+	{ METRICS_EP_ARTEFACT, "warmlane_endpoint_artefact_info", "gauge",
+	  "Always 1; the fingerprint of the artefact the endpoint says it serves (engine_info: /v1/models or /props) is a label, \"\" before one was read." },
+	{ METRICS_EP_ARTEFACT_MISMATCH, "warmlane_endpoint_artefact_mismatch", "gauge",
+	  "1 while another endpoint serving one of its model names has another artefact fingerprint, else 0." },
 };
 
 static void render_endpoint_sample(struct metrics_text *t, const char *name,
@@ -550,6 +603,24 @@ static void render_endpoint_sample(struct metrics_text *t, const char *name,
 				    ep->admin == (enum core_admin)a);
 		}
 		return;
+	case METRICS_EP_ARTEFACT:
+		text_printf(t, "%s{", name);
+		text_endpoint_labels(t, ep);
+		if (ep->artefact != 0)
+			text_printf(t, ",fingerprint=\"%016llx\"} 1\n",
+				    (unsigned long long)ep->artefact);
+		else
+			text_puts(t, ",fingerprint=\"\"} 1\n");
+		return;
+	case METRICS_EP_ENGINE_POLLS:
+		text_printf(t, "%s{", name);
+		text_endpoint_labels(t, ep);
+		text_printf(t, ",result=\"ok\"} %" PRIu64 "\n", ep->engine_polls_ok);
+		text_printf(t, "%s{", name);
+		text_endpoint_labels(t, ep);
+		text_printf(t, ",result=\"failed\"} %" PRIu64 "\n",
+			    ep->engine_polls_failed);
+		return;
 	case METRICS_EP_RESPONSES:
 		for (int o = 0; o < CORE_OUTCOME_COUNT; o++) {
 			text_printf(t, "%s{", name);
@@ -592,6 +663,24 @@ static void render_endpoint_sample(struct metrics_text *t, const char *name,
 		break;
 	case METRICS_EP_DECISIONS:
 		text_printf(t, "%" PRIu64 "\n", ep->decisions);
+		break;
+	case METRICS_EP_ENGINE_LOAD:
+		text_printf(t, "%" PRIu32 "\n", ep->engine_load);
+		break;
+	case METRICS_EP_ENGINE_AGE:
+		if (ep->engine_age_ms == UINT64_MAX)
+			text_puts(t, "-1\n");
+		else
+			text_printf(t, "%.3f\n", (double)ep->engine_age_ms / 1000.0);
+		break;
+	case METRICS_EP_ENGINE_FRESH:
+		text_printf(t, "%d\n", ep->engine_fresh ? 1 : 0);
+		break;
+	case METRICS_EP_ENGINE_KV:
+		text_printf(t, "%.6g\n", ep->engine_kv);
+		break;
+	case METRICS_EP_ARTEFACT_MISMATCH:
+		text_printf(t, "%d\n", ep->artefact_mismatch ? 1 : 0);
 		break;
 	default:
 		text_puts(t, "0\n");
@@ -719,6 +808,7 @@ int metrics_render(struct metrics_text *t, const struct server *srv,
 	render_hints(t, &srv->route);
 	render_log_input(t, &srv->route);
 	render_probes(t, &srv->route);
+	render_engine(t, &srv->route, now_ms);
 	render_retry_budgets(t, &srv->route, now_ms);
 	if (srv->route.core != NULL)
 		render_core(t, srv->route.core, now_ms);

@@ -24,6 +24,12 @@ struct probe_req {
 	struct curl_slist *headers;
 	size_t body;                       /* bytes of answer read */
 	uint64_t started_ms;
+	/* A probe_fetch (cb != NULL): the body goes to buf. */
+	probe_fetch_cb cb;
+	void *arg;
+	char *buf;
+	size_t cap;
+	bool cut;
 	char backend[CONFIG_NAME_MAX + 1];
 	char server[CONFIG_NAME_MAX + 1];
 	char key[CONFIG_NAME_MAX + 1];
@@ -64,8 +70,9 @@ static void probe_req_free(struct probe_req *q)
 		curl_easy_cleanup(q->easy);
 	}
 	curl_slist_free_all(q->headers);
+	bool fetch = q->cb != NULL;
 	free(q);
-	if (p->route->probe.active > 0)
+	if (!fetch && p->route->probe.active > 0)
 		p->route->probe.active--;
 }
 
@@ -77,6 +84,17 @@ static void probe_done(struct probe_req *q, CURLcode cc)
 	long status = 0;
 	if (q->easy != NULL)
 		curl_easy_getinfo(q->easy, CURLINFO_RESPONSE_CODE, &status);
+	if (q->cb != NULL) {
+		/* Freed first: the callback may start the next fetch. */
+		probe_fetch_cb cb = q->cb;
+		void *arg = q->arg;
+		size_t len = q->body;
+		bool cut = q->cut;
+		probe_req_free(q);
+		cb(arg, status, status == 0 ? curl_easy_strerror(cc) : "-", len,
+		   cut);
+		return;
+	}
 	/* The status line is what counts: an answer whose body was then cut
 	 * (or that was too long to read) still said it. */
 	enum core_probe res = probe_classify(status);
@@ -201,8 +219,16 @@ static int probe_on_timeout(CURLM *multi, long timeout_ms, void *userp)
 static size_t probe_on_body(char *ptr, size_t size, size_t n, void *userp)
 {
 	struct probe_req *q = userp;
-	(void)ptr;
 	size_t len = size * n;
+	if (q->buf != NULL) {
+		if (len > q->cap - q->body) {
+			q->cut = true;
+			return 0; /* libcurl stops the transfer */
+		}
+		memcpy(q->buf + q->body, ptr, len);
+		q->body += len;
+		return len;
+	}
 	if (len > PROBE_BODY_MAX - q->body)
 		return 0; /* cut: the status is already known */
 	q->body += len;
@@ -283,6 +309,53 @@ static int probe_send(struct probe *p, struct probe_req *q)
 	curl_easy_cleanup(e);
 	q->easy = NULL;
 	return c != CURLE_OK ? -EINVAL : -ENOMEM;
+}
+
+int probe_fetch(struct probe *p, const char *url, uint64_t timeout_ms,
+		char *buf, size_t cap, probe_fetch_cb cb, void *arg)
+{
+	if (!p->started || p->stopping)
+		return -ESHUTDOWN;
+	struct probe_req *q = calloc(1, sizeof(*q));
+	if (q == NULL)
+		return -ENOMEM;
+	*q = (struct probe_req){ .p = p, .cb = cb, .arg = arg, .buf = buf,
+				 .cap = cap, .started_ms = uv_now(p->loop) };
+	q->easy = curl_easy_init();
+	if (q->easy == NULL ||
+	    probe_header(q, "Accept", "text/plain, application/json, */*") < 0 ||
+	    probe_header(q, "User-Agent", "warmlane-engine") < 0) {
+		if (q->easy != NULL)
+			curl_easy_cleanup(q->easy);
+		curl_slist_free_all(q->headers);
+		free(q);
+		return -ENOMEM;
+	}
+	CURL *e = q->easy;
+	CURLcode c = CURLE_OK;
+#define SET(opt, v) do { if (c == CURLE_OK) c = curl_easy_setopt(e, opt, v); } while (0)
+	SET(CURLOPT_URL, url);
+	SET(CURLOPT_PROXY, "");
+	SET(CURLOPT_NOPROXY, "*");
+	SET(CURLOPT_PROTOCOLS_STR, "http");
+	SET(CURLOPT_FOLLOWLOCATION, 0L);
+	SET(CURLOPT_NOSIGNAL, 1L);
+	SET(CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+	SET(CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
+	SET(CURLOPT_HTTPHEADER, q->headers);
+	SET(CURLOPT_WRITEFUNCTION, probe_on_body);
+	SET(CURLOPT_WRITEDATA, q);
+	SET(CURLOPT_PRIVATE, (void *)q);
+#undef SET
+	if (c != CURLE_OK || curl_multi_add_handle(p->multi, e) != CURLM_OK) {
+		curl_easy_cleanup(e);
+		curl_slist_free_all(q->headers);
+		free(q);
+		return c != CURLE_OK ? -EINVAL : -ENOMEM;
+	}
+	q->next = p->reqs;
+	p->reqs = q;
+	return 0;
 }
 
 /* Starts a probe of endpoint idx (handed out by core_key_probe_next). A

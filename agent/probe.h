@@ -60,7 +60,25 @@ int probe_start(struct probe *p, uv_loop_t *loop, struct route *route,
 		const struct config *cfg);
 
 /* Cancels the probes out (their keys stay as they were: the core is not
- * told) and closes p's handles; the loop then ends them. */
+ * told) and the fetches out (their callbacks are not called), and closes
+ * p's handles; the loop then ends them. */
 void probe_stop(struct probe *p);
+
+/* The end of a probe_fetch: status the HTTP status (0: no answer, err
+ * then says why, else "-"), buf[0..len) the body as far as it was read,
+ * cut when it was longer than the buffer (the transfer was stopped
+ * there). */
+typedef void (*probe_fetch_cb)(void *arg, long status, const char *err,
+			       size_t len, bool cut);
+
+/* Other modules' GETs on the same libcurl multi and libuv handles as the
+ * key probes (engine.c: engines' /metrics): GET url (http:// only, no
+ * proxy, no redirect) within timeout_ms, connect included, the body
+ * copied into buf up to cap bytes. cb is called once, from the loop,
+ * unless probe_stop comes first; buf and arg must live until then.
+ * Returns 0, or -ESHUTDOWN (p not started or stopping), -ENOMEM, -EINVAL
+ * (libcurl refused an option): then cb is never called. */
+int probe_fetch(struct probe *p, const char *url, uint64_t timeout_ms,
+		char *buf, size_t cap, probe_fetch_cb cb, void *arg);
 
 #endif

@@ -140,6 +140,17 @@ struct route_probe_stats {
 	uint32_t active;           /* probes out now */
 };
 
+/* Polls of the engines' own /metrics (engine.c). Per endpoint, the core
+ * keeps its own counts (core_endpoint_info.engine_*). */
+struct route_engine_stats {
+	uint64_t polls;            /* started */
+	uint64_t polls_ok;         /* a body with an engine's load */
+	uint64_t polls_failed;     /* no answer, not 200, cut, unparseable */
+	uint64_t polls_overlapped; /* ticks that found the last poll still out */
+	uint64_t info_ok;          /* descriptions read (engine_info) */
+	uint64_t info_failed;      /* not read or not fingerprinted */
+};
+
 /* One backend's retry budget (budget.c, config retry_budget). Made on the
  * decision path for a backend warmlane routes to (even with the budget
  * off, so that its retries are counted), at most
@@ -172,6 +183,7 @@ struct route {
 	bool log_lines;
 	struct route_log_stats log;
 	struct route_probe_stats probe;
+	struct route_engine_stats engine;
 	struct route_budget budgets[ROUTE_BUDGETS_MAX];
 	unsigned n_budgets;
 	uint64_t budgets_full;  /* decisions for a backend past the table */

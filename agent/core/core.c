@@ -73,6 +73,7 @@ struct core {
 	uint32_t scratch_cap;
 	struct rdv_item *items;
 	struct view views[VIEW_SLOTS];
+	struct view art_view;    /* one decision's candidates of one artefact */
 	/* Slots sorted by EWMA, per signal (pool_sig), kept so by observe
 	 * and complete: the median of the candidates is then a partial walk,
 	 * not a selection. */
@@ -297,6 +298,8 @@ void core_destroy(struct core *c)
 		free(c->views[v].cand);
 		free(c->views[v].member);
 	}
+	free(c->art_view.cand);
+	free(c->art_view.member);
 	for (int k = 0; k < POOL_SIGNALS; k++) {
 		free(c->order[k]);
 		free(c->rank[k]);
@@ -372,6 +375,9 @@ static int scratch_fit(struct core *c)
 		    grow(&c->views[v].member, words, sizeof(uint64_t)) < 0)
 			return -ENOMEM;
 	}
+	if (grow(&c->art_view.cand, n, sizeof(uint32_t)) < 0 ||
+	    grow(&c->art_view.member, words, sizeof(uint64_t)) < 0)
+		return -ENOMEM;
 	for (int k = 0; k < POOL_SIGNALS; k++)
 		if (grow(&c->order[k], n, sizeof(*c->order[k])) < 0 ||
 		    grow(&c->rank[k], n, sizeof(*c->rank[k])) < 0)
@@ -427,7 +433,17 @@ static inline bool view_has(const struct view *v, uint32_t i)
 	return (v->member[i / 64] >> (i % 64)) & 1u;
 }
 
-/* Sets slot i's in-flight count, keeping the views' totals current. */
+/* In flight. An endpoint's load has two views. local_if is one HAProxy's:
+ * its runtime API's scur + qcur (core_endpoint_sync), or without it this
+ * agent's own decisions minus ends; it only ever sees the requests of the
+ * HAProxy this agent serves. The engine's view (core_endpoint_engine) is
+ * every HAProxy's: the engine's own running + waiting at its last
+ * sample, plus what this agent sent and saw end since (the others'
+ * changes since are unknown until the next sample). in_flight, which
+ * decisions read, is the engine's view while its sample is fresh, else
+ * local_if; both are kept at every step, so either can take over. */
+
+/* Sets slot i's in_flight, keeping the views' totals current. */
 static void set_in_flight(struct core *c, uint32_t i, uint32_t value)
 {
 	struct pool_endpoint *e = &c->pool.ep[i];
@@ -437,6 +453,42 @@ static void set_in_flight(struct core *c, uint32_t i, uint32_t value)
 			v->total_if = v->total_if - e->in_flight + value;
 	}
 	e->in_flight = value;
+}
+
+/* Whether e's engine sample is past engine_max_age_ms at now_ms. */
+static bool engine_old(const struct core *c, const struct pool_endpoint *e,
+		       uint64_t now_ms)
+{
+	return now_ms > e->engine_at_ms &&
+	       now_ms - e->engine_at_ms > c->p.engine_max_age_ms;
+}
+
+static uint32_t engine_view(const struct pool_endpoint *e)
+{
+	int64_t v = (int64_t)e->engine_if + e->engine_delta;
+	return v < 0 ? 0 : v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+/* Sets in_flight from whichever view is in force. */
+static void in_flight_apply(struct core *c, uint32_t i)
+{
+	struct pool_endpoint *e = &c->pool.ep[i];
+	set_in_flight(c, i, e->engine_fresh ? engine_view(e) : e->local_if);
+}
+
+/* One more (d = 1: a decision) or one fewer (d = -1: an end) of this
+ * agent's requests on slot i, in both views; neither goes below 0. */
+static void in_flight_step(struct core *c, uint32_t i, int d)
+{
+	struct pool_endpoint *e = &c->pool.ep[i];
+	if (d > 0 && e->local_if < UINT32_MAX)
+		e->local_if++;
+	else if (d < 0 && e->local_if > 0)
+		e->local_if--;
+	if (e->engine_fresh && ((d > 0 && e->engine_delta < INT32_MAX) ||
+				(d < 0 && e->engine_delta > INT32_MIN)))
+		e->engine_delta += d;
+	in_flight_apply(c, i);
 }
 
 int core_endpoint_add(struct core *c, const struct core_endpoint_config *cfg,
@@ -502,7 +554,6 @@ int core_endpoint_next(const struct core *c, int prev)
 int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 		       uint32_t scur_plus_qcur, uint64_t now_ms)
 {
-	(void)now_ms;
 	struct pool_endpoint *e = pool_get(&c->pool, idx);
 	if (e == NULL)
 		return -ENOENT;
@@ -512,8 +563,66 @@ int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 		e->admin = a;
 		c->version++;
 	}
-	set_in_flight(c, (uint32_t)idx, scur_plus_qcur);
+	e->local_if = scur_plus_qcur;
+	if (e->engine_fresh && engine_old(c, e, now_ms)) {
+		e->engine_fresh = false;
+		e->engine_stale++;
+	}
+	in_flight_apply(c, (uint32_t)idx);
 	return 0;
+}
+
+int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
+			 double kv, uint64_t now_ms)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	e->engine_polls[ok ? 1 : 0]++;
+	if (!ok)
+		return 0;
+	e->engine_if = load;
+	e->engine_delta = 0;
+	e->engine_kv = kv >= 0 && kv <= 1 ? kv : -1;
+	/* 0 means "none ever" (engine_at_ms): a sample at a loop's first
+	 * millisecond is kept as 1. */
+	e->engine_at_ms = now_ms > 0 ? now_ms : 1;
+	e->engine_fresh = true;
+	in_flight_apply(c, (uint32_t)idx);
+	return 0;
+}
+
+int core_endpoint_artefact(struct core *c, int idx, uint64_t fingerprint)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	e->artefact = fingerprint;
+	return 0;
+}
+
+int core_endpoint_artefact_mismatch(struct core *c, int idx, bool mismatch)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	e->artefact_mismatch = mismatch;
+	return 0;
+}
+
+uint32_t core_engine_expire(struct core *c, uint64_t now_ms)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < c->pool.end; i++) {
+		struct pool_endpoint *e = &c->pool.ep[i];
+		if (!e->live || !e->engine_fresh || !engine_old(c, e, now_ms))
+			continue;
+		e->engine_fresh = false;
+		e->engine_stale++;
+		in_flight_apply(c, i);
+		n++;
+	}
+	return n;
 }
 
 int core_endpoint_complete(struct core *c, int idx)
@@ -521,8 +630,7 @@ int core_endpoint_complete(struct core *c, int idx)
 	struct pool_endpoint *e = pool_get(&c->pool, idx);
 	if (e == NULL)
 		return -ENOENT;
-	if (e->in_flight > 0)
-		set_in_flight(c, (uint32_t)idx, e->in_flight - 1);
+	in_flight_step(c, (uint32_t)idx, -1);
 	return 0;
 }
 
@@ -551,6 +659,17 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		.admin = (enum core_admin)e->admin,
 		.in_flight = e->in_flight,
 		.decisions = e->decisions,
+		.engine_fresh = e->engine_fresh,
+		.engine_load = e->engine_if,
+		.local_in_flight = e->local_if,
+		.engine_kv = e->engine_at_ms != 0 ? e->engine_kv : -1,
+		.engine_age_ms = e->engine_at_ms == 0 ? UINT64_MAX :
+				 now_ms >= e->engine_at_ms ? now_ms - e->engine_at_ms : 0,
+		.engine_polls_ok = e->engine_polls[1],
+		.engine_polls_failed = e->engine_polls[0],
+		.engine_stale = e->engine_stale,
+		.artefact = e->artefact,
+		.artefact_mismatch = e->artefact_mismatch,
 	};
 	for (unsigned k = 0; k < CORE_KIND_COUNT; k++) {
 		out->ewma_ms[k] = e->ewma[pool_sig(false, k)];
@@ -1029,7 +1148,7 @@ static void commit(struct core *c, uint32_t idx, enum core_reason reason,
 		   uint64_t now_ms, struct core_decision *out)
 {
 	struct pool_endpoint *e = &c->pool.ep[idx];
-	set_in_flight(c, idx, e->in_flight + 1);
+	in_flight_step(c, idx, 1);
 	e->decisions++;
 	if (e->br.state == CORE_BREAKER_HALF_OPEN) {
 		breaker_routed(&e->br, now_ms);
@@ -1130,6 +1249,48 @@ static enum core_hint_use hint_step(struct core *c, const struct core_hint *h,
 	return CORE_HINT_REFUSED;
 }
 
+/* policy.artefact_affinity: v's candidates of artefact a (or of none
+ * known) into c->art_view, its totals recomputed and its medians left to
+ * be computed again. Returns the filtered view (its n may be 0), or v when
+ * none differs. O(candidates), no allocation. */
+static struct view *artefact_view(struct core *c, struct view *v, uint64_t a)
+{
+	struct view *f = &c->art_view;
+	uint32_t *cand = f->cand;
+	uint64_t *member = f->member;
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < v->n; i++) {
+		uint64_t x = c->pool.ep[v->cand[i]].artefact;
+		n += x == 0 || x == a;
+	}
+	if (n == v->n)
+		return v;
+	*f = *v;
+	f->cand = cand;
+	f->member = member;
+	memset(member, 0, ((c->scratch_cap + 63) / 64) * sizeof(*member));
+	f->n = 0;
+	f->total_w = 0;
+	f->total_if = 0;
+	memset(f->n_warm, 0, sizeof(f->n_warm));
+	for (int k = 0; k < POOL_SIGNALS; k++)
+		f->median_version[k] = UINT64_MAX; /* never a current version */
+	for (uint32_t i = 0; i < v->n; i++) {
+		uint32_t s = v->cand[i];
+		const struct pool_endpoint *e = &c->pool.ep[s];
+		if (e->artefact != 0 && e->artefact != a)
+			continue;
+		f->cand[f->n++] = s;
+		f->member[s / 64] |= 1ull << (s % 64);
+		f->total_w += e->weight;
+		f->total_if += e->in_flight;
+		for (int k = 0; k < POOL_SIGNALS; k++)
+			f->n_warm[k] += warm(c, e, (unsigned)k);
+	}
+	f->valid = false; /* not a cached view: set_in_flight leaves it */
+	return f;
+}
+
 void core_decide(struct core *c, const struct core_request *req,
 		 uint64_t now_ms, struct core_rng *rng,
 		 struct core_decision *out)
@@ -1215,6 +1376,21 @@ void core_decide(struct core *c, const struct core_request *req,
 	if (warm_idx != UINT32_MAX && warm_usable(c, v, warm_idx, &k)) {
 		commit(c, warm_idx, CORE_REASON_AFFINITY, now_ms, out);
 		return;
+	}
+	/* The key leaves its warm endpoint: with artefact_affinity, only for
+	 * one of the same artefact, else it stays there. */
+	if (c->p.artefact_affinity && warm_idx != UINT32_MAX &&
+	    pool->ep[warm_idx].artefact != 0) {
+		struct view *f = artefact_view(c, v, pool->ep[warm_idx].artefact);
+		if (f->n == 0) { /* its own endpoint is not a candidate either */
+			c->decisions[CORE_REASON_NONE]++;
+			return;
+		}
+		if (f != v) {
+			v = f;
+			k.v = v;
+			pick_signals(c, v, &k);
+		}
 	}
 
 	/* 4-5. Rendezvous ranking, walked until one is healthy and within
@@ -1460,8 +1636,7 @@ int core_complete(struct core *c, const struct core_completion *cc,
 	if (o == CORE_OUTCOME_INVALID)
 		return -EINVAL;
 	uint32_t idx = (uint32_t)cc->endpoint;
-	if (e->in_flight > 0)
-		set_in_flight(c, idx, e->in_flight - 1);
+	in_flight_step(c, idx, -1);
 	c->completions[cc->end]++;
 	e->completions[cc->end]++;
 

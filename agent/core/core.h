@@ -254,6 +254,16 @@ struct core_endpoint_info {
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT]; /* core_complete, by end */
 	uint64_t decisions;                  /* requests routed to it */
+	/* Engine load (core_endpoint_engine). */
+	bool engine_fresh;                   /* in_flight is the engine's */
+	uint32_t engine_load;                /* its last sample: running + waiting */
+	uint32_t local_in_flight;            /* the runtime API's / own view */
+	double engine_kv;                    /* KV usage 0..1; -1: none */
+	uint64_t engine_age_ms;              /* since the sample; UINT64_MAX: none */
+	uint64_t engine_polls_ok, engine_polls_failed;
+	uint64_t engine_stale;               /* samples that aged out */
+	uint64_t artefact;                   /* core_endpoint_artefact; 0: unknown */
+	bool artefact_mismatch;              /* core_endpoint_artefact_mismatch */
 };
 
 /* Whole-core counters. */
@@ -353,9 +363,41 @@ int core_endpoint_find_path(const struct core *c, struct core_str path,
 int core_endpoint_next(const struct core *c, int prev);
 
 /* Runtime-API poll of endpoint idx: admin/health state and in-flight =
- * scur + qcur. Returns 0 or -ENOENT. Never allocates. */
+ * scur + qcur (kept aside while an engine sample is fresh:
+ * core_endpoint_engine). Returns 0 or -ENOENT. Never allocates. */
 int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 		       uint32_t scur_plus_qcur, uint64_t now_ms);
+
+/* A poll of endpoint idx's engine (agent/engine.c) at now_ms. ok: load =
+ * its running + waiting requests, kv its KV-cache usage (0..1, or -1 when
+ * it publishes none): from now on, while this sample is at most
+ * params.engine_max_age_ms old, the endpoint's in-flight count is load
+ * plus this agent's own decisions minus its own ends since now_ms (never
+ * below 0), and core_endpoint_sync sets admin only. !ok: a failed poll,
+ * counted; the last sample keeps aging. Returns 0 or -ENOENT. Never
+ * allocates. */
+int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
+			 double kv, uint64_t now_ms);
+
+/* The fingerprint of the artefact endpoint idx serves (agent/engine.c,
+ * proto/artefact.c: its own /v1/models or /props); 0: unknown. With
+ * params.artefact_affinity, a key warm on an endpoint of fingerprint F
+ * that must leave it (health, speed, load) goes only to endpoints of F or
+ * of no known fingerprint, by the usual steps over those alone; with none
+ * of them a candidate, the answer is none (CORE_REASON_NONE: HAProxy's
+ * own balancing). Returns 0 or -ENOENT. Never allocates. */
+int core_endpoint_artefact(struct core *c, int idx, uint64_t fingerprint);
+
+/* Whether the agent found endpoint idx serving one of its model names with
+ * another fingerprint than some other endpoint (reported, not used by
+ * decisions). Returns 0 or -ENOENT. */
+int core_endpoint_artefact_mismatch(struct core *c, int idx, bool mismatch);
+
+/* Ends the engine view of every endpoint whose sample is older than
+ * params.engine_max_age_ms at now_ms: its in-flight count is the runtime
+ * API's (or the agent's own) again. Returns how many it ended. O(pool);
+ * the agent calls it once per engine poll tick. */
+uint32_t core_engine_expire(struct core *c, uint64_t now_ms);
 
 /* End of a stream on endpoint idx with nothing else known: in-flight - 1,
  * not below 0. Returns 0 or -ENOENT. (The log input uses core_complete.) */

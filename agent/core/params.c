@@ -33,9 +33,11 @@ void core_params_defaults(struct core_params *p)
 		.rate_limit_cooldown_max_ms = 600 * 1000,
 		.dead_key_retry_ms = 60 * 1000,
 		.key_probe = false,
+		.artefact_affinity = false,
 		.key_probe_interval_ms = 10 * 1000,
 		.model_mismatch_404s = 3,
 		.poll_interval_ms = 200,
+		.engine_max_age_ms = 2000,
 		.snapshot_interval_ms = 10 * 1000,
 	};
 }

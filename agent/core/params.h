@@ -141,6 +141,11 @@ struct core_params {
 	 * target). Without, a 401/403 never excludes a key: it judged a
 	 * request the client shaped, and nothing else can tell. */
 	bool key_probe;                    /* false */
+	/* A key whose warm endpoint has a known artefact fingerprint
+	 * (core_endpoint_artefact) is never moved to an endpoint with another
+	 * one: the other candidates are only those of the same fingerprint or
+	 * of none known. */
+	bool artefact_affinity;            /* false */
 	/* Probes of one key start at most this often, however many 401/403s
 	 * callers cause. */
 	uint64_t key_probe_interval_ms;    /* 10 s */
@@ -148,6 +153,11 @@ struct core_params {
 	 * counts as not serving that model (for dead_key_retry_ms). 0: never. */
 	uint32_t model_mismatch_404s;      /* 3 */
 	uint64_t poll_interval_ms;         /* 200 ms (agent) */
+	/* An engine's own load (agent/engine.c, core_endpoint_engine) is the
+	 * endpoint's in-flight count while its last sample is at most this
+	 * old; past it the runtime API's view (or the agent's own count)
+	 * takes over again. The Kubernetes inference gateway's figure. */
+	uint64_t engine_max_age_ms;        /* 2 s */
 	uint64_t snapshot_interval_ms;     /* 10 s (agent) */
 };
 

@@ -60,7 +60,9 @@ struct pool_endpoint {
 				 * decision: the next answer is a wake-up */
 	uint8_t key_dead;       /* a probe of its key was refused (core.c,
 				 * "Upstream keys") */
-	uint32_t in_flight;
+	uint32_t in_flight;     /* the view decisions read: engine_if +
+				 * engine_delta while the engine's sample is
+				 * fresh, else local_if (core.c, "In flight") */
 	uint32_t samples[POOL_SIGNALS]; /* indexed by pool_sig */
 	double weight;
 	double ewma[POOL_SIGNALS];
@@ -95,6 +97,18 @@ struct pool_endpoint {
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT];
 	uint64_t decisions;
+	/* In flight, the two views (core.c, "In flight"). */
+	uint32_t local_if;      /* runtime API scur+qcur, or this agent's own
+				 * count, kept with every decision and end */
+	uint32_t engine_if;     /* the engine's running + waiting, last sample */
+	int32_t engine_delta;   /* this agent's decisions - ends since it */
+	bool engine_fresh;      /* in_flight follows the engine */
+	double engine_kv;       /* KV-cache usage 0..1 of the sample; -1 none */
+	uint64_t engine_at_ms;  /* the sample's time; 0: none ever */
+	uint64_t engine_polls[2]; /* [0] failed, [1] succeeded */
+	uint64_t engine_stale;  /* times its sample aged out */
+	uint64_t artefact;      /* fingerprint of what it serves; 0: unknown */
+	bool artefact_mismatch; /* another endpoint of a model of its differs */
 	/* Streamed successes whose breaker outcome waits for their log line
 	 * (core_feedback.end_follows). A lost line leaves one counted: the
 	 * next normal end of a stream whose feedback did count would count

@@ -28,6 +28,8 @@ NOT_FIELDS = {"NAME", "SYNOPSIS", "DESCRIPTION", "EXAMPLE", "VARIABLES", "SEE AL
 KEY = re.compile(r"^(?P<indent> *)(?P<item>- )?(?P<key>[a-z_0-9]+):")
 TERM = re.compile(r"\*([a-z_0-9.]+)\*")
 
+COMMENTED = re.compile(r"^(\s*)# ([a-z_]+: [\"\[{0-9].*)$")
+
 
 def source_root():
     return os.environ.get("WARMLANE_SOURCE_ROOT") or \
@@ -39,7 +41,13 @@ def example_fields(path):
     out, stack = {}, []  # stack of (indent, key)
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
-            if line.lstrip().startswith("#"):
+            # An optional field shown commented out ("    # key: VALUE",
+            # the "#" where the key would be, VALUE quoted, a list, a
+            # mapping or a number) is shown all the same.
+            c = COMMENTED.match(line)
+            if c:
+                line = c.group(1) + c.group(2) + "\n"
+            elif line.lstrip().startswith("#"):
                 continue
             m = KEY.match(line)
             if not m:

@@ -207,8 +207,11 @@ class FleetEnv(h.Env):
             e = self.endpoints[b.name]
             models = ", ".join(e["models"])
             keys = ", ".join(e["keys"])
+            # engine_metrics: the engine's own /metrics (engineload.py)
+            extra = "".join(f', {k}: "{e[k]}"' for k in ("engine_metrics", "engine_info")
+                            if e.get(k))
             lines.append(f"  - {{ backend: llm, server: {b.name}, models: [{models}], "
-                         f"weight: {e.get('weight', 1)}, keys: [{keys}] }}")
+                         f"weight: {e.get('weight', 1)}, keys: [{keys}]{extra} }}")
         p = self.path("warmlane.yaml")
         with open(p, "w") as f:
             f.write("\n".join(lines) + "\n")

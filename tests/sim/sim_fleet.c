@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum ev_type { EV_ARRIVAL, EV_POLL, EV_HEADERS, EV_FIRST, EV_DONE };
+enum ev_type { EV_ARRIVAL, EV_POLL, EV_HEADERS, EV_FIRST, EV_DONE, EV_ENGINE };
 
 struct ep_state {
 	struct sim_kv kv;
@@ -46,6 +46,7 @@ struct sim_fleet {
 	uint64_t live_total;
 	int64_t now;
 	int log_ingest;
+	int64_t engine_poll_us;
 };
 
 uint32_t sim_fleet_cached_blocks(const struct sim_fleet *f, uint32_t ep, const struct sim_req *r)
@@ -460,6 +461,24 @@ static int on_poll(struct sim_fleet *f, uint32_t ai)
 	return 0;
 }
 
+/* An agent's poll of every engine's /metrics (agent/engine.c): each
+ * engine's own running + waiting requests, whichever agent sent them, at
+ * this instant (an HTTP round trip on a LAN is far below the interval). */
+static int on_engine(struct sim_fleet *f, uint32_t ai)
+{
+	struct agent *a = &f->ag[ai];
+	for (uint32_t e = 0; e < f->cfg->nep; e++)
+		a->view[e].engine_load = f->eps[e].running + (uint32_t)f->eps[e].qlen;
+	if (f->pol->engine) {
+		view_refresh(f, a);
+		struct sim_view v = view_of(f, a);
+		f->pol->engine(a->st, &v);
+	}
+	if (f->next_arrival < f->w->n || f->live_total > 0)
+		return push(f, f->now + f->engine_poll_us, EV_ENGINE, ai);
+	return 0;
+}
+
 static int on_headers(struct sim_fleet *f, uint32_t i)
 {
 	struct sim_rec *rc = &f->rec[i];
@@ -548,6 +567,7 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 		.pol = opts->policy,
 		.nag = opts->agents ? opts->agents : 1,
 		.log_ingest = opts->log_ingest,
+		.engine_poll_us = opts->engine_poll_us,
 	};
 	*out = (struct sim_run){ .agents = f.nag, .seed = opts->seed, .cfg = cfg, .w = w };
 	snprintf(out->policy, sizeof(out->policy), "%s", opts->policy->name);
@@ -600,6 +620,10 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 		/* each agent polls on its own phase */
 		if (push(&f, (int64_t)sim_rng_below(&f.rng, (uint32_t)cfg->poll_interval_us), EV_POLL, a) < 0)
 			goto fail;
+		/* and its engine polls on their own */
+		if (f.engine_poll_us > 0 &&
+		    push(&f, (int64_t)sim_rng_below(&f.rng, (uint32_t)f.engine_poll_us), EV_ENGINE, a) < 0)
+			goto fail;
 	}
 	for (size_t i = 0; i < w->n; i++)
 		out->rec[i] = (struct sim_rec){ .ep = -1, .wep = -1, .t_start_us = -1, .t_first_us = -1 };
@@ -616,6 +640,7 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 		case EV_HEADERS: rc = on_headers(&f, ev.arg); break;
 		case EV_FIRST: rc = on_first(&f, ev.arg); break;
 		case EV_DONE: rc = on_done(&f, ev.arg); break;
+		case EV_ENGINE: rc = on_engine(&f, ev.arg); break;
 		}
 	}
 	if (rc < 0)

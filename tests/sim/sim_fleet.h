@@ -38,6 +38,8 @@ struct sim_run_opts {
 	unsigned nset;
 	int log_ingest;          /* agents read HAProxy's end-of-stream log lines */
 	int shared_hints;        /* the HAProxies share the warm hint (sim_hints.h) */
+	int64_t engine_poll_us;  /* agents poll the engines' /metrics this often
+				  * (agent/engine.c); 0: they do not */
 };
 
 struct sim_run {

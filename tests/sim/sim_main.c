@@ -8,6 +8,7 @@
 #include "sim_trace.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ struct opts {
 	double rate;
 	double slo_ms;
 	int csv, check, skip_missing, log_ingest, shared_hints;
+	uint64_t engine_poll_ms;  /* --engine-load: agents poll the engines' /metrics */
 	const char *set[32];
 	unsigned nset;
 };
@@ -58,6 +60,9 @@ static void usage(FILE *out)
 		"                      0.2-0.6 ms later, up to 1.4 s and 1 in 60 lost in the\n"
 		"                      first second: docs/peers.md)\n"
 		"  --log-ingest        agents also read HAProxy's end-of-stream log lines\n"
+		"  --engine-load       agents also poll each engine's running + waiting\n"
+		"                      requests (engine_metrics), every 200 ms\n"
+		"  --engine-poll MS    ... every MS ms instead (implies --engine-load)\n"
 		"                      (warmlane: core_complete with status, end, Tr, Ta and\n"
 		"                      bytes; in-flight - 1 at each completion, not only at\n"
 		"                      polls; refused connections as HAProxy's own 503)\n"
@@ -96,6 +101,59 @@ static int parse_dbl(const char *s, double *v)
 	return 0;
 }
 
+/* Spread of the load across servers: the highest time-averaged in-flight
+ * count per unit of weight over the lowest (1: even; infinite when a
+ * server took nothing). */
+static double inflight_spread(const struct sim_run *run)
+{
+	double hi = 0, lo = INFINITY;
+	for (uint32_t e = 0; e < run->cfg->nep; e++) {
+		double wgt = run->cfg->ep[e].weight > 0 ? run->cfg->ep[e].weight : 1;
+		double v = run->inflight_avg[e] / wgt;
+		hi = v > hi ? v : hi;
+		lo = v < lo ? v : lo;
+	}
+	return lo > 0 ? hi / lo : INFINITY;
+}
+
+/* --engine-load with several agents: run's spread against one agent's
+ * (one HAProxy: it sees the whole load) and several without engine load,
+ * printed; with check, warmlane's must be within 1.2x of one agent's
+ * (issue 14). 0, or -ENOMEM. */
+static int engine_balance(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
+			  const struct sim_run_opts *ro, const struct sim_run *run, int check,
+			  int *status)
+{
+	struct sim_run one, blind;
+	struct sim_run_opts o1 = *ro, ob = *ro;
+	o1.agents = 1;
+	o1.engine_poll_us = 0;
+	ob.engine_poll_us = 0;
+	char err[256];
+	if (sim_fleet_run(cfg, w, &o1, &one, err, sizeof(err)) < 0)
+		return -ENOMEM;
+	if (sim_fleet_run(cfg, w, &ob, &blind, err, sizeof(err)) < 0) {
+		sim_fleet_run_finish(&one);
+		return -ENOMEM;
+	}
+	double s = inflight_spread(run), s1 = inflight_spread(&one), sb = inflight_spread(&blind);
+	printf("# in-flight spread (max/min time-averaged in-flight per weight): %s %u agents, "
+	       "engine load every %lld ms: %.3f; 1 agent: %.3f; %u agents without engine load: "
+	       "%.3f; ratio to 1 agent %.3f (without %.3f)\n",
+	       ro->policy->name, ro->agents, (long long)(ro->engine_poll_us / 1000), s, s1,
+	       ro->agents, sb, s / s1, sb / s1);
+	if (check && strcmp(ro->policy->name, "warmlane") == 0) {
+		int ok = s <= 1.2 * s1;
+		fprintf(stderr, "%s %s: in-flight spread with %u agents and engine load %.3f <= "
+			"1.2 x one agent's %.3f\n", ok ? "ok  " : "FAIL", ro->policy->name,
+			ro->agents, s, s1);
+		*status |= !ok;
+	}
+	sim_fleet_run_finish(&one);
+	sim_fleet_run_finish(&blind);
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	for (int i = 1; i < argc; i++) {
@@ -115,6 +173,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		} else if (strcmp(a, "--shared-hints") == 0) {
 			o->shared_hints = 1;
 			used = 0;
+		} else if (strcmp(a, "--engine-load") == 0) {
+			if (o->engine_poll_ms == 0)
+				o->engine_poll_ms = 200;
+			used = 0;
+		} else if (strcmp(a, "--engine-poll") == 0) {
+			if (parse_u64(v, &u) < 0 || u < 1 || u > 60000)
+				goto bad;
+			o->engine_poll_ms = u;
 		} else if (strcmp(a, "--skip-missing") == 0) {
 			o->skip_missing = 1;
 			used = 0;
@@ -368,6 +434,8 @@ int main(int argc, char **argv)
 		fprintf(info, " log-ingest");
 	if (o.shared_hints)
 		fprintf(info, " shared-hints");
+	if (o.engine_poll_ms)
+		fprintf(info, " engine-poll=%llums", (unsigned long long)o.engine_poll_ms);
 	fprintf(info, "\n");
 	sim_stats_print_header(stdout, o.csv);
 
@@ -383,7 +451,8 @@ int main(int argc, char **argv)
 		struct sim_run run, ref = { 0 };
 		struct sim_run_opts ro = { .policy = pols[p], .agents = agents, .seed = o.seed,
 					   .set = o.set, .nset = o.nset, .log_ingest = o.log_ingest,
-					   .shared_hints = o.shared_hints };
+					   .shared_hints = o.shared_hints,
+					   .engine_poll_us = (int64_t)o.engine_poll_ms * 1000 };
 		if (sim_fleet_run(&cfg, &w, &ro, &run, err, sizeof(err)) < 0) {
 			fprintf(stderr, "warmlane-sim: %s\n", err);
 			rc = -ENOMEM;
@@ -394,6 +463,12 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		if (dump)
 			sim_stats_dump(dump, &run, p == 0);
+		if (o.engine_poll_ms && agents > 1 && !o.csv &&
+		    engine_balance(&cfg, &w, &ro, &run, o.check, &status) < 0) {
+			rc = -ENOMEM;
+			sim_fleet_run_finish(&run);
+			break;
+		}
 		if (sc) {
 			struct sim_summary ref_sum;
 			int have_ref = 0;

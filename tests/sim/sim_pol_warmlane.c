@@ -146,6 +146,19 @@ static void *wl_create(const struct sim_policy_env *env)
 	return s;
 }
 
+/* A poll of the engines' /metrics (agent/engine.c): each endpoint's
+ * engine count into the core, and samples past engine_max_age back to the
+ * runtime API's view. */
+static void wl_engine(void *st, const struct sim_view *v)
+{
+	struct wl *s = st;
+	uint64_t now = (uint64_t)(v->now_us / 1000);
+	for (uint32_t e = 0; e < v->n && e < s->n; e++)
+		if (s->idx[e] >= 0)
+			core_endpoint_engine(s->core, s->idx[e], true, v->ep[e].engine_load, -1, now);
+	core_engine_expire(s->core, now);
+}
+
 /* A runtime-API poll: servers HAProxy added or removed, their state and scur+qcur. */
 static void wl_poll(void *st, const struct sim_view *v)
 {
@@ -282,6 +295,7 @@ const struct sim_policy sim_pol_warmlane = {
 	.decide = wl_decide,
 	.feedback = wl_feedback,
 	.poll = wl_poll,
+	.engine = wl_engine,
 	.complete = wl_complete,
 	.noretry = wl_noretry,
 };

@@ -23,6 +23,9 @@ struct sim_view_ep {
 	uint32_t live;        /* HAProxy's own exact count of this instance's
 			       * requests: what its native algorithms (roundrobin,
 			       * leastconn, random(2), chash) balance on */
+	uint32_t engine_load; /* --engine-load: the engine's running + waiting
+			       * requests (every agent's) at this agent's last
+			       * poll of its /metrics */
 };
 
 struct sim_view {
@@ -95,6 +98,9 @@ struct sim_policy {
 			 const struct sim_feedback *fb);
 	/* Called after each runtime-API poll refreshed v's in_flight (optional). */
 	void (*poll)(void *st, const struct sim_view *v);
+	/* Called after each poll of the engines' /metrics refreshed v's
+	 * engine_load (only with --engine-load; optional). */
+	void (*engine)(void *st, const struct sim_view *v);
 	/* End of a stream this instance routed to ep, as HAProxy's log line
 	 * reports it, after any feedback of the same request (only with
 	 * --log-ingest; optional). */

@@ -416,6 +416,63 @@ START_TEST(key_probe_section)
 }
 END_TEST
 
+/* engine and endpoints[].engine_metrics: defaults, values, what is
+ * refused, at its line:col. */
+START_TEST(engine_section)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert_uint_eq(cfg.engine_poll_interval_ms, 200);
+	ck_assert_uint_eq(cfg.engine_timeout_ms, 1000);
+	ck_assert_uint_eq(cfg.params.engine_max_age_ms, 2000);
+	ck_assert_uint_eq(cfg.engine_info_interval_ms, 30000);
+	ck_assert(!cfg.params.artefact_affinity);
+	ck_assert_int_eq(load(&cfg,
+		"engine: {poll_interval: 50ms, timeout: 300ms, max_age: 1s, info_interval: 5s}\n"
+		"policy: {artefact_affinity: true}\n"
+		"endpoints:\n"
+		"  - {backend: b, server: s1, engine_metrics: \"http://10.0.0.5:8000/metrics\",\n"
+		"     engine_info: \"http://10.0.0.5:8000/v1/models\"}\n"
+		"  - {backend: b, server: s2}\n"), 0);
+	ck_assert_uint_eq(cfg.engine_info_interval_ms, 5000);
+	ck_assert(cfg.params.artefact_affinity);
+	ck_assert_str_eq(cfg.endpoints[0].engine_info, "http://10.0.0.5:8000/v1/models");
+	ck_assert_ptr_null(cfg.endpoints[1].engine_info);
+	ck_assert_uint_eq(cfg.engine_poll_interval_ms, 50);
+	ck_assert_uint_eq(cfg.engine_timeout_ms, 300);
+	ck_assert_uint_eq(cfg.params.engine_max_age_ms, 1000);
+	ck_assert_str_eq(cfg.endpoints[0].engine_metrics, "http://10.0.0.5:8000/metrics");
+	ck_assert_ptr_null(cfg.endpoints[1].engine_metrics);
+	/* A reload without them: the defaults again. */
+	ck_assert_int_eq(load(&cfg, "endpoints: [{backend: b, server: s1}]\n"), 0);
+	ck_assert_uint_eq(cfg.engine_poll_interval_ms, 200);
+	ck_assert_ptr_null(cfg.endpoints[0].engine_metrics);
+	ck_assert(!cfg.params.artefact_affinity);
+	ck_assert_int_eq(load(&cfg, "engine: {info_interval: 10ms}\n"
+				    "endpoints: [{backend: b, server: s1, engine_info: \"ftp://x/\"}]\n"),
+			 -EINVAL);
+	ck_assert_str_eq(err,
+		"t.yaml:1:25: engine.info_interval: must be between 1s and 24h, got 10ms\n"
+		"t.yaml:2:51: endpoints[0].engine_info: \"ftp://x/\": not an http:// URL\n");
+	ck_assert_int_eq(load(&cfg,
+		"engine: {poll_interval: 1ms, timeout: 2m, max_age: 10ms}\n"
+		"endpoints:\n"
+		"  - {backend: b, server: s1, engine_metrics: \"https://e/metrics\"}\n"
+		"  - {backend: b, server: s2, engine_metrics: \"http://e/a b\"}\n"
+		"  - {backend: b, server: s3, engine_metrics: \"http://u:p@e/metrics\"}\n"
+		"  - {backend: b, server: s4, engine_metrics: \"http:///metrics\"}\n"), -EINVAL);
+	ck_assert_str_eq(err,
+		"t.yaml:1:25: engine.poll_interval: must be between 10ms and 1m, got 1ms\n"
+		"t.yaml:1:39: engine.timeout: must be between 10ms and 1m, got 2m\n"
+		"t.yaml:1:52: engine.max_age: must be between 100ms and 1h, got 10ms\n"
+		"t.yaml:3:46: endpoints[0].engine_metrics: \"https://e/metrics\": not an http:// URL\n"
+		"t.yaml:4:46: endpoints[1].engine_metrics: \"http://e/a b\": byte 11 is a blank or not printable ASCII\n"
+		"t.yaml:5:46: endpoints[2].engine_metrics: \"http://u:p@e/metrics\": no host, or credentials in the URL\n"
+		"t.yaml:6:46: endpoints[3].engine_metrics: \"http:///metrics\": no host, or credentials in the URL\n");
+	config_finish(&cfg);
+}
+END_TEST
+
 /* retry_budget: defaults, values, the ranges refused at their line:col. */
 START_TEST(retry_budget_section)
 {
@@ -871,6 +928,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, size_bounds);
 	tcase_add_test(tc, syntax_error_alone);
 	tcase_add_test(tc, key_probe_section);
+	tcase_add_test(tc, engine_section);
 	tcase_add_test(tc, semantic_cooldown_order);
 	tcase_add_test(tc, connection_limits);
 	tcase_add_test(tc, retry_budget_section);

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Engine load across HAProxies: two HAProxy instances, each with its own
+warmlane, in front of one fleet of two llama.cpp llama-servers; both agents
+poll the engines' own /metrics (endpoints[].engine_metrics, engine.py's
+fleet: llama-server --metrics).
+
+Usage: engineload.py 2.6|3.2 engineload
+Phases, each asserting behaviour:
+
+  seen      long generations sent through HAProxy A only, all to one
+            server (one session): agent B, whose HAProxy carries none of
+            them (its runtime API says scur + qcur 0), counts them in that
+            server's in-flight view (warmlane_endpoint_in_flight), from the
+            engine (warmlane_endpoint_engine_fresh 1);
+  steered   meanwhile new sessions sent through HAProxy B all go to the
+            other server: its load, over B's load_floor (4), is past the
+            load bound (without engine load, B sees two idle servers and
+            rendezvous hashing puts about half of them on the loaded one);
+  stale     the loaded llama-server stopped (SIGSTOP): its polls fail, and
+            past engine.max_age (2 s) B's view of it is the runtime API's
+            again (fresh 0, in-flight 0), the failures counted.
+
+Exit status: 0 pass, 1 fail, 77 skip (as engine.py).
+"""
+
+import os
+import signal
+import sys
+import threading
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+import fleetenv as fe  # noqa: E402
+import engine as eng  # noqa: E402
+
+log = h.log
+LONG_TOKENS = 8000   # 20 s or more each on one slot: loaded all along
+LONG_N = 6
+
+
+def series(env, name, server):
+    text, _ = env.metrics_text()
+    for n, lb, v in fe.parse_metrics(text):
+        if n == name and lb.get("server") == server:
+            return v
+    return None
+
+
+def engineload(binary, version):
+    llama, model = eng.setup()
+    fleet = eng.lf.Fleet(llama, model, n=2, parallel=1, cache_ram=32, threads=1,
+                         ctx=16384)
+    with eng.EngineEnv("engineload-a", version) as a, \
+            eng.EngineEnv("engineload-b", version) as b:
+        try:
+            log(f"# fleet of 2 llama-servers up in {fleet.start():.2f}s")
+            # A keeps one session on its server however loaded (a floor
+            # over LONG_N); B has the default load_floor, 4
+            a.policy["load_floor"] = 16
+            for env in (a, b):
+                env.use_fleet(fleet)
+                for s in fleet.servers:
+                    env.endpoints[s.name]["engine_metrics"] = (
+                        f"http://127.0.0.1:{s.port}/metrics")
+                env.agent_extra.append("engine: { poll_interval: 100ms, timeout: 500ms }")
+                env.start_agent()
+                env.start_haproxy(binary)
+            for env in (a, b):
+                env.wait_backends_up(timeout=20)
+                env.wait_agent(up=True)
+            run(a, b, fleet)
+            for env in (a, b):
+                env.stop_agent_checked()
+        finally:
+            fleet.stop()
+
+
+def run(a, b, fleet):
+    names = [s.name for s in fleet.servers]
+    # --- seen: load through A only ------------------------------------------
+    recs = []
+
+    def long_one(i):
+        c = fe.Client(a.port, timeout=120)
+        body = fe.chat_body("tell me a long story " + "x" * 40, model=eng.MODEL,
+                            max_tokens=LONG_TOKENS)
+        recs.append(c.post(body, {"x-session-id": "heavy"}, i=i, tag="long"))
+        c.close()
+
+    # not waited for: they run to the end of the test (the fleet's stop
+    # ends them)
+    threads = [threading.Thread(target=long_one, args=(i,), daemon=True)
+               for i in range(LONG_N)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    # the loaded server: where A's agent sent them
+    h.wait_until("A's agent to route the long requests", lambda: sum(
+        (series(a, "warmlane_endpoint_decisions_total", n) or 0) for n in names) >= LONG_N,
+        timeout=10)
+    dec = {n: series(a, "warmlane_endpoint_decisions_total", n) for n in names}
+    busy = max(names, key=lambda n: dec[n])
+    idle = [n for n in names if n != busy][0]
+    if dec[busy] != LONG_N:
+        raise AssertionError(f"seen: A's agent split the one session's requests: {dec}")
+
+    def b_sees():
+        v = series(b, "warmlane_endpoint_in_flight", busy)
+        return v is not None and v >= LONG_N - 1
+    h.wait_until(f"agent B to count A's load on {busy}", b_sees, timeout=5)
+    seen_ms = (time.monotonic() - t0) * 1000
+    b_if = series(b, "warmlane_endpoint_in_flight", busy)
+    b_fresh = series(b, "warmlane_endpoint_engine_fresh", busy)
+    b_engine = series(b, "warmlane_endpoint_engine_requests", busy)
+    b_scur = b.server_status("llm", busy)
+    row = b.show_stat().get(("llm", busy))
+    b_haproxy = int(row["scur"]) + int(row["qcur"]) if row else None
+    log(f"seen: A sent {LONG_N} long generations to {busy}; agent B: in-flight {b_if:.0f}, "
+        f"engine sample {b_engine:.0f}, fresh {b_fresh:.0f}; B's HAProxy scur+qcur "
+        f"{b_haproxy} ({b_scur}); seen {seen_ms:.0f} ms after the first was sent "
+        "(printed, not asserted)")
+    if b_fresh != 1:
+        raise AssertionError(f"seen: B's engine view of {busy} is not fresh ({b_fresh})")
+    if b_haproxy != 0:
+        raise AssertionError(f"seen: B's HAProxy carried requests to {busy}: {b_haproxy}")
+
+    # --- steered: new sessions through B go to the idle server -------------
+    c = fe.Client(b.port, timeout=30)
+    placed = {}
+    for i in range(8):
+        r = c.post(fe.chat_body(f"short {i}", model=eng.MODEL, max_tokens=1),
+                   {"x-session-id": f"new-{i}"}, i=i, tag="new")
+        if r.status != 200:
+            raise AssertionError(f"steered: a request through B failed: {r.status} {r.error}")
+        placed[r.served] = placed.get(r.served, 0) + 1
+    c.close()
+    log(f"steered: 8 new sessions through B while {busy} is loaded by A: "
+        f"{fe.fmt_counts(placed)}")
+    if placed.get(busy, 0) != 0:
+        raise AssertionError(f"steered: B sent {placed[busy]} of 8 new sessions to the "
+                             f"loaded {busy}")
+    # over B's load_floor (4) all along, or the check proved nothing
+    if series(b, "warmlane_endpoint_in_flight", busy) < 4:
+        raise AssertionError("steered: the long requests ended before the check: "
+                             f"raise LONG_TOKENS ({LONG_TOKENS})")
+
+    # --- stale: the engine stops answering ---------------------------------
+    srv = fleet.server(busy)
+    srv.signal(signal.SIGSTOP)
+    t_stop = time.monotonic()
+    try:
+        h.wait_until(f"B's engine view of the stopped {busy} to go stale",
+                     lambda: series(b, "warmlane_endpoint_engine_fresh", busy) == 0,
+                     timeout=6)
+        gone_s = time.monotonic() - t_stop
+        b_if = series(b, "warmlane_endpoint_in_flight", busy)
+        text, _ = b.metrics_text()
+        fails = fe.metric_sum(fe.parse_metrics(text), "warmlane_endpoint_engine_polls_total",
+                              server=busy, result="failed")
+        stale = fe.metric_sum(fe.parse_metrics(text), "warmlane_engine_samples_stale_total")
+        age = series(b, "warmlane_endpoint_engine_sample_age_seconds", busy)
+        log(f"stale: {busy} SIGSTOPped; B's view stale after {gone_s:.2f} s (sample age "
+            f"{age:.2f} s), in-flight {b_if:.0f} (runtime API), {fails:.0f} failed polls, "
+            f"{stale:.0f} stale samples")
+        # the last sample may be one poll (100 ms) older than the stop
+        if gone_s < 1.8 or age <= 2.0:
+            raise AssertionError(f"stale: the engine view went stale after {gone_s:.2f} s "
+                                 f"(sample age {age:.2f} s), before engine.max_age (2 s)")
+        if b_if != 0 or fails < 1 or stale < 1:
+            raise AssertionError(f"stale: in-flight {b_if}, failed polls {fails}, "
+                                 f"stale {stale}")
+    finally:
+        srv.signal(signal.SIGCONT)
+    h.wait_until(f"B's engine view of {busy} back", lambda: series(
+        b, "warmlane_endpoint_engine_fresh", busy) == 1, timeout=5)
+    bad = [r for r in recs if r.status != 200]
+    if bad:
+        raise AssertionError(f"long requests failed: {bad}")
+    log(f"# B's view back after SIGCONT; {len(recs)} of {LONG_N} long requests "
+        "ended so far (the rest are cut by the fleet's stop)")
+
+
+SCENARIOS = {"engineload": engineload}
+
+if __name__ == "__main__":
+    sys.exit(h.main(SCENARIOS))

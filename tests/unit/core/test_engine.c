@@ -1,0 +1,241 @@
+/* test_engine.c - engine load in the core: the engine's count between polls plus this agent's own, staleness, the runtime API taking over. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "fixture.h"
+
+static struct core_completion end_of(int ep)
+{
+	return (struct core_completion){ .endpoint = ep, .status = 200,
+					 .end = CORE_END_COMPLETE,
+					 .feedback_seen = true };
+}
+
+/* The engine's count, plus this agent's decisions minus its ends since
+ * the sample; the runtime API's view is kept aside meanwhile. */
+START_TEST(engine_count_plus_own)
+{
+	struct fx f;
+	fx_init(&f, 1, NULL);
+	int e = f.ep[0];
+	ck_assert_int_eq(core_endpoint_sync(f.c, e, CORE_ADMIN_ENABLED, 1, f.now), 0);
+	ck_assert_uint_eq(fx_info(&f, e).in_flight, 1);
+	ck_assert_int_eq(core_endpoint_engine(f.c, e, true, 10, 0.25, f.now), 0);
+	struct core_endpoint_info in = fx_info(&f, e);
+	ck_assert_uint_eq(in.in_flight, 10);
+	ck_assert(in.engine_fresh);
+	ck_assert_uint_eq(in.engine_load, 10);
+	ck_assert(in.engine_kv == 0.25);
+	ck_assert_uint_eq(in.engine_age_ms, 0);
+	/* Own decisions add, own ends take off. */
+	struct core_request rq = fx_session(7);
+	struct core_decision d = fx_decide(&f, &rq);
+	ck_assert_int_eq(d.endpoint, e);
+	d = fx_decide(&f, &rq);
+	ck_assert_uint_eq(fx_info(&f, e).in_flight, 12);
+	struct core_completion cc = end_of(e);
+	ck_assert_int_eq(core_complete(f.c, &cc, f.now), 0);
+	ck_assert_uint_eq(fx_info(&f, e).in_flight, 11);
+	/* The runtime API's poll changes the local view only. */
+	ck_assert_int_eq(core_endpoint_sync(f.c, e, CORE_ADMIN_ENABLED, 3, f.now), 0);
+	in = fx_info(&f, e);
+	ck_assert_uint_eq(in.in_flight, 11);
+	ck_assert_uint_eq(in.local_in_flight, 3);
+	/* A new sample replaces the count and forgets the own delta. */
+	f.now += 200;
+	ck_assert_int_eq(core_endpoint_engine(f.c, e, true, 4, -1, f.now), 0);
+	in = fx_info(&f, e);
+	ck_assert_uint_eq(in.in_flight, 4);
+	ck_assert(in.engine_kv == -1);
+	ck_assert_uint_eq(in.engine_polls_ok, 2);
+	/* Ends of requests the sample counted: never below 0. */
+	ck_assert_int_eq(core_endpoint_engine(f.c, e, true, 0, -1, f.now), 0);
+	ck_assert_int_eq(core_complete(f.c, &cc, f.now), 0);
+	ck_assert_int_eq(core_endpoint_complete(f.c, e), 0);
+	ck_assert_uint_eq(fx_info(&f, e).in_flight, 0);
+	fx_finish(&f);
+}
+END_TEST
+
+/* Past engine_max_age_ms the sample is ignored: the runtime API's poll
+ * (or core_engine_expire) puts its own view back. */
+START_TEST(stale_sample_gives_way)
+{
+	struct fx f;
+	fx_init(&f, 2, NULL);
+	ck_assert_uint_eq(f.p.engine_max_age_ms, 2000);
+	int a = f.ep[0], b = f.ep[1];
+	core_endpoint_sync(f.c, a, CORE_ADMIN_ENABLED, 2, f.now);
+	core_endpoint_sync(f.c, b, CORE_ADMIN_ENABLED, 5, f.now);
+	core_endpoint_engine(f.c, a, true, 9, -1, f.now);
+	core_endpoint_engine(f.c, b, true, 9, -1, f.now);
+	/* Failed polls are counted and change nothing: the sample ages. */
+	f.now += 1500;
+	ck_assert_int_eq(core_endpoint_engine(f.c, a, false, 0, -1, f.now), 0);
+	ck_assert_uint_eq(fx_info(&f, a).in_flight, 9);
+	ck_assert_uint_eq(fx_info(&f, a).engine_polls_failed, 1);
+	ck_assert_uint_eq(fx_info(&f, a).engine_age_ms, 1500);
+	/* Exactly 2 s old: still fresh. */
+	f.now += 500;
+	ck_assert_uint_eq(core_engine_expire(f.c, f.now), 0);
+	core_endpoint_sync(f.c, a, CORE_ADMIN_ENABLED, 2, f.now);
+	ck_assert_uint_eq(fx_info(&f, a).in_flight, 9);
+	/* One millisecond later: the runtime API's poll takes over for a,
+	 * the expiry for b. */
+	f.now += 1;
+	core_endpoint_sync(f.c, a, CORE_ADMIN_ENABLED, 2, f.now);
+	struct core_endpoint_info in = fx_info(&f, a);
+	ck_assert(!in.engine_fresh);
+	ck_assert_uint_eq(in.in_flight, 2);
+	ck_assert_uint_eq(in.engine_stale, 1);
+	ck_assert_uint_eq(fx_info(&f, b).in_flight, 9);
+	ck_assert_uint_eq(core_engine_expire(f.c, f.now), 1);
+	ck_assert_uint_eq(fx_info(&f, b).in_flight, 5);
+	ck_assert_uint_eq(core_engine_expire(f.c, f.now + 10000), 0);
+	/* A clock behind the sample (never in the agent) is not "old". */
+	core_endpoint_engine(f.c, a, true, 7, -1, f.now);
+	ck_assert_uint_eq(core_engine_expire(f.c, f.now - 5000), 0);
+	ck_assert_uint_eq(fx_info(&f, a).in_flight, 7);
+	ck_assert_int_eq(core_endpoint_engine(f.c, 99, true, 1, -1, f.now), -ENOENT);
+	fx_finish(&f);
+}
+END_TEST
+
+/* Without a runtime API the local view is this agent's own count, kept
+ * through the engine's time: it comes back right when the engine goes
+ * quiet. */
+START_TEST(own_count_survives_engine_view)
+{
+	struct fx f;
+	fx_init(&f, 1, NULL);
+	int e = f.ep[0];
+	struct core_request rq = fx_session(3);
+	fx_decide(&f, &rq);
+	fx_decide(&f, &rq);
+	core_endpoint_engine(f.c, e, true, 30, -1, f.now);
+	fx_decide(&f, &rq);
+	struct core_completion cc = end_of(e);
+	core_complete(f.c, &cc, f.now);
+	ck_assert_uint_eq(fx_info(&f, e).in_flight, 30);
+	f.now += 2001;
+	core_engine_expire(f.c, f.now);
+	ck_assert_uint_eq(fx_info(&f, e).in_flight, 2);
+	fx_finish(&f);
+}
+END_TEST
+
+/* What it is for: load this agent never saw (another HAProxy's) keeps
+ * new sessions off the loaded server. With load_factor 1 and load_floor
+ * 1, a server with the engine's 8 takes a new key only once the other has
+ * 8 too (9 <= ceil((16 + 1) / 2)): the first 8 sessions all go to the
+ * idle one, whatever their hash prefers (rendezvous alone puts about half
+ * of them on each). */
+START_TEST(foreign_load_steers_placement)
+{
+	struct fx f;
+	struct core_params p;
+	core_params_defaults(&p);
+	p.load_factor = 1.0;
+	p.load_floor = 1;
+	fx_init(&f, 2, &p);
+	int busy = f.ep[0], idle = f.ep[1];
+	core_endpoint_engine(f.c, busy, true, 8, -1, f.now);
+	core_endpoint_engine(f.c, idle, true, 0, -1, f.now);
+	int on_busy = 0;
+	for (uint64_t s = 1; s <= 8; s++) {
+		struct core_request rq = fx_session(s * 0x9e3779b97f4a7c15ull);
+		struct core_decision d = fx_decide(&f, &rq);
+		on_busy += d.endpoint == busy;
+	}
+	ck_assert_int_eq(on_busy, 0);
+	ck_assert_uint_eq(fx_info(&f, idle).in_flight, 8);
+	ck_assert_uint_eq(fx_info(&f, busy).in_flight, 8);
+	fx_finish(&f);
+}
+END_TEST
+
+/* policy.artefact_affinity: sessions warm on s0 or s1 (artefact A) whose
+ * endpoint goes down move only to the other A one, never to s2 or s3
+ * (artefact B); without the policy some do. _i: 0 off, 1 on. */
+START_TEST(artefact_affinity_keeps_artefact)
+{
+	struct fx f;
+	struct core_params p;
+	core_params_defaults(&p);
+	p.artefact_affinity = _i == 1;
+	fx_init(&f, 4, &p);
+	const uint64_t A = 0xa11ce, B = 0xb0b;
+	ck_assert_int_eq(core_endpoint_artefact(f.c, f.ep[0], A), 0);
+	ck_assert_int_eq(core_endpoint_artefact(f.c, f.ep[1], A), 0);
+	ck_assert_int_eq(core_endpoint_artefact(f.c, f.ep[2], B), 0);
+	ck_assert_int_eq(core_endpoint_artefact(f.c, f.ep[3], B), 0);
+	ck_assert_int_eq(core_endpoint_artefact(f.c, 99, A), -ENOENT);
+	ck_assert_uint_eq(fx_info(&f, f.ep[2]).artefact, B);
+	/* 64 sessions, each homed by a success */
+	uint64_t on_s0[64];
+	int n0 = 0;
+	for (uint64_t s = 1; s <= 64; s++) {
+		struct core_request rq = fx_session(s * 0x9e3779b97f4a7c15ull);
+		struct core_decision d = fx_decide(&f, &rq);
+		ck_assert_int_ge(d.endpoint, 0);
+		fx_feedback(&f, &d, 200, 50, false);
+		struct core_completion cc = end_of(d.endpoint);
+		core_complete(f.c, &cc, f.now);
+		if (d.endpoint == f.ep[0])
+			on_s0[n0++] = s;
+	}
+	ck_assert_int_gt(n0, 4);
+	core_endpoint_sync(f.c, f.ep[0], CORE_ADMIN_DOWN, 0, f.now);
+	int to_b = 0, to_a = 0;
+	for (int i = 0; i < n0; i++) {
+		struct core_request rq = fx_session(on_s0[i] * 0x9e3779b97f4a7c15ull);
+		struct core_decision d = fx_decide(&f, &rq);
+		ck_assert_int_ne(d.endpoint, f.ep[0]);
+		to_b += d.endpoint == f.ep[2] || d.endpoint == f.ep[3];
+		to_a += d.endpoint == f.ep[1];
+		struct core_completion cc = end_of(d.endpoint);
+		core_complete(f.c, &cc, f.now);
+	}
+	if (_i == 1) {
+		ck_assert_int_eq(to_b, 0);
+		ck_assert_int_eq(to_a, n0);
+		/* The last endpoint of A down too: no answer rather than B. */
+		core_endpoint_sync(f.c, f.ep[1], CORE_ADMIN_DOWN, 0, f.now);
+		struct core_request rq = fx_session(on_s0[0] * 0x9e3779b97f4a7c15ull);
+		struct core_decision d = fx_decide(&f, &rq);
+		ck_assert_int_eq(d.endpoint, -1);
+		/* An endpoint of no known fingerprint may take it. */
+		core_endpoint_artefact(f.c, f.ep[3], 0);
+		d = fx_decide(&f, &rq);
+		ck_assert_int_eq(d.endpoint, f.ep[3]);
+	} else {
+		ck_assert_int_gt(to_b, 0);
+	}
+	fx_finish(&f);
+}
+END_TEST
+
+static Suite *engine_suite(void)
+{
+	Suite *s = suite_create("engine");
+	TCase *tc = tcase_create("in_flight");
+	tcase_add_test(tc, engine_count_plus_own);
+	tcase_add_test(tc, stale_sample_gives_way);
+	tcase_add_test(tc, own_count_survives_engine_view);
+	tcase_add_test(tc, foreign_load_steers_placement);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("artefact");
+	tcase_add_loop_test(tc, artefact_affinity_keeps_artefact, 0, 2);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(engine_suite());
+	srunner_run_all(sr, CK_SILENT);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
