@@ -578,6 +578,7 @@ struct raw_policy {
 	double *model_mismatch_404s;
 	char *score_by;
 	char *session_scope;
+	char *mode;
 };
 
 struct raw_endpoint {
@@ -702,6 +703,7 @@ static const cyaml_schema_field_t policy_fields[] = {
 	INT("model_mismatch_404s", struct raw_policy, model_mismatch_404s),
 	STR("score_by", struct raw_policy, score_by),
 	STR("session_scope", struct raw_policy, session_scope),
+	STR("mode", struct raw_policy, mode),
 	CYAML_FIELD_END
 };
 
@@ -1701,6 +1703,35 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 	}
 }
 
+const char *config_mode_name(enum config_mode m)
+{
+	switch (m) {
+	case CONFIG_MODE_ROUTE:
+		return "route";
+	case CONFIG_MODE_SHADOW:
+		return "shadow";
+	default:
+		return NULL;
+	}
+}
+
+/* policy.mode: the agent's, not the core's (the core decides the same). */
+static void sem_mode(struct sem *s, const struct raw_policy *rp,
+		     struct config *cfg)
+{
+	if (rp->mode != NULL) {
+		int k = -1;
+		for (int i = 0; i < CONFIG_MODE_COUNT; i++)
+			if (strcmp(rp->mode, config_mode_name((enum config_mode)i)) == 0)
+				k = i;
+		if (k < 0)
+			sem_err(s, "policy.mode", "\"%s\" is not one of route, shadow",
+				rp->mode);
+		else
+			cfg->mode = (enum config_mode)k;
+	}
+}
+
 static void sem_endpoints(struct sem *s, const struct raw_config *raw,
 			  struct config *cfg)
 {
@@ -2002,8 +2033,10 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 			     3600 * 1000, &cfg->retry_budget.window_ms);
 	}
 
-	if (raw->policy != NULL)
+	if (raw->policy != NULL) {
 		sem_policy(s, raw->policy, &cfg->params);
+		sem_mode(s, raw->policy, cfg);
+	}
 	/* Checked here, after both are known, whichever one the file set. */
 	if (cfg->params.breaker_cooldown_ms > cfg->params.breaker_cooldown_max_ms)
 	{
