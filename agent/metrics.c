@@ -413,6 +413,9 @@ static void render_shadow(struct metrics_text *t, const struct route *r)
 	text_family_u64(t, "warmlane_shadow_bad_reason_total", "counter",
 			"Shadow-mode feedback or log lines whose shadow_reason is not a reason of warmlane's: not compared.",
 			sh->bad_reason);
+	text_family_u64(t, "warmlane_shadow_duplicates_total", "counter",
+			"Shadow-mode answers of a request already compared (same unique id: a feedback whose ACK came too late for HAProxy, then its log line): counted once.",
+			sh->duplicates);
 }
 
 /* Upstream key probes (probe.c). */

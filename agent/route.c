@@ -28,6 +28,7 @@ static const char *const route_fb_names[ROUTE_FB_COUNT] = {
 	[ROUTE_FB_KEY] = "key",		    [ROUTE_FB_AKEY] = "akey",
 	[ROUTE_FB_STREAM] = "stream",	    [ROUTE_FB_MODEL] = "model",
 	[ROUTE_FB_SHADOW] = "shadow",	    [ROUTE_FB_SHADOW_REASON] = "shadow_reason",
+	[ROUTE_FB_ID] = "id",
 };
 
 int route_arg_lookup(struct spop_str name)
@@ -450,7 +451,7 @@ void route_feedback(struct route *r, const struct route_feedback *fb)
 	 * warmlane's choice is counted whatever the rest says. */
 	struct core_str sh_reason = arg_str(&a[ROUTE_FB_SHADOW_REASON]);
 	bool shadow = sh_reason.len > 0;
-	if (shadow)
+	if (shadow && shadow_first(&r->shadow, arg_str(&a[ROUTE_FB_ID]), true))
 		shadow_count_path(&r->shadow, sh_reason,
 				  arg_str(&a[ROUTE_FB_SHADOW]), path);
 	int idx[ROUTE_FB_MAX_KEYS];
@@ -578,7 +579,7 @@ static enum route_log_use route_log_shadow(struct route *r,
 					   const struct haplog_line *l,
 					   uint64_t now_ms)
 {
-	if (!l->fb)
+	if (!l->fb && shadow_first(&r->shadow, hl_str(l->id), false))
 		shadow_count(&r->shadow, hl_str(l->shr), hl_str(l->sh),
 			     hl_str(l->be), hl_str(l->srv));
 	int idx[ROUTE_FB_MAX_KEYS];

@@ -58,6 +58,7 @@ enum route_fb_arg {
 	 * shadow_reason echoed back, to compare with `server`. */
 	ROUTE_FB_SHADOW,
 	ROUTE_FB_SHADOW_REASON,
+	ROUTE_FB_ID,    /* optional: unique-id, so a response counts once */
 	ROUTE_FB_COUNT
 };
 

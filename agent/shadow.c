@@ -76,3 +76,22 @@ int shadow_count_path(struct shadow_stats *s, struct core_str reason,
 	}
 	return shadow_count(s, reason, chosen, be, srv);
 }
+
+bool shadow_first(struct shadow_stats *s, struct core_str id,
+		  bool from_feedback)
+{
+	if (id.len == 0)
+		return true;
+	uint64_t h = core_hash_bytes(id.ptr, id.len);
+	h += h == 0; /* 0 marks an empty slot */
+	uint64_t *slot = &s->seen[h & (SHADOW_SEEN_SLOTS - 1)];
+	if (*slot == h) {
+		if (!from_feedback)
+			*slot = 0;
+		s->duplicates++;
+		return false;
+	}
+	if (from_feedback)
+		*slot = h;
+	return true;
+}

@@ -2,6 +2,7 @@
 #ifndef WARMLANE_SHADOW_H
 #define WARMLANE_SHADOW_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core.h"
@@ -13,6 +14,8 @@ enum shadow_match {
 	SHADOW_MATCH_NONE,    /* warmlane had no server (no_model, none) */
 	SHADOW_MATCH_COUNT
 };
+
+#define SHADOW_SEEN_SLOTS 4096u
 
 /* Responses compared in shadow mode, one each: from the feedback message
  * (HAProxy 3.0+), else from the end-of-stream log line (2.6, and HAProxy's
@@ -27,6 +30,15 @@ struct shadow_stats {
 	/* A shadow answer whose reason is not one of the core's (a forged
 	 * log line, a config that logs something else): not compared. */
 	uint64_t bad_reason;
+	/* Answers of a request already compared (its unique id seen): a
+	 * feedback whose ACK reached HAProxy too late, after `timeout
+	 * processing`, leaves fb unset in its log line, which would count
+	 * it again. */
+	uint64_t duplicates;
+	/* Hashes of the unique ids compared at the feedback, direct-mapped
+	 * (0: empty): the log line that follows finds its own. A slot taken
+	 * by a later request only costs that rare late-ACK line its check. */
+	uint64_t seen[SHADOW_SEEN_SLOTS];
 };
 
 /* "yes", "no", "none", or "unknown". */
@@ -46,5 +58,13 @@ int shadow_count(struct shadow_stats *s, struct core_str reason,
  * argument); no '/' counts as no server. */
 int shadow_count_path(struct shadow_stats *s, struct core_str reason,
 		      struct core_str chosen, struct core_str used);
+
+/* Whether the request with unique id (HAProxy's %ID: the feedback's `id`,
+ * the log line's id; len 0: unknown, never a duplicate) is compared for
+ * the first time. from_feedback: its id is remembered for its log line;
+ * else (the log line, which comes last) it is forgotten. A false return
+ * is counted in s->duplicates. */
+bool shadow_first(struct shadow_stats *s, struct core_str id,
+		  bool from_feedback);
 
 #endif

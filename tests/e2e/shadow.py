@@ -187,7 +187,8 @@ def shadow(binary, version):
             + f"; warm {got_warm:.0f}, missed {got_missed:.0f}")
         yes = sum(v for k, v in want.items() if k[1] == "yes")
         log(f"match rate {100 * yes / n:.0f}% ({yes}/{n}); would have kept warm "
-            f"{missed} of {warm} warm requests")
+            f"{missed} of {warm} warm requests; answers counted once of two "
+            f"(a late feedback ACK): {fe.metric_sum(s, 'warmlane_shadow_duplicates_total'):.0f}")
         assert spread >= convs // 2, \
             f"only {spread} of {convs} conversations spread: HAProxy's leastconn should " \
             "spread them in shadow mode"

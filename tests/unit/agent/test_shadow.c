@@ -392,6 +392,57 @@ START_TEST(log_line_compares_and_teaches)
 }
 END_TEST
 
+/* A feedback whose ACK came too late for HAProxy (after `timeout
+ * processing`) leaves fb unset in its log line: the unique id, in both,
+ * keeps the response counted once. Other requests' lines still count. */
+START_TEST(late_ack_counted_once)
+{
+	struct config cfg;
+	struct route r;
+	load(&cfg, shadow_yaml);
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	idle_poll(&r);
+	struct route_decision d;
+	decide(&r, "conv", &d);
+	const char *other = strcmp(d.server, "s1") == 0 ? "s2" : "s1";
+	char used[32];
+	snprintf(used, sizeof(used), "llm/%s", other);
+	struct route_feedback fb;
+	char akey[17], sh[300];
+	memset(&fb, 0, sizeof(fb));
+	for (int i = 0; i < ROUTE_FB_COUNT; i++)
+		fb.args[i] = spop_data_null();
+	fb.args[ROUTE_FB_SERVER] = str(used);
+	fb.args[ROUTE_FB_STATUS] = spop_data_int64(200);
+	snprintf(akey, sizeof(akey), "%016" PRIx64, d.akey);
+	fb.args[ROUTE_FB_AKEY] = str(akey);
+	snprintf(sh, sizeof(sh), "%s/%s", d.backend, d.server);
+	fb.args[ROUTE_FB_SHADOW] = str(sh);
+	fb.args[ROUTE_FB_SHADOW_REASON] = str("hash");
+	fb.args[ROUTE_FB_ID] = str("x"); /* shadow_line's id */
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(r.shadow.responses[CORE_REASON_HASH][SHADOW_MATCH_NO], 1);
+	ck_assert_int_eq(shadow_line(&r, &d, other, false), ROUTE_LOG_USED);
+	ck_assert_uint_eq(r.shadow.responses[CORE_REASON_HASH][SHADOW_MATCH_NO], 1);
+	ck_assert_uint_eq(r.shadow.duplicates, 1);
+	/* forgotten once its line came: the next line of that id counts */
+	ck_assert_int_eq(shadow_line(&r, &d, other, false), ROUTE_LOG_USED);
+	ck_assert_uint_eq(r.shadow.responses[CORE_REASON_HASH][SHADOW_MATCH_NO] +
+				  r.shadow.responses[CORE_REASON_AFFINITY][SHADOW_MATCH_NO],
+			  2);
+	/* the same feedback twice: once */
+	route_feedback(&r, &fb);
+	route_feedback(&r, &fb);
+	ck_assert_uint_eq(r.shadow.duplicates, 2);
+	struct shadow_stats st = { 0 };
+	ck_assert(shadow_first(&st, cs(""), true));
+	ck_assert(shadow_first(&st, cs(""), true));
+	ck_assert_uint_eq(st.duplicates, 0);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 START_TEST(count_matches)
 {
 	struct shadow_stats s = { 0 };
@@ -452,6 +503,7 @@ static Suite *shadow_suite(void)
 	tcase_add_test(tc, ack_has_no_routing_variable);
 	tcase_add_test(tc, feedback_compares_and_teaches);
 	tcase_add_test(tc, log_line_compares_and_teaches);
+	tcase_add_test(tc, late_ack_counted_once);
 	tcase_add_test(tc, count_matches);
 	tcase_add_test(tc, mode_config);
 	suite_add_tcase(s, tc);
