@@ -574,14 +574,19 @@ enum core_end route_log_end(const struct haplog_line *l)
 /* A line of shadow mode (route_log_line): HAProxy chose be/srv itself.
  * What happened there teaches that server's endpoints, as feedback without
  * a key id does; the comparison is counted here unless the feedback
- * message already did (fb). */
+ * message already did: fb, or, when its ACK came too late for HAProxy to
+ * set fb, the request's id met at the feedback (shadow_first). */
 static enum route_log_use route_log_shadow(struct route *r,
 					   const struct haplog_line *l,
 					   uint64_t now_ms)
 {
-	if (!l->fb && shadow_first(&r->shadow, hl_str(l->id), false))
-		shadow_count(&r->shadow, hl_str(l->shr), hl_str(l->sh),
-			     hl_str(l->be), hl_str(l->srv));
+	bool fb_seen = l->fb;
+	if (!fb_seen) {
+		fb_seen = !shadow_first(&r->shadow, hl_str(l->id), false);
+		if (!fb_seen)
+			shadow_count(&r->shadow, hl_str(l->shr), hl_str(l->sh),
+				     hl_str(l->be), hl_str(l->srv));
+	}
 	int idx[ROUTE_FB_MAX_KEYS];
 	unsigned n = route_server_find(r, hl_str(l->be), hl_str(l->srv), idx,
 				       ROUTE_FB_MAX_KEYS);
@@ -597,7 +602,7 @@ static enum route_log_use route_log_shadow(struct route *r,
 		.total_ms = l->ta_ms,
 		.bytes = l->bytes,
 		.stream = l->stream,
-		.feedback_seen = l->fb,
+		.feedback_seen = fb_seen,
 		.has_akey = l->has_akey,
 		.akey = l->akey,
 		.has_retry_after = l->retry_after_s >= 0,

@@ -422,9 +422,17 @@ START_TEST(late_ack_counted_once)
 	fb.args[ROUTE_FB_ID] = str("x"); /* shadow_line's id */
 	route_feedback(&r, &fb);
 	ck_assert_uint_eq(r.shadow.responses[CORE_REASON_HASH][SHADOW_MATCH_NO], 1);
+	int ep = core_endpoint_find(r.core, cs("llm"), cs(other), cs("k1"));
+	struct core_endpoint_info in;
+	ck_assert_int_eq(core_endpoint_info(r.core, ep, 0, &in), 0);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_SUCCESS], 1);
 	ck_assert_int_eq(shadow_line(&r, &d, other, false), ROUTE_LOG_USED);
 	ck_assert_uint_eq(r.shadow.responses[CORE_REASON_HASH][SHADOW_MATCH_NO], 1);
 	ck_assert_uint_eq(r.shadow.duplicates, 1);
+	/* nor does the core take its status twice: the feedback had it */
+	ck_assert_int_eq(core_endpoint_info(r.core, ep, 0, &in), 0);
+	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_SUCCESS], 1);
+	ck_assert_uint_eq(in.completions[CORE_END_COMPLETE], 1);
 	/* forgotten once its line came: the next line of that id counts */
 	ck_assert_int_eq(shadow_line(&r, &d, other, false), ROUTE_LOG_USED);
 	ck_assert_uint_eq(r.shadow.responses[CORE_REASON_HASH][SHADOW_MATCH_NO] +
