@@ -128,6 +128,9 @@ def reload_mode(env, mode, n_reloads):
     os.kill(env.agent.pid, signal.SIGHUP)
     h.wait_until(f"reload {n_reloads} to {mode}", lambda: env.log_text("agent").count(
         'msg="configuration reloaded"') >= n_reloads, timeout=10)
+    last = [ln for ln in env.log_text("agent").splitlines()
+            if 'msg="configuration reloaded"' in ln][-1]
+    assert f"mode={mode}" in last, f"reload to {mode}: {last}"
     want = 1 if mode == "shadow" else 0
     h.wait_until(f"warmlane_shadow_mode {want}", lambda: fe.metric_sum(
         metrics(env), "warmlane_shadow_mode") == want, timeout=5)
