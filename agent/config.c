@@ -591,6 +591,7 @@ struct raw_policy {
 	char *score_by;
 	char *session_scope;
 	bool *artefact_affinity;
+	char *mode;
 };
 
 struct raw_endpoint {
@@ -728,6 +729,7 @@ static const cyaml_schema_field_t policy_fields[] = {
 	STR("session_scope", struct raw_policy, session_scope),
 	CYAML_FIELD_BOOL_PTR("artefact_affinity", OPT, struct raw_policy,
 			     artefact_affinity),
+	STR("mode", struct raw_policy, mode),
 	CYAML_FIELD_END
 };
 
@@ -1765,6 +1767,35 @@ static bool url_is_http(const char *u, char *why, size_t whylen)
 	return true;
 }
 
+const char *config_mode_name(enum config_mode m)
+{
+	switch (m) {
+	case CONFIG_MODE_ROUTE:
+		return "route";
+	case CONFIG_MODE_SHADOW:
+		return "shadow";
+	default:
+		return NULL;
+	}
+}
+
+/* policy.mode: the agent's, not the core's (the core decides the same). */
+static void sem_mode(struct sem *s, const struct raw_policy *rp,
+		     struct config *cfg)
+{
+	if (rp->mode != NULL) {
+		int k = -1;
+		for (int i = 0; i < CONFIG_MODE_COUNT; i++)
+			if (strcmp(rp->mode, config_mode_name((enum config_mode)i)) == 0)
+				k = i;
+		if (k < 0)
+			sem_err(s, "policy.mode", "\"%s\" is not one of route, shadow",
+				rp->mode);
+		else
+			cfg->mode = (enum config_mode)k;
+	}
+}
+
 static void sem_endpoints(struct sem *s, const struct raw_config *raw,
 			  struct config *cfg)
 {
@@ -2092,8 +2123,10 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 			     24ull * 3600 * 1000, &cfg->engine_info_interval_ms);
 	}
 
-	if (raw->policy != NULL)
+	if (raw->policy != NULL) {
 		sem_policy(s, raw->policy, &cfg->params);
+		sem_mode(s, raw->policy, cfg);
+	}
 	/* Checked here, after both are known, whichever one the file set. */
 	if (cfg->params.breaker_cooldown_ms > cfg->params.breaker_cooldown_max_ms)
 	{

@@ -91,8 +91,20 @@ struct config_endpoint {
 			       * /props): the artefact fingerprint; NULL: none */
 };
 
+/* policy.mode: whether HAProxy is told where to send each request. */
+enum config_mode {
+	CONFIG_MODE_ROUTE = 0, /* the ACK sets backend, server, key: routing */
+	CONFIG_MODE_SHADOW,    /* decide and learn, set only shadow_server and
+				* shadow_reason: HAProxy balances (docs/shadow.md) */
+	CONFIG_MODE_COUNT
+};
+
+/* "route", "shadow", or NULL for a value out of range. */
+const char *config_mode_name(enum config_mode m);
+
 struct config {
 	enum log_level log_level;
+	enum config_mode mode;          /* policy.mode, default route */
 	struct config_listen *listen;
 	size_t n_listen;
 	uint32_t max_frame_size;

@@ -231,11 +231,12 @@ static int main_reload_apply(struct app *app, struct config *next)
 	}
 	log_info("configuration reloaded",
 		 "endpoints_added=%u endpoints_updated=%u endpoints_removed=%u "
-		 "endpoints_failed=%u listen=%zu metrics=%s poller=%s snapshot=%s",
+		 "endpoints_failed=%u listen=%zu metrics=%s poller=%s snapshot=%s mode=%s",
 		 ch.added, ch.updated, ch.removed, ch.failed, cur->n_listen,
 		 p.metrics_changed ? "changed" : "same",
 		 p.runtime_changed ? "restarted" : "same",
-		 p.snapshot_changed ? "changed" : "same");
+		 p.snapshot_changed ? "changed" : "same",
+		 config_mode_name(cur->mode));
 	return 0;
 }
 
@@ -426,9 +427,9 @@ static int main_run(struct app *app)
 		rc = EXIT_FAILURE;
 		server_stop(&app->srv, 0, main_on_stopped, app);
 	} else {
-		log_info("started", "version=%s endpoints=%zu max_frame_size=%u",
+		log_info("started", "version=%s endpoints=%zu max_frame_size=%u mode=%s",
 			 WARMLANE_VERSION, cfg->n_endpoints,
-			 (unsigned)cfg->max_frame_size);
+			 (unsigned)cfg->max_frame_size, config_mode_name(cfg->mode));
 		r = sdnotify_start(&app->sd, app->loop, &app->srv.stats);
 		if (r < 0)
 			log_error("cannot start systemd notifications", "error=%s",

@@ -457,6 +457,39 @@ static void render_engine(struct metrics_text *t, const struct route *r,
 			stale);
 }
 
+/* Shadow mode (shadow.c, docs/shadow.md): HAProxy's pick against
+ * warmlane's would-be choice. Counted whatever the mode (a reload back to
+ * route keeps them; answers to shadow decisions still arrive). */
+static void render_shadow(struct metrics_text *t, const struct route *r)
+{
+	const struct shadow_stats *sh = &r->shadow;
+	text_family_u64(t, "warmlane_shadow_mode", "gauge",
+			"1 in shadow mode (policy.mode shadow: warmlane decides and learns, HAProxy routes), 0 in route mode.",
+			r->cfg->mode == CONFIG_MODE_SHADOW ? 1 : 0);
+	text_family(t, "warmlane_shadow_responses_total", "counter",
+		    "Shadow-mode responses by warmlane's would-be reason and whether HAProxy's server (from the feedback, else the log line) was warmlane's choice: yes, no, none (warmlane had no server).");
+	for (int k = 0; k < CORE_REASON_COUNT; k++)
+		for (int m = 0; m < SHADOW_MATCH_COUNT; m++) {
+			text_puts(t, "warmlane_shadow_responses_total{reason=");
+			text_label_value(t, core_reason_name((enum core_reason)k));
+			text_printf(t, ",match=\"%s\"} %" PRIu64 "\n",
+				    shadow_match_name((enum shadow_match)m),
+				    sh->responses[k][m]);
+		}
+	text_family_u64(t, "warmlane_shadow_warm_total", "counter",
+			"Shadow-mode responses whose key had a warm entry warmlane would have kept (reason affinity).",
+			sh->warm);
+	text_family_u64(t, "warmlane_shadow_warm_missed_total", "counter",
+			"Of those, the responses HAProxy served from another server: the requests whose cache warmlane would have kept.",
+			sh->warm_missed);
+	text_family_u64(t, "warmlane_shadow_bad_reason_total", "counter",
+			"Shadow-mode feedback or log lines whose shadow_reason is not a reason of warmlane's: not compared.",
+			sh->bad_reason);
+	text_family_u64(t, "warmlane_shadow_duplicates_total", "counter",
+			"Shadow-mode answers of a request already compared (same unique id: a feedback whose ACK came too late for HAProxy, then its log line): counted once.",
+			sh->duplicates);
+}
+
 /* Upstream key probes (probe.c). */
 static void render_probes(struct metrics_text *t, const struct route *r)
 {
@@ -810,6 +843,7 @@ int metrics_render(struct metrics_text *t, const struct server *srv,
 	render_probes(t, &srv->route);
 	render_engine(t, &srv->route, now_ms);
 	render_retry_budgets(t, &srv->route, now_ms);
+	render_shadow(t, &srv->route);
 	if (srv->route.core != NULL)
 		render_core(t, srv->route.core, now_ms);
 	render_spop(t, st);

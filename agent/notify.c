@@ -65,6 +65,43 @@ static int notify_parse_route(struct notify_ctx *ctx, struct spop_reader *r,
 	return 0;
 }
 
+static void ack_set_akey(struct notify_ack *ack, const struct route_decision *d)
+{
+	char akey[17];
+	if (d->has_akey) {
+		snprintf(akey, sizeof(akey), "%016" PRIx64, d->akey);
+		ack_set_str(ack, "akey", akey, 16);
+	}
+}
+
+/* Shadow mode (docs/shadow.md): nothing HAProxy routes by. shadow_server
+ * is "backend/server", what the feedback's `server` (%b/%s) and the log
+ * line's be and srv are compared with; the reason goes as shadow_reason,
+ * since the example configs act on `reason` (no_model: a 404). akey lets
+ * the answers teach the map where the request went. */
+static void notify_route_shadow(struct notify_ctx *ctx,
+				const struct route_decision *d,
+				struct notify_ack *ack)
+{
+	char path[2 * CONFIG_NAME_MAX + 2];
+	if (d->backend != NULL && d->server != NULL) {
+		int n = snprintf(path, sizeof(path), "%s/%s", d->backend,
+				 d->server);
+		/* names are at most CONFIG_NAME_MAX (route_server_add) */
+		if (n > 0 && (size_t)n < sizeof(path))
+			ack_set_str(ack, "shadow_server", path, (size_t)n);
+	}
+	ack_set_akey(ack, d);
+	const char *reason = route_reason_name(d->reason);
+	ack_set_str(ack, "shadow_reason", reason, strlen(reason));
+	log_debug("route",
+		  "conn=%" PRIu64 " stream_id=%" PRIu64 " frame_id=%" PRIu64
+		  " shadow reason=%s backend=%s server=%s",
+		  ctx->conn_id, ack->frame->stream_id, ack->frame->frame_id,
+		  reason, d->backend != NULL ? d->backend : "-",
+		  d->server != NULL ? d->server : "-");
+}
+
 static void notify_route(struct notify_ctx *ctx,
 			 const struct route_request *req,
 			 struct notify_ack *ack)
@@ -84,17 +121,17 @@ static void notify_route(struct notify_ctx *ctx,
 	ctx->stats->reasons[d.reason]++;
 	ack->decided[ack->n_decided++] = d.endpoint;
 
+	if (d.shadow) {
+		notify_route_shadow(ctx, &d, ack);
+		return;
+	}
 	if (d.backend != NULL)
 		ack_set_str(ack, "backend", d.backend, strlen(d.backend));
 	if (d.server != NULL)
 		ack_set_str(ack, "server", d.server, strlen(d.server));
 	if (d.key != NULL)
 		ack_set_str(ack, "key", d.key, strlen(d.key));
-	char akey[17];
-	if (d.has_akey) {
-		snprintf(akey, sizeof(akey), "%016" PRIx64, d.akey);
-		ack_set_str(ack, "akey", akey, 16);
-	}
+	ack_set_akey(ack, &d);
 	const char *reason = route_reason_name(d.reason);
 	ack_set_str(ack, "reason", reason, strlen(reason));
 	if (d.noretry) {

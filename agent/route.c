@@ -30,6 +30,8 @@ static const char *const route_fb_names[ROUTE_FB_COUNT] = {
 	[ROUTE_FB_TR] = "tr",		    [ROUTE_FB_RETRY_AFTER] = "retry_after",
 	[ROUTE_FB_KEY] = "key",		    [ROUTE_FB_AKEY] = "akey",
 	[ROUTE_FB_STREAM] = "stream",	    [ROUTE_FB_MODEL] = "model",
+	[ROUTE_FB_SHADOW] = "shadow",	    [ROUTE_FB_SHADOW_REASON] = "shadow_reason",
+	[ROUTE_FB_ID] = "id",
 };
 
 int route_arg_lookup(struct spop_str name)
@@ -479,9 +481,18 @@ void route_decide(struct route *r, const struct route_request *req,
 	if (d.endpoint < 0) { /* no endpoint: no variable but the reason */
 		out->backend = out->server = out->key = NULL;
 		out->endpoint = -1;
+	}
+	if (r->cfg->mode == CONFIG_MODE_SHADOW) {
+		/* HAProxy balances: the decision is only named, and the
+		 * request's own answers will say where it went. */
+		core_decision_shadow(r->core, &d);
+		out->shadow = true;
+		out->key = NULL;
+		out->endpoint = -1;
 		return;
 	}
-	out->noretry = route_budget_spent(r, d.backend, req->now_ms);
+	if (d.endpoint >= 0)
+		out->noretry = route_budget_spent(r, d.backend, req->now_ms);
 }
 
 void route_take_back(struct route *r, int endpoint)
@@ -522,6 +533,13 @@ void route_feedback(struct route *r, const struct route_feedback *fb)
 
 	struct core_str path = arg_str(&a[ROUTE_FB_SERVER]);
 	struct core_str key = arg_str(&a[ROUTE_FB_KEY]);
+	/* Shadow mode: HAProxy chose `server`; how it compares with
+	 * warmlane's choice is counted whatever the rest says. */
+	struct core_str sh_reason = arg_str(&a[ROUTE_FB_SHADOW_REASON]);
+	bool shadow = sh_reason.len > 0;
+	if (shadow && shadow_first(&r->shadow, arg_str(&a[ROUTE_FB_ID]), true))
+		shadow_count_path(&r->shadow, sh_reason,
+				  arg_str(&a[ROUTE_FB_SHADOW]), path);
 	int idx[ROUTE_FB_MAX_KEYS];
 	unsigned n = 0;
 	cf.endpoint = core_endpoint_find_path(r->core, path, key);
@@ -538,7 +556,7 @@ void route_feedback(struct route *r, const struct route_feedback *fb)
 		 * twice. Until a first line in warmlane's format arrives
 		 * (HAProxy may have no log target for the open socket), it
 		 * still leaves here. */
-		if (!cf.stream && !(r->log_input && r->log_lines))
+		if (!cf.stream && !(r->log_input && r->log_lines) && !shadow)
 			core_endpoint_complete(r->core, cf.endpoint);
 		/* Its log line will say how a stream ended (cut or not): the
 		 * breaker waits for it rather than count the headers as a
@@ -639,6 +657,56 @@ enum core_end route_log_end(const struct haplog_line *l)
 	}
 }
 
+/* A line of shadow mode (route_log_line): HAProxy chose be/srv itself.
+ * What happened there teaches that server's endpoints, as feedback without
+ * a key id does; the comparison is counted here unless the feedback
+ * message already did: fb, or, when its ACK came too late for HAProxy to
+ * set fb, the request's id met at the feedback (shadow_first). */
+static enum route_log_use route_log_shadow(struct route *r,
+					   const struct haplog_line *l,
+					   uint64_t now_ms)
+{
+	bool fb_seen = l->fb;
+	if (!fb_seen) {
+		fb_seen = !shadow_first(&r->shadow, hl_str(l->id), false);
+		if (!fb_seen)
+			shadow_count(&r->shadow, hl_str(l->shr), hl_str(l->sh),
+				     hl_str(l->be), hl_str(l->srv));
+	}
+	int idx[ROUTE_FB_MAX_KEYS];
+	unsigned n = route_server_find(r, hl_str(l->be), hl_str(l->srv), idx,
+				       ROUTE_FB_MAX_KEYS);
+	if (n == 0) {
+		/* <NOSRV>, or a server outside the pool */
+		r->log.unknown_endpoint++;
+		return ROUTE_LOG_UNKNOWN;
+	}
+	struct core_completion cc = {
+		.status = l->status,
+		.end = route_log_end(l),
+		.tr_ms = l->tr_ms,
+		.total_ms = l->ta_ms,
+		.bytes = l->bytes,
+		.stream = l->stream,
+		.feedback_seen = fb_seen,
+		.has_akey = l->has_akey,
+		.akey = l->akey,
+		.has_retry_after = l->retry_after_s >= 0,
+		.retry_after_ms = l->retry_after_s >= 0 ? l->retry_after_s * 1000 : -1,
+		.shadow = true,
+	};
+	for (unsigned i = 0; i < n; i++) {
+		cc.endpoint = idx[i];
+		struct core_completion c1 = cc;
+		if (core_complete(r->core, &c1, now_ms) < 0) {
+			c1.status = -1;
+			core_complete(r->core, &c1, now_ms);
+		}
+	}
+	r->log.ends[cc.end]++;
+	return ROUTE_LOG_USED;
+}
+
 enum route_log_use route_log_line(struct route *r, const struct haplog_line *l,
 				  uint64_t now_ms)
 {
@@ -656,6 +724,8 @@ enum route_log_use route_log_line(struct route *r, const struct haplog_line *l,
 	}
 	if (l->bad != 0)
 		r->log.bad_fields++;
+	if ((l->wsrv.len == 0 || l->wbe.len == 0) && l->shr.len > 0)
+		return route_log_shadow(r, l, now_ms);
 	if (l->wsrv.len == 0 || l->wbe.len == 0) {
 		r->log.unrouted++;
 		return ROUTE_LOG_UNROUTED;

@@ -10,6 +10,7 @@
 #include "hint.h"
 #include "core.h"
 #include "haplog.h"
+#include "shadow.h"
 #include "spop.h"
 
 struct config;
@@ -60,6 +61,11 @@ enum route_fb_arg {
 	ROUTE_FB_AKEY,
 	ROUTE_FB_STREAM,
 	ROUTE_FB_MODEL, /* optional: lets 404s note a model mismatch */
+	/* Shadow mode (docs/shadow.md): txn.warmlane.shadow_server and
+	 * shadow_reason echoed back, to compare with `server`. */
+	ROUTE_FB_SHADOW,
+	ROUTE_FB_SHADOW_REASON,
+	ROUTE_FB_ID,    /* optional: unique-id, so a response counts once */
 	ROUTE_FB_COUNT
 };
 
@@ -85,6 +91,12 @@ struct route_decision {
 	 * example configs' disable-l7-retry rule keeps HAProxy from retrying
 	 * this request (but for connection failures). */
 	bool noretry;
+	/* policy.mode shadow: backend and server name warmlane's would-be
+	 * choice, for txn.warmlane.shadow_server only; the ACK sets no
+	 * backend, server, key or noretry, and reason as shadow_reason.
+	 * endpoint is then -1: the decision took nothing to take back
+	 * (core_decision_shadow). */
+	bool shadow;
 };
 
 /* One `feedback` message (same conventions as route_request). */
@@ -184,6 +196,7 @@ struct route {
 	struct route_log_stats log;
 	struct route_probe_stats probe;
 	struct route_engine_stats engine;
+	struct shadow_stats shadow; /* shadow mode's comparisons */
 	struct route_budget budgets[ROUTE_BUDGETS_MAX];
 	unsigned n_budgets;
 	uint64_t budgets_full;  /* decisions for a backend past the table */
@@ -211,7 +224,9 @@ void route_finish(struct route *r);
 /* Decides one request through core_decide (see route_request_core for the
  * arguments), and whether its backend's retry budget is spent (noretry:
  * only with retry_budget.enabled, the log input read and its lines in
- * warmlane's format). Never allocates. */
+ * warmlane's format). In shadow mode (r->cfg->mode) the decision is only
+ * named (route_decision.shadow, core_decision_shadow) and no budget is
+ * looked at. Never allocates. */
 void route_decide(struct route *r, const struct route_request *req,
 		  struct route_decision *out);
 
@@ -231,7 +246,9 @@ void route_take_back(struct route *r, int endpoint);
  * input (r->log_input false, or no line in warmlane's format received
  * yet: r->log_lines false), a request that does not stream is complete
  * once its headers are in: it leaves the endpoint's in-flight count here;
- * with it, its log line does that (route_log_line). */
+ * with it, its log line does that (route_log_line). Feedback carrying
+ * shadow_reason (shadow mode: HAProxy chose `server` itself) is compared
+ * with shadow (r->shadow) and changes no in-flight count. */
 void route_feedback(struct route *r, const struct route_feedback *fb);
 
 /* First attempts and retries in the window of budget i (< r->n_budgets) at
@@ -264,7 +281,10 @@ enum core_end route_log_end(const struct haplog_line *l);
  * received) when the chosen server answered. Sets r->log_lines. Updates
  * r->log. Whatever warmlane decided, the line counts in the retry budget of
  * its backend (be), when that backend has one: one first attempt and its
- * rc retries. */
+ * rc retries. A shadow line (shr, no wbe/wsrv: docs/shadow.md) counts on
+ * the endpoints of the server HAProxy used (be/srv, every key id of it),
+ * in-flight untouched (core_completion.shadow), and is compared with sh
+ * in r->shadow unless its feedback was (fb). */
 enum route_log_use route_log_line(struct route *r, const struct haplog_line *l,
 				  uint64_t now_ms);
 

@@ -6,7 +6,7 @@
 static const char *const field_names[HAPLOG_F_COUNT] = {
 	"be", "srv", "st", "ts", "rc", "tw", "tc", "tr", "ta", "tt",
 	"bytes", "at", "wbe", "wsrv", "key", "akey", "reason", "fb", "stream",
-	"id", "ra",
+	"id", "ra", "sh", "shr",
 };
 
 const char *haplog_field_name(uint32_t bit)
@@ -337,12 +337,16 @@ static bool field_set(struct haplog_line *l, uint32_t f, struct haplog_str v)
 	case HAPLOG_F_WBE:
 	case HAPLOG_F_WSRV:
 	case HAPLOG_F_KEY:
-	case HAPLOG_F_REASON: {
+	case HAPLOG_F_REASON:
+	case HAPLOG_F_SH:
+	case HAPLOG_F_SHR: {
 		struct haplog_str *dst = f == HAPLOG_F_BE ? &l->be
 				       : f == HAPLOG_F_SRV ? &l->srv
 				       : f == HAPLOG_F_WBE ? &l->wbe
 				       : f == HAPLOG_F_WSRV ? &l->wsrv
 				       : f == HAPLOG_F_KEY ? &l->key
+				       : f == HAPLOG_F_SH ? &l->sh
+				       : f == HAPLOG_F_SHR ? &l->shr
 				       : &l->reason;
 		if (v.len > 255 || !val_printable(v))
 			return false;

@@ -81,7 +81,9 @@ enum haplog_field {
 	HAPLOG_F_STREAM = 1u << 18,/* stream: 1 or 0 */
 	HAPLOG_F_ID = 1u << 19,    /* id: unique id (%ID) */
 	HAPLOG_F_RA = 1u << 20,    /* ra: a Retry-After in seconds (digits only) */
-	HAPLOG_F_COUNT = 21,
+	HAPLOG_F_SH = 1u << 21,    /* sh: warmlane's shadow choice, backend/server */
+	HAPLOG_F_SHR = 1u << 22,   /* shr: the reason of that shadow choice */
+	HAPLOG_F_COUNT = 23,
 };
 
 /* The fields without which a line is not used. */
@@ -102,6 +104,7 @@ struct haplog_line {
 	struct haplog_str tag;     /* 3164 tag without [pid], 5424 APP-NAME */
 	struct haplog_str msg;     /* the message, line ends removed */
 	struct haplog_str be, srv, wbe, wsrv, key, reason, id; /* empty: absent */
+	struct haplog_str sh, shr; /* shadow mode (docs/shadow.md); empty: absent */
 	struct haplog_str ts;      /* 2 or 4 characters */
 	int status;                /* -1: none */
 	uint32_t retries;          /* 0 */

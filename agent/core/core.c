@@ -54,9 +54,13 @@ struct view {
 #define CORE_PENDING_SLOTS 16384u
 struct pending {
 	uint64_t akey;
-	uint32_t endpoint;       /* index + 1; 0: empty */
+	uint32_t endpoint;       /* index + 1; 0: empty; PENDING_ANY */
 	uint32_t gen;
 };
+
+/* A shadow decision (core_decision_shadow): HAProxy picks the endpoint,
+ * so a line from any endpoint confirms it. */
+#define PENDING_ANY UINT32_MAX
 
 struct core {
 	struct core_params p;
@@ -1171,10 +1175,29 @@ static bool pending_take(struct core *c, uint64_t akey, uint32_t idx,
 			 uint32_t gen)
 {
 	struct pending *s = &c->pending[akey & (CORE_PENDING_SLOTS - 1)];
-	if (s->akey != akey || s->endpoint != idx + 1 || s->gen != gen)
+	if (s->akey != akey || s->endpoint == 0)
+		return false;
+	if (s->endpoint != PENDING_ANY && (s->endpoint != idx + 1 || s->gen != gen))
 		return false;
 	*s = (struct pending){ 0 };
 	return true;
+}
+
+void core_decision_shadow(struct core *c, const struct core_decision *d)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, d->endpoint);
+	if (e != NULL) {
+		in_flight_step(c, (uint32_t)d->endpoint, -1); /* commit's +1 */
+		if (e->br.state == CORE_BREAKER_HALF_OPEN) {
+			breaker_neutral(&e->br); /* the probe slot commit took */
+			c->version++;
+		}
+	}
+	/* An affinity decision left no pending slot (its entry exists), but
+	 * HAProxy may serve it elsewhere: that is what the map must learn. */
+	if (d->has_akey)
+		c->pending[d->akey & (CORE_PENDING_SLOTS - 1)] =
+			(struct pending){ d->akey, PENDING_ANY, 0 };
 }
 
 /* Steps 4-5 with place_choices > 1: the rendezvous ranking of c->items
@@ -1636,7 +1659,8 @@ int core_complete(struct core *c, const struct core_completion *cc,
 	if (o == CORE_OUTCOME_INVALID)
 		return -EINVAL;
 	uint32_t idx = (uint32_t)cc->endpoint;
-	in_flight_step(c, idx, -1);
+	if (!cc->shadow)
+		in_flight_step(c, idx, -1);
 	c->completions[cc->end]++;
 	e->completions[cc->end]++;
 

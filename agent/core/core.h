@@ -214,6 +214,11 @@ struct core_completion {
 	 * message: there the line is the only place it is seen). */
 	bool has_retry_after;
 	int64_t retry_after_ms;  /* >= 0 when has_retry_after */
+	/* HAProxy chose cc->endpoint itself: warmlane's decision for the
+	 * request, if any, was only compared (the agent's shadow mode,
+	 * core_decision_shadow). No decision counted it in flight, so
+	 * in-flight is left to the runtime API's next poll. */
+	bool shadow;
 };
 
 /* An endpoint as configured (warmlane's config plus HAProxy's names). */
@@ -404,9 +409,9 @@ uint32_t core_engine_expire(struct core *c, uint64_t now_ms);
 int core_endpoint_complete(struct core *c, int idx);
 
 /* One request ended on cc->endpoint (HAProxy's log line; docs/architecture.md,
- * "What answers teach"). Always: in-flight - 1, not below 0, and the
- * completion counted by its end. Then, never counting twice what feedback
- * told:
+ * "What answers teach"). Always (but with cc->shadow): in-flight - 1, not
+ * below 0; always: the completion counted by its end. Then, never
+ * counting twice what feedback told:
  * - cc->feedback_seen (core_observe already took the status): only what
  *   feedback could not know counts. SERVER_CUT and SERVER_FAIL are breaker
  *   failures and evict akey's entry if it points to this endpoint;
@@ -432,7 +437,8 @@ int core_endpoint_complete(struct core *c, int idx);
  *   already points to cc->endpoint, or inserts it when core_decide chose
  *   cc->endpoint for akey and no success has confirmed that decision yet
  *   (HAProxy 2.6 sends no feedback message: its log line is the only word
- *   of a success); a failure evicts it only when it points there. A 429
+ *   of a success), or for any endpoint after core_decision_shadow; a
+ *   failure evicts it only when it points there. A 429
  *   opens the breaker for cc->retry_after_ms when cc->has_retry_after,
  *   else for rate_limit_cooldown.
  * Returns 0; -ENOENT when cc->endpoint is not a live endpoint; -EINVAL for
@@ -462,6 +468,16 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 void core_decide(struct core *c, const struct core_request *req,
 		 uint64_t now_ms, struct core_rng *rng,
 		 struct core_decision *out);
+
+/* Shadow mode (the agent's policy.mode shadow): d, just filled by
+ * core_decide, is not acted on; HAProxy picks the server itself. Undoes
+ * what d did only because the request was to go to its endpoint (in-flight
+ * + 1, a HALF_OPEN probe slot) and lets the request's log line confirm d's
+ * akey on whichever endpoint HAProxy used (see core_complete, "The affinity
+ * map"): the map learns where requests really went, so that a later
+ * decision's affinity names the server that holds the cache. d stays
+ * counted in the decisions by reason. Never allocates. */
+void core_decision_shadow(struct core *c, const struct core_decision *d);
 
 /* The affinity key of req under the ladder, as core_decide computes it:
  * xxh3-64 of the first present rung's hash (8 bytes, little-endian), seeded

@@ -151,6 +151,10 @@ int main(void)
 	       (unsigned long long)overhead);
 	run("route", &r, &st, false, t, overhead);
 	run("feedback+route", &r, &st, true, t, overhead);
+	/* policy.mode shadow (docs/shadow.md): the same path, another ACK */
+	cfg.mode = CONFIG_MODE_SHADOW;
+	run("shadow-route", &r, &st, false, t, overhead);
+	run("shadow-feedback+route", &r, &st, true, t, overhead);
 	free(t);
 	route_finish(&r);
 	config_finish(&cfg);

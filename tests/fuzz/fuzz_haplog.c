@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK((l.present & l.bad) == 0);
 	FUZZ_CHECK(((l.present | l.bad) >> HAPLOG_F_COUNT) == 0);
 	const struct haplog_str views[] = { l.host, l.tag, l.msg, l.be, l.srv,
-		l.wbe, l.wsrv, l.key, l.reason, l.id, l.ts };
+		l.wbe, l.wsrv, l.key, l.reason, l.id, l.ts, l.sh, l.shr };
 	for (size_t i = 0; i < sizeof(views) / sizeof(views[0]); i++)
 		in_input(views[i], data, size);
 	if (r == HAPLOG_OK) {
@@ -50,7 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} strs[] = { { HAPLOG_F_BE, l.be }, { HAPLOG_F_SRV, l.srv },
 		     { HAPLOG_F_WBE, l.wbe }, { HAPLOG_F_WSRV, l.wsrv },
 		     { HAPLOG_F_KEY, l.key }, { HAPLOG_F_REASON, l.reason },
-		     { HAPLOG_F_TS, l.ts } };
+		     { HAPLOG_F_TS, l.ts }, { HAPLOG_F_SH, l.sh },
+		     { HAPLOG_F_SHR, l.shr } };
 	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
 		FUZZ_CHECK(((l.present & strs[i].f) != 0) == (strs[i].v.len > 0));
 	/* The message alone, as a raw datagram, holds the same fields (when

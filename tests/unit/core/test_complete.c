@@ -392,6 +392,82 @@ START_TEST(line_confirms_own_decision_only)
 }
 END_TEST
 
+/* Shadow mode: HAProxy chose the server. A shadow decision takes back its
+ * in-flight count and probe slot, and the log line of the server HAProxy
+ * used (any endpoint) confirms the key there, in-flight untouched; an
+ * affinity decision too, so the map follows the request to where it went.
+ * Other akeys still never insert. */
+START_TEST(shadow_decision_follows_haproxy)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	struct core_request r = fx_session(6);
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	ck_assert_uint_eq(fx_info(&f, d.endpoint).in_flight, 1);
+	core_decision_shadow(f.c, &d);
+	ck_assert_uint_eq(fx_info(&f, d.endpoint).in_flight, 0);
+	int used = d.endpoint == f.ep[0] ? f.ep[1] : f.ep[0];
+	core_endpoint_sync(f.c, used, CORE_ADMIN_ENABLED, 3, f.now);
+
+	struct core_completion cc = done(&d, 200, CORE_END_COMPLETE, false);
+	cc.endpoint = used;
+	cc.shadow = true;
+	cc.akey = d.akey ^ 1; /* not a key warmlane decided */
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(entries(&f), 0);
+	cc.akey = d.akey;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	ck_assert_uint_eq(entries(&f), 1);
+	/* no decision counted it: the poll's 3 stand */
+	ck_assert_uint_eq(fx_info(&f, used).in_flight, 3);
+	struct core_decision again = fx_decide(&f, &r);
+	ck_assert_int_eq(again.reason, CORE_REASON_AFFINITY);
+	ck_assert_int_eq(again.endpoint, used);
+
+	/* Affinity in shadow: HAProxy served it on a third endpoint; the map
+	 * moves there (the freshest cache), here from the line alone. */
+	core_decision_shadow(f.c, &again);
+	int third = f.ep[2] != used && f.ep[2] != d.endpoint ? f.ep[2] : f.ep[3];
+	cc.endpoint = third;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	struct core_decision last = fx_decide(&f, &r);
+	ck_assert_int_eq(last.reason, CORE_REASON_AFFINITY);
+	ck_assert_int_eq(last.endpoint, third);
+	/* confirmed once: a second line elsewhere moves nothing */
+	cc.endpoint = used;
+	ck_assert_int_eq(complete(&f, &cc), 0);
+	last = fx_decide(&f, &r);
+	ck_assert_int_eq(last.endpoint, third);
+	fx_finish(&f);
+}
+END_TEST
+
+/* A shadow decision for a HALF_OPEN endpoint gives its probe slot back:
+ * no probe goes there. */
+START_TEST(shadow_decision_frees_probe)
+{
+	struct fx f;
+	struct core_params p;
+	core_params_defaults(&p);
+	p.half_open_probes = 1;
+	fx_init(&f, 1, &p);
+	int e = f.ep[0];
+	for (int i = 0; i < 5; i++)
+		fx_observe(&f, e, 503, -1, false, 0, false);
+	f.now += fx_info(&f, e).cooldown_left_ms;
+	struct core_request r = { 0 };
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.endpoint, e);
+	ck_assert_int_ne(d.reason, CORE_REASON_COOLDOWN_FALLBACK);
+	core_decision_shadow(f.c, &d);
+	d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.endpoint, e);
+	ck_assert_int_ne(d.reason, CORE_REASON_COOLDOWN_FALLBACK);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(no_feedback_status_as_observe)
 {
 	struct fx f;
@@ -1023,6 +1099,8 @@ static Suite *complete_suite(void)
 	tcase_add_test(tc, no_feedback_status_as_observe);
 	tcase_add_test(tc, forged_lines_never_insert);
 	tcase_add_test(tc, line_confirms_own_decision_only);
+	tcase_add_test(tc, shadow_decision_follows_haproxy);
+	tcase_add_test(tc, shadow_decision_frees_probe);
 	tcase_add_test(tc, e2e_only_on_successful_complete);
 	tcase_add_test(tc, long_stream_is_not_idleness);
 	tcase_add_test(tc, retry_after_from_log_line);

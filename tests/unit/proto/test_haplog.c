@@ -79,8 +79,11 @@ START_TEST(golden_26_cut)
 	ck_assert(l.fb && l.stream);
 	ck_assert_uint_eq(l.bad, 0);
 	/* every field but ra (captured from a format without it; a 200
-	 * carries no Retry-After anyway) */
-	ck_assert_uint_eq(l.present, ((1u << HAPLOG_F_COUNT) - 1) & ~(uint32_t)HAPLOG_F_RA);
+	 * carries no Retry-After anyway) and the shadow mode's sh, shr (a
+	 * format older than them) */
+	ck_assert_uint_eq(l.present, ((1u << HAPLOG_F_COUNT) - 1) &
+					     ~(uint32_t)(HAPLOG_F_RA | HAPLOG_F_SH |
+							 HAPLOG_F_SHR));
 }
 END_TEST
 
@@ -382,6 +385,33 @@ START_TEST(retry_after)
 }
 END_TEST
 
+/* Shadow mode's fields (docs/shadow.md): warmlane's would-be server as
+ * backend/server and its reason; printable names of at most 255 bytes,
+ * like the other names. */
+START_TEST(shadow_fields)
+{
+	struct haplog_line l;
+	ck_assert_int_eq(parse("be=llm srv=s2 st=200 ts=---- wbe=- wsrv=- "
+			       "sh=llm/s1 shr=affinity fb=- reason=- x", &l),
+			 HAPLOG_OK);
+	ck_assert(str_eq(l.sh, "llm/s1") && str_eq(l.shr, "affinity"));
+	ck_assert(l.wbe.len == 0 && l.wsrv.len == 0 && l.reason.len == 0);
+	ck_assert_uint_eq(l.present & (HAPLOG_F_SH | HAPLOG_F_SHR),
+			  HAPLOG_F_SH | HAPLOG_F_SHR);
+	ck_assert_uint_eq(l.bad, 0);
+	/* no shadow choice (reason none): "-" is no value */
+	ck_assert_int_eq(parse("be=llm srv=s2 st=200 ts=---- sh=- shr=none", &l),
+			 HAPLOG_OK);
+	ck_assert(l.sh.len == 0 && str_eq(l.shr, "none"));
+	ck_assert_uint_eq(l.present & HAPLOG_F_SH, 0);
+	char line[400];
+	snprintf(line, sizeof line, "be=b srv=s st=200 ts=---- sh=%0300d", 7);
+	ck_assert_int_eq(parse(line, &l), HAPLOG_OK);
+	ck_assert(l.sh.len == 0 && l.bad == HAPLOG_F_SH);
+	ck_assert_str_eq(haplog_field_name(HAPLOG_F_SHR), "shr");
+}
+END_TEST
+
 /* The one parser of warmlane's affinity key (the log's akey field and the
  * feedback's akey argument): 16 hex digits exactly, either case. */
 START_TEST(akey_parse)
@@ -459,6 +489,7 @@ static Suite *haplog_suite(void)
 	tcase_add_test(tc, dash_is_no_value);
 	tcase_add_test(tc, retry_after);
 	tcase_add_test(tc, akey_parse);
+	tcase_add_test(tc, shadow_fields);
 	tcase_add_test(tc, flips);
 	suite_add_tcase(s, tc);
 	return s;
