@@ -563,6 +563,7 @@ struct raw_policy {
 	double *sticky_tolerance;
 	double *load_factor;
 	double *load_floor;
+	double *warm_slack;
 	double *place_choices;
 	double *cost_weight_per_ms;
 	char *breaker_window;
@@ -687,6 +688,7 @@ static const cyaml_schema_field_t policy_fields[] = {
 	FLT("sticky_tolerance", struct raw_policy, sticky_tolerance),
 	FLT("load_factor", struct raw_policy, load_factor),
 	INT("load_floor", struct raw_policy, load_floor),
+	INT("warm_slack", struct raw_policy, warm_slack),
 	INT("place_choices", struct raw_policy, place_choices),
 	FLT("cost_weight_per_ms", struct raw_policy, cost_weight_per_ms),
 	STR("breaker_window", struct raw_policy, breaker_window),
@@ -1646,6 +1648,8 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 		   &p->load_factor);
 	sem_u32(s, "policy.load_floor", rp->load_floor, 0, 1000000,
 		&p->load_floor);
+	sem_u32(s, "policy.warm_slack", rp->warm_slack, 0, 1000000,
+		&p->warm_slack);
 	sem_u32(s, "policy.place_choices", rp->place_choices, 1, 64,
 		&p->place_choices);
 	sem_double(s, "policy.cost_weight_per_ms", rp->cost_weight_per_ms, 0,

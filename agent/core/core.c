@@ -890,6 +890,21 @@ static inline bool within_bound(const struct core *c,
 	return (double)e->in_flight + 1 <= ceil(cap * (1 - 1e-12));
 }
 
+/* Step 2's bound, for a key's warm entry: within_bound, or in_flight + 1
+ * <= ceil(fair share + warm_slack), the fair share being
+ * (total + 1) x w / W (core_params.warm_slack: leaving throws the
+ * cache away, so a warm entry tolerates a few requests of load noise). */
+static inline bool within_warm_bound(const struct core *c,
+				     const struct pool_endpoint *e,
+				     const struct pick *k)
+{
+	if (within_bound(c, e, k))
+		return true;
+	double fair = ((double)k->v->total_if + 1) * e->weight / k->v->total_w;
+	return (double)e->in_flight + 1 <=
+	       ceil((fair + c->p.warm_slack) * (1 - 1e-12));
+}
+
 /* Whether e is fit to keep or take a key: on every signal in use, its
  * EWMA is within sticky_tolerance of the candidates' median; for the time
  * to headers, or within sticky_tolerance of its own long-run EWMA (base).
@@ -1148,7 +1163,7 @@ void core_decide(struct core *c, const struct core_request *req,
 	if (warm_idx != UINT32_MAX && view_has(v, warm_idx)) {
 		struct pool_endpoint *e = &pool->ep[warm_idx];
 		if (e->br.state == CORE_BREAKER_CLOSED && fast_enough(c, e, &k) &&
-		    within_bound(c, e, &k)) {
+		    within_warm_bound(c, e, &k)) {
 			commit(c, warm_idx, CORE_REASON_AFFINITY, now_ms, out);
 			return;
 		}

@@ -20,6 +20,7 @@ void core_params_defaults(struct core_params *p)
 		.session_scope = CORE_SESSION_CALLER,
 		.load_factor = 1.5,
 		.load_floor = 4,
+		.warm_slack = 6,
 		.place_choices = 1,
 		.cost_weight_per_ms = 0,
 		.breaker_window_ms = 10 * 1000,

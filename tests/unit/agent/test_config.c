@@ -43,6 +43,7 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert_double_eq(a->sticky_tolerance, b->sticky_tolerance);
 	ck_assert_double_eq(a->load_factor, b->load_factor);
 	ck_assert_uint_eq(a->load_floor, b->load_floor);
+	ck_assert_uint_eq(a->warm_slack, b->warm_slack);
 	ck_assert_uint_eq(a->place_choices, b->place_choices);
 	ck_assert_double_eq(a->cost_weight_per_ms, b->cost_weight_per_ms);
 	ck_assert_uint_eq(a->breaker_window_ms, b->breaker_window_ms);
@@ -113,6 +114,7 @@ static const char full_yaml[] =
 	"  sticky_tolerance: 3\n"
 	"  load_factor: 1.25\n"
 	"  load_floor: 2\n"
+	"  warm_slack: 3\n"
 	"  place_choices: 3\n"
 	"  cost_weight_per_ms: 0.01\n"
 	"  breaker_window: 30s\n"
@@ -175,6 +177,7 @@ START_TEST(full_file)
 	ck_assert_double_eq(p->sticky_tolerance, 3.0);
 	ck_assert_double_eq(p->load_factor, 1.25);
 	ck_assert_uint_eq(p->load_floor, 2);
+	ck_assert_uint_eq(p->warm_slack, 3);
 	ck_assert_uint_eq(p->place_choices, 3);
 	ck_assert_double_eq(p->cost_weight_per_ms, 0.01);
 	ck_assert_uint_eq(p->breaker_window_ms, 30000);
