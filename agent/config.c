@@ -561,6 +561,7 @@ struct raw_policy {
 	char *prior_ttfb;
 	char *idle_reset;
 	double *sticky_tolerance;
+	double *slow_run;
 	double *load_factor;
 	double *load_floor;
 	double *warm_slack;
@@ -686,6 +687,7 @@ static const cyaml_schema_field_t policy_fields[] = {
 	STR("prior_ttfb", struct raw_policy, prior_ttfb),
 	STR("idle_reset", struct raw_policy, idle_reset),
 	FLT("sticky_tolerance", struct raw_policy, sticky_tolerance),
+	INT("slow_run", struct raw_policy, slow_run),
 	FLT("load_factor", struct raw_policy, load_factor),
 	INT("load_floor", struct raw_policy, load_floor),
 	INT("warm_slack", struct raw_policy, warm_slack),
@@ -1644,6 +1646,7 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 		     &p->idle_reset_ms);
 	sem_double(s, "policy.sticky_tolerance", rp->sticky_tolerance, 1, true,
 		   1000, &p->sticky_tolerance);
+	sem_u32(s, "policy.slow_run", rp->slow_run, 0, 64, &p->slow_run);
 	sem_double(s, "policy.load_factor", rp->load_factor, 1, true, 1000,
 		   &p->load_factor);
 	sem_u32(s, "policy.load_floor", rp->load_floor, 0, 1000000,

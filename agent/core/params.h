@@ -88,6 +88,14 @@ struct core_params {
 	 * not a slow endpoint its slowness. */
 	uint64_t idle_reset_ms;            /* 60 s */
 	double sticky_tolerance;           /* 2.5 */
+	/* Answers in a row after which an endpoint is left as slow, each
+	 * over sticky_tolerance x its base and x the candidates' median
+	 * though its queue does not explain it (core.c, queue_judge): a
+	 * faster detector than the EWMA (about 10 answers for a 5x
+	 * slowdown), for endpoints whose times to headers are regular
+	 * enough (spread under their mean) for one answer to say something.
+	 * 0: off. */
+	uint32_t slow_run;                 /* 4 */
 	/* What sticky_tolerance and p2c compare (enum
 	 * core_score_by; config names "headers", "end_to_end", "both"). */
 	enum core_score_by score_by;       /* both */

@@ -1,5 +1,5 @@
 /* test_policy.c - core: routing policy v2 (issue 12): when a warm entry
- * leaves its endpoint. */
+ * leaves its endpoint (the warm bound, the slow-run detector). */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -109,12 +109,127 @@ START_TEST(warm_slack_ends_where_bound_is_larger)
 }
 END_TEST
 
+/* Answers of tr ms to the session's requests, each decided with others
+ * requests already in flight on its endpoint (and nothing completing
+ * between the decision and its answer): how many answers its endpoint x
+ * gave before a decision sent the session elsewhere (max: never). */
+static int answers_before_leaving(struct fx *f, const struct core_request *a,
+				  int x, int64_t tr, uint32_t others, int max)
+{
+	for (int n = 0; n < max; n++) {
+		ck_assert_int_eq(core_endpoint_sync(f->c, x, CORE_ADMIN_ENABLED,
+						    others, f->now), 0);
+		struct core_decision d = fx_decide(f, a);
+		if (d.endpoint != x)
+			return n;
+		ck_assert_int_eq(fx_feedback(f, &d, 200, tr, false), 0);
+		core_endpoint_complete(f->c, x);
+		f->now += 100;
+	}
+	return max;
+}
+
+static int64_t regular(int i)
+{
+	(void)i;
+	return 40;
+}
+
+/* One answer in 10 at 2,000 ms, the others at 20 (mean 218). */
+static int64_t irregular(int i)
+{
+	return i % 10 == 9 ? 2000 : 20;
+}
+
+/* A pool of 4, the three endpoints other than x warm at 40 ms to headers,
+ * and a session homed on x (its first decision's endpoint) that had 60
+ * answers of pattern(i) ms with nothing else in flight. */
+static void warm_pool(struct fx *f, const struct core_params *p,
+		      struct core_request *a, int *x, int64_t (*pattern)(int))
+{
+	fx_init(f, 4, p);
+	*a = fx_session(1);
+	struct core_decision d = fx_decide(f, a);
+	*x = d.endpoint;
+	ck_assert_int_ge(*x, 0);
+	ck_assert_int_eq(fx_feedback(f, &d, 200, pattern(0), false), 0);
+	core_endpoint_complete(f->c, *x);
+	for (int k = 0; k < 4; k++)
+		if (f->ep[k] != *x)
+			fx_warm(f, f->ep[k], 40, 30);
+	for (int i = 1; i < 60; i++)
+		ck_assert_int_eq(answers_before_leaving(f, a, *x, pattern(i), 0, 1), 1);
+}
+
+START_TEST(slow_run_leaves_within_a_few_answers)
+{
+	/* x turns 5x slower (40 -> 200 ms) with nothing queued: slow_run (4)
+	 * slow answers and the session leaves. The EWMA alone (slow_run 0)
+	 * needs about 10 (0.05-alpha: 40 + 160 x (1 - 0.95^n) > 100). */
+	for (int on = 0; on < 2; on++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		p.slow_run = on ? 4 : 0;
+		struct fx f;
+		struct core_request a;
+		int x;
+		warm_pool(&f, &p, &a, &x, regular);
+		int n = answers_before_leaving(&f, &a, x, 200, 0, 40);
+		if (on)
+			ck_assert_int_eq(n, 4);
+		else
+			ck_assert_int_ge(n, 8);
+		fx_finish(&f);
+	}
+}
+END_TEST
+
+START_TEST(slow_run_not_from_queue)
+{
+	/* The same 5x times, each answer's request decided behind 4 others
+	 * in flight where x's decisions usually found none: 200 x (1 + ~0) /
+	 * (1 + 4) is within the tolerance (100), the queue may explain it,
+	 * and no run starts (the EWMA rule still leaves it later). */
+	struct core_params p;
+	core_params_defaults(&p);
+	struct fx f;
+	struct core_request a;
+	int x;
+	warm_pool(&f, &p, &a, &x, regular); /* its decisions found nothing in flight */
+	ck_assert_int_ge(answers_before_leaving(&f, &a, x, 200, 4, 40), 6);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(slow_run_not_on_irregular_answers)
+{
+	/* x's usual answers are irregular (one in 10 takes 2,000 ms, the
+	 * others 20: mean about 218, spread about 600): one answer says
+	 * little, and 4 answers at 1,100 ms (over 2.5 x the mean, and 2.5 x
+	 * the peers' 40) start no run; only the EWMA rule judges it (it
+	 * leaves once its EWMA is over 2.5 x its base: after 8 of them). */
+	struct core_params p;
+	core_params_defaults(&p);
+	struct fx f;
+	struct core_request a;
+	int x;
+	warm_pool(&f, &p, &a, &x, irregular);
+	ck_assert_int_ge(answers_before_leaving(&f, &a, x, 1100, 0, 6), 5);
+	fx_finish(&f);
+}
+END_TEST
+
 static Suite *policy_suite(void)
 {
 	Suite *s = suite_create("core-policy");
 	TCase *tc = tcase_create("warm bound");
 	tcase_add_test(tc, warm_entry_tolerates_slack);
 	tcase_add_test(tc, warm_slack_ends_where_bound_is_larger);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("slow run");
+	tcase_add_test(tc, slow_run_leaves_within_a_few_answers);
+	tcase_add_test(tc, slow_run_not_from_queue);
+	tcase_add_test(tc, slow_run_not_on_irregular_answers);
 	suite_add_tcase(s, tc);
 	return s;
 }
