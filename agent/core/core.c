@@ -905,7 +905,7 @@ static inline bool within_bound(const struct core *c,
 	return (double)e->in_flight + 1 <= ceil(cap * (1 - 1e-12));
 }
 
-/* Step 2's bound, for a key's warm entry: within_bound, or in_flight + 1
+/* Step 3's bound, for a key's warm entry: within_bound, or in_flight + 1
  * <= ceil(fair share + warm_slack), the fair share being
  * (total + 1) x w / W (core_params.warm_slack: leaving throws the
  * cache away, so a warm entry tolerates a few requests of load noise). */
@@ -1332,27 +1332,6 @@ static int64_t asked_take(struct core *c, uint64_t akey, uint32_t idx)
 	return q;
 }
 
-/* The fast slowdown detector beside the EWMA (core_params.slow_run): a
- * success's time to headers tr, with the in-flight count q its decision
- * found, against e's base b (its usual time) and the candidates' median.
- * An answer is slow when tr > sticky_tolerance x b and x the median, and
- * its queue does not explain it: tr x (1 + qm) / (1 + q) is still over
- * the tolerance, qm being the in-flight count e's decisions usually find
- * (a request behind q others of a server that served them one by one,
- * the most a queue can explain; batching servers suffer less from it).
- * slow_run slow answers, within 2 x slow_run answers, and e is left as
- * slow (fast_enough) until idle_reset re-tries it; an answer within the
- * tolerance ends a run, one that only its queue explains neither counts
- * nor ends it. Under load tr is mostly queue wait: measured on the
- * simulator's Mooncake trace at speed 3, leaving on a run of raw times
- * (r = 3, 5, 8) raised the TTFT p90 from 2,580 ms to 4,323, 2,708 and
- * 2,617 ms (docs/routing-quality.md). The run also needs answers regular
- * enough for one of them to say something: the spread (root mean square
- * distance to b) under b. Mooncake-like prompts, where one endpoint's
- * times to headers range from 30 ms (a cache hit) to 17 s (a long cold
- * prompt), are judged by the EWMA alone: with the queue correction but
- * without that condition, a run of 4 raised the speed-3 p90 to 2,687 ms.
- * Samples in a run, or while e is left, do not teach the spread. */
 /* Adds squared distance d2 to e's spread of kind (an EWMA, the mean of
  * the samples for the first cold_start_samples). */
 static void spread_add(struct core *c, struct pool_endpoint *e, unsigned kind,
@@ -1378,6 +1357,28 @@ static void run_end(struct core *c, struct pool_endpoint *e, unsigned kind)
 	e->run_sq = 0;
 }
 
+/* The fast slowdown detector beside the EWMA (core_params.slow_run): a
+ * success's time to headers tr, with the in-flight count q its decision
+ * found, against e's base b (its usual time) and the candidates' median.
+ * An answer is slow when tr > sticky_tolerance x b and x the median, and
+ * its queue does not explain it: tr x (1 + qm) / (1 + q) is still over
+ * the tolerance, qm being the in-flight count e's decisions usually find
+ * (a request behind q others of a server that served them one by one,
+ * the most a queue can explain; batching servers suffer less from it).
+ * slow_run slow answers, within 2 x slow_run answers, and e is left as
+ * slow (fast_enough) until idle_reset re-tries it; an answer within the
+ * tolerance ends a run, one that only its queue explains neither counts
+ * nor ends it. Under load tr is mostly queue wait: measured on the
+ * simulator's Mooncake trace at speed 3, leaving on a run of raw times
+ * (r = 3, 5, 8) raised the TTFT p90 from 2,580 ms to 4,323, 2,708 and
+ * 2,617 ms (docs/routing-quality.md). The run also needs answers regular
+ * enough for one of them to say something: the spread (root mean square
+ * distance to b) under b. Mooncake-like prompts, where one endpoint's
+ * times to headers range from 30 ms (a cache hit) to 17 s (a long cold
+ * prompt), are judged by the EWMA alone: with the queue correction but
+ * without that condition, a run of 4 raised the speed-3 p90 to 2,687 ms.
+ * Answers in a run, or while e is left, do not teach the spread; a run
+ * that ends without leaving teaches it its answers (run_end). */
 static void queue_judge(struct core *c, struct pool_endpoint *e,
 			const struct lesson *l, uint64_t now_ms)
 {
