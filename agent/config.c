@@ -573,8 +573,10 @@ struct raw_policy {
 	char *prior_ttfb;
 	char *idle_reset;
 	double *sticky_tolerance;
+	double *slow_run;
 	double *load_factor;
 	double *load_floor;
+	double *warm_slack;
 	double *place_choices;
 	double *cost_weight_per_ms;
 	char *breaker_window;
@@ -710,8 +712,10 @@ static const cyaml_schema_field_t policy_fields[] = {
 	STR("prior_ttfb", struct raw_policy, prior_ttfb),
 	STR("idle_reset", struct raw_policy, idle_reset),
 	FLT("sticky_tolerance", struct raw_policy, sticky_tolerance),
+	INT("slow_run", struct raw_policy, slow_run),
 	FLT("load_factor", struct raw_policy, load_factor),
 	INT("load_floor", struct raw_policy, load_floor),
+	INT("warm_slack", struct raw_policy, warm_slack),
 	INT("place_choices", struct raw_policy, place_choices),
 	FLT("cost_weight_per_ms", struct raw_policy, cost_weight_per_ms),
 	STR("breaker_window", struct raw_policy, breaker_window),
@@ -1674,10 +1678,13 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 		     &p->idle_reset_ms);
 	sem_double(s, "policy.sticky_tolerance", rp->sticky_tolerance, 1, true,
 		   1000, &p->sticky_tolerance);
+	sem_u32(s, "policy.slow_run", rp->slow_run, 0, 64, &p->slow_run);
 	sem_double(s, "policy.load_factor", rp->load_factor, 1, true, 1000,
 		   &p->load_factor);
 	sem_u32(s, "policy.load_floor", rp->load_floor, 0, 1000000,
 		&p->load_floor);
+	sem_u32(s, "policy.warm_slack", rp->warm_slack, 0, 1000000,
+		&p->warm_slack);
 	sem_u32(s, "policy.place_choices", rp->place_choices, 1, 64,
 		&p->place_choices);
 	sem_double(s, "policy.cost_weight_per_ms", rp->cost_weight_per_ms, 0,

@@ -62,6 +62,17 @@ struct pending {
  * so a line from any endpoint confirms it. */
 #define PENDING_ANY UINT32_MAX
 
+/* The in-flight count of the endpoint a keyed decision chose, as it
+ * found it, for that answer's time to be judged against its queue
+ * (queue_judge). Direct-mapped by akey like struct pending, a later
+ * decision overwriting an earlier one in its slot (that answer is then not
+ * judged). */
+struct asked {
+	uint64_t akey;
+	uint32_t endpoint;       /* index + 1; 0: empty */
+	uint32_t in_flight;
+};
+
 struct core {
 	struct core_params p;
 	struct pool pool;
@@ -92,6 +103,7 @@ struct core {
 	/* Decisions a log line may confirm (learn): direct-mapped by akey,
 	 * a later decision overwriting an earlier one in its slot. */
 	struct pending pending[CORE_PENDING_SLOTS];
+	struct asked asked[CORE_PENDING_SLOTS];
 };
 
 void core_rng_seed(struct core_rng *rng, uint64_t seed)
@@ -809,6 +821,9 @@ static inline void forget_samples(struct pool_endpoint *e)
 		e->retrials = 0;
 	}
 	e->suspect = POOL_FIT;
+	e->slow_run = 0;
+	e->run_answers = 0;
+	e->run_sq = 0;
 	for (int k = 0; k < POOL_SIGNALS; k++)
 		e->samples[k] = 0;
 }
@@ -1024,6 +1039,21 @@ static inline bool within_bound(const struct core *c,
 	return (double)e->in_flight + 1 <= ceil(cap * (1 - 1e-12));
 }
 
+/* Step 3's bound, for a key's warm entry: within_bound, or in_flight + 1
+ * <= ceil(fair share + warm_slack), the fair share being
+ * (total + 1) x w / W (core_params.warm_slack: leaving throws the
+ * cache away, so a warm entry tolerates a few requests of load noise). */
+static inline bool within_warm_bound(const struct core *c,
+				     const struct pool_endpoint *e,
+				     const struct pick *k)
+{
+	if (within_bound(c, e, k))
+		return true;
+	double fair = ((double)k->v->total_if + 1) * e->weight / k->v->total_w;
+	return (double)e->in_flight + 1 <=
+	       ceil((fair + c->p.warm_slack) * (1 - 1e-12));
+}
+
 /* Whether e is fit to keep or take a key: on every signal in use, its
  * EWMA is within sticky_tolerance of the candidates' median; for the time
  * to headers, or within sticky_tolerance of its own long-run EWMA (base).
@@ -1042,6 +1072,10 @@ static inline bool fast_enough(struct core *c, struct pool_endpoint *e,
 			       const struct pick *k)
 {
 	bool all_warm = true, suspect = false;
+	if (c->p.slow_run > 0 && e->slow_run >= c->p.slow_run) {
+		e->suspect = POOL_LEFT; /* queue_judge's run */
+		return false;
+	}
 	for (unsigned s = 0; s < 2; s++) {
 		if (!k->use[s])
 			continue;
@@ -1152,6 +1186,9 @@ static void commit(struct core *c, uint32_t idx, enum core_reason reason,
 		   uint64_t now_ms, struct core_decision *out)
 {
 	struct pool_endpoint *e = &c->pool.ep[idx];
+	if (out->has_akey)
+		c->asked[out->akey & (CORE_PENDING_SLOTS - 1)] =
+			(struct asked){ out->akey, idx + 1, e->in_flight };
 	in_flight_step(c, idx, 1);
 	e->decisions++;
 	if (e->br.state == CORE_BREAKER_HALF_OPEN) {
@@ -1238,7 +1275,7 @@ static inline bool warm_usable(struct core *c, const struct view *v,
 {
 	struct pool_endpoint *e = &c->pool.ep[idx];
 	return view_has(v, idx) && e->br.state == CORE_BREAKER_CLOSED &&
-	       fast_enough(c, e, k) && within_bound(c, e, k);
+	       fast_enough(c, e, k) && within_warm_bound(c, e, k);
 }
 
 /* Step 3a, the shared warm hint (docs/peers.md): what becomes of it
@@ -1542,7 +1579,107 @@ struct lesson {
 	 * pending). */
 	bool may_insert;
 	bool provisional;          /* a success the breaker counts at the end */
+	int64_t queued;            /* in flight at its decision; < 0: unknown */
 };
+
+/* The in-flight count the decision akey -> idx found (struct asked),
+ * forgotten once read; -1 when its slot holds another decision. */
+static int64_t asked_take(struct core *c, uint64_t akey, uint32_t idx)
+{
+	struct asked *s = &c->asked[akey & (CORE_PENDING_SLOTS - 1)];
+	if (s->akey != akey || s->endpoint != idx + 1)
+		return -1;
+	int64_t q = s->in_flight;
+	*s = (struct asked){ 0 };
+	return q;
+}
+
+/* Adds squared distance d2 to e's spread of kind (an EWMA, the mean of
+ * the samples for the first cold_start_samples). */
+static void spread_add(struct core *c, struct pool_endpoint *e, unsigned kind,
+		       double d2)
+{
+	if (e->spread_n[kind] < UINT32_MAX)
+		e->spread_n[kind]++;
+	double a = e->spread_n[kind] <= c->p.cold_start_samples ?
+		   1.0 / e->spread_n[kind] : c->p.ewma_alpha;
+	e->spread[kind] += a * (d2 - e->spread[kind]);
+}
+
+/* Ends e's run without leaving: its slow answers were the endpoint's
+ * usual irregularity after all, and teach the spread. */
+static void run_end(struct core *c, struct pool_endpoint *e, unsigned kind)
+{
+	if (e->slow_run > 0 && e->slow_run < c->p.slow_run) {
+		double d2 = e->run_sq / e->slow_run;
+		for (unsigned i = 0; i < e->slow_run; i++)
+			spread_add(c, e, kind, d2);
+	}
+	e->slow_run = 0;
+	e->run_sq = 0;
+}
+
+/* The fast slowdown detector beside the EWMA (core_params.slow_run): a
+ * success's time to headers tr, with the in-flight count q its decision
+ * found, against e's base b (its usual time) and the candidates' median.
+ * An answer is slow when tr > sticky_tolerance x b and x the median, and
+ * its queue does not explain it: tr x (1 + qm) / (1 + q) is still over
+ * the tolerance, qm being the in-flight count e's decisions usually find
+ * (a request behind q others of a server that served them one by one,
+ * the most a queue can explain; batching servers suffer less from it).
+ * slow_run slow answers, within 2 x slow_run answers, and e is left as
+ * slow (fast_enough) until idle_reset re-tries it; an answer within the
+ * tolerance ends a run, one that only its queue explains neither counts
+ * nor ends it. Under load tr is mostly queue wait: measured on the
+ * simulator's Mooncake trace at speed 3, leaving on a run of raw times
+ * (r = 3, 5, 8) raised the TTFT p90 from 2,580 ms to 4,323, 2,708 and
+ * 2,617 ms (docs/routing-quality.md). The run also needs answers regular
+ * enough for one of them to say something: the spread (root mean square
+ * distance to b) under b. Mooncake-like prompts, where one endpoint's
+ * times to headers range from 30 ms (a cache hit) to 17 s (a long cold
+ * prompt), are judged by the EWMA alone: with the queue correction but
+ * without that condition, a run of 4 raised the speed-3 p90 to 2,687 ms.
+ * Answers in a run, or while e is left, do not teach the spread; a run
+ * that ends without leaving teaches it its answers (run_end). */
+static void queue_judge(struct core *c, struct pool_endpoint *e,
+			const struct lesson *l, uint64_t now_ms)
+{
+	if (c->p.slow_run == 0 || l->queued < 0 || l->tr_ms < 0 || l->after_idle)
+		return;
+	unsigned kind = l->stream ? CORE_KIND_STREAM : CORE_KIND_PLAIN;
+	unsigned sig = pool_sig(false, kind);
+	double q = (double)l->queued, qm = e->queue_mean;
+	e->queue_mean += c->p.ewma_alpha * (q - qm);
+	if (e->base_n[sig] < c->p.cold_start_samples ||
+	    e->suspect == POOL_LEFT || e->slow_run >= c->p.slow_run)
+		return;
+	double tr = (double)l->tr_ms, b = e->base[sig];
+	double d2 = (tr - b) * (tr - b);
+	double limit = c->p.sticky_tolerance * b;
+	if (e->slow_run > 0 && ++e->run_answers >= 2 * c->p.slow_run)
+		run_end(c, e, kind); /* too few slow answers: no run */
+	if (tr <= limit) {
+		run_end(c, e, kind);
+		spread_add(c, e, kind, d2);
+		return;
+	}
+	if (q > qm && tr * (1 + qm) / (1 + q) <= limit)
+		return; /* its queue may explain it */
+	struct view *v = view_get(c, MODEL_NONE, now_ms);
+	if (e->spread_n[kind] < c->p.cold_start_samples ||
+	    sqrt(e->spread[kind]) > b ||
+	    tr <= c->p.sticky_tolerance * view_median(c, v, sig)) {
+		/* too irregular for one answer to say much, or its peers
+		 * are as slow (load, not e) */
+		run_end(c, e, kind);
+		spread_add(c, e, kind, d2);
+		return;
+	}
+	if (e->slow_run == 0)
+		e->run_answers = 0;
+	e->slow_run++;
+	e->run_sq += d2;
+}
 
 static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		  enum core_outcome o, const struct lesson *l, uint64_t now_ms)
@@ -1553,6 +1690,7 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	case CORE_OUTCOME_SUCCESS:
 		if (!l->provisional)
 			breaker_success(&e->br, &c->p, now_ms);
+		queue_judge(c, e, l, now_ms);
 		if (l->tr_ms >= 0 && !l->after_idle)
 			ewma_add(c, e, idx, pool_sig(false, l->stream),
 				 (double)l->tr_ms);
@@ -1624,6 +1762,8 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 		.may_insert = true,
 		.provisional = o == CORE_OUTCOME_SUCCESS && fb->stream &&
 			       fb->end_follows,
+		.queued = fb->has_akey ?
+			  asked_take(c, fb->akey, (uint32_t)fb->endpoint) : -1,
 	};
 	if (l.provisional && e->provisional < UINT32_MAX)
 		e->provisional++;
@@ -1674,6 +1814,9 @@ int core_complete(struct core *c, const struct core_completion *cc,
 				  cc->retry_after_ms : -1,
 		.stream = cc->stream, .has_akey = cc->has_akey, .akey = cc->akey,
 		.model = -1,
+		/* Without feedback (HAProxy 2.6) the line is the answer. */
+		.queued = !cc->feedback_seen && cc->has_akey ?
+			  asked_take(c, cc->akey, (uint32_t)cc->endpoint) : -1,
 	};
 	if (cc->feedback_seen) {
 		/* core_observe took the status (and the idle check, at the

@@ -60,6 +60,9 @@ struct pool_endpoint {
 				 * decision: the next answer is a wake-up */
 	uint8_t key_dead;       /* a probe of its key was refused (core.c,
 				 * "Upstream keys") */
+	uint8_t slow_run;       /* answers of a run slower than their queue
+				 * explains (core.c, queue_judge) */
+	uint8_t run_answers;    /* answers since that run began */
 	uint32_t in_flight;     /* the view decisions read: engine_if +
 				 * engine_delta while the engine's sample is
 				 * fresh, else local_if (core.c, "In flight") */
@@ -70,6 +73,13 @@ struct pool_endpoint {
 					   * EWMA, its own history; indexed
 					   * by kind = pool_sig(false, kind) */
 	uint32_t base_n[CORE_KIND_COUNT]; /* samples in it (kept across idle) */
+	double spread[CORE_KIND_COUNT];   /* time to headers: EWMA of the
+					   * squared distance to base */
+	uint32_t spread_n[CORE_KIND_COUNT];
+	double run_sq;          /* squared distances to base of the run's
+				 * slow answers, for the spread if it ends */
+	double queue_mean;      /* EWMA of the in-flight requests its keyed
+				 * decisions found (queue_judge) */
 	uint64_t dead_until_ms; /* key_dead: re-probed from then on */
 	uint64_t last_seen_ms;
 	uint64_t awake_ms;      /* the last wake-up answer after idleness */

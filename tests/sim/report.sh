@@ -117,6 +117,8 @@ variants=(
 	"warmlane|place_choices 2|--set place_choices=2"
 	"warmlane|place_choices 3|--set place_choices=3"
 	"warmlane|place_choices 8 (leastconn below the bound)|--set place_choices=8"
+	"warmlane|warm_slack 0 (the bound alone, before issue 12)|--set warm_slack=0"
+	"warmlane|slow_run 0 (no slow-run detector)|--set slow_run=0"
 	"warmlane-model|model of the first design's defaults|"
 	"warmlane-model|model: tr per KiB, bound +2|--set norm=1 --set slack=2"
 )

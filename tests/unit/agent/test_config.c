@@ -41,8 +41,10 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert_double_eq(a->prior_ttfb_ms, b->prior_ttfb_ms);
 	ck_assert_uint_eq(a->idle_reset_ms, b->idle_reset_ms);
 	ck_assert_double_eq(a->sticky_tolerance, b->sticky_tolerance);
+	ck_assert_uint_eq(a->slow_run, b->slow_run);
 	ck_assert_double_eq(a->load_factor, b->load_factor);
 	ck_assert_uint_eq(a->load_floor, b->load_floor);
+	ck_assert_uint_eq(a->warm_slack, b->warm_slack);
 	ck_assert_uint_eq(a->place_choices, b->place_choices);
 	ck_assert_double_eq(a->cost_weight_per_ms, b->cost_weight_per_ms);
 	ck_assert_uint_eq(a->breaker_window_ms, b->breaker_window_ms);
@@ -111,8 +113,10 @@ static const char full_yaml[] =
 	"  prior_ttfb: 1.5s\n"
 	"  idle_reset: 2m\n"
 	"  sticky_tolerance: 3\n"
+	"  slow_run: 6\n"
 	"  load_factor: 1.25\n"
 	"  load_floor: 2\n"
+	"  warm_slack: 3\n"
 	"  place_choices: 3\n"
 	"  cost_weight_per_ms: 0.01\n"
 	"  breaker_window: 30s\n"
@@ -173,8 +177,10 @@ START_TEST(full_file)
 	ck_assert_double_eq(p->prior_ttfb_ms, 1500.0);
 	ck_assert_uint_eq(p->idle_reset_ms, 120000);
 	ck_assert_double_eq(p->sticky_tolerance, 3.0);
+	ck_assert_uint_eq(p->slow_run, 6);
 	ck_assert_double_eq(p->load_factor, 1.25);
 	ck_assert_uint_eq(p->load_floor, 2);
+	ck_assert_uint_eq(p->warm_slack, 3);
 	ck_assert_uint_eq(p->place_choices, 3);
 	ck_assert_double_eq(p->cost_weight_per_ms, 0.01);
 	ck_assert_uint_eq(p->breaker_window_ms, 30000);

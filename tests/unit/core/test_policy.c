@@ -1,0 +1,246 @@
+/* test_policy.c - core: routing policy v2 (issue 12): when a warm entry
+ * leaves its endpoint (the warm bound, the slow-run detector). */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "core.h"
+#include "fixture.h"
+
+/* A key whose first rendezvous choice, on an idle twin of f's pool, is ep
+ * (searched from session hash from upwards). */
+static uint64_t session_homed_on(const struct core_params *p, int n, int ep,
+				 uint64_t from)
+{
+	struct fx g;
+	fx_init(&g, n, p);
+	uint64_t s = from;
+	for (; s < from + 10000; s++) {
+		struct core_request r = fx_session(s);
+		struct core_decision d = fx_decide(&g, &r);
+		core_endpoint_complete(g.c, d.endpoint);
+		if (d.endpoint == ep)
+			break;
+	}
+	fx_finish(&g);
+	ck_assert_uint_lt(s, from + 10000);
+	return s;
+}
+
+START_TEST(warm_entry_tolerates_slack)
+{
+	/* A session confirmed on x, then 6 more of its requests while none
+	 * completes, on a pool of 4 with nothing else in flight (load_floor
+	 * 0, so that only the bounds speak). The load_factor bound alone
+	 * (warm_slack 0) moves it at the second: 2 > ceil(1.5 x 2 / 4). With
+	 * warm_slack 6 it stays while in_flight + 1 <= ceil((total + 1) / 4 +
+	 * 6): all 6 times (the 6th: 7 <= ceil(7/4 + 6) = 8). A new key whose
+	 * first choice is x keeps the bound alone and goes elsewhere. */
+	for (int slack = 0; slack < 2; slack++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		p.load_floor = 0;
+		p.warm_slack = slack ? 6 : 0;
+		struct fx f;
+		fx_init(&f, 4, &p);
+		struct core_request a = fx_session(1);
+		struct core_decision d = fx_decide(&f, &a);
+		int x = d.endpoint;
+		ck_assert_int_ge(x, 0);
+		ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
+		core_endpoint_complete(f.c, x);
+		ck_assert_uint_eq(fx_info(&f, x).in_flight, 0);
+		int stayed = 0;
+		for (int i = 0; i < 6; i++) {
+			d = fx_decide(&f, &a);
+			if (d.endpoint != x)
+				break;
+			ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+			stayed++;
+		}
+		if (slack) {
+			ck_assert_int_eq(stayed, 6);
+			uint64_t s = session_homed_on(&p, 4, x, 1000);
+			struct core_request b = fx_session(s);
+			struct core_decision db = fx_decide(&f, &b);
+			ck_assert_int_ne(db.endpoint, x);
+			ck_assert_int_eq(db.reason, CORE_REASON_HASH);
+		} else {
+			ck_assert_int_eq(stayed, 1);
+		}
+		fx_finish(&f);
+	}
+}
+END_TEST
+
+START_TEST(warm_slack_ends_where_bound_is_larger)
+{
+	/* Under heavy load the load_factor bound is the larger and decides
+	 * alone: with 40 requests in flight on each of 4 endpoints, a warm
+	 * entry on x stays until x holds ceil(1.5 x (total + 1) / 4), never
+	 * beyond, whatever warm_slack (6 < 0.5 x the fair share). */
+	struct core_params p;
+	core_params_defaults(&p);
+	struct fx f;
+	fx_init(&f, 4, &p);
+	struct core_request a = fx_session(1);
+	struct core_decision d = fx_decide(&f, &a);
+	int x = d.endpoint;
+	ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
+	for (int k = 0; k < 4; k++)
+		ck_assert_int_eq(core_endpoint_sync(f.c, f.ep[k], CORE_ADMIN_ENABLED,
+						    40, f.now), 0);
+	uint32_t max_seen = 0;
+	for (int i = 0; i < 40; i++) {
+		d = fx_decide(&f, &a);
+		uint32_t mine = fx_info(&f, x).in_flight;
+		max_seen = mine > max_seen ? mine : max_seen;
+		if (d.endpoint != x)
+			break;
+	}
+	/* total 160 + the ones added to x: the bound is ceil(1.5 x (total
+	 * + 1) / 4), about 61 at most; fair + 6 about 47. */
+	uint32_t total = 0;
+	for (int k = 0; k < 4; k++)
+		total += fx_info(&f, f.ep[k]).in_flight;
+	ck_assert_uint_le(max_seen, (uint32_t)ceil(1.5 * total / 4));
+	ck_assert_uint_gt(max_seen, (uint32_t)ceil(total / 4.0 + 6));
+	fx_finish(&f);
+}
+END_TEST
+
+/* Answers of tr ms to the session's requests, each decided with others
+ * requests already in flight on its endpoint (and nothing completing
+ * between the decision and its answer): how many answers its endpoint x
+ * gave before a decision sent the session elsewhere (max: never). */
+static int answers_before_leaving(struct fx *f, const struct core_request *a,
+				  int x, int64_t tr, uint32_t others, int max)
+{
+	for (int n = 0; n < max; n++) {
+		ck_assert_int_eq(core_endpoint_sync(f->c, x, CORE_ADMIN_ENABLED,
+						    others, f->now), 0);
+		struct core_decision d = fx_decide(f, a);
+		if (d.endpoint != x)
+			return n;
+		ck_assert_int_eq(fx_feedback(f, &d, 200, tr, false), 0);
+		core_endpoint_complete(f->c, x);
+		f->now += 100;
+	}
+	return max;
+}
+
+static int64_t regular(int i)
+{
+	(void)i;
+	return 40;
+}
+
+/* One answer in 10 at 2,000 ms, the others at 20 (mean 218). */
+static int64_t irregular(int i)
+{
+	return i % 10 == 9 ? 2000 : 20;
+}
+
+/* A pool of 4, the three endpoints other than x warm at 40 ms to headers,
+ * and a session homed on x (its first decision's endpoint) that had 60
+ * answers of pattern(i) ms with nothing else in flight. */
+static void warm_pool(struct fx *f, const struct core_params *p,
+		      struct core_request *a, int *x, int64_t (*pattern)(int))
+{
+	fx_init(f, 4, p);
+	*a = fx_session(1);
+	struct core_decision d = fx_decide(f, a);
+	*x = d.endpoint;
+	ck_assert_int_ge(*x, 0);
+	ck_assert_int_eq(fx_feedback(f, &d, 200, pattern(0), false), 0);
+	core_endpoint_complete(f->c, *x);
+	for (int k = 0; k < 4; k++)
+		if (f->ep[k] != *x)
+			fx_warm(f, f->ep[k], 40, 30);
+	for (int i = 1; i < 60; i++)
+		ck_assert_int_eq(answers_before_leaving(f, a, *x, pattern(i), 0, 1), 1);
+}
+
+START_TEST(slow_run_leaves_within_a_few_answers)
+{
+	/* x turns 5x slower (40 -> 200 ms) with nothing queued: slow_run (4)
+	 * slow answers and the session leaves. The EWMA alone (slow_run 0)
+	 * needs about 10 (0.05-alpha: 40 + 160 x (1 - 0.95^n) > 100). */
+	for (int on = 0; on < 2; on++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		p.slow_run = on ? 4 : 0;
+		struct fx f;
+		struct core_request a;
+		int x;
+		warm_pool(&f, &p, &a, &x, regular);
+		int n = answers_before_leaving(&f, &a, x, 200, 0, 40);
+		if (on)
+			ck_assert_int_eq(n, 4);
+		else
+			ck_assert_int_ge(n, 8);
+		fx_finish(&f);
+	}
+}
+END_TEST
+
+START_TEST(slow_run_not_from_queue)
+{
+	/* The same 5x times, each answer's request decided behind 4 others
+	 * in flight where x's decisions usually found none: 200 x (1 + ~0) /
+	 * (1 + 4) is within the tolerance (100), the queue may explain it,
+	 * and no run starts (the EWMA rule still leaves it later). */
+	struct core_params p;
+	core_params_defaults(&p);
+	struct fx f;
+	struct core_request a;
+	int x;
+	warm_pool(&f, &p, &a, &x, regular); /* its decisions found nothing in flight */
+	ck_assert_int_ge(answers_before_leaving(&f, &a, x, 200, 4, 40), 6);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(slow_run_not_on_irregular_answers)
+{
+	/* x's usual answers are irregular (one in 10 takes 2,000 ms, the
+	 * others 20: mean about 218, spread about 600): one answer says
+	 * little, and 4 answers at 1,100 ms (over 2.5 x the mean, and 2.5 x
+	 * the peers' 40) start no run; only the EWMA rule judges it (it
+	 * leaves once its EWMA is over 2.5 x its base: after 8 of them). */
+	struct core_params p;
+	core_params_defaults(&p);
+	struct fx f;
+	struct core_request a;
+	int x;
+	warm_pool(&f, &p, &a, &x, irregular);
+	ck_assert_int_ge(answers_before_leaving(&f, &a, x, 1100, 0, 6), 5);
+	fx_finish(&f);
+}
+END_TEST
+
+static Suite *policy_suite(void)
+{
+	Suite *s = suite_create("core-policy");
+	TCase *tc = tcase_create("warm bound");
+	tcase_add_test(tc, warm_entry_tolerates_slack);
+	tcase_add_test(tc, warm_slack_ends_where_bound_is_larger);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("slow run");
+	tcase_add_test(tc, slow_run_leaves_within_a_few_answers);
+	tcase_add_test(tc, slow_run_not_from_queue);
+	tcase_add_test(tc, slow_run_not_on_irregular_answers);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(policy_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_SILENT);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
