@@ -228,6 +228,7 @@ struct core_endpoint_info {
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT]; /* core_complete, by end */
 	uint64_t decisions;                  /* requests routed to it */
+	bool drained;                        /* core_endpoint_drain */
 };
 
 /* Whole-core counters. */
@@ -375,6 +376,13 @@ int core_complete(struct core *c, const struct core_completion *cc,
 /* The end's name ("complete", "client_abort", "server_cut",
  * "server_fail"), or "unknown". */
 const char *core_end_name(enum core_end e);
+
+/* Drains endpoint idx (drain true: no new request goes to it, as if HAProxy
+ * had set it to DRAIN, whatever its polls say) or makes it ready again
+ * (false). The operator's own view (the command socket's `set endpoint`),
+ * kept until the endpoint is removed; not in snapshots. Returns 0 or
+ * -ENOENT. Never allocates. */
+int core_endpoint_drain(struct core *c, int idx, bool drain);
 
 /* Fills *out with endpoint idx's state at now_ms. Returns 0 or -ENOENT. */
 int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
@@ -548,6 +556,16 @@ int core_affinity_cursor_next(const struct core *c,
  * (not inserted). A full map evicts its least recently used entry. */
 int core_affinity_import(struct core *c, const struct core_affinity_record *rec,
 			 uint64_t now_ms);
+
+/* The live entry of akey at now_ms in *rec, read without touching the map
+ * (no hit counted, no LRU move). Returns 0, or -ENOENT when there is none
+ * (or its endpoint is gone). */
+int core_affinity_lookup(const struct core *c, uint64_t akey, uint64_t now_ms,
+			 struct core_affinity_record *rec);
+
+/* Drops akey's entry, whatever endpoint it points to. Returns whether
+ * there was one. */
+bool core_affinity_clear(struct core *c, uint64_t akey);
 
 /* Fills *out with endpoint idx's persistent statistics. 0 or -ENOENT. */
 int core_endpoint_stats_export(const struct core *c, int idx, uint64_t now_ms,

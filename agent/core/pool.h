@@ -60,6 +60,8 @@ struct pool_endpoint {
 				 * decision: the next answer is a wake-up */
 	uint8_t key_dead;       /* a probe of its key was refused (core.c,
 				 * "Upstream keys") */
+	uint8_t drained;        /* `set endpoint ... drain` on the command
+				 * socket: excluded, whatever HAProxy says */
 	uint32_t in_flight;
 	uint32_t samples[POOL_SIGNALS]; /* indexed by pool_sig */
 	double weight;
