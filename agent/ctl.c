@@ -624,12 +624,10 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 {
 	struct ctl_out *o = cmd->o;
 	const struct core_decision *d = &t->decision;
-	if (t->has_akey)
-		out_printf(o, "identity: akey %016" PRIx64 "\n", t->akey);
-	else
-		out_printf(o, "identity: none (power of two choices)\n");
-	out_printf(o, "1. candidates: %u of %u endpoints (%u serve the model), in flight %" PRIu64 ", weight ",
-		   t->candidates, t->n_endpoints, t->serving, t->total_in_flight);
+	out_printf(o, "1. candidates: %u of %u endpoints", t->candidates, t->n_endpoints);
+	if (t->model != -1)
+		out_printf(o, " (%u serve the model)", t->serving);
+	out_printf(o, ", in flight %" PRIu64 ", weight ", t->total_in_flight);
 	out_num(o, t->total_weight, false);
 	out_printf(o, "\n");
 	for (uint32_t i = 0; i < t->n_ep; i++) {
@@ -663,8 +661,12 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 		}
 		out_printf(o, "\n");
 	}
+	if (t->has_akey)
+		out_printf(o, "2. identity: akey %016" PRIx64 "\n", t->akey);
+	else
+		out_printf(o, "2. identity: none (power of two choices)\n");
 	if (t->has_akey && t->candidates > 0) {
-		out_printf(o, "2. affinity: ");
+		out_printf(o, "3. affinity: ");
 		if (!t->entry) {
 			out_printf(o, "no entry\n");
 		} else if (t->entry_stale) {
@@ -708,14 +710,14 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 		}
 		if (t->candidates > t->n_rank)
 			out_printf(o, "   (%u more not listed)\n", t->candidates - t->n_rank);
-		out_printf(o, "5. load bound: in_flight + 1 <= ceil(load_factor ");
+		out_printf(o, "   load bound: in_flight + 1 <= ceil(load_factor ");
 		out_num(o, t->load_factor, false);
 		out_printf(o, " x (in flight %" PRIu64 " + 1) x weight / ", t->total_in_flight);
 		out_num(o, t->total_weight, false);
 		out_printf(o, "), or in_flight < load_floor %u\n", t->load_floor);
 	}
 	if (t->p2c) {
-		out_printf(o, "6. %s: ", d->reason == CORE_REASON_SPILL ? "spill, power of two choices"
+		out_printf(o, "5. %s: ", d->reason == CORE_REASON_SPILL ? "spill, power of two choices"
 								     : "power of two choices");
 		out_ep_name(o, core, t->p2c_a, false);
 		out_printf(o, " cost=");
