@@ -7,6 +7,7 @@
 #include "config.h"
 #include "core.h"
 #include "ctl.h"
+#include "log.h"
 #include "route.h"
 #include "server.h"
 
@@ -42,6 +43,8 @@ static void setup(void)
 	if (done)
 		return;
 	done = true;
+	/* set and clear log a line each: millions of them otherwise. */
+	log_set_level(LOG_LEVEL_ERROR);
 	char err[1024];
 	CTL_CHECK(uv_loop_init(&loop) == 0);
 	CTL_CHECK(config_init(&cfg) == 0);

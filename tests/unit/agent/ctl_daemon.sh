@@ -83,6 +83,21 @@ expect "llm gpu2 - enabled drain " show endpoints
 expect "llm/gpu2: ready" set endpoint llm/gpu2 ready
 expect ": no entry" clear affinity 0123456789abcdef
 
+# Every -json answer is one JSON document, then the empty line.
+if command -v python3 >/dev/null; then
+	for c in "help" "show info" "show endpoints" "explain session=conv-1" "explain" \
+		"explain model=nobody" "show affinity session=conv-1" "set endpoint llm/gpu1 ready" \
+		"clear affinity session=conv-1" "frobnicate" 'explain session="\x'; do
+		# shellcheck disable=SC2086 # the words are the command's
+		{ "$ctl" -s "$dir/ctl.sock" $c -json || true; } | python3 -c '
+import json, sys
+d = sys.stdin.read()
+assert d.endswith("}\n\n"), repr(d[-8:])
+json.loads(d)' || fail "$c -json is not one JSON document"
+	done
+	echo "ok: -json answers are JSON"
+fi
+
 # Errors: exit status 1, the message on stdout.
 rc=0
 out=$("$ctl" -s "$dir/ctl.sock" frobnicate) || rc=$?
