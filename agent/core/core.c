@@ -1381,11 +1381,13 @@ int core_explain(struct core *c, const struct core_request *req,
 {
 	struct pool *pool = &c->pool;
 	struct pool_endpoint *saved = NULL;
-	if (pool->end > 0 &&
-	    (saved = malloc(pool->end * sizeof(*saved))) == NULL)
-		return -ENOMEM;
-	if (pool->end > 0)
-		memcpy(saved, pool->ep, pool->end * sizeof(*saved));
+	uint32_t n = pool->end; /* decide adds and removes no endpoint */
+	if (n > 0) {
+		saved = malloc(n * sizeof(*saved));
+		if (saved == NULL)
+			return -ENOMEM;
+		memcpy(saved, pool->ep, n * sizeof(*saved));
+	}
 	uint64_t version = c->version, view_clock = c->view_clock;
 	uint64_t decisions[CORE_REASON_COUNT];
 	memcpy(decisions, c->decisions, sizeof(decisions));
@@ -1405,8 +1407,8 @@ int core_explain(struct core *c, const struct core_request *req,
 	decide(c, req, now_ms, rng, out, t);
 	t->decision = *out;
 
-	if (pool->end > 0)
-		memcpy(pool->ep, saved, pool->end * sizeof(*saved));
+	if (saved != NULL)
+		memcpy(pool->ep, saved, n * sizeof(*saved));
 	free(saved);
 	c->version = version;
 	c->view_clock = view_clock;
