@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """The command socket through real HAProxy traffic: warmlanectl against the agent the requests go through.
 
-Usage: ctl.py 2.6|3.0|3.2
+Usage: ctl.py 2.6|3.0|3.2 [ctl|spill]
+ctl (the default, in CI):
 A session's first request is placed by the hash; once its success is known
 (feedback on 3.x, the log line on 2.6) `show affinity` shows the entry on
 the server that answered, `explain` predicts the warm hit the next request
 gets, and explaining changes nothing (`show endpoints` before and after);
 `set endpoint ... drain` moves the session where explain says, `ready`
-and `clear affinity` undo it. Exit 0 pass, 1 fail, 77 skip.
+and `clear affinity` undo it.
+spill (by hand, not in CI: it depends on how many requests are in flight
+when explain looks): s3 ten times slower than s1 and s2 (left on its
+end-to-end time per KiB), ten long requests in flight, load_factor 1.0;
+explain for fresh sessions until one spills, printed (docs/ctl.md).
+Exit 0 pass, 1 fail, 77 skip.
 Waits are bounded conditions, never sleeps; nothing is timed.
 """
 
@@ -117,7 +123,40 @@ def scenario(binary, version):
         assert not os.path.exists(sock), "the command socket is left after the stop"
 
 
+def spill(binary, version):
+    ctl = ctl_binary()
+    policy = {"load_factor": 1.0, "load_floor": 1, "cold_start_samples": 5}
+    with fe.FleetEnv("ctl-spill", version, policy=policy) as env:
+        sock = env.path("ctl.sock")
+        env.agent_extra.append(f'command_socket: {{ path: "{sock}" }}')
+        env.start([fe.instance("s1", fast=False), fe.instance("s2", fast=False),
+                   fe.instance("s3", fast=False, speed=0.1)], binary)
+
+        def run(*words):
+            return subprocess.run([ctl, "-s", sock] + list(words), capture_output=True,
+                                  text=True, timeout=15).stdout
+        recs = fe.drive(env.port, lambda i: (fe.chat_body(f"warm {i}", max_tokens=20), {}, "warm"),
+                        n=150, concurrency=3)
+        fe.assert_all_ok(recs, "warm-up")
+        log(f"warm-up served by {fe.fmt_counts(fe.by(recs, 'served'))}")
+        log(run("show", "endpoints").rstrip())
+        bg = fe.Background(env.port, lambda i: (fe.chat_body(f"load {i}", max_tokens=400), {}, "load"),
+                           concurrency=10).start()
+        found = None
+        try:
+            for n in range(400):
+                out = run("explain", f"session=conv-{n}", "model=m1")
+                if "reason=spill" in out:
+                    found = f"$ warmlanectl explain session=conv-{n} model=m1\n{out}"
+                    break
+        finally:
+            bg.stop()
+        assert found, f"no spill in 400 explains; the last:\n{out}"
+        log(found.rstrip())
+        env.stop_agent_checked()
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 2:
         sys.argv.append("ctl")
-    sys.exit(h.main({"ctl": scenario}))
+    sys.exit(h.main({"ctl": scenario, "spill": spill}))
