@@ -1195,7 +1195,18 @@ int ctl_start(struct ctl **out, uv_loop_t *loop, struct server *srv,
 	r = uv_pipe_bind(&c->pipe, path);
 	umask(old);
 	if (r < 0) {
-		snprintf(err, errlen, "%s: cannot bind: %s", path, uv_strerror(r));
+		/* libuv turns ENOENT into EACCES here: say which it is. */
+		char dir[sizeof(c->path)];
+		snprintf(dir, sizeof(dir), "%s", path);
+		char *slash = strrchr(dir, '/');
+		struct stat st;
+		if (slash != NULL && slash != dir)
+			*slash = '\0';
+		if (slash != NULL && slash != dir && stat(dir, &st) < 0 && errno == ENOENT)
+			snprintf(err, errlen, "%s: cannot bind: the directory %s does not exist",
+				 path, dir);
+		else
+			snprintf(err, errlen, "%s: cannot bind: %s", path, uv_strerror(r));
 		goto fail;
 	}
 	snprintf(c->path, sizeof(c->path), "%s", path);

@@ -138,7 +138,8 @@ config "$dir/no/such/dir/ctl.sock"
 "$warmlane" --config "$dir/warmlane.yaml" 2>>"$dir/log" &
 pid=$!
 wait_log 'msg=started'
-grep -q 'level=warn msg="cannot open the command socket' "$dir/log" || fail "no warning"
+grep -q 'level=warn msg="cannot open the command socket.*the directory .*/no/such/dir does not exist' "$dir/log" ||
+	fail "no warning naming the missing directory"
 kill -TERM "$pid"
 wait "$pid" || fail "exit status $?"
 pid=
