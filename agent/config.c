@@ -405,6 +405,7 @@ void config_finish(struct config *cfg)
 	free_strv(cfg->runtime_backends, cfg->n_runtime_backends);
 	free(cfg->state_file);
 	free(cfg->log_input_path);
+	free(cfg->command_socket_path);
 	free(cfg->key_probe_target);
 	free(cfg->key_probe_method);
 	free(cfg->key_probe_path);
@@ -439,6 +440,8 @@ int config_init(struct config *cfg)
 	cfg->state_file = strdup(CONFIG_DEFAULT_STATE_FILE);
 	cfg->log_input_path = strdup(CONFIG_DEFAULT_LOG_INPUT);
 	cfg->log_input_mode = CONFIG_DEFAULT_SOCKET_MODE;
+	cfg->command_socket_path = strdup(CONFIG_DEFAULT_COMMAND_SOCKET);
+	cfg->command_socket_mode = CONFIG_DEFAULT_SOCKET_MODE;
 	cfg->key_probe_target = strdup("");
 	cfg->key_probe_method = strdup(CONFIG_DEFAULT_PROBE_METHOD);
 	cfg->key_probe_path = strdup(CONFIG_DEFAULT_PROBE_PATH);
@@ -454,7 +457,8 @@ int config_init(struct config *cfg)
 	};
 	if (cfg->listen == NULL || cfg->metrics_listen == NULL ||
 	    cfg->runtime_socket == NULL || cfg->state_file == NULL ||
-	    cfg->log_input_path == NULL || cfg->key_probe_target == NULL ||
+	    cfg->log_input_path == NULL || cfg->command_socket_path == NULL ||
+	    cfg->key_probe_target == NULL ||
 	    cfg->key_probe_method == NULL || cfg->key_probe_path == NULL) {
 		config_finish(cfg);
 		return -ENOMEM;
@@ -541,6 +545,11 @@ struct raw_log_input {
 	double *udp_port;
 };
 
+struct raw_command_socket {
+	char *path;
+	char *mode;
+};
+
 struct raw_key_probe {
 	char *target;
 	char *method;
@@ -619,6 +628,7 @@ struct raw_config {
 	struct raw_runtime *runtime_api;
 	struct raw_state *state;
 	struct raw_log_input *log_input;
+	struct raw_command_socket *command_socket;
 	struct raw_key_probe *key_probe;
 	struct raw_retry_budget *retry_budget;
 	struct raw_engine *engine;
@@ -667,6 +677,12 @@ static const cyaml_schema_field_t runtime_fields[] = {
 static const cyaml_schema_field_t state_fields[] = {
 	STR("file", struct raw_state, file),
 	STR("snapshot_interval", struct raw_state, snapshot_interval),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_field_t command_socket_fields[] = {
+	STR("path", struct raw_command_socket, path),
+	STR("mode", struct raw_command_socket, mode),
 	CYAML_FIELD_END
 };
 
@@ -768,6 +784,8 @@ static const cyaml_schema_field_t top_fields[] = {
 				state_fields),
 	CYAML_FIELD_MAPPING_PTR("log_input", OPT_NULL, struct raw_config,
 				log_input, log_input_fields),
+	CYAML_FIELD_MAPPING_PTR("command_socket", OPT_NULL, struct raw_config,
+				command_socket, command_socket_fields),
 	CYAML_FIELD_MAPPING_PTR("key_probe", OPT_NULL, struct raw_config,
 				key_probe, key_probe_fields),
 	CYAML_FIELD_MAPPING_PTR("retry_budget", OPT_NULL, struct raw_config,
@@ -1787,8 +1805,8 @@ const char *config_mode_name(enum config_mode m)
 }
 
 /* policy.mode: the agent's, not the core's (the core decides the same). */
-static void sem_mode(struct sem *s, const struct raw_policy *rp,
-		     struct config *cfg)
+static void sem_policy_mode(struct sem *s, const struct raw_policy *rp,
+			    struct config *cfg)
 {
 	if (rp->mode != NULL) {
 		int k = -1;
@@ -1950,6 +1968,25 @@ static void sem_replace(struct sem *s, char **dst, const char *raw)
 	*dst = d;
 }
 
+/* A socket's permission bits: 1 to 4 octal digits, at most 0777. */
+static void sem_mode(struct sem *s, const char *field, const char *m,
+		     unsigned *out)
+{
+	if (m == NULL)
+		return;
+	unsigned v = 0;
+	bool ok = m[0] != '\0' && strlen(m) <= 4;
+	for (const char *q = m; ok && *q != '\0'; q++) {
+		ok = *q >= '0' && *q <= '7';
+		v = v * 8 + (unsigned)(*q - '0');
+	}
+	if (!ok || v > 0777)
+		sem_err(s, field,
+			"\"%s\" is not octal permission bits (e.g. \"0660\")", m);
+	else
+		*out = v;
+}
+
 /* key_probe: where and how warmlane probes its upstream keys. The target
  * is HAProxy's probe listener (unix:PATH or tcp:HOST:PORT, no options: the
  * agent connects, it does not bind); the method a token, the path
@@ -2081,24 +2118,21 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 				"socket path longer than %d bytes",
 				CONFIG_UNIX_PATH_MAX);
 		sem_replace(s, &cfg->log_input_path, li->path);
-		if (li->mode != NULL) {
-			const char *m = li->mode;
-			unsigned v = 0;
-			bool ok = m[0] != '\0' && strlen(m) <= 4;
-			for (const char *q = m; ok && *q != '\0'; q++) {
-				ok = *q >= '0' && *q <= '7';
-				v = v * 8 + (unsigned)(*q - '0');
-			}
-			if (!ok || v > 0777)
-				sem_err(s, "log_input.mode",
-					"\"%s\" is not octal permission bits (e.g. \"0660\")",
-					m);
-			else
-				cfg->log_input_mode = v;
-		}
+		sem_mode(s, "log_input.mode", li->mode, &cfg->log_input_mode);
 		uint32_t port = 0;
 		sem_u32(s, "log_input.udp_port", li->udp_port, 0, 65535, &port);
 		cfg->log_input_udp_port = (uint16_t)port;
+	}
+
+	if (raw->command_socket != NULL) {
+		const struct raw_command_socket *cs = raw->command_socket;
+		if (cs->path != NULL && strlen(cs->path) > CONFIG_UNIX_PATH_MAX)
+			sem_err(s, "command_socket.path",
+				"socket path longer than %d bytes",
+				CONFIG_UNIX_PATH_MAX);
+		sem_replace(s, &cfg->command_socket_path, cs->path);
+		sem_mode(s, "command_socket.mode", cs->mode,
+			 &cfg->command_socket_mode);
 	}
 
 	if (raw->key_probe != NULL)
@@ -2132,7 +2166,7 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 
 	if (raw->policy != NULL) {
 		sem_policy(s, raw->policy, &cfg->params);
-		sem_mode(s, raw->policy, cfg);
+		sem_policy_mode(s, raw->policy, cfg);
 	}
 	/* Checked here, after both are known, whichever one the file set. */
 	if (cfg->params.breaker_cooldown_ms > cfg->params.breaker_cooldown_max_ms)

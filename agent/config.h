@@ -31,6 +31,8 @@
 /* HAProxy's end-of-stream log lines, inside Debian's HAProxy chroot like
  * the SPOP socket (/warmlane/log.sock in a chrooted HAProxy's config). */
 #define CONFIG_DEFAULT_LOG_INPUT      "/var/lib/haproxy/warmlane/log.sock"
+/* The command socket (ctl.c), beside the SPOP and log sockets. */
+#define CONFIG_DEFAULT_COMMAND_SOCKET "/var/lib/haproxy/warmlane/ctl.sock"
 /* Longest backend, server, key or model name accepted: keeps every ACK far
  * below the smallest frame HAProxy may negotiate (see notify.c). */
 /* Upstream key probes (probe.c): off until a target is given. */
@@ -122,6 +124,8 @@ struct config {
 	char *log_input_path;           /* unix datagram socket; "" disables */
 	unsigned log_input_mode;        /* its permission bits (0660) */
 	uint16_t log_input_udp_port;    /* UDP on 127.0.0.1; 0: none */
+	char *command_socket_path;      /* command socket (ctl.c); "" disables */
+	unsigned command_socket_mode;   /* its permission bits (0660) */
 	/* Key probes: HAProxy's probe listener ("" disables: then
 	 * params.key_probe is false and no 401/403 excludes a key). */
 	char *key_probe_target;

@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "ctl.h"
 #include "log.h"
 #include "logsrc.h"
 #include "metrics.h"
@@ -68,6 +69,11 @@ struct app {
 	struct logsrc logsrc;   /* zeroed: logsrc_stop too */
 	struct probe probe;     /* zeroed: probe_stop too */
 	struct engine engine;   /* zeroed: engine_stop too */
+	struct ctl *ctl;        /* NULL: command_socket.path "" or not bound */
+	/* The command socket asked for (started or not), to tell a reload
+	 * that changes it. */
+	char ctl_path[108];
+	unsigned ctl_mode;
 	bool restored;          /* the snapshot was loaded (or there was none) */
 	/* The state file of the start, loaded once: a reload before the load
 	 * changes where writes go, not what the last run wrote. */
@@ -169,6 +175,43 @@ static size_t main_engine_endpoints(const struct config *cfg)
 	return n;
 }
 
+/* ---- the command socket, replaceable by a reload -------------------------- */
+
+/* Opens the command socket of app->cfg (none when its path is ""). One
+ * that cannot be opened is logged and the agent goes on: routing does not
+ * need it. */
+static void main_ctl_start(struct app *app)
+{
+	const struct config *cfg = app->cfg;
+	snprintf(app->ctl_path, sizeof(app->ctl_path), "%s",
+		 cfg->command_socket_path);
+	app->ctl_mode = cfg->command_socket_mode;
+	if (cfg->command_socket_path[0] == '\0')
+		return;
+	char err[512], q[600];
+	int r = ctl_start(&app->ctl, app->loop, &app->srv,
+			  cfg->command_socket_path, cfg->command_socket_mode,
+			  app->opts.path, err, sizeof(err));
+	if (r < 0)
+		log_warn("cannot open the command socket; warmlanectl will not reach this agent",
+			 "error=%s", log_quote(q, sizeof(q), err, strlen(err)));
+	else
+		log_info("command socket open", "path=%s mode=%04o",
+			 cfg->command_socket_path, cfg->command_socket_mode);
+}
+
+/* After a reload: the socket again when its path or mode changed. */
+static void main_ctl_reload(struct app *app)
+{
+	const struct config *cfg = app->cfg;
+	if (strcmp(app->ctl_path, cfg->command_socket_path) == 0 &&
+	    app->ctl_mode == cfg->command_socket_mode)
+		return;
+	ctl_close(app->ctl);
+	app->ctl = NULL;
+	main_ctl_start(app);
+}
+
 /* ---- stopping ------------------------------------------------------------- */
 
 static void main_on_stopped(struct server *s, void *arg)
@@ -186,6 +229,8 @@ static void main_on_stopped(struct server *s, void *arg)
 	reload_parse_stop(&app->reload);
 	engine_stop(&app->engine); /* before probe_stop: its polls are the prober's */
 	probe_stop(&app->probe);
+	ctl_close(app->ctl);
+	app->ctl = NULL;
 	/* The signal handles are what keeps the loop running now. */
 	uv_close((uv_handle_t *)&app->sig_term, NULL);
 	uv_close((uv_handle_t *)&app->sig_int, NULL);
@@ -229,6 +274,7 @@ static int main_reload_apply(struct app *app, struct config *next)
 			log_error("cannot restart periodic snapshots", "error=%s",
 				  uv_err_name(r));
 	}
+	main_ctl_reload(app);
 	log_info("configuration reloaded",
 		 "endpoints_added=%u endpoints_updated=%u endpoints_removed=%u "
 		 "endpoints_failed=%u listen=%zu metrics=%s poller=%s snapshot=%s mode=%s",
@@ -394,6 +440,7 @@ static int main_run(struct app *app)
 	}
 	reload_parse_init(&app->reload, app->loop, &app->opts,
 			  main_reload_parsed, app);
+	main_ctl_start(app);
 	/* Key probes: the only evidence that kills an upstream key. */
 	r = probe_start(&app->probe, app->loop, &app->srv.route, cfg);
 	if (r < 0)

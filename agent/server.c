@@ -355,9 +355,7 @@ static int server_unix_probe(const char *path)
 	return -e;
 }
 
-/* Clears the way for a unix socket at path: nothing there, or a stale
- * socket removed. Returns 0 or -errno with err set. */
-static int server_unix_prepare(const char *path, char *err, size_t errlen)
+int server_unix_prepare(const char *path, char *err, size_t errlen)
 {
 	struct stat st;
 

@@ -101,6 +101,12 @@ void server_relisten_commit(struct server *s, const struct config *next,
 			    struct server_listener *pending);
 void server_relisten_abort(struct server *s, struct server_listener *pending);
 
+/* Clears the way for a unix socket at path: nothing there, or a stale
+ * socket (nothing answers on it) removed; a live one is -EADDRINUSE, a
+ * file that is not a socket -EEXIST. Also for the command socket (ctl.c).
+ * Returns 0 or -errno with err set. */
+int server_unix_prepare(const char *path, char *err, size_t errlen);
+
 /* Serves an already connected stream socket (a socketpair end in tests,
  * an inherited fd). The server owns fd from then on, even on failure.
  * Returns 0 or -errno. */

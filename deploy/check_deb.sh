@@ -126,9 +126,10 @@ grep -v '^running with root privileges' "$work/lintian.log" || true
 
 # --- what the package holds ------------------------------------------------
 dpkg-deb -c "$deb" | awk '{ print $6 }' | sed 's|^\./|/|' >"$work/contents"
-for f in /usr/bin/warmlane /etc/warmlane/warmlane.yaml \
+for f in /usr/bin/warmlane /usr/bin/warmlanectl /etc/warmlane/warmlane.yaml \
 	/lib/systemd/system/warmlane.service /usr/lib/tmpfiles.d/warmlane.conf \
 	/usr/share/man/man8/warmlane.8.gz /usr/share/man/man5/warmlane.yaml.5.gz \
+	/usr/share/man/man1/warmlanectl.1.gz \
 	/usr/share/doc/warmlane/copyright /usr/share/doc/warmlane/changelog.gz \
 	/usr/share/doc/warmlane/haproxy.md.gz /usr/share/doc/warmlane/operations.md.gz \
 	/usr/share/doc/warmlane/metrics.md.gz \

@@ -30,6 +30,7 @@ want() {
 
 install
 want "$bindir/warmlane"
+want "$bindir/warmlanectl"
 want "$sysconfdir/warmlane/warmlane.yaml"
 want "$datadir/doc/warmlane/examples/warmlane.yaml"
 want "$datadir/doc/warmlane/examples/haproxy/warmlane.spoe.conf"
@@ -41,6 +42,7 @@ want "$prefix/lib/tmpfiles.d/warmlane.conf"
 if [ "$man" = man ]; then
 	want "$mandir/man8/warmlane.8"
 	want "$mandir/man5/warmlane.yaml.5"
+	want "$mandir/man1/warmlanectl.1"
 fi
 unit="$dest$unitdir/warmlane.service"
 if [ -e "$unit" ] && ! grep -qx "ExecStart=$bindir/warmlane --config $sysconfdir/warmlane/warmlane.yaml" "$unit"; then

@@ -180,6 +180,21 @@ bool affinity_get_last(struct affinity *a, uint64_t key, uint64_t now_ms,
 	return false;
 }
 
+bool affinity_peek(const struct affinity *a, uint64_t key, uint64_t now_ms,
+		   uint32_t *endpoint, uint32_t *gen, uint64_t *last_ms)
+{
+	uint32_t i = find_slot(a, key);
+	if (i == AFFINITY_NIL)
+		return false;
+	const struct affinity_entry *x = &a->e[a->slots[i].ref - 1];
+	if (expired(a, x, now_ms))
+		return false;
+	*endpoint = x->endpoint;
+	*gen = x->gen;
+	*last_ms = x->last_ms;
+	return true;
+}
+
 uint32_t affinity_expire(struct affinity *a, uint64_t now_ms, uint32_t max)
 {
 	uint32_t n = 0;

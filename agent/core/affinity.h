@@ -61,6 +61,11 @@ bool affinity_get(struct affinity *a, uint64_t key, uint64_t now_ms,
 /* As affinity_get, and *last_ms is the entry's last refresh. */
 bool affinity_get_last(struct affinity *a, uint64_t key, uint64_t now_ms,
 		       uint32_t *endpoint, uint32_t *gen, uint64_t *last_ms);
+/* affinity_get without a side effect (the command socket's show and
+ * explain): no hit or miss counted, an expired entry left for the next
+ * lookup; also gives the entry's last refresh. */
+bool affinity_peek(const struct affinity *a, uint64_t key, uint64_t now_ms,
+		   uint32_t *endpoint, uint32_t *gen, uint64_t *last_ms);
 
 /* Starts loading the index slot of key into the cache, so that a lookup
  * issued after some other work finds it there. */

@@ -13,6 +13,7 @@
 #include "breaker.h"
 #include "pool.h"
 #include "rendezvous.h"
+#include "trace.h"
 
 #define VIEW_SLOTS 4    /* candidate sets cached: one per model in use */
 #define MODEL_NONE (-1) /* the request names no model */
@@ -675,6 +676,7 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		.admin = (enum core_admin)e->admin,
 		.in_flight = e->in_flight,
 		.decisions = e->decisions,
+		.drained = e->drained,
 		.engine_fresh = e->engine_fresh,
 		.engine_load = e->engine_if,
 		.local_in_flight = e->local_if,
@@ -875,7 +877,7 @@ static void view_build(struct core *c, struct view *v, int model,
 							e->last_seen_ms + idle_after(c, e));
 			}
 		}
-		if (e->disabled || e->admin != CORE_ADMIN_ENABLED)
+		if (e->disabled || e->drained || e->admin != CORE_ADMIN_ENABLED)
 			continue;
 		if (model >= 0 && e->has_mismatch) {
 			if (pool_mismatched(e, model, now_ms)) {
@@ -1134,19 +1136,144 @@ static double p2c_cost(const struct core *c, const struct pool_endpoint *e,
 	return cost;
 }
 
-/* Step 6: two distinct candidates at random, the cheaper. */
+/* ---- explain's trace (core_explain; t is NULL on every other call) ---- */
+
+/* Step 1 for t: each endpoint of the pool, a candidate when v holds it,
+ * else the first exclusion of view_build's order that applies now. */
+static void trace_candidates(const struct core *c, const struct view *v,
+			     int model, uint64_t now_ms, struct core_trace *t)
+{
+	const struct pool *pool = &c->pool;
+	t->serving = v->serving;
+	t->candidates = v->n;
+	t->total_in_flight = v->total_if;
+	t->total_weight = v->total_w;
+	for (uint32_t i = 0; i < pool->end; i++) {
+		const struct pool_endpoint *e = &pool->ep[i];
+		if (!e->live)
+			continue;
+		t->n_endpoints++;
+		if (t->n_ep == CORE_TRACE_MAX)
+			continue;
+		struct core_trace_endpoint *x = &t->ep[t->n_ep++];
+		x->endpoint = (int)i;
+		x->admin = (enum core_admin)e->admin;
+		x->breaker = breaker_state(&e->br, now_ms, &x->cooldown_left_ms);
+		x->in_flight = e->in_flight;
+		x->weight = e->weight;
+		if (view_has(v, i))
+			x->why = CORE_TRACE_CANDIDATE;
+		else if (model == MODEL_ANY ? !e->all_models : !pool_serves(e, model))
+			x->why = CORE_TRACE_NOT_SERVING;
+		else if (e->disabled)
+			x->why = CORE_TRACE_DISABLED;
+		else if (e->drained)
+			x->why = CORE_TRACE_DRAINED;
+		else if (e->admin != CORE_ADMIN_ENABLED)
+			x->why = CORE_TRACE_ADMIN;
+		else if (model >= 0 && e->has_mismatch &&
+			 pool_mismatched(e, model, now_ms))
+			x->why = CORE_TRACE_MODEL_404;
+		else if (key_excluded(c, e, now_ms))
+			x->why = CORE_TRACE_KEY_DEAD;
+		else
+			x->why = CORE_TRACE_BREAKER;
+	}
+}
+
+/* Steps 4-5 for t: the whole ranking of c->items[0..n), best first (an
+ * insertion sort of at most CORE_TRACE_MAX: explain only). */
+static void trace_rank(const struct core *c, uint32_t n, struct core_trace *t)
+{
+	t->ranked = true;
+	t->load_factor = c->p.load_factor;
+	t->load_floor = c->p.load_floor;
+	t->place_choices = c->p.place_choices;
+	struct rdv_item keep[CORE_TRACE_MAX];
+	uint32_t m = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct rdv_item it = c->items[i];
+		uint32_t at = m;
+		while (at > 0 && rdv_before(&it, &keep[at - 1]))
+			at--;
+		if (at == CORE_TRACE_MAX)
+			continue;
+		if (m < CORE_TRACE_MAX)
+			m++;
+		memmove(&keep[at + 1], &keep[at], (m - 1 - at) * sizeof(keep[0]));
+		keep[at] = it;
+	}
+	t->n_rank = m;
+	for (uint32_t i = 0; i < m; i++) {
+		const struct pool_endpoint *e = &c->pool.ep[keep[i].endpoint];
+		t->rank[i] = (struct core_trace_rank){
+			.endpoint = (int)keep[i].endpoint, .score = keep[i].cost,
+			.in_flight = e->in_flight, .weight = e->weight,
+		};
+	}
+}
+
+/* fast_enough and within_bound of a ranked endpoint, as the walk found
+ * them. */
+static void trace_walked(const struct core *c, const struct pick *k,
+			 uint32_t idx, bool fast, uint64_t now_ms,
+			 struct core_trace *t)
+{
+	const struct pool_endpoint *e = &c->pool.ep[idx];
+	for (uint32_t i = 0; i < t->n_rank; i++) {
+		struct core_trace_rank *r = &t->rank[i];
+		if (r->endpoint != (int)idx)
+			continue;
+		r->walked = true;
+		r->fast = fast;
+		r->bounded = within_bound(c, e, k);
+		r->cost = p2c_cost(c, e, k, now_ms);
+		return;
+	}
+}
+
+static void trace_p2c(const struct core *c, const struct pick *k, uint32_t a,
+		      uint32_t b, uint64_t now_ms, struct core_trace *t)
+{
+	t->p2c = true;
+	t->p2c_a = (int)a;
+	t->p2c_b = (int)b;
+	t->p2c_cost_a = p2c_cost(c, &c->pool.ep[a], k, now_ms);
+	t->p2c_cost_b = p2c_cost(c, &c->pool.ep[b], k, now_ms);
+}
+
+/* Whether the ranked endpoint idx can take the key: fast enough and within
+ * the load bound (steps 4-5), noted in t when set. */
+static inline bool placeable(struct core *c, uint32_t idx, const struct pick *k,
+			     uint64_t now_ms, struct core_trace *t)
+{
+	struct pool_endpoint *e = &c->pool.ep[idx];
+	bool fast = fast_enough(c, e, k);
+	bool ok = fast && within_bound(c, e, k);
+	if (t != NULL)
+		trace_walked(c, k, idx, fast, now_ms, t);
+	return ok;
+}
+
+/* Step 6: two distinct candidates at random, the cheaper. t (explain
+ * only, else NULL) gets both and their costs. */
 static uint32_t p2c(const struct core *c, const struct pick *k,
-		    struct core_rng *rng, uint64_t now_ms)
+		    struct core_rng *rng, uint64_t now_ms, struct core_trace *t)
 {
 	const struct view *v = k->v;
-	if (v->n == 1)
+	if (v->n == 1) {
+		if (t != NULL)
+			trace_p2c(c, k, v->cand[0], v->cand[0], now_ms, t);
 		return v->cand[0];
+	}
 	uint32_t i = (uint32_t)(core_rng_next(rng) % v->n);
 	uint32_t j = (uint32_t)(core_rng_next(rng) % (v->n - 1));
 	if (j >= i)
 		j++;
 	const struct pool_endpoint *a = &c->pool.ep[v->cand[i]];
 	const struct pool_endpoint *b = &c->pool.ep[v->cand[j]];
+	if (t != NULL)
+		trace_p2c(c, k, v->cand[i], v->cand[j], now_ms, t);
 	return p2c_cost(c, b, k, now_ms) < p2c_cost(c, a, k, now_ms) ?
 	       v->cand[j] : v->cand[i];
 }
@@ -1244,7 +1371,8 @@ void core_decision_shadow(struct core *c, const struct core_decision *d)
  * its index, or UINT32_MAX when none qualifies. Apart from core_decide so
  * that the default (1) path stays as it was. */
 static uint32_t place_cheapest(struct core *c, const struct pick *k,
-			       uint32_t best, uint64_t now_ms)
+			       uint32_t best, uint64_t now_ms,
+			       struct core_trace *t)
 {
 	const struct view *v = k->v;
 	struct pool *pool = &c->pool;
@@ -1256,7 +1384,7 @@ static uint32_t place_cheapest(struct core *c, const struct pick *k,
 	rdv_rank_init(&rank, c->items, v->n - 1);
 	do {
 		struct pool_endpoint *e = &pool->ep[it.endpoint];
-		if (!fast_enough(c, e, k) || !within_bound(c, e, k))
+		if (!placeable(c, it.endpoint, k, now_ms, t))
 			continue;
 		double cost = p2c_cost(c, e, k, now_ms);
 		if (found == 0 || cost < chosen_cost) {
@@ -1276,6 +1404,19 @@ static inline bool warm_usable(struct core *c, const struct view *v,
 	struct pool_endpoint *e = &c->pool.ep[idx];
 	return view_has(v, idx) && e->br.state == CORE_BREAKER_CLOSED &&
 	       fast_enough(c, e, k) && within_warm_bound(c, e, k);
+}
+
+/* Step 3 for t: warm_usable's conditions one by one. */
+static void trace_entry(struct core *c, const struct view *v, uint32_t idx,
+			const struct pick *k, struct core_trace *t)
+{
+	struct pool_endpoint *e = &c->pool.ep[idx];
+	if (!view_has(v, idx))
+		return;
+	t->entry_candidate = true;
+	t->entry_closed = e->br.state == CORE_BREAKER_CLOSED;
+	t->entry_fast = t->entry_closed && fast_enough(c, e, k);
+	t->entry_bounded = within_warm_bound(c, e, k);
 }
 
 /* Step 3a, the shared warm hint (docs/peers.md): what becomes of it
@@ -1351,9 +1492,11 @@ static struct view *artefact_view(struct core *c, struct view *v, uint64_t a)
 	return f;
 }
 
-void core_decide(struct core *c, const struct core_request *req,
-		 uint64_t now_ms, struct core_rng *rng,
-		 struct core_decision *out)
+/* core_decide; t is NULL but for core_explain, which restores the state
+ * afterwards: then the map is only peeked at, and each step is noted. */
+static void decide(struct core *c, const struct core_request *req,
+		   uint64_t now_ms, struct core_rng *rng,
+		   struct core_decision *out, struct core_trace *t)
 {
 	*out = (struct core_decision){ .endpoint = -1, .reason = CORE_REASON_NONE };
 	out->has_akey = core_identity(c, req, &out->akey);
@@ -1378,6 +1521,8 @@ void core_decide(struct core *c, const struct core_request *req,
 
 	/* 1. Candidates. */
 	struct view *v = view_get(c, model, now_ms);
+	if (t != NULL)
+		trace_candidates(c, v, model, now_ms, t);
 	if (v->serving == 0) {
 		enum core_reason r = req->model.len > 0 ? CORE_REASON_NO_MODEL
 							: CORE_REASON_NONE;
@@ -1402,9 +1547,14 @@ void core_decide(struct core *c, const struct core_request *req,
 	 * its own EWMA sooner: p2c_ewma). */
 	struct pick k = { .v = v, .kind = req->stream ? CORE_KIND_STREAM : CORE_KIND_PLAIN };
 	pick_signals(c, v, &k);
+	if (t != NULL) {
+		memcpy(t->use, k.use, sizeof(t->use));
+		memcpy(t->median, k.median, sizeof(t->median));
+		memcpy(t->tolerated, k.tolerated, sizeof(t->tolerated));
+	}
 
 	if (!out->has_akey) {
-		commit(c, p2c(c, &k, rng, now_ms), CORE_REASON_P2C, now_ms, out);
+		commit(c, p2c(c, &k, rng, now_ms, t), CORE_REASON_P2C, now_ms, out);
 		return;
 	}
 
@@ -1412,12 +1562,19 @@ void core_decide(struct core *c, const struct core_request *req,
 	uint32_t warm_idx = UINT32_MAX;
 	uint32_t ep, gen;
 	uint64_t warm_ms = 0;
-	if (affinity_get_last(&c->aff, out->akey, now_ms, &ep, &gen, &warm_ms)) {
+	if (t != NULL ? affinity_peek(&c->aff, out->akey, now_ms, &ep, &gen, &warm_ms)
+		      : affinity_get_last(&c->aff, out->akey, now_ms, &ep, &gen, &warm_ms)) {
 		const struct pool_endpoint *e = pool_get(pool, (int)ep);
 		if (e != NULL && e->gen == gen)
 			warm_idx = ep;
-		else /* its endpoint was removed */
+		else if (t == NULL) /* its endpoint was removed */
 			affinity_remove(&c->aff, out->akey, ep);
+		if (t != NULL) {
+			t->entry = true;
+			t->entry_endpoint = (int)ep;
+			t->entry_idle_ms = now_ms > warm_ms ? now_ms - warm_ms : 0;
+			t->entry_stale = warm_idx == UINT32_MAX;
+		}
 	}
 	/* 3a. A newer shared hint goes first; a decision of our own, so
 	 * that its success (feedback or log line) enters the map. */
@@ -1433,6 +1590,8 @@ void core_decide(struct core *c, const struct core_request *req,
 			return;
 		}
 	}
+	if (warm_idx != UINT32_MAX && t != NULL)
+		trace_entry(c, v, warm_idx, &k, t);
 	if (warm_idx != UINT32_MAX && warm_usable(c, v, warm_idx, &k)) {
 		commit(c, warm_idx, CORE_REASON_AFFINITY, now_ms, out);
 		return;
@@ -1464,8 +1623,10 @@ void core_decide(struct core *c, const struct core_request *req,
 		if (rdv_before(&c->items[i], &c->items[best]))
 			best = i;
 	}
+	if (t != NULL)
+		trace_rank(c, v->n, t);
 	if (c->p.place_choices > 1 && v->n > 1) {
-		uint32_t idx = place_cheapest(c, &k, best, now_ms);
+		uint32_t idx = place_cheapest(c, &k, best, now_ms, t);
 		if (idx != UINT32_MAX) {
 			commit(c, idx, CORE_REASON_HASH, now_ms, out);
 			return;
@@ -1474,8 +1635,7 @@ void core_decide(struct core *c, const struct core_request *req,
 		/* The first choice usually takes it: only then is a heap
 		 * built. */
 		struct rdv_item it = c->items[best];
-		struct pool_endpoint *first = &pool->ep[it.endpoint];
-		if (fast_enough(c, first, &k) && within_bound(c, first, &k)) {
+		if (placeable(c, it.endpoint, &k, now_ms, t)) {
 			commit(c, it.endpoint, CORE_REASON_HASH, now_ms, out);
 			return;
 		}
@@ -1483,8 +1643,7 @@ void core_decide(struct core *c, const struct core_request *req,
 		struct rdv_rank rank;
 		rdv_rank_init(&rank, c->items, v->n - 1);
 		while (rdv_rank_next(&rank, &it) == 0) {
-			struct pool_endpoint *e = &pool->ep[it.endpoint];
-			if (fast_enough(c, e, &k) && within_bound(c, e, &k)) {
+			if (placeable(c, it.endpoint, &k, now_ms, t)) {
 				commit(c, it.endpoint, CORE_REASON_HASH, now_ms, out);
 				return;
 			}
@@ -1492,7 +1651,116 @@ void core_decide(struct core *c, const struct core_request *req,
 	}
 
 	/* 6. Spill. */
-	commit(c, p2c(c, &k, rng, now_ms), CORE_REASON_SPILL, now_ms, out);
+	commit(c, p2c(c, &k, rng, now_ms, t), CORE_REASON_SPILL, now_ms, out);
+}
+
+void core_decide(struct core *c, const struct core_request *req,
+		 uint64_t now_ms, struct core_rng *rng,
+		 struct core_decision *out)
+{
+	decide(c, req, now_ms, rng, out, NULL);
+}
+
+const char *core_trace_excl_name(enum core_trace_excl e)
+{
+	static const char *const names[CORE_TRACE_EXCL_COUNT] = {
+		[CORE_TRACE_CANDIDATE] = "candidate",
+		[CORE_TRACE_NOT_SERVING] = "not_serving",
+		[CORE_TRACE_DISABLED] = "disabled",
+		[CORE_TRACE_DRAINED] = "drained",
+		[CORE_TRACE_ADMIN] = "admin",
+		[CORE_TRACE_MODEL_404] = "model_404",
+		[CORE_TRACE_KEY_DEAD] = "key_dead",
+		[CORE_TRACE_BREAKER] = "breaker",
+	};
+	if ((unsigned)e >= CORE_TRACE_EXCL_COUNT)
+		return "unknown";
+	return names[e];
+}
+
+/* Everything decide can change, but the map (only peeked at with a trace)
+ * and the views (caches of the pool: dropped, rebuilt from it). */
+int core_explain(struct core *c, const struct core_request *req,
+		 uint64_t now_ms, struct core_rng *rng,
+		 struct core_decision *out, struct core_trace *t)
+{
+	struct pool *pool = &c->pool;
+	struct pool_endpoint *saved = NULL;
+	uint32_t n = pool->end; /* decide adds and removes no endpoint */
+	if (n > 0) {
+		saved = malloc(n * sizeof(*saved));
+		if (saved == NULL)
+			return -ENOMEM;
+		memcpy(saved, pool->ep, n * sizeof(*saved));
+	}
+	uint64_t version = c->version, view_clock = c->view_clock;
+	uint64_t decisions[CORE_REASON_COUNT];
+	memcpy(decisions, c->decisions, sizeof(decisions));
+	uint64_t akey = 0;
+	bool has_akey = core_identity(c, req, &akey);
+	struct pending pend = c->pending[akey & (CORE_PENDING_SLOTS - 1)];
+	struct asked asked = c->asked[akey & (CORE_PENDING_SLOTS - 1)];
+	uint64_t hints[CORE_HINT_COUNT];
+	memcpy(hints, c->hints, sizeof(hints));
+
+	*t = (struct core_trace){ .model = MODEL_NONE, .entry_endpoint = -1,
+				  .p2c_a = -1, .p2c_b = -1 };
+	t->has_akey = has_akey;
+	t->akey = akey;
+	if (req->model.len > 0 && pool->live > 0) {
+		t->model = pool_model_find(pool, req->model.ptr, req->model.len);
+		if (t->model < 0)
+			t->model = MODEL_ANY;
+	}
+	decide(c, req, now_ms, rng, out, t);
+	t->decision = *out;
+
+	if (saved != NULL)
+		memcpy(pool->ep, saved, n * sizeof(*saved));
+	free(saved);
+	c->version = version;
+	c->view_clock = view_clock;
+	memcpy(c->decisions, decisions, sizeof(decisions));
+	c->pending[akey & (CORE_PENDING_SLOTS - 1)] = pend;
+	c->asked[akey & (CORE_PENDING_SLOTS - 1)] = asked;
+	memcpy(c->hints, hints, sizeof(hints));
+	for (int k = 0; k < VIEW_SLOTS; k++)
+		c->views[k].valid = false;
+	return 0;
+}
+
+int core_endpoint_drain(struct core *c, int idx, bool drain)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	if (e->drained != drain) {
+		e->drained = drain;
+		c->version++; /* candidacy changed */
+	}
+	return 0;
+}
+
+int core_affinity_lookup(const struct core *c, uint64_t akey, uint64_t now_ms,
+			 struct core_affinity_record *rec)
+{
+	uint32_t ep, gen;
+	uint64_t last_ms;
+	if (!affinity_peek(&c->aff, akey, now_ms, &ep, &gen, &last_ms))
+		return -ENOENT;
+	const struct pool_endpoint *e = pool_get(&c->pool, (int)ep);
+	if (e == NULL || e->gen != gen)
+		return -ENOENT;
+	*rec = (struct core_affinity_record){
+		.akey = akey, .endpoint = (int)ep,
+		.idle_ms = now_ms > last_ms ? now_ms - last_ms : 0,
+	};
+	return 0;
+}
+
+bool core_affinity_clear(struct core *c, uint64_t akey)
+{
+	return affinity_remove(&c->aff, akey, AFFINITY_NIL);
 }
 
 /* The long-run EWMA (an endpoint's own history, its base) moves this many

@@ -269,6 +269,7 @@ struct core_endpoint_info {
 	uint64_t engine_stale;               /* samples that aged out */
 	uint64_t artefact;                   /* core_endpoint_artefact; 0: unknown */
 	bool artefact_mismatch;              /* core_endpoint_artefact_mismatch */
+	bool drained;                        /* core_endpoint_drain */
 };
 
 /* Whole-core counters. */
@@ -450,6 +451,13 @@ int core_complete(struct core *c, const struct core_completion *cc,
 /* The end's name ("complete", "client_abort", "server_cut",
  * "server_fail"), or "unknown". */
 const char *core_end_name(enum core_end e);
+
+/* Drains endpoint idx (drain true: no new request goes to it, as if HAProxy
+ * had set it to DRAIN, whatever its polls say) or makes it ready again
+ * (false). The operator's own view (the command socket's `set endpoint`),
+ * kept until the endpoint is removed; not in snapshots. Returns 0 or
+ * -ENOENT. Never allocates. */
+int core_endpoint_drain(struct core *c, int idx, bool drain);
 
 /* Fills *out with endpoint idx's state at now_ms. Returns 0 or -ENOENT. */
 int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
@@ -644,6 +652,16 @@ int core_affinity_cursor_next(const struct core *c,
  * (not inserted). A full map evicts its least recently used entry. */
 int core_affinity_import(struct core *c, const struct core_affinity_record *rec,
 			 uint64_t now_ms);
+
+/* The live entry of akey at now_ms in *rec, read without touching the map
+ * (no hit counted, no LRU move). Returns 0, or -ENOENT when there is none
+ * (or its endpoint is gone). */
+int core_affinity_lookup(const struct core *c, uint64_t akey, uint64_t now_ms,
+			 struct core_affinity_record *rec);
+
+/* Drops akey's entry, whatever endpoint it points to. Returns whether
+ * there was one. */
+bool core_affinity_clear(struct core *c, uint64_t akey);
 
 /* Fills *out with endpoint idx's persistent statistics. 0 or -ENOENT. */
 int core_endpoint_stats_export(const struct core *c, int idx, uint64_t now_ms,

@@ -63,6 +63,8 @@ struct pool_endpoint {
 	uint8_t slow_run;       /* answers of a run slower than their queue
 				 * explains (core.c, queue_judge) */
 	uint8_t run_answers;    /* answers since that run began */
+	uint8_t drained;        /* `set endpoint ... drain` on the command
+				 * socket: excluded, whatever HAProxy says */
 	uint32_t in_flight;     /* the view decisions read: engine_if +
 				 * engine_delta while the engine's sample is
 				 * fresh, else local_if (core.c, "In flight") */

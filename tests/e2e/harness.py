@@ -257,6 +257,7 @@ class Env:
                  f'metrics: {{ listen: "127.0.0.1:{self.metrics_port}" }}',
                  # not the default path, which another agent may hold
                  'log_input: { path: "" }',
+                 f'command_socket: {{ path: "{self.path("ctl.sock")}" }}',
                  "endpoints:"]
         for b in self.backends:
             lines.append(f"  - {{ backend: llm, server: {b.name}, models: [m1], "

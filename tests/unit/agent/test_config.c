@@ -479,6 +479,34 @@ START_TEST(engine_section)
 }
 END_TEST
 
+/* command_socket: on by default beside the SPOP socket, "" turns it off,
+ * a bad mode or a path too long for a socket refused at its line:col. */
+START_TEST(command_socket_section)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert_str_eq(cfg.command_socket_path, "/var/lib/haproxy/warmlane/ctl.sock");
+	ck_assert_uint_eq(cfg.command_socket_mode, 0660);
+	ck_assert_int_eq(load(&cfg, "command_socket: {path: /run/w/ctl.sock, mode: \"0600\"}\n"), 0);
+	ck_assert_str_eq(cfg.command_socket_path, "/run/w/ctl.sock");
+	ck_assert_uint_eq(cfg.command_socket_mode, 0600);
+	ck_assert_int_eq(load(&cfg, "command_socket: {path: \"\"}\n"), 0);
+	ck_assert_str_eq(cfg.command_socket_path, "");
+	/* A reload without the section: the default again. */
+	ck_assert_int_eq(load(&cfg, "log_level: info\n"), 0);
+	ck_assert_str_eq(cfg.command_socket_path, "/var/lib/haproxy/warmlane/ctl.sock");
+	char yaml[300];
+	snprintf(yaml, sizeof(yaml), "command_socket:\n  mode: \"0980\"\n  path: /%0120d\n", 0);
+	ck_assert_int_eq(load(&cfg, yaml), -EINVAL);
+	ck_assert_str_eq(err,
+		"t.yaml:2:9: command_socket.mode: \"0980\" is not octal permission bits (e.g. \"0660\")\n"
+		"t.yaml:3:9: command_socket.path: socket path longer than 107 bytes\n");
+	ck_assert_int_eq(load(&cfg, "command_socket: {udp_port: 9}\n"), -EINVAL);
+	assert_has(err, "t.yaml:1:18: command_socket: unknown key \"udp_port\"");
+	config_finish(&cfg);
+}
+END_TEST
+
 /* retry_budget: defaults, values, the ranges refused at their line:col. */
 START_TEST(retry_budget_section)
 {
@@ -935,6 +963,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, syntax_error_alone);
 	tcase_add_test(tc, key_probe_section);
 	tcase_add_test(tc, engine_section);
+	tcase_add_test(tc, command_socket_section);
 	tcase_add_test(tc, semantic_cooldown_order);
 	tcase_add_test(tc, connection_limits);
 	tcase_add_test(tc, retry_budget_section);

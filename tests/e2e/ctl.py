@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""The command socket through real HAProxy traffic: warmlanectl against the agent the requests go through.
+
+Usage: ctl.py 2.6|3.0|3.2 [ctl|spill]
+ctl (the default, in CI):
+A session's first request is placed by the hash; once its success is known
+(feedback on 3.x, the log line on 2.6) `show affinity` shows the entry on
+the server that answered, `explain` predicts the warm hit the next request
+gets, and explaining changes nothing (`show endpoints` before and after);
+`set endpoint ... drain` moves the session where explain says, `ready`
+and `clear affinity` undo it.
+spill (by hand, not in CI: it depends on how many requests are in flight
+when explain looks): s3 ten times slower than s1 and s2 (left on its
+end-to-end time per KiB), ten long requests in flight, load_factor 1.0;
+explain for fresh sessions until one spills, printed (docs/ctl.md).
+Exit 0 pass, 1 fail, 77 skip.
+Waits are bounded conditions, never sleeps; nothing is timed.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as h  # noqa: E402
+import fleetenv as fe  # noqa: E402
+
+log = h.log
+SESSION = "conv-ctl"
+
+
+def name(server):
+    """An endpoint as the answers write it: llm/SERVER, then [KEY] when it
+    has one (the fleet's endpoints do)."""
+    return r"llm/" + re.escape(server) + r"(\[[^\]]*\])?"
+
+
+def ctl_binary():
+    b = os.environ.get("WARMLANECTL_BIN", "")
+    if not b or not os.access(b, os.X_OK):
+        raise h.Skip("warmlanectl is not built (WARMLANECTL_BIN unset or missing)")
+    return b
+
+
+def scenario(binary, version):
+    ctl = ctl_binary()
+    with fe.FleetEnv("ctl", version) as env:
+        sock = env.path("ctl.sock")
+        env.agent_extra.append(f'command_socket: {{ path: "{sock}", mode: "0600" }}')
+        env.start([fe.instance(n) for n in ("s1", "s2", "s3")], binary)
+
+        def run(*words, ok=True):
+            p = subprocess.run([ctl, "-s", sock] + list(words), capture_output=True,
+                               text=True, timeout=15)
+            if ok:
+                assert p.returncode == 0, f"warmlanectl {' '.join(words)}: {p.returncode} {p.stdout}{p.stderr}"
+            return p.stdout
+
+        cl = fe.Client(env.port)
+        hdrs = {"x-session-id": SESSION}
+
+        def post(i):
+            r = cl.post(fe.chat_body(f"hello {i}"), hdrs, i=i, tag="ctl")
+            assert r.status == 200, f"request {i}: {r}"
+            return r
+
+        def entry_on(server):
+            last = [""]
+
+            def cond():
+                last[0] = run("show", "affinity", f"session={SESSION}")
+                return re.search(r"^endpoint: " + name(server) + "$", last[0], re.M)
+            try:
+                h.wait_until(f"the entry of {SESSION} on {server}", cond)
+            except AssertionError as e:
+                raise AssertionError(f"{e}; show affinity said:\n{last[0]}") from None
+
+        r1 = post(1)
+        log(f"first request: served by {r1.served}, reason {r1.reason}")
+        entry_on(r1.served)
+        out = run("show", "affinity", f"session={SESSION}")
+        log(out.rstrip())
+
+        before = json.loads(run("show", "endpoints", "-json"))
+        for _ in range(5):
+            out = run("explain", f"session={SESSION}", "model=m1")
+        after = json.loads(run("show", "endpoints", "-json"))
+        log(out.rstrip())
+        assert "warm hit" in out and \
+            re.search(r"^decision: " + name(r1.served) + " reason=affinity$", out, re.M), out
+        for a, b in zip(before["endpoints"], after["endpoints"]):
+            for k in ("in_flight", "decisions", "breaker", "samples", "view"):
+                assert a[k] == b[k], f"explain changed {a['server']}'s {k}: {a[k]} -> {b[k]}"
+
+        r2 = post(2)
+        assert (r2.served, r2.reason) == (r1.served, "affinity"), f"explain said affinity on {r1.served}: {r2}"
+
+        assert run("set", "endpoint", f"llm/{r1.served}", "drain") == \
+            f"llm/{r1.served}: drain (1 endpoint)\n\n"
+        out = run("explain", f"session={SESSION}", "model=m1")
+        log(out.rstrip())
+        assert re.search(name(r1.served) + " excluded: drained ", out), out
+        predicted = re.search(r"^decision: llm/([^ \[]+)", out, re.M).group(1)
+        r3 = post(3)
+        assert r3.served == predicted != r1.served, f"drained {r1.served}, explain said {predicted}: {r3}"
+        ep = {e["server"]: e for e in json.loads(run("show", "endpoints", "-json"))["endpoints"]}
+        assert ep[r1.served]["view"] == "drain" and ep[r1.served]["samples"] >= 1, ep[r1.served]
+        run("set", "endpoint", f"llm/{r1.served}", "ready")
+
+        entry_on(r3.served)
+        assert ": cleared\n" in run("clear", "affinity", f"session={SESSION}")
+        assert "entry: none\n" in run("show", "affinity", f"session={SESSION}")
+        info = run("show", "info")
+        decisions = int(info.split("decisions: ", 1)[1].split("\n", 1)[0])
+        assert decisions >= 3, info
+        bad = subprocess.run([ctl, "-s", sock, "frobnicate"], capture_output=True, text=True, timeout=15)
+        assert bad.returncode == 1 and bad.stdout.startswith("error: unknown command"), bad
+        cl.close()
+        env.stop_agent_checked()
+        assert not os.path.exists(sock), "the command socket is left after the stop"
+
+
+def spill(binary, version):
+    ctl = ctl_binary()
+    policy = {"load_factor": 1.0, "load_floor": 1, "cold_start_samples": 5}
+    with fe.FleetEnv("ctl-spill", version, policy=policy) as env:
+        sock = env.path("ctl.sock")
+        env.agent_extra.append(f'command_socket: {{ path: "{sock}" }}')
+        env.start([fe.instance("s1", fast=False), fe.instance("s2", fast=False),
+                   fe.instance("s3", fast=False, speed=0.1)], binary)
+
+        def run(*words):
+            return subprocess.run([ctl, "-s", sock] + list(words), capture_output=True,
+                                  text=True, timeout=15).stdout
+        recs = fe.drive(env.port, lambda i: (fe.chat_body(f"warm {i}", max_tokens=20), {}, "warm"),
+                        n=150, concurrency=3)
+        fe.assert_all_ok(recs, "warm-up")
+        log(f"warm-up served by {fe.fmt_counts(fe.by(recs, 'served'))}")
+        log(run("show", "endpoints").rstrip())
+        bg = fe.Background(env.port, lambda i: (fe.chat_body(f"load {i}", max_tokens=400), {}, "load"),
+                           concurrency=10).start()
+        found = None
+        try:
+            for n in range(400):
+                out = run("explain", f"session=conv-{n}", "model=m1")
+                if "reason=spill" in out:
+                    found = f"$ warmlanectl explain session=conv-{n} model=m1\n{out}"
+                    break
+        finally:
+            bg.stop()
+        assert found, f"no spill in 400 explains; the last:\n{out}"
+        log(found.rstrip())
+        env.stop_agent_checked()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 2:
+        sys.argv.append("ctl")
+    sys.exit(h.main({"ctl": scenario, "spill": spill}))
