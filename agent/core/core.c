@@ -13,8 +13,11 @@
 #include "breaker.h"
 #include "pool.h"
 #include "rendezvous.h"
+#include "tier.h"
 
-#define VIEW_SLOTS 4    /* candidate sets cached: one per model in use */
+/* Candidate sets cached: one per model in use, and with failover tiers
+ * one more per model for the tiers a decision may use. */
+#define VIEW_SLOTS 8
 #define MODEL_NONE (-1) /* the request names no model */
 #define MODEL_ANY  (-2) /* a model no endpoint lists: all-model ones only */
 
@@ -26,6 +29,10 @@
 struct view {
 	bool valid;
 	int model;
+	/* The worst tier among the candidates (key with model): CORE_TIER_MAX
+	 * for every tier, less for the set core_decide restricts to. */
+	uint8_t tier_max;
+	uint8_t tier_lo, tier_hi; /* best and worst tier serving the model */
 	uint64_t version;        /* core.version when built */
 	uint64_t horizon_ms;     /* rebuild at or after this time */
 	uint64_t used;           /* for replacement */
@@ -40,6 +47,10 @@ struct view {
 	double median[POOL_SIGNALS];
 	uint32_t *cand;          /* n slot indices */
 	uint64_t *member;        /* bitset over slots */
+	struct tier_sums tiers;  /* the candidates by tier (in flight kept
+				  * current by set_in_flight) */
+	struct tier_state tstate; /* tier_max CORE_TIER_MAX: kept across
+				   * rebuilds of the same model */
 };
 
 /* A decision of warmlane's that no feedback has confirmed yet. A success
@@ -80,6 +91,10 @@ struct core {
 	uint32_t *rank[POOL_SIGNALS]; /* position of a slot in order */
 	uint32_t order_n;
 	uint64_t decisions[CORE_REASON_COUNT];
+	uint64_t tier_decisions[CORE_TIER_MAX];
+	/* The best tier serving the model of the decision under way: commit
+	 * names a choice in a worse one `failover`. */
+	uint8_t decide_tier_lo;
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT];
 	uint32_t probe_cursor;   /* where core_key_probe_next goes on */
@@ -122,6 +137,7 @@ const char *core_reason_name(enum core_reason r)
 		[CORE_REASON_KEY_FALLBACK] = "key_fallback",
 		[CORE_REASON_NO_MODEL] = "no_model",
 		[CORE_REASON_NONE] = "none",
+		[CORE_REASON_FAILOVER] = "failover",
 	};
 	return (unsigned)r < CORE_REASON_COUNT ? names[r] : "unknown";
 }
@@ -223,7 +239,8 @@ static int check_params(const struct core_params *p)
 		return -EINVAL;
 	if (!finite_ge(p->prior_ttfb_ms, 0) || !finite_ge(p->sticky_tolerance, 0) ||
 	    !finite_ge(p->load_factor, 1) || !finite_ge(p->cost_weight_per_ms, 0) ||
-	    !finite_ge(p->breaker_failure_ratio, 0) || p->breaker_failure_ratio > 1)
+	    !finite_ge(p->breaker_failure_ratio, 0) || p->breaker_failure_ratio > 1 ||
+	    !finite_ge(p->tier_spill, 0))
 		return -EINVAL;
 
 	/* The cap of every 429's cooldown (rate_limit_ms). */
@@ -422,8 +439,10 @@ static void set_in_flight(struct core *c, uint32_t i, uint32_t value)
 	struct pool_endpoint *e = &c->pool.ep[i];
 	for (int k = 0; k < VIEW_SLOTS; k++) {
 		struct view *v = &c->views[k];
-		if (v->valid && view_has(v, i))
+		if (v->valid && view_has(v, i)) {
 			v->total_if = v->total_if - e->in_flight + value;
+			v->tiers.in_flight[e->tier - 1] += (uint64_t)value - e->in_flight;
+		}
 	}
 	e->in_flight = value;
 }
@@ -537,6 +556,7 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		.weight = e->weight,
 		.cost_per_mtok = e->cost_per_mtok,
 		.disabled = e->disabled,
+		.tier = e->tier,
 		.admin = (enum core_admin)e->admin,
 		.in_flight = e->in_flight,
 		.decisions = e->decisions,
@@ -688,7 +708,7 @@ static inline uint64_t min_u64(uint64_t a, uint64_t b)
  * (exclusions, cheapest and most permanent first), and the earliest time
  * at which one of its time-based exclusions or warm states ends. */
 static void view_build(struct core *c, struct view *v, int model,
-		       uint64_t now_ms)
+		       unsigned tier_max, uint64_t now_ms)
 {
 	struct pool *pool = &c->pool;
 	bool changed = false;
@@ -696,7 +716,14 @@ static void view_build(struct core *c, struct view *v, int model,
 	uint64_t key_failed_at = UINT64_MAX;
 
 	memset(v->member, 0, ((c->scratch_cap + 63) / 64) * sizeof(uint64_t));
+	/* The hysteresis of a model's tiers outlives a rebuild of its view. */
+	if (!v->valid || v->model != model || v->tier_max != tier_max)
+		v->tstate = (struct tier_state){ 0 };
 	v->model = model;
+	v->tier_max = (uint8_t)tier_max;
+	v->tier_lo = CORE_TIER_MAX;
+	v->tier_hi = 1;
+	v->tiers = (struct tier_sums){ 0 };
 	v->n = 0;
 	v->serving = 0;
 	v->fallback = UINT32_MAX;
@@ -715,6 +742,10 @@ static void view_build(struct core *c, struct view *v, int model,
 		if (model == MODEL_ANY ? !e->all_models : !pool_serves(e, model))
 			continue;
 		v->serving++;
+		if (e->tier < v->tier_lo)
+			v->tier_lo = e->tier;
+		if (e->tier > v->tier_hi)
+			v->tier_hi = e->tier;
 		/* Warm state ends with idle_reset. */
 		if (any_samples(e) && e->seen && c->p.idle_reset_ms > 0) {
 			if (idle(c, e, now_ms)) {
@@ -772,6 +803,16 @@ static void view_build(struct core *c, struct view *v, int model,
 			}
 			continue;
 		}
+		/* Failover tiers: a worse tier than the decision may use (after
+		 * every exclusion, so that horizons and fallbacks are those of
+		 * the whole set). */
+		if (e->tier > tier_max)
+			continue;
+		unsigned t = e->tier - 1u;
+		v->tiers.n[t]++;
+		v->tiers.closed[t] += e->br.state == CORE_BREAKER_CLOSED;
+		v->tiers.w[t] += e->weight;
+		v->tiers.in_flight[t] += e->in_flight;
 		v->cand[v->n++] = i;
 		v->member[i / 64] |= 1ull << (i % 64);
 		v->total_w += e->weight;
@@ -785,13 +826,15 @@ static void view_build(struct core *c, struct view *v, int model,
 	v->valid = true;
 }
 
-/* The view of model at now_ms, rebuilt when stale. */
-static struct view *view_get(struct core *c, int model, uint64_t now_ms)
+/* The view of model at now_ms with the tiers up to tier_max
+ * (CORE_TIER_MAX: all), rebuilt when stale. */
+static struct view *view_get(struct core *c, int model, unsigned tier_max,
+			     uint64_t now_ms)
 {
 	struct view *v = NULL, *victim = &c->views[0];
 	for (int k = 0; k < VIEW_SLOTS; k++) {
 		struct view *w = &c->views[k];
-		if (w->valid && w->model == model) {
+		if (w->valid && w->model == model && w->tier_max == tier_max) {
 			v = w;
 			break;
 		}
@@ -800,9 +843,9 @@ static struct view *view_get(struct core *c, int model, uint64_t now_ms)
 	}
 	if (v == NULL)
 		v = victim;
-	if (!v->valid || v->model != model || v->version != c->version ||
-	    now_ms >= v->horizon_ms)
-		view_build(c, v, model, now_ms);
+	if (!v->valid || v->model != model || v->tier_max != tier_max ||
+	    v->version != c->version || now_ms >= v->horizon_ms)
+		view_build(c, v, model, tier_max, now_ms);
 	v->used = ++c->view_clock;
 	return v;
 }
@@ -1024,6 +1067,11 @@ static void commit(struct core *c, uint32_t idx, enum core_reason reason,
 		breaker_routed(&e->br, now_ms);
 		c->version++; /* a probe slot is taken */
 	}
+	/* Failover tiers: a choice of the usual steps in a worse tier than
+	 * the best serving the model (the fallbacks keep their names). */
+	if (e->tier > c->decide_tier_lo && reason <= CORE_REASON_P2C)
+		reason = CORE_REASON_FAILOVER;
+	c->tier_decisions[e->tier - 1]++;
 	out->endpoint = (int)idx;
 	out->reason = reason;
 	out->backend = e->backend;
@@ -1078,6 +1126,36 @@ static uint32_t place_cheapest(struct core *c, const struct pick *k,
 	return chosen;
 }
 
+/* Step 1b, failover tiers (tier.h): the view of the tiers all's
+ * decision may use, all itself when that is every tier it has. Notes
+ * which tiers are up for tier_stays. */
+static struct view *tier_view(struct core *c, struct view *all, int model,
+			      uint64_t now_ms)
+{
+	tier_note(&all->tstate, &all->tiers, c->p.tier_spill, now_ms);
+	unsigned lim = tier_limit(&all->tiers, c->p.tier_spill);
+	if (lim == 0 || lim >= all->tier_hi)
+		return all;
+	return view_get(c, model, lim, now_ms);
+}
+
+/* Whether a key warm on slot idx, a candidate of all in a worse tier than
+ * the decision may use, stays there: the hysteresis of tier_keeps, its
+ * breaker CLOSED (no probe slot of a recovering worse endpoint is spent
+ * on it) and the load bound of all its tiers. Its speed is not judged
+ * against the better tier's: a worse tier may be slower by design. */
+static bool tier_stays(struct core *c, const struct view *all, uint32_t idx,
+		       uint64_t now_ms)
+{
+	const struct pool_endpoint *e = &c->pool.ep[idx];
+	if (!view_has(all, idx) || e->br.state != CORE_BREAKER_CLOSED)
+		return false;
+	if (!tier_keeps(&all->tstate, e->tier, c->p.tier_return_ms, now_ms))
+		return false;
+	struct pick ka = { .v = all };
+	return within_bound(c, e, &ka);
+}
+
 void core_decide(struct core *c, const struct core_request *req,
 		 uint64_t now_ms, struct core_rng *rng,
 		 struct core_decision *out)
@@ -1104,7 +1182,8 @@ void core_decide(struct core *c, const struct core_request *req,
 	}
 
 	/* 1. Candidates. */
-	struct view *v = view_get(c, model, now_ms);
+	struct view *v = view_get(c, model, CORE_TIER_MAX, now_ms);
+	c->decide_tier_lo = v->tier_lo;
 	if (v->serving == 0) {
 		enum core_reason r = req->model.len > 0 ? CORE_REASON_NO_MODEL
 							: CORE_REASON_NONE;
@@ -1125,6 +1204,12 @@ void core_decide(struct core *c, const struct core_request *req,
 			c->decisions[CORE_REASON_NONE]++;
 		return;
 	}
+	/* 1b. Failover tiers: the best tier with a candidate (and the next
+	 * while it is full), before everything else. */
+	struct view *all = v;
+	if (v->tier_lo != v->tier_hi)
+		v = tier_view(c, v, model, now_ms);
+
 	/* 8. Cold endpoints borrow the median of the warm ones (p2c trusts
 	 * its own EWMA sooner: p2c_ewma). */
 	struct pick k = { .v = v, .kind = req->stream ? CORE_KIND_STREAM : CORE_KIND_PLAIN };
@@ -1152,6 +1237,10 @@ void core_decide(struct core *c, const struct core_request *req,
 			commit(c, warm_idx, CORE_REASON_AFFINITY, now_ms, out);
 			return;
 		}
+	} else if (warm_idx != UINT32_MAX && v != all &&
+		   tier_stays(c, all, warm_idx, now_ms)) {
+		commit(c, warm_idx, CORE_REASON_FAILOVER, now_ms, out);
+		return;
 	}
 
 	/* 4-5. Rendezvous ranking, walked until one is healthy and within
@@ -1480,6 +1569,7 @@ void core_stats(const struct core *c, struct core_stats *out)
 		.affinity_expirations = c->aff.expirations,
 	};
 	memcpy(out->decisions, c->decisions, sizeof(out->decisions));
+	memcpy(out->tier_decisions, c->tier_decisions, sizeof(out->tier_decisions));
 	memcpy(out->outcomes, c->outcomes, sizeof(out->outcomes));
 	memcpy(out->completions, c->completions, sizeof(out->completions));
 }

@@ -60,6 +60,7 @@ struct pool_endpoint {
 				 * decision: the next answer is a wake-up */
 	uint8_t key_dead;       /* a probe of its key was refused (core.c,
 				 * "Upstream keys") */
+	uint8_t tier;           /* 1..CORE_TIER_MAX (tier.h) */
 	uint32_t in_flight;
 	uint32_t samples[POOL_SIGNALS]; /* indexed by pool_sig */
 	double weight;
