@@ -80,6 +80,16 @@ struct config_endpoint {
 	double cost_per_mtok; /* >= 0, default 0 */
 	char **keys;          /* upstream key ids; the first is used */
 	size_t n_keys;
+	/* Failover tier (docs/tiers.md), 1..CORE_TIER_MAX; 0: not given,
+	 * the backend's (config_tier). Given, it also lets warmlane use an
+	 * HAProxy backup server as an endpoint of that tier. */
+	unsigned tier;
+};
+
+/* Defaults of one HAProxy backend's servers (backends[]). */
+struct config_backend {
+	char *name;
+	unsigned tier;        /* 1..CORE_TIER_MAX, default 1 */
 };
 
 struct config {
@@ -115,7 +125,15 @@ struct config {
 	struct core_params params;      /* policy, poll and snapshot periods */
 	struct config_endpoint *endpoints;
 	size_t n_endpoints;
+	struct config_backend *backends;
+	size_t n_backends;
 };
+
+/* The failover tier of server `server` of `backend`: its endpoints[]
+ * entry's tier, else its backends[] entry's, else 1. ep: the server's
+ * entry or NULL. */
+unsigned config_tier(const struct config *cfg, const char *backend,
+		     const struct config_endpoint *ep);
 
 /* Fills cfg with the defaults of docs/architecture.md (no endpoints, the default
  * socket). Returns 0 or -ENOMEM. Release with config_finish. */

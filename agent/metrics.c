@@ -431,6 +431,7 @@ enum metrics_ep {
 	METRICS_EP_RESPONSES,
 	METRICS_EP_E2E_EWMA,
 	METRICS_EP_COMPLETIONS,
+	METRICS_EP_TIER,
 };
 
 static const struct {
@@ -463,6 +464,8 @@ static const struct {
 	  "EWMA of the whole request time (HAProxy's Ta, from its log line) per KiB of answer (answers under 16 KiB count as 16 KiB), by request kind; 0 before the first sample." },
 	{ METRICS_EP_COMPLETIONS, "warmlane_endpoint_completions_total", "counter",
 	  "Requests of the endpoint that ended, from HAProxy's log lines, by how they ended." },
+	{ METRICS_EP_TIER, "warmlane_endpoint_tier", "gauge",
+	  "Failover tier of the endpoint (1 the best; endpoints[].tier, backends[].tier)." },
 };
 
 static void render_endpoint_sample(struct metrics_text *t, const char *name,
@@ -553,6 +556,9 @@ static void render_endpoint_sample(struct metrics_text *t, const char *name,
 	case METRICS_EP_DECISIONS:
 		text_printf(t, "%" PRIu64 "\n", ep->decisions);
 		break;
+	case METRICS_EP_TIER:
+		text_printf(t, "%u\n", ep->tier);
+		break;
 	default:
 		text_puts(t, "0\n");
 		break;
@@ -583,6 +589,21 @@ static void render_core(struct metrics_text *t, struct core *c,
 		text_u64_label(t, "warmlane_responses_total", "class",
 			       core_outcome_name((enum core_outcome)o),
 			       cs.outcomes[o]);
+
+	/* Tiers 1 up to the worst any decision used (tier 1 always), so
+	 * that an untiered pool shows one series. */
+	unsigned tiers = 1;
+	for (unsigned k = 0; k < CORE_TIER_MAX; k++)
+		if (cs.tier_decisions[k] > 0)
+			tiers = k + 1;
+	text_family(t, "warmlane_tier_decisions_total", "counter",
+		    "Route decisions that named an endpoint, by the endpoint's failover tier (reason failover: a worse tier than the best serving the model).");
+	for (unsigned k = 0; k < tiers; k++) {
+		char tier[12];
+		snprintf(tier, sizeof(tier), "%u", k + 1);
+		text_u64_label(t, "warmlane_tier_decisions_total", "tier", tier,
+			       cs.tier_decisions[k]);
+	}
 
 	text_family_u64(t, "warmlane_endpoints", "gauge",
 			"Endpoints known to the routing core.", cs.endpoints);

@@ -62,10 +62,6 @@ enum core_reason {
 	CORE_REASON_COUNT
 };
 
-/* Failover tiers (docs/tiers.md): 1 is the best; an endpoint config's
- * tier 0 means 1. */
-#define CORE_TIER_MAX 8
-
 /* Admin and health state of a server as HAProxy reports it. Anything but
  * ENABLED excludes the endpoint. */
 enum core_admin {
@@ -149,6 +145,7 @@ struct core_decision {
 	const char *backend;
 	const char *server;
 	const char *key_id;        /* NULL when the endpoint has no key */
+	unsigned tier;             /* the endpoint's failover tier; 0: none */
 	bool has_akey;             /* false: the request had no identity */
 	uint64_t akey;             /* affinity key, echoed back in feedback */
 };

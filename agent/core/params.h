@@ -10,6 +10,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Failover tiers (docs/tiers.md): 1 is the best, CORE_TIER_MAX the worst
+ * an endpoint may have; an endpoint config's tier 0 means 1. */
+#define CORE_TIER_MAX 8
+
 /* Rungs of the identity ladder: which request attribute names the caller. */
 enum core_rung {
 	CORE_RUNG_SESSION = 0,
