@@ -23,6 +23,7 @@ struct wl {
 	 * lines' retries, read at each decision. */
 	struct budget budget;
 	struct budget_params budget_p;
+	const struct sim_fleet_cfg *cfg; /* the endpoints' failover tiers */
 };
 
 static void wl_destroy(void *st)
@@ -48,6 +49,7 @@ static int wl_add(struct wl *s, uint32_t e, double weight, double cost, uint64_t
 		.key_id = "k",
 		.weight = weight,
 		.cost_per_mtok = cost,
+		.tier = e < s->cfg->nep ? s->cfg->ep[e].tier : 0,
 	};
 	int i = core_endpoint_add(s->core, &cfg, now_ms);
 	if (i < 0)
@@ -74,6 +76,7 @@ static void *wl_create(const struct sim_policy_env *env)
 		return NULL;
 	uint32_t n = env->nep ? env->nep : 1;
 	s->n = env->nep;
+	s->cfg = env->cfg;
 	s->idx = malloc(n * sizeof(*s->idx));
 	s->names = calloc(n, sizeof(*s->names));
 	struct core_params p;
@@ -95,6 +98,8 @@ static void *wl_create(const struct sim_policy_env *env)
 		{ "idle_reset_ms", NULL, &p.idle_reset_ms },
 		{ "breaker_cooldown_ms", NULL, &p.breaker_cooldown_ms },
 		{ "rate_limit_cooldown_ms", NULL, &p.rate_limit_cooldown_ms },
+		{ "tier_spill", &p.tier_spill, NULL },
+		{ "tier_return_ms", NULL, &p.tier_return_ms },
 	};
 	for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++) {
 		double d;
