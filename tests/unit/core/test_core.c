@@ -2363,6 +2363,8 @@ START_TEST(defaults_match_architecture)
 	ck_assert_uint_eq(p.rate_limit_cooldown_max_ms, 600000);
 	ck_assert_int_eq(p.session_scope, CORE_SESSION_CALLER);
 	ck_assert_uint_eq(p.dead_key_retry_ms, 60000);
+	ck_assert_double_eq(p.tier_spill, 0);
+	ck_assert_uint_eq(p.tier_return_ms, 0);
 	ck_assert_uint_eq(p.poll_interval_ms, 200);
 	ck_assert_uint_eq(p.snapshot_interval_ms, 10000);
 }
