@@ -15,9 +15,11 @@
 #include "rendezvous.h"
 #include "tier.h"
 
-/* Candidate sets cached: one per model in use, and with failover tiers
- * one more per model for the tiers a decision may use. */
-#define VIEW_SLOTS 8
+/* Candidate sets cached: one per model in use; with failover tiers, a
+ * model's decisions restricted to its better tiers use one more (2 models
+ * then fit). With 8, bench-core's untiered decisions were 3-7% slower
+ * at 64-512 endpoints. */
+#define VIEW_SLOTS 4
 #define MODEL_NONE (-1) /* the request names no model */
 #define MODEL_ANY  (-2) /* a model no endpoint lists: all-model ones only */
 
@@ -95,6 +97,11 @@ struct core {
 	/* The best tier serving the model of the decision under way: commit
 	 * names a choice in a worse one `failover`. */
 	uint8_t decide_tier_lo;
+	/* Bit t: some live endpoint is in tier t (tier_recount). With one
+	 * bit set, views skip every tier sum: an untiered pool's decision
+	 * costs what it did before tiers. */
+	uint16_t tier_mask;
+	bool tiered;             /* more than one bit in tier_mask */
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT];
 	uint32_t probe_cursor;   /* where core_key_probe_next goes on */
@@ -433,18 +440,32 @@ static inline bool view_has(const struct view *v, uint32_t i)
 	return (v->member[i / 64] >> (i % 64)) & 1u;
 }
 
-/* Sets slot i's in-flight count, keeping the views' totals current. */
-static void set_in_flight(struct core *c, uint32_t i, uint32_t value)
+/* Sets slot i's in-flight count, keeping the views' totals current.
+ * inline: with the tier sums it outgrew the compiler's default, and the
+ * call cost every decision (bench-core). */
+static inline void set_in_flight(struct core *c, uint32_t i, uint32_t value)
 {
 	struct pool_endpoint *e = &c->pool.ep[i];
 	for (int k = 0; k < VIEW_SLOTS; k++) {
 		struct view *v = &c->views[k];
 		if (v->valid && view_has(v, i)) {
 			v->total_if = v->total_if - e->in_flight + value;
-			v->tiers.in_flight[e->tier - 1] += (uint64_t)value - e->in_flight;
+			if (c->tiered)
+				v->tiers.in_flight[e->tier - 1] += (uint64_t)value - e->in_flight;
 		}
 	}
 	e->in_flight = value;
+}
+
+/* Recomputes tier_mask after a pool change (pool changes only: O(n)). */
+static void tier_recount(struct core *c)
+{
+	uint16_t m = 0;
+	for (uint32_t i = 0; i < c->pool.end; i++)
+		if (c->pool.ep[i].live)
+			m |= (uint16_t)(1u << c->pool.ep[i].tier);
+	c->tier_mask = m;
+	c->tiered = (m & (m - 1)) != 0;
 }
 
 int core_endpoint_add(struct core *c, const struct core_endpoint_config *cfg,
@@ -459,6 +480,7 @@ int core_endpoint_add(struct core *c, const struct core_endpoint_config *cfg,
 		return rc;
 	}
 	order_rebuild(c);
+	tier_recount(c);
 	c->version++;
 	return idx;
 }
@@ -467,6 +489,7 @@ int core_endpoint_update(struct core *c, int idx,
 			 const struct core_endpoint_config *cfg)
 {
 	int rc = pool_update(&c->pool, idx, cfg);
+	tier_recount(c);
 	c->version++;
 	return rc;
 }
@@ -476,6 +499,7 @@ int core_endpoint_remove(struct core *c, int idx)
 	int rc = pool_remove(&c->pool, idx);
 	if (rc == 0) {
 		order_rebuild(c);
+		tier_recount(c);
 		c->version++;
 	}
 	return rc;
@@ -721,9 +745,18 @@ static void view_build(struct core *c, struct view *v, int model,
 		v->tstate = (struct tier_state){ 0 };
 	v->model = model;
 	v->tier_max = (uint8_t)tier_max;
-	v->tier_lo = CORE_TIER_MAX;
-	v->tier_hi = 1;
-	v->tiers = (struct tier_sums){ 0 };
+	/* One tier in the pool: no sums, and no failover. */
+	bool tiered = c->tiered;
+	if (tiered) {
+		v->tier_lo = CORE_TIER_MAX;
+		v->tier_hi = 1;
+		v->tiers = (struct tier_sums){ 0 };
+	} else {
+		v->tier_lo = v->tier_hi = 1;
+		for (unsigned t = 1; t <= CORE_TIER_MAX; t++)
+			if (c->tier_mask & (1u << t))
+				v->tier_lo = v->tier_hi = (uint8_t)t;
+	}
 	v->n = 0;
 	v->serving = 0;
 	v->fallback = UINT32_MAX;
@@ -742,10 +775,12 @@ static void view_build(struct core *c, struct view *v, int model,
 		if (model == MODEL_ANY ? !e->all_models : !pool_serves(e, model))
 			continue;
 		v->serving++;
-		if (e->tier < v->tier_lo)
-			v->tier_lo = e->tier;
-		if (e->tier > v->tier_hi)
-			v->tier_hi = e->tier;
+		if (tiered) {
+			if (e->tier < v->tier_lo)
+				v->tier_lo = e->tier;
+			if (e->tier > v->tier_hi)
+				v->tier_hi = e->tier;
+		}
 		/* Warm state ends with idle_reset. */
 		if (any_samples(e) && e->seen && c->p.idle_reset_ms > 0) {
 			if (idle(c, e, now_ms)) {
@@ -806,13 +841,15 @@ static void view_build(struct core *c, struct view *v, int model,
 		/* Failover tiers: a worse tier than the decision may use (after
 		 * every exclusion, so that horizons and fallbacks are those of
 		 * the whole set). */
-		if (e->tier > tier_max)
-			continue;
-		unsigned t = e->tier - 1u;
-		v->tiers.n[t]++;
-		v->tiers.closed[t] += e->br.state == CORE_BREAKER_CLOSED;
-		v->tiers.w[t] += e->weight;
-		v->tiers.in_flight[t] += e->in_flight;
+		if (tiered) {
+			if (e->tier > tier_max)
+				continue;
+			unsigned t = e->tier - 1u;
+			v->tiers.n[t]++;
+			v->tiers.closed[t] += e->br.state == CORE_BREAKER_CLOSED;
+			v->tiers.w[t] += e->weight;
+			v->tiers.in_flight[t] += e->in_flight;
+		}
 		v->cand[v->n++] = i;
 		v->member[i / 64] |= 1ull << (i % 64);
 		v->total_w += e->weight;
@@ -827,9 +864,11 @@ static void view_build(struct core *c, struct view *v, int model,
 }
 
 /* The view of model at now_ms with the tiers up to tier_max
- * (CORE_TIER_MAX: all), rebuilt when stale. */
-static struct view *view_get(struct core *c, int model, unsigned tier_max,
-			     uint64_t now_ms)
+ * (CORE_TIER_MAX: all), rebuilt when stale. inline: with two callers
+ * (core_decide, tier_view) the compiler stopped inlining it into the
+ * decision, which made untiered decisions 3-7% slower (bench-core). */
+static inline struct view *view_get(struct core *c, int model, unsigned tier_max,
+				    uint64_t now_ms)
 {
 	struct view *v = NULL, *victim = &c->views[0];
 	for (int k = 0; k < VIEW_SLOTS; k++) {
