@@ -419,6 +419,9 @@ void config_finish(struct config *cfg)
 		free(ep->engine_info);
 	}
 	free(cfg->endpoints);
+	for (size_t i = 0; i < cfg->n_backends; i++)
+		free(cfg->backends[i].name);
+	free(cfg->backends);
 	*cfg = (struct config){ 0 };
 }
 
@@ -595,6 +598,8 @@ struct raw_policy {
 	char *breaker_cooldown;
 	char *breaker_cooldown_max;
 	double *half_open_probes;
+	double *tier_spill;
+	char *tier_return;
 	char *rate_limit_cooldown;
 	char *rate_limit_cooldown_max;
 	char *dead_key_retry;
@@ -616,6 +621,12 @@ struct raw_endpoint {
 	unsigned keys_count;
 	char *engine_metrics;
 	char *engine_info;
+	double *tier;
+};
+
+struct raw_backend {
+	char *name;
+	double *tier;
 };
 
 struct raw_config {
@@ -635,6 +646,8 @@ struct raw_config {
 	struct raw_policy *policy;
 	struct raw_endpoint *endpoints;
 	unsigned endpoints_count;
+	struct raw_backend *backends;
+	unsigned backends_count;
 };
 
 #define OPT CYAML_FLAG_OPTIONAL
@@ -750,6 +763,8 @@ static const cyaml_schema_field_t policy_fields[] = {
 	CYAML_FIELD_BOOL_PTR("artefact_affinity", OPT, struct raw_policy,
 			     artefact_affinity),
 	STR("mode", struct raw_policy, mode),
+	FLT("tier_spill", struct raw_policy, tier_spill),
+	STR("tier_return", struct raw_policy, tier_return),
 	CYAML_FIELD_END
 };
 
@@ -762,7 +777,19 @@ static const cyaml_schema_field_t endpoint_fields[] = {
 	STRSEQ("keys", struct raw_endpoint, keys, 256),
 	STR("engine_metrics", struct raw_endpoint, engine_metrics),
 	STR("engine_info", struct raw_endpoint, engine_info),
+	INT("tier", struct raw_endpoint, tier),
 	CYAML_FIELD_END
+};
+
+static const cyaml_schema_field_t backend_fields[] = {
+	STR("name", struct raw_backend, name),
+	INT("tier", struct raw_backend, tier),
+	CYAML_FIELD_END
+};
+
+static const cyaml_schema_value_t backend_entry = {
+	CYAML_VALUE_MAPPING(CYAML_FLAG_DEFAULT, struct raw_backend,
+			    backend_fields),
 };
 
 static const cyaml_schema_value_t endpoint_entry = {
@@ -796,6 +823,8 @@ static const cyaml_schema_field_t top_fields[] = {
 				policy_fields),
 	CYAML_FIELD_SEQUENCE("endpoints", OPT_NULL, struct raw_config,
 			     endpoints, &endpoint_entry, 0, 4096),
+	CYAML_FIELD_SEQUENCE("backends", OPT_NULL, struct raw_config,
+			     backends, &backend_entry, 0, 1024),
 	CYAML_FIELD_END
 };
 
@@ -1730,6 +1759,10 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 		     &p->dead_key_retry_ms);
 	sem_u32(s, "policy.model_mismatch_404s", rp->model_mismatch_404s, 0,
 		1000, &p->model_mismatch_404s);
+	sem_double(s, "policy.tier_spill", rp->tier_spill, 0, true, 1e6,
+		   &p->tier_spill);
+	sem_duration(s, "policy.tier_return", rp->tier_return, 0, 1 * D,
+		     &p->tier_return_ms);
 	if (rp->score_by != NULL) {
 		int k = -1;
 		for (int i = 0; i < CORE_SCORE_COUNT; i++)
@@ -1883,6 +1916,8 @@ static void sem_endpoints(struct sem *s, const struct raw_config *raw,
 			else
 				*udsts[k] = sem_strdup(s, u);
 		}
+		snprintf(path, sizeof(path), "%s.tier", base);
+		sem_u32(s, path, re->tier, 1, CORE_TIER_MAX, &ep->tier);
 
 		if (re->backend == NULL || re->server == NULL ||
 		    re->backend[0] == '\0' || re->server[0] == '\0')
@@ -1912,6 +1947,59 @@ static void sem_endpoints(struct sem *s, const struct raw_config *raw,
 			}
 		}
 	}
+}
+
+/* backends[]: per-backend defaults of its servers (the failover tier). */
+static void sem_backends(struct sem *s, const struct raw_config *raw,
+			 struct config *cfg)
+{
+	if (raw->backends_count == 0)
+		return;
+	cfg->backends = calloc(raw->backends_count, sizeof(*cfg->backends));
+	if (cfg->backends == NULL) {
+		s->oom = true;
+		return;
+	}
+	for (unsigned i = 0; i < raw->backends_count; i++) {
+		const struct raw_backend *rb = &raw->backends[i];
+		struct config_backend *b = &cfg->backends[i];
+		char path[64];
+		cfg->n_backends = i + 1;
+		b->tier = 1;
+		snprintf(path, sizeof(path), "backends[%u].name", i);
+		const char *v = rb->name != NULL ? rb->name : "";
+		if (v[0] == '\0')
+			sem_err(s, path, "required");
+		else if (strlen(v) > CONFIG_NAME_MAX)
+			sem_err(s, path, "longer than %d bytes", CONFIG_NAME_MAX);
+		else if (!name_is_haproxy(v))
+			sem_err(s, path,
+				"\"%s\" may contain only letters, digits, '-', '_', '.' and ':'",
+				v);
+		for (unsigned j = 0; j < i && v[0] != '\0'; j++) {
+			if (raw->backends[j].name != NULL &&
+			    strcmp(raw->backends[j].name, v) == 0) {
+				sem_err(s, path, "duplicate of backends[%u] (\"%s\")",
+					j, v);
+				break;
+			}
+		}
+		b->name = sem_strdup(s, v);
+		snprintf(path, sizeof(path), "backends[%u].tier", i);
+		sem_u32(s, path, rb->tier, 1, CORE_TIER_MAX, &b->tier);
+	}
+}
+
+unsigned config_tier(const struct config *cfg, const char *backend,
+		     const struct config_endpoint *ep)
+{
+	if (ep != NULL && ep->tier > 0)
+		return ep->tier;
+	for (size_t i = 0; i < cfg->n_backends; i++)
+		if (cfg->backends[i].name != NULL &&
+		    strcmp(cfg->backends[i].name, backend) == 0)
+			return cfg->backends[i].tier;
+	return 1;
 }
 
 static void sem_listen(struct sem *s, const struct raw_config *raw,
@@ -2195,6 +2283,7 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 	}
 
 	sem_endpoints(s, raw, cfg);
+	sem_backends(s, raw, cfg);
 }
 
 /* ---- loading ---------------------------------------------------------- */

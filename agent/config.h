@@ -91,6 +91,16 @@ struct config_endpoint {
 	char *engine_metrics; /* http:// URL of the engine's /metrics; NULL: none */
 	char *engine_info;    /* http:// URL of its own description (/v1/models,
 			       * /props): the artefact fingerprint; NULL: none */
+	/* Failover tier (docs/tiers.md), 1..CORE_TIER_MAX; 0: not given,
+	 * the backend's (config_tier). Given, it also lets warmlane use an
+	 * HAProxy backup server as an endpoint of that tier. */
+	unsigned tier;
+};
+
+/* Defaults of one HAProxy backend's servers (backends[]). */
+struct config_backend {
+	char *name;
+	unsigned tier;        /* 1..CORE_TIER_MAX, default 1 */
 };
 
 /* policy.mode: whether HAProxy is told where to send each request. */
@@ -145,7 +155,15 @@ struct config {
 	struct core_params params;      /* policy, poll and snapshot periods */
 	struct config_endpoint *endpoints;
 	size_t n_endpoints;
+	struct config_backend *backends;
+	size_t n_backends;
 };
+
+/* The failover tier of server `server` of `backend`: its endpoints[]
+ * entry's tier, else its backends[] entry's, else 1. ep: the server's
+ * entry or NULL. */
+unsigned config_tier(const struct config *cfg, const char *backend,
+		     const struct config_endpoint *ep);
 
 /* Fills cfg with the defaults of docs/architecture.md (no endpoints, the default
  * socket). Returns 0 or -ENOMEM. Release with config_finish. */

@@ -543,6 +543,7 @@ enum metrics_ep {
 	METRICS_EP_ENGINE_POLLS,
 	METRICS_EP_ARTEFACT,
 	METRICS_EP_ARTEFACT_MISMATCH,
+	METRICS_EP_TIER,
 };
 
 static const struct {
@@ -589,6 +590,8 @@ static const struct {
 	  "Always 1; the fingerprint of the artefact the endpoint says it serves (engine_info: /v1/models or /props) is a label, \"\" before one was read." },
 	{ METRICS_EP_ARTEFACT_MISMATCH, "warmlane_endpoint_artefact_mismatch", "gauge",
 	  "1 while another endpoint serving one of its model names has another artefact fingerprint, else 0." },
+	{ METRICS_EP_TIER, "warmlane_endpoint_tier", "gauge",
+	  "Failover tier of the endpoint (1 the best; endpoints[].tier, backends[].tier)." },
 };
 
 static void render_endpoint_sample(struct metrics_text *t, const char *name,
@@ -715,6 +718,9 @@ static void render_endpoint_sample(struct metrics_text *t, const char *name,
 	case METRICS_EP_ARTEFACT_MISMATCH:
 		text_printf(t, "%d\n", ep->artefact_mismatch ? 1 : 0);
 		break;
+	case METRICS_EP_TIER:
+		text_printf(t, "%u\n", ep->tier);
+		break;
 	default:
 		text_puts(t, "0\n");
 		break;
@@ -745,6 +751,21 @@ static void render_core(struct metrics_text *t, struct core *c,
 		text_u64_label(t, "warmlane_responses_total", "class",
 			       core_outcome_name((enum core_outcome)o),
 			       cs.outcomes[o]);
+
+	/* Tiers 1 up to the worst any decision used (tier 1 always), so
+	 * that an untiered pool shows one series. */
+	unsigned tiers = 1;
+	for (unsigned k = 0; k < CORE_TIER_MAX; k++)
+		if (cs.tier_decisions[k] > 0)
+			tiers = k + 1;
+	text_family(t, "warmlane_tier_decisions_total", "counter",
+		    "Route decisions that named an endpoint, by the endpoint's failover tier (reason failover: a worse tier than the best serving the model).");
+	for (unsigned k = 0; k < tiers; k++) {
+		char tier[12];
+		snprintf(tier, sizeof(tier), "%u", k + 1);
+		text_u64_label(t, "warmlane_tier_decisions_total", "tier", tier,
+			       cs.tier_decisions[k]);
+	}
 
 	text_family_u64(t, "warmlane_endpoints", "gauge",
 			"Endpoints known to the routing core.", cs.endpoints);

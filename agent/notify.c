@@ -143,10 +143,10 @@ static void notify_route(struct notify_ctx *ctx,
 
 	log_debug("route",
 		  "conn=%" PRIu64 " stream_id=%" PRIu64 " frame_id=%" PRIu64
-		  " reason=%s backend=%s server=%s%s",
+		  " reason=%s backend=%s server=%s tier=%u%s",
 		  ctx->conn_id, ack->frame->stream_id, ack->frame->frame_id,
 		  reason, d.backend != NULL ? d.backend : "-",
-		  d.server != NULL ? d.server : "-",
+		  d.server != NULL ? d.server : "-", d.tier,
 		  d.noretry ? " noretry" : "");
 }
 

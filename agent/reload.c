@@ -213,6 +213,7 @@ static void reload_endpoints(struct route *r, const struct config *old,
 				.models = (const char *const *)ne->models,
 				.n_models = ne->n_models, .weight = ne->weight,
 				.cost_per_mtok = ne->cost_per_mtok,
+				.tier = config_tier(r->cfg, ne->backend, ne),
 			};
 			int e = core_endpoint_update(c, i, &ec);
 			if (e < 0) {
@@ -225,8 +226,24 @@ static void reload_endpoints(struct route *r, const struct config *old,
 			}
 			continue;
 		}
-		if (ne == NULL && !reload_in_file(old, info.backend, info.server))
-			continue; /* HAProxy's alone */
+		if (ne == NULL && !reload_in_file(old, info.backend, info.server)) {
+			/* HAProxy's alone: the defaults, but its backend's
+			 * tier (backends[]) may have changed. */
+			unsigned t = config_tier(r->cfg, info.backend, NULL);
+			if (info.key_id == NULL && t != info.tier) {
+				struct core_endpoint_config ec = {
+					.backend = info.backend, .server = info.server,
+					.weight = info.weight,
+					.cost_per_mtok = info.cost_per_mtok,
+					.tier = t,
+				};
+				if (core_endpoint_update(c, i, &ec) == 0)
+					ch->updated++;
+				else
+					ch->failed++;
+			}
+			continue;
+		}
 		/* info's strings are the core's: copied before the removal. */
 		char b[CONFIG_NAME_MAX + 1], s[CONFIG_NAME_MAX + 1];
 		snprintf(b, sizeof(b), "%s", info.backend);

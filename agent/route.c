@@ -126,6 +126,7 @@ static int route_add_one(struct route *r, const char *backend,
 		.n_models = ep != NULL ? ep->n_models : 0,
 		.weight = ep != NULL ? ep->weight : 1.0,
 		.cost_per_mtok = ep != NULL ? ep->cost_per_mtok : 0.0,
+		.tier = config_tier(r->cfg, backend, ep),
 	};
 	int i = core_endpoint_add(r->core, &ec, now_ms);
 	if (i == -EEXIST)
@@ -477,6 +478,7 @@ void route_decide(struct route *r, const struct route_request *req,
 		.has_akey = d.has_akey,
 		.akey = d.akey,
 		.endpoint = d.endpoint,
+		.tier = d.tier,
 	};
 	if (d.endpoint < 0) { /* no endpoint: no variable but the reason */
 		out->backend = out->server = out->key = NULL;

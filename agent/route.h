@@ -27,6 +27,7 @@ enum route_reason {
 	ROUTE_KEY_FALLBACK = CORE_REASON_KEY_FALLBACK,
 	ROUTE_NO_MODEL = CORE_REASON_NO_MODEL,
 	ROUTE_NONE = CORE_REASON_NONE,
+	ROUTE_FAILOVER = CORE_REASON_FAILOVER,
 	ROUTE_REASON_COUNT = CORE_REASON_COUNT
 };
 
@@ -87,6 +88,7 @@ struct route_decision {
 	bool has_akey;
 	uint64_t akey; /* sent as 16 lower-case hex digits */
 	int endpoint;  /* the core's index, -1 for none (route_take_back) */
+	unsigned tier; /* the endpoint's failover tier, 0 for none */
 	/* The backend's retry budget is spent: the ACK sets noretry, and the
 	 * example configs' disable-l7-retry rule keeps HAProxy from retrying
 	 * this request (but for connection failures). */

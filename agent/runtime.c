@@ -432,8 +432,11 @@ bool runtime_apply_row(struct runtime *rt, const struct runtime_row *row,
 	/* A backup server takes traffic only when no active one is up, and
 	 * HAProxy decides that: warmlane never forces traffic onto it (with
 	 * every active server excluded, its answer is none and HAProxy's own
-	 * balancing picks the backup). */
-	if (admin == CORE_ADMIN_ENABLED && row->backup)
+	 * balancing picks the backup). Unless its endpoints[] entry gives it
+	 * a failover tier: then warmlane uses it as an endpoint of that tier
+	 * (docs/tiers.md), when the better tiers cannot serve. */
+	if (admin == CORE_ADMIN_ENABLED && row->backup &&
+	    (ep == NULL || ep->tier == 0))
 		admin = CORE_ADMIN_NOLB;
 	/* One server, n key ids: HAProxy counts the server, the core each
 	 * endpoint+key; split so the pool's total stays right. */

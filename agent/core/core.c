@@ -13,9 +13,14 @@
 #include "breaker.h"
 #include "pool.h"
 #include "rendezvous.h"
+#include "tier.h"
 #include "trace.h"
 
-#define VIEW_SLOTS 4    /* candidate sets cached: one per model in use */
+/* Candidate sets cached: one per model in use; with failover tiers, a
+ * model's decisions restricted to its better tiers use one more (2 models
+ * then fit). With 8, bench-core's untiered decisions were 3-7% slower
+ * at 64-512 endpoints. */
+#define VIEW_SLOTS 4
 #define MODEL_NONE (-1) /* the request names no model */
 #define MODEL_ANY  (-2) /* a model no endpoint lists: all-model ones only */
 
@@ -27,6 +32,10 @@
 struct view {
 	bool valid;
 	int model;
+	/* The worst tier among the candidates (key with model): CORE_TIER_MAX
+	 * for every tier, less for the set core_decide restricts to. */
+	uint8_t tier_max;
+	uint8_t tier_lo, tier_hi; /* best and worst tier serving the model */
 	uint64_t version;        /* core.version when built */
 	uint64_t horizon_ms;     /* rebuild at or after this time */
 	uint64_t used;           /* for replacement */
@@ -41,6 +50,10 @@ struct view {
 	double median[POOL_SIGNALS];
 	uint32_t *cand;          /* n slot indices */
 	uint64_t *member;        /* bitset over slots */
+	struct tier_sums tiers;  /* the candidates by tier (in flight kept
+				  * current by set_in_flight) */
+	struct tier_state tstate; /* tier_max CORE_TIER_MAX: kept across
+				   * rebuilds of the same model */
 };
 
 /* A decision of warmlane's that no feedback has confirmed yet. A success
@@ -97,6 +110,15 @@ struct core {
 	uint32_t *rank[POOL_SIGNALS]; /* position of a slot in order */
 	uint32_t order_n;
 	uint64_t decisions[CORE_REASON_COUNT];
+	uint64_t tier_decisions[CORE_TIER_MAX];
+	/* The best tier serving the model of the decision under way: commit
+	 * names a choice in a worse one `failover`. */
+	uint8_t decide_tier_lo;
+	/* Bit t: some live endpoint is in tier t (tier_recount). With one
+	 * bit set, views skip every tier sum: an untiered pool's decision
+	 * costs what it did before tiers. */
+	uint16_t tier_mask;
+	bool tiered;             /* more than one bit in tier_mask */
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT];
 	uint64_t hints[CORE_HINT_COUNT];
@@ -151,6 +173,7 @@ const char *core_reason_name(enum core_reason r)
 		[CORE_REASON_KEY_FALLBACK] = "key_fallback",
 		[CORE_REASON_NO_MODEL] = "no_model",
 		[CORE_REASON_NONE] = "none",
+		[CORE_REASON_FAILOVER] = "failover",
 	};
 	return (unsigned)r < CORE_REASON_COUNT ? names[r] : "unknown";
 }
@@ -252,7 +275,8 @@ static int check_params(const struct core_params *p)
 		return -EINVAL;
 	if (!finite_ge(p->prior_ttfb_ms, 0) || !finite_ge(p->sticky_tolerance, 0) ||
 	    !finite_ge(p->load_factor, 1) || !finite_ge(p->cost_weight_per_ms, 0) ||
-	    !finite_ge(p->breaker_failure_ratio, 0) || p->breaker_failure_ratio > 1)
+	    !finite_ge(p->breaker_failure_ratio, 0) || p->breaker_failure_ratio > 1 ||
+	    !finite_ge(p->tier_spill, 0))
 		return -EINVAL;
 
 	/* The cap of every 429's cooldown (rate_limit_ms). */
@@ -460,14 +484,19 @@ static inline bool view_has(const struct view *v, uint32_t i)
  * decisions read, is the engine's view while its sample is fresh, else
  * local_if; both are kept at every step, so either can take over. */
 
-/* Sets slot i's in_flight, keeping the views' totals current. */
-static void set_in_flight(struct core *c, uint32_t i, uint32_t value)
+/* Sets slot i's in_flight, keeping the views' totals current. inline:
+ * with the tier sums it outgrew the compiler's default, and the call cost
+ * every decision (bench-core). */
+static inline void set_in_flight(struct core *c, uint32_t i, uint32_t value)
 {
 	struct pool_endpoint *e = &c->pool.ep[i];
 	for (int k = 0; k < VIEW_SLOTS; k++) {
 		struct view *v = &c->views[k];
-		if (v->valid && view_has(v, i))
+		if (v->valid && view_has(v, i)) {
 			v->total_if = v->total_if - e->in_flight + value;
+			if (c->tiered)
+				v->tiers.in_flight[e->tier - 1] += (uint64_t)value - e->in_flight;
+		}
 	}
 	e->in_flight = value;
 }
@@ -508,6 +537,17 @@ static void in_flight_step(struct core *c, uint32_t i, int d)
 	in_flight_apply(c, i);
 }
 
+/* Recomputes tier_mask after a pool change (pool changes only: O(n)). */
+static void tier_recount(struct core *c)
+{
+	uint16_t m = 0;
+	for (uint32_t i = 0; i < c->pool.end; i++)
+		if (c->pool.ep[i].live)
+			m |= (uint16_t)(1u << c->pool.ep[i].tier);
+	c->tier_mask = m;
+	c->tiered = (m & (m - 1)) != 0;
+}
+
 int core_endpoint_add(struct core *c, const struct core_endpoint_config *cfg,
 		      uint64_t now_ms)
 {
@@ -520,6 +560,7 @@ int core_endpoint_add(struct core *c, const struct core_endpoint_config *cfg,
 		return rc;
 	}
 	order_rebuild(c);
+	tier_recount(c);
 	c->version++;
 	return idx;
 }
@@ -528,6 +569,7 @@ int core_endpoint_update(struct core *c, int idx,
 			 const struct core_endpoint_config *cfg)
 {
 	int rc = pool_update(&c->pool, idx, cfg);
+	tier_recount(c);
 	c->version++;
 	return rc;
 }
@@ -537,6 +579,7 @@ int core_endpoint_remove(struct core *c, int idx)
 	int rc = pool_remove(&c->pool, idx);
 	if (rc == 0) {
 		order_rebuild(c);
+		tier_recount(c);
 		c->version++;
 	}
 	return rc;
@@ -673,6 +716,7 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		.weight = e->weight,
 		.cost_per_mtok = e->cost_per_mtok,
 		.disabled = e->disabled,
+		.tier = e->tier,
 		.admin = (enum core_admin)e->admin,
 		.in_flight = e->in_flight,
 		.decisions = e->decisions,
@@ -839,7 +883,7 @@ static inline uint64_t min_u64(uint64_t a, uint64_t b)
  * (exclusions, cheapest and most permanent first), and the earliest time
  * at which one of its time-based exclusions or warm states ends. */
 static void view_build(struct core *c, struct view *v, int model,
-		       uint64_t now_ms)
+		       unsigned tier_max, uint64_t now_ms)
 {
 	struct pool *pool = &c->pool;
 	bool changed = false;
@@ -847,7 +891,23 @@ static void view_build(struct core *c, struct view *v, int model,
 	uint64_t key_failed_at = UINT64_MAX;
 
 	memset(v->member, 0, ((c->scratch_cap + 63) / 64) * sizeof(uint64_t));
+	/* The hysteresis of a model's tiers outlives a rebuild of its view. */
+	if (!v->valid || v->model != model || v->tier_max != tier_max)
+		v->tstate = (struct tier_state){ 0 };
 	v->model = model;
+	v->tier_max = (uint8_t)tier_max;
+	/* One tier in the pool: no sums, and no failover. */
+	bool tiered = c->tiered;
+	if (tiered) {
+		v->tier_lo = CORE_TIER_MAX;
+		v->tier_hi = 1;
+		v->tiers = (struct tier_sums){ 0 };
+	} else {
+		v->tier_lo = v->tier_hi = 1;
+		for (unsigned t = 1; t <= CORE_TIER_MAX; t++)
+			if (c->tier_mask & (1u << t))
+				v->tier_lo = v->tier_hi = (uint8_t)t;
+	}
 	v->n = 0;
 	v->serving = 0;
 	v->fallback = UINT32_MAX;
@@ -866,6 +926,12 @@ static void view_build(struct core *c, struct view *v, int model,
 		if (model == MODEL_ANY ? !e->all_models : !pool_serves(e, model))
 			continue;
 		v->serving++;
+		if (tiered) {
+			if (e->tier < v->tier_lo)
+				v->tier_lo = e->tier;
+			if (e->tier > v->tier_hi)
+				v->tier_hi = e->tier;
+		}
 		/* Warm state ends with idle_reset. */
 		if (any_samples(e) && e->seen && c->p.idle_reset_ms > 0) {
 			if (idle(c, e, now_ms)) {
@@ -923,6 +989,18 @@ static void view_build(struct core *c, struct view *v, int model,
 			}
 			continue;
 		}
+		/* Failover tiers: a worse tier than the decision may use (after
+		 * every exclusion, so that horizons and fallbacks are those of
+		 * the whole set). */
+		if (tiered) {
+			if (e->tier > tier_max)
+				continue;
+			unsigned t = e->tier - 1u;
+			v->tiers.n[t]++;
+			v->tiers.closed[t] += e->br.state == CORE_BREAKER_CLOSED;
+			v->tiers.w[t] += e->weight;
+			v->tiers.in_flight[t] += e->in_flight;
+		}
 		v->cand[v->n++] = i;
 		v->member[i / 64] |= 1ull << (i % 64);
 		v->total_w += e->weight;
@@ -936,13 +1014,17 @@ static void view_build(struct core *c, struct view *v, int model,
 	v->valid = true;
 }
 
-/* The view of model at now_ms, rebuilt when stale. */
-static struct view *view_get(struct core *c, int model, uint64_t now_ms)
+/* The view of model at now_ms with the tiers up to tier_max
+ * (CORE_TIER_MAX: all), rebuilt when stale. inline: with two callers
+ * (core_decide, tier_view) the compiler stopped inlining it into the
+ * decision, which made untiered decisions 3-7% slower (bench-core). */
+static inline struct view *view_get(struct core *c, int model, unsigned tier_max,
+				    uint64_t now_ms)
 {
 	struct view *v = NULL, *victim = &c->views[0];
 	for (int k = 0; k < VIEW_SLOTS; k++) {
 		struct view *w = &c->views[k];
-		if (w->valid && w->model == model) {
+		if (w->valid && w->model == model && w->tier_max == tier_max) {
 			v = w;
 			break;
 		}
@@ -951,9 +1033,9 @@ static struct view *view_get(struct core *c, int model, uint64_t now_ms)
 	}
 	if (v == NULL)
 		v = victim;
-	if (!v->valid || v->model != model || v->version != c->version ||
-	    now_ms >= v->horizon_ms)
-		view_build(c, v, model, now_ms);
+	if (!v->valid || v->model != model || v->tier_max != tier_max ||
+	    v->version != c->version || now_ms >= v->horizon_ms)
+		view_build(c, v, model, tier_max, now_ms);
 	v->used = ++c->view_clock;
 	return v;
 }
@@ -1322,11 +1404,17 @@ static void commit(struct core *c, uint32_t idx, enum core_reason reason,
 		breaker_routed(&e->br, now_ms);
 		c->version++; /* a probe slot is taken */
 	}
+	/* Failover tiers: a choice of the usual steps in a worse tier than
+	 * the best serving the model (the fallbacks keep their names). */
+	if (e->tier > c->decide_tier_lo && reason <= CORE_REASON_P2C)
+		reason = CORE_REASON_FAILOVER;
+	c->tier_decisions[e->tier - 1]++;
 	out->endpoint = (int)idx;
 	out->reason = reason;
 	out->backend = e->backend;
 	out->server = e->server;
 	out->key_id = e->key_id;
+	out->tier = e->tier;
 	c->decisions[reason]++;
 	if (out->has_akey && reason != CORE_REASON_AFFINITY)
 		c->pending[out->akey & (CORE_PENDING_SLOTS - 1)] =
@@ -1492,6 +1580,36 @@ static struct view *artefact_view(struct core *c, struct view *v, uint64_t a)
 	return f;
 }
 
+/* Step 1b, failover tiers (tier.h): the view of the tiers all's
+ * decision may use, all itself when that is every tier it has. Notes
+ * which tiers are up for tier_stays. */
+static struct view *tier_view(struct core *c, struct view *all, int model,
+			      uint64_t now_ms)
+{
+	tier_note(&all->tstate, &all->tiers, c->p.tier_spill, now_ms);
+	unsigned lim = tier_limit(&all->tiers, c->p.tier_spill);
+	if (lim == 0 || lim >= all->tier_hi)
+		return all;
+	return view_get(c, model, lim, now_ms);
+}
+
+/* Whether a key warm on slot idx, a candidate of all in a worse tier than
+ * the decision may use, stays there: the hysteresis of tier_keeps, its
+ * breaker CLOSED (no probe slot of a recovering worse endpoint is spent
+ * on it) and the load bound of all its tiers. Its speed is not judged
+ * against the better tier's: a worse tier may be slower by design. */
+static bool tier_stays(struct core *c, const struct view *all, uint32_t idx,
+		       uint64_t now_ms)
+{
+	const struct pool_endpoint *e = &c->pool.ep[idx];
+	if (!view_has(all, idx) || e->br.state != CORE_BREAKER_CLOSED)
+		return false;
+	if (!tier_keeps(&all->tstate, e->tier, c->p.tier_return_ms, now_ms))
+		return false;
+	struct pick ka = { .v = all };
+	return within_bound(c, e, &ka);
+}
+
 /* core_decide; t is NULL but for core_explain, which restores the state
  * afterwards: then the map is only peeked at, and each step is noted. */
 static void decide(struct core *c, const struct core_request *req,
@@ -1520,7 +1638,8 @@ static void decide(struct core *c, const struct core_request *req,
 	}
 
 	/* 1. Candidates. */
-	struct view *v = view_get(c, model, now_ms);
+	struct view *v = view_get(c, model, CORE_TIER_MAX, now_ms);
+	c->decide_tier_lo = v->tier_lo;
 	if (t != NULL)
 		trace_candidates(c, v, model, now_ms, t);
 	if (v->serving == 0) {
@@ -1543,6 +1662,12 @@ static void decide(struct core *c, const struct core_request *req,
 			c->decisions[CORE_REASON_NONE]++;
 		return;
 	}
+	/* 1b. Failover tiers: the best tier with a candidate (and the next
+	 * while it is full), before everything else. */
+	struct view *all = v;
+	if (v->tier_lo != v->tier_hi)
+		v = tier_view(c, v, model, now_ms);
+
 	/* 8. Cold endpoints borrow the median of the warm ones (p2c trusts
 	 * its own EWMA sooner: p2c_ewma). */
 	struct pick k = { .v = v, .kind = req->stream ? CORE_KIND_STREAM : CORE_KIND_PLAIN };
@@ -1594,6 +1719,13 @@ static void decide(struct core *c, const struct core_request *req,
 		trace_entry(c, v, warm_idx, &k, t);
 	if (warm_idx != UINT32_MAX && warm_usable(c, v, warm_idx, &k)) {
 		commit(c, warm_idx, CORE_REASON_AFFINITY, now_ms, out);
+		return;
+	}
+	/* Warm in a worse tier than this decision may use: it stays there
+	 * while the better tier's hysteresis says so (tier_stays). */
+	if (warm_idx != UINT32_MAX && v != all && !view_has(v, warm_idx) &&
+	    tier_stays(c, all, warm_idx, now_ms)) {
+		commit(c, warm_idx, CORE_REASON_FAILOVER, now_ms, out);
 		return;
 	}
 	/* The key leaves its warm endpoint: with artefact_affinity, only for
@@ -1933,7 +2065,7 @@ static void queue_judge(struct core *c, struct pool_endpoint *e,
 	}
 	if (q > qm && tr * (1 + qm) / (1 + q) <= limit)
 		return; /* its queue may explain it */
-	struct view *v = view_get(c, MODEL_NONE, now_ms);
+	struct view *v = view_get(c, MODEL_NONE, CORE_TIER_MAX, now_ms);
 	if (e->spread_n[kind] < c->p.cold_start_samples ||
 	    sqrt(e->spread[kind]) > b ||
 	    tr <= c->p.sticky_tolerance * view_median(c, v, sig)) {
@@ -2153,6 +2285,7 @@ void core_stats(const struct core *c, struct core_stats *out)
 		.affinity_expirations = c->aff.expirations,
 	};
 	memcpy(out->decisions, c->decisions, sizeof(out->decisions));
+	memcpy(out->tier_decisions, c->tier_decisions, sizeof(out->tier_decisions));
 	memcpy(out->outcomes, c->outcomes, sizeof(out->outcomes));
 	memcpy(out->completions, c->completions, sizeof(out->completions));
 	memcpy(out->hints, c->hints, sizeof(out->hints));

@@ -53,6 +53,12 @@ enum core_reason {
 					    * dead: the least recently failed */
 	CORE_REASON_NO_MODEL,              /* no endpoint serves the model */
 	CORE_REASON_NONE,                  /* nothing usable: HAProxy balances */
+	CORE_REASON_FAILOVER,              /* an endpoint of a worse tier than
+					    * the best serving one (tier.h):
+					    * the better tiers are broken,
+					    * rate-limited or full. Last so
+					    * that the older reasons keep
+					    * their numbers. */
 	CORE_REASON_COUNT
 };
 
@@ -164,6 +170,7 @@ struct core_decision {
 	const char *backend;
 	const char *server;
 	const char *key_id;        /* NULL when the endpoint has no key */
+	unsigned tier;             /* the endpoint's failover tier; 0: none */
 	bool has_akey;             /* false: the request had no identity */
 	uint64_t akey;             /* affinity key, echoed back in feedback */
 	enum core_hint_use hint;   /* what became of req->hint */
@@ -231,6 +238,7 @@ struct core_endpoint_config {
 	double weight;                /* > 0 (config default 1) */
 	double cost_per_mtok;         /* >= 0 */
 	bool disabled;                /* excluded by config */
+	unsigned tier;                /* 1..CORE_TIER_MAX; 0: 1 */
 };
 
 /* An endpoint's state, for metrics and logs. Pointers as in core_decision. */
@@ -241,6 +249,7 @@ struct core_endpoint_info {
 	double weight;
 	double cost_per_mtok;
 	bool disabled;
+	unsigned tier;                       /* 1..CORE_TIER_MAX */
 	enum core_admin admin;
 	uint32_t in_flight;
 	double ewma_ms[CORE_KIND_COUNT];     /* own EWMA (0 before samples) */
@@ -275,6 +284,8 @@ struct core_endpoint_info {
 /* Whole-core counters. */
 struct core_stats {
 	uint64_t decisions[CORE_REASON_COUNT];
+	/* Decisions that named an endpoint, by its tier (index tier - 1). */
+	uint64_t tier_decisions[CORE_TIER_MAX];
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT]; /* core_complete calls by end */
 	uint32_t endpoints;
@@ -318,7 +329,7 @@ struct core;
 
 /* Creates a core with a copy of p (NULL: defaults). Rejects (-EINVAL)
  * affinity_max_entries of 0 or above 2^30, ewma_alpha outside (0, 1],
- * load_factor < 1, negative tolerances or ratios, an identity ladder longer
+ * load_factor < 1, negative tolerances, ratios or tier_spill, an identity ladder longer
  * than CORE_RUNG_COUNT or naming an unknown rung, a score_by that is not an
  * enum core_score_by value. Returns 0 with *out set,
  * or -EINVAL / -ENOMEM. Release with core_destroy. */
@@ -338,13 +349,13 @@ const struct core_params *core_params(const struct core *c);
 
 /* Adds an endpoint; the core copies every string. The triple backend,
  * server, key_id must be new. Rejects missing names, weight <= 0 or not
- * finite, negative cost (-EINVAL), a duplicate (-EEXIST), more than 256
+ * finite, negative cost, a tier above CORE_TIER_MAX (-EINVAL), a duplicate (-EEXIST), more than 256
  * distinct model names in the pool (-ENOSPC). Returns the index (>= 0) or
  * -errno. Its state starts cold: ENABLED, no samples, breaker CLOSED. */
 int core_endpoint_add(struct core *c, const struct core_endpoint_config *cfg,
 		      uint64_t now_ms);
 
-/* Changes models, weight, cost and disabled of endpoint idx, keeping its
+/* Changes models, weight, cost, tier and disabled of endpoint idx, keeping its
  * state; cfg's names must be the endpoint's own (else -EINVAL). Returns 0,
  * -ENOENT, -EINVAL, -ENOSPC or -ENOMEM (then nothing changed). Names from
  * earlier decisions stay valid. */

@@ -10,6 +10,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Failover tiers (docs/tiers.md): 1 is the best, CORE_TIER_MAX the worst
+ * an endpoint may have; an endpoint config's tier 0 means 1. */
+#define CORE_TIER_MAX 8
+
 /* Rungs of the identity ladder: which request attribute names the caller. */
 enum core_rung {
 	CORE_RUNG_SESSION = 0,
@@ -174,6 +178,27 @@ struct core_params {
 	/* 404s in a row for one endpoint+model before it
 	 * counts as not serving that model (for dead_key_retry_ms). 0: never. */
 	uint32_t model_mismatch_404s;      /* 3 */
+	/* Failover tiers (tier.h, docs/tiers.md). A tier whose candidates
+	 * hold at least tier_spill requests in flight per unit of weight is
+	 * full, and the next tier becomes a candidate too. 0, the default:
+	 * never full, only broken, rate-limited, dead-key or excluded tiers
+	 * are left. How many requests a server batches before its time to
+	 * first token suffers (vLLM's --max-num-seqs, TGI's
+	 * --max-concurrent-requests) is the server's setting, which warmlane
+	 * cannot see; a guessed bound either never spills or pays a costlier
+	 * tier while the primary still had room, and legible billing is the
+	 * point of tiers. A server that is really full answers 429 or 503, or
+	 * times out, and its breaker leaves it; the operator who knows the
+	 * batch size sets tier_spill to it. */
+	double tier_spill;                 /* 0: never full */
+	/* A session warm on a worse tier goes back once a better tier has
+	 * been up (a CLOSED breaker and room) this long. 0, the default: as
+	 * soon as one of its breakers closed, which takes half_open_probes
+	 * successes; a primary that fails again reopens with a doubled
+	 * cooldown, so a flapping one moves sessions ever less often. More
+	 * keeps them where their cache is warm through a primary's flaps
+	 * (new keys go to the better tier at once either way). */
+	uint64_t tier_return_ms;           /* 0 */
 	uint64_t poll_interval_ms;         /* 200 ms (agent) */
 	/* An engine's own load (agent/engine.c, core_endpoint_engine) is the
 	 * endpoint's in-flight count while its last sample is at most this

@@ -191,6 +191,8 @@ static int check_config(const struct core_endpoint_config *cfg)
 	if (!isfinite(cfg->weight) || cfg->weight <= 0 ||
 	    !isfinite(cfg->cost_per_mtok) || cfg->cost_per_mtok < 0)
 		return -EINVAL;
+	if (cfg->tier > CORE_TIER_MAX)
+		return -EINVAL;
 	if (cfg->n_models > 0 && cfg->models == NULL)
 		return -EINVAL;
 	for (size_t i = 0; i < cfg->n_models; i++)
@@ -239,6 +241,7 @@ static void apply_meta(struct pool_endpoint *e,
 	e->inv_weight = 1.0 / cfg->weight;
 	e->cost_per_mtok = cfg->cost_per_mtok;
 	e->disabled = cfg->disabled;
+	e->tier = (uint8_t)(cfg->tier > 0 ? cfg->tier : 1);
 	e->all_models = cfg->n_models == 0;
 	memcpy(e->models, set, sizeof(e->models));
 }

@@ -65,6 +65,7 @@ struct pool_endpoint {
 	uint8_t run_answers;    /* answers since that run began */
 	uint8_t drained;        /* `set endpoint ... drain` on the command
 				 * socket: excluded, whatever HAProxy says */
+	uint8_t tier;           /* 1..CORE_TIER_MAX (tier.h) */
 	uint32_t in_flight;     /* the view decisions read: engine_if +
 				 * engine_delta while the engine's sample is
 				 * fresh, else local_if (core.c, "In flight") */

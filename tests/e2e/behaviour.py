@@ -35,6 +35,10 @@ Scenarios:
                its requests (not met yet: 12-14; expected to fail)
   recover      issue 12: that server, recovered, is back within 20% of
                its fair share of anonymous traffic within 30 s
+  tiers        failover tiers (issue 21): s1, s2 are tier 1, t1 tier 2;
+               t1 gets nothing while tier 1 serves, takes the traffic
+               (reason failover) while s1 and s2 answer 429 +
+               Retry-After, and nothing again once they recovered
   metrics      /metrics passes promtool, its counters match what was sent,
                and a real Prometheus server scrapes warmlane series
 Exit status: 0 pass, 1 fail, 77 skip (no such HAProxy binary, no agent, no
@@ -263,6 +267,98 @@ def ratelimit(binary, version):
                 for nm, lb, v in fe.parse_metrics(env.metrics_text()[0])
                 if lb.get("server") == "s2" and v))
         assert len(back) >= 5, f"s2 served only {len(back)} requests after the fault cleared"
+        env.stop_agent_checked()
+
+
+# --- failover tiers --------------------------------------------------------------
+
+def tiers(binary, version):
+    """Tier 2 only while tier 1 cannot serve (429 + Retry-After), then back."""
+    retry_after = 2
+    with fe.FleetEnv("tiers", version) as env:
+        probes = int(env.policy["half_open_probes"])
+        env.endpoints["t1"] = {"models": ["m1"], "keys": ["k1"], "weight": 4, "tier": 2}
+        env.start([fe.instance(n) for n in ("s1", "s2", "t1")], binary)
+
+        def sessions(tag):
+            # a new session per request (rendezvous would give t1, of
+            # weight 4, two thirds of them without tiers) and one session
+            # that comes back every time
+            return lambda i: (fe.chat_body(short(i)),
+                              {"x-session-id": "sticky" if i % 4 == 0 else f"{tag}{i}"}, tag)
+        before = fe.drive(env.port, sessions("w"), n=80, concurrency=4)
+        summary(env, before, "tier 1 healthy")
+        fe.assert_all_ok(before, "tier 1 healthy")
+        fe.assert_core_reasons(before, "tier 1 healthy")
+        assert fe.count(before, served="t1") == 0, \
+            f"t1 (tier 2) got {fe.count(before, served='t1')} requests while tier 1 was healthy"
+        assert not [r for r in before if r.reason == "failover"], "a failover while tier 1 was healthy"
+        assert fe.count(before, served="s1") > 0 and fe.count(before, served="s2") > 0, \
+            "tier 1 is s1 and s2: one of them got nothing"
+
+        for s in ("s1", "s2"):
+            env.fault(s, mode="429", retry_after=retry_after)
+        t_fault = time.monotonic()
+        recs = fe.drive(env.port, sessions("f"), duration=3 * retry_after + 1, concurrency=2)
+        t_end = time.monotonic()
+        summary(env, recs, "429 on s1 and s2")
+        fe.assert_core_reasons(recs, "while tier 1 answered 429")
+        tier1 = [r for r in recs if r.served in ("s1", "s2")]
+        t1 = [r for r in recs if r.served == "t1"]
+        assert tier1, "tier 1 was never tried: the test did not exercise the 429"
+        assert all(r.status == 429 for r in tier1), "tier 1 answered something but 429"
+        fe.assert_all_ok(t1, "t1 (tier 2)")
+        bad = [r for r in t1 if r.reason != "failover"]
+        assert not bad, f"t1 served {len(bad)} requests without reason failover: {bad[:3]}"
+        # Per tier-1 server: what was sent before its first 429 came back,
+        # then its half-open probes, one round per Retry-After window.
+        t_first = min(r.t1 for r in tier1)
+        after = [r for r in tier1 if r.t0 > t_first]
+        windows = int((t_end - t_first) / retry_after) + 1
+        bound = 2 * windows * probes
+        log(f"tier 1 answered 429 to {len(tier1)} of {len(recs)} requests, first at "
+            f"+{t_first - t_fault:.2f} s; after it {len(after)} (at most 2 servers x {probes} "
+            f"probes x {windows} windows = {bound}); t1 served {len(t1)}")
+        assert len(after) <= bound, \
+            f"tier 1 got {len(after)} requests after its first 429, more than {bound} probes"
+        assert len(t1) >= len(recs) - len(tier1), "requests neither on tier 1 nor on t1"
+
+        for s in ("s1", "s2"):
+            env.fault(s, mode="none")
+        t_clear = time.monotonic()
+        rec2 = []
+        for k in range(10):  # until tier 1 served 20 in a row, 10 s at most
+            rec2 += fe.drive(env.port, sessions(f"r{k}-"), duration=1.0, concurrency=2)
+            tail = rec2[-20:]
+            if len(tail) == 20 and all(r.served in ("s1", "s2") for r in tail):
+                break
+        summary(env, rec2, "429s over")
+        fe.assert_all_ok(rec2, "after tier 1 recovered")
+        fe.assert_core_reasons(rec2, "after tier 1 recovered")
+        back = [r for r in rec2 if r.served in ("s1", "s2")]
+        assert back, "tier 1 never served again after its 429s ended"
+        t_back = min(r.t0 for r in back)
+        late = [r for r in rec2 if r.served == "t1" and r.t0 > t_back]
+        log(f"tier 1 served again {t_back - t_clear:.2f} s after the fault cleared; "
+            f"t1 served {fe.count(rec2, served='t1')} requests after the fault cleared, "
+            f"{len(late)} of them after tier 1's first answer")
+        tail = rec2[-20:]
+        assert len(tail) == 20 and all(r.served in ("s1", "s2") for r in tail), \
+            f"t1 still served requests at the end: {[r for r in tail if r.served == 't1'][:3]}"
+        sticky = [r for r in rec2 if r.tag.startswith("r") and r.i % 4 == 0]
+        assert sticky and sticky[-1].served in ("s1", "s2"), \
+            f"the sticky session did not go back to tier 1: {sticky[-3:]}"
+
+        samples = fe.parse_metrics(env.metrics_text()[0])
+        t2 = fe.metric_sum(samples, "warmlane_tier_decisions_total", tier="2")
+        fo = fe.metric_sum(samples, "warmlane_decisions_total", reason="failover")
+        tier_gauge = fe.metric_sum(samples, "warmlane_endpoint_tier", server="t1")
+        log(f"warmlane_tier_decisions_total{{tier=2}} = {t2:g}, "
+            f"warmlane_decisions_total{{reason=failover}} = {fo:g}, t1's tier gauge {tier_gauge:g}")
+        served_t1 = fe.count(recs, served="t1") + fe.count(rec2, served="t1")
+        assert t2 == fo and t2 >= served_t1, \
+            f"tier-2 decisions {t2:g}, failovers {fo:g}, t1 served {served_t1}"
+        assert tier_gauge == 2, f"warmlane_endpoint_tier of t1 is {tier_gauge:g}"
         env.stop_agent_checked()
 
 
@@ -1154,7 +1250,7 @@ SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimi
              "deadkey": deadkey, "maint": maint, "haproxyown": haproxyown, "models": models,
              "sessionscope": sessionscope,
              "killrestart": killrestart, "metrics": metrics, "slowleave": slowleave,
-             "recover": recover}
+             "recover": recover, "tiers": tiers}
 
 if __name__ == "__main__":
     sys.exit(h.main(SCENARIOS))

@@ -30,7 +30,7 @@ FLEET_DIR = os.path.join(h.source_root(), "tests", "fleet")
 # The reasons of the routing core (docs/architecture.md); `rr` is the scaffold of
 # the agent before the core was wired and is NOT one of them.
 CORE_REASONS = {"affinity", "hash", "spill", "p2c", "cooldown_fallback", "key_fallback",
-                "no_model", "none"}
+                "no_model", "none", "failover"}
 
 # Short cooldowns so that a scenario takes seconds (see deploy/warmlane.yaml).
 DEFAULT_POLICY = {
@@ -90,7 +90,7 @@ class FleetEnv(h.Env):
         self.runtime_api = runtime_api
         self.poll_interval = poll_interval
         self.state_file = state_file
-        self.endpoints = {}  # server name -> {"models": [...], "keys": [...], "weight": w}
+        self.endpoints = {}  # server name -> {"models": [...], "keys": [...], "weight": w, "tier": t}
         self.stats = self.path("stats.sock")          # level user: the agent's
         self.admin_stats = self.path("admin.sock")    # level admin: the test's
         self.fleet_proc = None
@@ -210,8 +210,9 @@ class FleetEnv(h.Env):
             # engine_metrics: the engine's own /metrics (engineload.py)
             extra = "".join(f', {k}: "{e[k]}"' for k in ("engine_metrics", "engine_info")
                             if e.get(k))
+            tier = f", tier: {e['tier']}" if "tier" in e else ""
             lines.append(f"  - {{ backend: llm, server: {b.name}, models: [{models}], "
-                         f"weight: {e.get('weight', 1)}, keys: [{keys}]{extra} }}")
+                         f"weight: {e.get('weight', 1)}, keys: [{keys}]{extra}{tier} }}")
         p = self.path("warmlane.yaml")
         with open(p, "w") as f:
             f.write("\n".join(lines) + "\n")

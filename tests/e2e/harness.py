@@ -27,7 +27,7 @@ import time
 
 SKIP = 77
 KNOWN_REASONS = {"affinity", "hash", "spill", "p2c", "cooldown_fallback", "key_fallback",
-                 "no_model", "none"}
+                 "no_model", "none", "failover"}
 
 
 class Skip(Exception):

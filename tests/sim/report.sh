@@ -147,6 +147,12 @@ run vllm-slow-log --workload chat --config tests/sim/examples/vllm.conf --scenar
 run vllm-slowpf --workload chat --config tests/sim/examples/vllm.conf --scenario slow-prefill
 run vllm-slowpf-log --workload chat --config tests/sim/examples/vllm.conf --scenario slow-prefill --log-ingest
 run chat-slowpf --workload chat --scenario slow-prefill
+# failover tiers (issue 21): four own endpoints, then a slower, dearer API
+run tiers-healthy --workload chat --config tests/sim/examples/tiers.conf
+run chat-tiers --workload chat --config tests/sim/examples/tiers.conf --scenario tiers
+run chat-tiers-log --workload chat --config tests/sim/examples/tiers.conf --scenario tiers --log-ingest
+run chat-tiers-anon --workload chat --config tests/sim/examples/tiers.conf --scenario tiers --keys none
+run chat-tiers-agents2 --workload chat --config tests/sim/examples/tiers.conf --scenario tiers --agents 2
 run chat-recover-anon --workload chat --scenario recover --keys none
 for sc in fast-failure rate-limit slow recover scale-out down flap agents-2 agents-4; do
 	run "chat-$sc" --workload chat --scenario "$sc" $([ "$sc" = fast-failure ] && echo --dump "$tmp/chat-ff.dump")
@@ -464,6 +470,20 @@ MD
 			done
 		fi
 	done
+
+	printf '### Failover tiers (`tests/sim/examples/tiers.conf`, `--scenario tiers`)\n\n'
+	printf 'Synthetic chat on gpu1-4 (tier 1) and api1-2 (tier 2: speed 0.5, cost 5, a proxied API; docs/tiers.md). warmlane knows the tiers; the other policies balance over all six, as HAProxy does without `backup`. Without faults:\n\n'
+	csv_md <"$tmp/tiers-healthy.csv"
+	printf '\n%s. Expectation (issue 21): tier 2 gets nothing while tier 1 is healthy (t2_healthy), takes over within a few requests of each fault (takeover: requests from its start to the first 10 decisions in a row to tier 2; never: it did not), and gets nothing once the half-open probes of a tier-1 endpoint succeeded (t2_after: tier-2 requests arriving after that, until the next fault); t2_tail is its share in the last fifth of the run. t1_in counts the requests tier 1 got during each fault: the failures before the takeover, then the half-open probes of each Retry-After.\n\n' "$(grep -m1 '^# scenario' "$tmp/chat-tiers.txt" | sed 's/^# scenario //')"
+	csv_md <"$tmp/chat-tiers.csv"
+	printf '\n'
+	scen_md <"$tmp/chat-tiers.txt"
+	printf '\nwarmlane with the log input (`--log-ingest`: a streamed probe counts at its end, so a breaker closes later), anonymous (`--keys none`) and with 2 independent agents (`--agents 2`):\n\n'
+	scen_md <"$tmp/chat-tiers-log.txt" | grep -e '^| policy' -e '^|---' -e '^| warmlane ' |
+		sed 's/^| warmlane |/| warmlane, log input |/'
+	scen_md <"$tmp/chat-tiers-anon.txt" | grep '^| warmlane ' | sed 's/^| warmlane |/| warmlane, anonymous |/'
+	scen_md <"$tmp/chat-tiers-agents2.txt" | grep '^| warmlane ' | sed 's/^| warmlane |/| warmlane, 2 agents |/'
+	printf '\n'
 	if [ -f "$notes" ]; then
 		cat "$notes"
 	fi

@@ -1,6 +1,8 @@
 /* sim_cfg.c - parser of the simulator's fleet files (endpoints, router timing, faults). */
 #include "sim_cfg.h"
 
+#include "params.h" /* CORE_TIER_MAX */
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -153,6 +155,12 @@ static int p_ep_key(struct sim_ep_params *e, const char *k, const char *v)
 		if (strcmp(k, dbl[i].name) == 0)
 			return p_num(v, dbl[i].dst) < 0 ? -1 : 0;
 	double d;
+	if (strcmp(k, "tier") == 0) {
+		if (p_num(v, &d) < 0 || d != floor(d) || d < 1 || d > CORE_TIER_MAX)
+			return -1;
+		e->tier = (uint32_t)d;
+		return 0;
+	}
 	if (strcmp(k, "max_running") == 0 || strcmp(k, "cache_blocks") == 0) {
 		if (p_num(v, &d) < 0 || d != floor(d) || d > 1e8)
 			return -1;

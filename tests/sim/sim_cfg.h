@@ -50,6 +50,7 @@ struct sim_ep_params {
 	double header_ms;              /* delay of immediate headers */
 	double error_ms;               /* time to an instant error */
 	int64_t start_us, stop_us;     /* present in HAProxy from start to stop */
+	uint32_t tier;                 /* warmlane's failover tier (1..8; 0 = 1) */
 };
 
 struct sim_fleet_cfg {

@@ -27,6 +27,7 @@ struct wl {
 	/* --shared-hints: the HAProxies' shared table, and this agent. */
 	struct sim_hints *hints;
 	uint32_t agent;
+	const struct sim_fleet_cfg *cfg; /* the endpoints' failover tiers */
 };
 
 static void wl_destroy(void *st)
@@ -52,6 +53,7 @@ static int wl_add(struct wl *s, uint32_t e, double weight, double cost, uint64_t
 		.key_id = "k",
 		.weight = weight,
 		.cost_per_mtok = cost,
+		.tier = e < s->cfg->nep ? s->cfg->ep[e].tier : 0,
 	};
 	int i = core_endpoint_add(s->core, &cfg, now_ms);
 	if (i < 0)
@@ -78,6 +80,7 @@ static void *wl_create(const struct sim_policy_env *env)
 		return NULL;
 	uint32_t n = env->nep ? env->nep : 1;
 	s->n = env->nep;
+	s->cfg = env->cfg;
 	s->idx = malloc(n * sizeof(*s->idx));
 	s->names = calloc(n, sizeof(*s->names));
 	struct core_params p;
@@ -99,6 +102,8 @@ static void *wl_create(const struct sim_policy_env *env)
 		{ "idle_reset_ms", NULL, &p.idle_reset_ms },
 		{ "breaker_cooldown_ms", NULL, &p.breaker_cooldown_ms },
 		{ "rate_limit_cooldown_ms", NULL, &p.rate_limit_cooldown_ms },
+		{ "tier_spill", &p.tier_spill, NULL },
+		{ "tier_return_ms", NULL, &p.tier_return_ms },
 	};
 	for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++) {
 		double d;

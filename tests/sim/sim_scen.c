@@ -9,6 +9,10 @@
 
 #define FAST_FAIL_ALLOWANCE 20 /* requests after the first failure before it must be avoided */
 #define RETRY_AFTER_S 30
+#define TIERS_TIER1 4  /* tiers: endpoints @0..@3 are tier 1 (examples/tiers.conf) */
+#define TIERS_RETRY_AFTER_S 20
+#define TIERS_RUN 10   /* decisions in a row to tier 2: it took over */
+#define TIERS_PROBES 3 /* half_open_probes */
 
 static const struct sim_scen scens[] = {
 	{ "baseline", "no faults", 1, SIM_REF_NONE, -1 },
@@ -26,6 +30,8 @@ static const struct sim_scen scens[] = {
 	  "(retries 2, redispatch) unless warmlane's retry budget marks the request noretry (--log-ingest)",
 	  1, SIM_REF_NONE, -1 },
 	{ "recover", "gpu2 (index 1) is 5x slower from 20% to 40% of the requests, then recovers", 1, SIM_REF_NONE, 1 },
+	{ "tiers", "failover tiers (run with examples/tiers.conf): tier 1 (@0..@3) answers 429 Retry-After 20 "
+	  "from 20% to 35% of the requests, 503 from 60% to 70%; tier 2 is slower and costlier", 1, SIM_REF_NONE, -1 },
 	{ "agents-2", "2 independent agents behind a random spray", 2, SIM_REF_ONEAGENT, -1 },
 	{ "agents-4", "4 independent agents behind a random spray", 4, SIM_REF_ONEAGENT, -1 },
 };
@@ -93,7 +99,15 @@ void sim_scen_faults(const struct sim_scen *sc, const struct sim_workload *w, ui
 			 t, span_at(w, 0.2), span_at(w, 0.6));
 	else if (strcmp(sc->name, "scale-out") == 0)
 		snprintf(buf, len, "\n[endpoint]\nname = added\nstart = %.3f\n", span_at(w, 0.5));
-	else if (strcmp(sc->name, "retry-storm") == 0) {
+	else if (strcmp(sc->name, "tiers") == 0) {
+		int n = 0;
+		for (uint32_t e = 0; e < TIERS_TIER1 && e < nep && n >= 0 && (size_t)n < len; e++)
+			n += snprintf(buf + n, len - (size_t)n,
+				      "\n[fault]\nendpoint = @%u\nkind = 429\nretry_after = %d\nstart = %.3f\nend = %.3f\n"
+				      "[fault]\nendpoint = @%u\nkind = 503\nstart = %.3f\nend = %.3f\n",
+				      e, TIERS_RETRY_AFTER_S, span_at(w, 0.2), span_at(w, 0.35), e,
+				      span_at(w, 0.6), span_at(w, 0.7));
+	} else if (strcmp(sc->name, "retry-storm") == 0) {
 		int n = snprintf(buf, len, "\n[router]\nretries = 2\n");
 		for (uint32_t e = 0; e < nep && n > 0 && (size_t)n < len; e++)
 			n += snprintf(buf + n, len - (size_t)n,
@@ -130,6 +144,78 @@ static double keys_moved(const struct sim_run *run, int64_t t_us)
 	sim_map_finish(&before);
 	sim_map_finish(&after);
 	return both ? (double)moved / (double)both : 0;
+}
+
+/* Whether the request went to a worse tier than 1 (no endpoint: no). */
+static int tiers_worse(const struct sim_run *run, size_t i)
+{
+	int32_t e = run->rec[i].ep;
+	return e >= 0 && (uint32_t)e < run->cfg->nep && run->cfg->ep[e].tier > 1;
+}
+
+static void analyse_tiers(const struct sim_run *run, struct sim_scen_result *res)
+{
+	const struct sim_workload *w = run->w;
+	const double from[2] = { 0.2, 0.6 }, to[2] = { 0.35, 0.7 };
+	int64_t t0 = (int64_t)(span_at(w, 0.2) * 1e6), tail = (int64_t)(span_at(w, 0.8) * 1e6);
+	size_t n0 = 0, h0 = 0, nt = 0, ht = 0;
+	for (size_t i = 0; i < w->n; i++) {
+		int64_t t = w->req[i].arrival_us;
+		if (t < t0) {
+			n0++;
+			h0 += tiers_worse(run, i);
+		}
+		if (t >= tail) {
+			nt++;
+			ht += tiers_worse(run, i);
+		}
+	}
+	res->t2_healthy = n0 ? (double)h0 / (double)n0 : 0;
+	res->t2_healthy_n = h0;
+	res->t2_tail = nt ? (double)ht / (double)nt : 0;
+	for (int k = 0; k < 2; k++) {
+		int64_t a = (int64_t)(span_at(w, from[k]) * 1e6), b = (int64_t)(span_at(w, to[k]) * 1e6);
+		size_t n = 0, h = 0;
+		/* When tier 1 could serve again: for each tier-1 endpoint, the
+		 * last end of its first TIERS_PROBES successes among the
+		 * requests it got after the fault ended (its half-open probes:
+		 * the breaker closes on them, at their headers, or with the
+		 * log input at their ends); the earliest of those. */
+		uint32_t oks[TIERS_TIER1] = { 0 };
+		int64_t last_end[TIERS_TIER1] = { 0 };
+		int64_t back_us = INT64_MAX;
+		for (size_t i = 0; i < w->n; i++) {
+			int64_t t = w->req[i].arrival_us;
+			if (t >= a && t < b) {
+				n++;
+				h += tiers_worse(run, i);
+				res->t1_in[k] += run->rec[i].ep >= 0 && !tiers_worse(run, i);
+			}
+			int32_t e = run->rec[i].ep;
+			if (t >= b && e >= 0 && e < TIERS_TIER1 && !tiers_worse(run, i) && run->rec[i].admitted &&
+			    oks[e] < TIERS_PROBES) {
+				if (run->rec[i].t_end_us > last_end[e])
+					last_end[e] = run->rec[i].t_end_us;
+				if (++oks[e] == TIERS_PROBES && last_end[e] < back_us)
+					back_us = last_end[e];
+			}
+		}
+		res->t2_in[k] = n ? (double)h / (double)n : 0;
+		size_t first = w->n, run_n = 0, seen = 0;
+		for (size_t i = 0; i < w->n && first == w->n; i++) {
+			if (w->req[i].arrival_us < a)
+				continue;
+			seen++;
+			run_n = tiers_worse(run, i) ? run_n + 1 : 0;
+			if (run_n == TIERS_RUN)
+				first = seen - TIERS_RUN;
+		}
+		res->takeover[k] = first == w->n ? SIZE_MAX : first; /* SIZE_MAX: never */
+		/* until the next fault (or the tail) */
+		int64_t until = k == 0 ? (int64_t)(span_at(w, from[1]) * 1e6) : tail;
+		for (size_t i = 0; i < w->n && w->req[i].arrival_us < until; i++)
+			res->t2_after[k] += w->req[i].arrival_us >= back_us && tiers_worse(run, i);
+	}
 }
 
 void sim_scen_analyse(const struct sim_scen *sc, const struct sim_run *run, const struct sim_run *ref,
@@ -238,6 +324,8 @@ void sim_scen_analyse(const struct sim_scen *sc, const struct sim_run *run, cons
 				 (double)run->cfg->retries * run->agents;
 		}
 		res->attempts_bound = bound;
+	} else if (strcmp(sc->name, "tiers") == 0) {
+		analyse_tiers(run, res);
 	} else if (strcmp(sc->name, "scale-out") == 0) {
 		int64_t t = (int64_t)(span_at(w, 0.5) * 1e6);
 		res->keys_moved = keys_moved(run, t);
@@ -273,6 +361,10 @@ void sim_scen_print_header(FILE *out, const struct sim_scen *sc)
 	else if (strcmp(sc->name, "scale-out") == 0)
 		fprintf(out, "%-14s %11s %14s %11s %10s\n", "policy", "keys_moved", "moved_without", "difference",
 			"new_share");
+	else if (strcmp(sc->name, "tiers") == 0)
+		fprintf(out, "%-14s %10s %12s %10s %10s %11s %12s %10s %10s %11s %10s\n", "policy", "t2_healthy",
+			"takeover429", "t1_in_429", "t2_in_429", "t2_after429", "takeover503", "t1_in_503",
+			"t2_in_503", "t2_after503", "t2_tail");
 	else if (strcmp(sc->name, "retry-storm") == 0)
 		fprintf(out, "%-14s %10s %10s %12s %8s %8s %8s\n", "policy", "requests", "attempts",
 			"per_request", "bound", "noretry", "errors");
@@ -297,6 +389,18 @@ void sim_scen_print_row(FILE *out, const struct sim_scen *sc, const char *policy
 	}
 	else if (strcmp(sc->name, "rate-limit") == 0)
 		fprintf(out, "%-14s %14zu %8zu\n", policy, res->target_count, res->window_bound);
+	else if (strcmp(sc->name, "tiers") == 0) {
+		char tk[2][24];
+		for (int k = 0; k < 2; k++) {
+			if (res->takeover[k] == SIZE_MAX)
+				snprintf(tk[k], sizeof(tk[k]), "never");
+			else
+				snprintf(tk[k], sizeof(tk[k]), "%zu", res->takeover[k]);
+		}
+		fprintf(out, "%-14s %9.2f%% %12s %10zu %9.2f%% %11zu %12s %10zu %9.2f%% %11zu %9.2f%%\n", policy,
+			100 * res->t2_healthy, tk[0], res->t1_in[0], 100 * res->t2_in[0], res->t2_after[0], tk[1],
+			res->t1_in[1], 100 * res->t2_in[1], res->t2_after[1], 100 * res->t2_tail);
+	}
 	else if (strcmp(sc->name, "retry-storm") == 0)
 		fprintf(out, "%-14s %10zu %10zu %12.3f %8.0f %8zu %8zu\n", policy, res->burst_requests,
 			res->burst_attempts,
@@ -368,6 +472,32 @@ int sim_scen_expect(const struct sim_scen *sc, const char *policy, const struct 
 		bad += check(out, (double)res->burst_attempts <= res->attempts_bound, policy,
 			     "upstream attempts during the burst <=", (double)res->burst_attempts,
 			     res->attempts_bound);
+		return bad;
+	}
+	if (strcmp(sc->name, "tiers") == 0) {
+		/* issue 21: no tier-2 request while tier 1 is healthy; tier
+		 * 2 takes over within a few requests of a 429 window (one
+		 * 429 opens each breaker) and within breaker_consecutive 503s
+		 * per tier-1 endpoint of a burst, three times over for the
+		 * successes of requests begun before it (each resets the
+		 * run); back to tier 1 once the half-open probes of one
+		 * tier-1 endpoint succeeded: a few requests decided while
+		 * their answers were on their way at most. */
+		const double probes = TIERS_TIER1 * TIERS_PROBES;
+		int bad = check(out, res->t2_healthy_n == 0, policy, "tier-2 requests while tier 1 is healthy ==",
+				(double)res->t2_healthy_n, 0);
+		bad += check(out, res->takeover[0] <= TIERS_TIER1 * 2, policy,
+			     "requests before tier 2 took over the 429 window <=", (double)res->takeover[0],
+			     TIERS_TIER1 * 2);
+		bad += check(out, res->takeover[1] <= TIERS_TIER1 * 5 * 3, policy,
+			     "requests before tier 2 took over the 503 burst <=", (double)res->takeover[1],
+			     TIERS_TIER1 * 5 * 3);
+		for (int k = 0; k < 2; k++)
+			bad += check(out, (double)res->t2_after[k] <= probes, policy,
+				     k == 0 ? "tier-2 requests after tier 1's half-open probes succeeded (429s) <="
+					    : "tier-2 requests after tier 1's half-open probes succeeded (503s) <=",
+				     (double)res->t2_after[k], probes);
+		bad += check(out, res->t2_tail == 0, policy, "tier-2 share in the last fifth ==", res->t2_tail, 0);
 		return bad;
 	}
 	if (strcmp(sc->name, "agents-2") == 0 || strcmp(sc->name, "agents-4") == 0)

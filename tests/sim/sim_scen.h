@@ -40,6 +40,17 @@ struct sim_scen_result {
 	 * fail, and the attempts the retry budget allows them. */
 	size_t burst_requests, burst_attempts, burst_noretry, burst_errors;
 	double attempts_bound;
+	/* tiers: tier 2's share before any fault, the requests tier 1 got
+	 * during each fault (429 window, 503 burst: what failed before the
+	 * takeover, and the probes), tier 2's share during each, the
+	 * requests tier 2 got after tier 1's first success once each fault
+	 * ended (its half-open probes), and tier 2's share in the last
+	 * fifth of the run. */
+	double t2_healthy, t2_in[2], t2_tail;
+	size_t t1_in[2], t2_after[2], t2_healthy_n;
+	/* requests from a fault's start to the first of TIERS_RUN decisions
+	 * in a row to tier 2: how soon tier 2 took over */
+	size_t takeover[2];
 };
 
 /* Number of scenarios and the i-th. */

@@ -59,6 +59,8 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert_int_eq(a->session_scope, b->session_scope);
 	ck_assert_uint_eq(a->dead_key_retry_ms, b->dead_key_retry_ms);
 	ck_assert_uint_eq(a->model_mismatch_404s, b->model_mismatch_404s);
+	ck_assert_double_eq(a->tier_spill, b->tier_spill);
+	ck_assert_uint_eq(a->tier_return_ms, b->tier_return_ms);
 	ck_assert_uint_eq(a->poll_interval_ms, b->poll_interval_ms);
 	ck_assert_uint_eq(a->snapshot_interval_ms, b->snapshot_interval_ms);
 }
@@ -644,6 +646,61 @@ START_TEST(semantic_session_scope)
 }
 END_TEST
 
+/* Failover tiers: endpoints[].tier, backends[].tier, policy.tier_spill
+ * and tier_return, each error at its line and column. */
+START_TEST(tiers_section)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert_double_eq(cfg.params.tier_spill, 0);
+	ck_assert_uint_eq(cfg.params.tier_return_ms, 0);
+	ck_assert_int_eq(load(&cfg,
+		"policy: {tier_spill: 12.5, tier_return: 30s}\n"
+		"backends:\n"
+		"  - {name: api, tier: 2}\n"
+		"  - {name: gpu}\n"
+		"endpoints:\n"
+		"  - {backend: gpu, server: g1}\n"
+		"  - {backend: api, server: a1, keys: [k1]}\n"
+		"  - {backend: api, server: spare, tier: 3}\n"
+		"  - {backend: gpu, server: bck, tier: 1}\n"), 0);
+	ck_assert_double_eq(cfg.params.tier_spill, 12.5);
+	ck_assert_uint_eq(cfg.params.tier_return_ms, 30000);
+	ck_assert_uint_eq(cfg.n_backends, 2);
+	ck_assert_uint_eq(cfg.backends[1].tier, 1);
+	ck_assert_uint_eq(cfg.endpoints[0].tier, 0); /* not given */
+	ck_assert_uint_eq(config_tier(&cfg, "gpu", &cfg.endpoints[0]), 1);
+	ck_assert_uint_eq(config_tier(&cfg, "api", &cfg.endpoints[1]), 2);
+	ck_assert_uint_eq(config_tier(&cfg, "api", &cfg.endpoints[2]), 3);
+	ck_assert_uint_eq(config_tier(&cfg, "gpu", &cfg.endpoints[3]), 1);
+	ck_assert_uint_eq(cfg.endpoints[3].tier, 1); /* given: lifts backup */
+	/* A server of HAProxy's alone takes its backend's. */
+	ck_assert_uint_eq(config_tier(&cfg, "api", NULL), 2);
+	ck_assert_uint_eq(config_tier(&cfg, "other", NULL), 1);
+
+	ck_assert_int_eq(load(&cfg,
+		"policy: {tier_spill: -1, tier_return: 25h}\n"
+		"backends:\n"
+		"  - {name: api, tier: 0}\n"
+		"  - {name: api, tier: 1.5}\n"
+		"  - {tier: 2}\n"
+		"endpoints:\n"
+		"  - {backend: gpu, server: g1, tier: 9}\n"), -EINVAL);
+	assert_has(err, "t.yaml:1:22: policy.tier_spill: must be in [0, 1000000], got -1\n");
+	assert_has(err, "t.yaml:1:39: policy.tier_return: must be between 0ms and 24h, got 25h\n");
+	assert_has(err, "t.yaml:3:23: backends[0].tier: must be between 1 and 8, got 0\n");
+	assert_has(err, "backends[1].name: duplicate of backends[0] (\"api\")\n");
+	assert_has(err, "t.yaml:4:23: backends[1].tier: must be a whole number, got 1.5\n");
+	assert_has(err, "backends[2].name: required\n");
+	assert_has(err, "t.yaml:7:38: endpoints[0].tier: must be between 1 and 8, got 9\n");
+	/* The running configuration is kept. */
+	ck_assert_double_eq(cfg.params.tier_spill, 12.5);
+	ck_assert_int_eq(load(&cfg, "backends: [{name: api, tierr: 2}]\n"), -EINVAL);
+	assert_has(err, "tier");
+	config_finish(&cfg);
+}
+END_TEST
+
 START_TEST(durations)
 {
 	static const struct {
@@ -968,6 +1025,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, connection_limits);
 	tcase_add_test(tc, retry_budget_section);
 	tcase_add_test(tc, semantic_session_scope);
+	tcase_add_test(tc, tiers_section);
 	tcase_add_test(tc, durations);
 	tcase_add_test(tc, listen_addresses);
 	tcase_add_test(tc, listen_override);

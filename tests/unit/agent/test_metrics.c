@@ -278,7 +278,8 @@ START_TEST(scrape_after_traffic)
 
 	/* Decisions: every reason listed, their sum what was sent. */
 	static const char *const reasons[] = { "affinity", "hash", "spill",
-		"p2c", "cooldown_fallback", "key_fallback", "no_model", "none" };
+		"p2c", "cooldown_fallback", "key_fallback", "no_model", "none",
+		"failover" };
 	double sum = 0;
 	char series[256];
 	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
@@ -303,6 +304,12 @@ START_TEST(scrape_after_traffic)
 	/* The key id is a label, escaped per the text format. */
 	ck_assert_double_eq(sample(b, "warmlane_endpoint_responses_total{backend=\"llm\",server=\"gpu1\",key=\"k\\\"1\\\\\",class=\"success\"}"), 1);
 	ck_assert_double_eq(sample(b, "warmlane_endpoints"), 2);
+	/* Failover tiers: no tier configured, one series, every decision
+	 * that named an endpoint in it; the endpoints' tier 1. */
+	ck_assert_double_eq(sample(b, "warmlane_tier_decisions_total{tier=\"1\"}"), 3);
+	ck_assert_double_eq(sample(b, "warmlane_tier_decisions_total{tier=\"2\"}"), -1);
+	ck_assert_double_eq(sample(b, "warmlane_decisions_total{reason=\"failover\"}"), 0);
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_tier{backend=\"llm\",server=\"gpu2\"}"), 1);
 	ck_assert(sample(b, "warmlane_endpoint_in_flight{backend=\"llm\",server=\"gpu2\"}") >= 0);
 	ck_assert(sample(b, "warmlane_endpoint_ttfb_ewma_seconds{backend=\"llm\",server=\"gpu2\",kind=\"plain\"}") >= 0);
 	ck_assert(sample(b, "warmlane_endpoint_ttfb_ewma_seconds{backend=\"llm\",server=\"gpu2\",kind=\"stream\"}") >= 0);

@@ -380,6 +380,60 @@ START_TEST(stop_during_parse)
 }
 END_TEST
 
+/* Failover tiers on reload: a configured server takes its entry's new
+ * tier, a server HAProxy alone has takes its backend's new default
+ * (backends[]), keeping their statistics. */
+START_TEST(reload_applies_tiers)
+{
+	struct harness h;
+	harness_init(&h, initial_yaml);
+	struct route *r = &h.srv.route;
+	/* api/p1: HAProxy's alone, as a poll adds it. */
+	ck_assert_int_eq(route_server_add(r, core_str_c("api"), core_str_c("p1"), 0), 1);
+	int g = core_endpoint_find(r->core, core_str_c("llm"), core_str_c("gpu1"),
+				   (struct core_str){ NULL, 0 });
+	int p = core_endpoint_find(r->core, core_str_c("api"), core_str_c("p1"),
+				   (struct core_str){ NULL, 0 });
+	ck_assert_int_ge(g, 0);
+	ck_assert_int_ge(p, 0);
+	struct core_endpoint_info in;
+	ck_assert_int_eq(core_endpoint_info(r->core, p, 0, &in), 0);
+	ck_assert_uint_eq(in.tier, 1);
+
+	char dir[64], next_yaml[512], sock[128];
+	make_temp_dir(dir, sizeof(dir));
+	snprintf(sock, sizeof(sock), "%s/s.sock", dir);
+	snprintf(next_yaml, sizeof(next_yaml),
+		"listen: [\"unix:%s\"]\n"
+		"metrics: {listen: \"\"}\n"
+		"runtime_api: {socket: \"\"}\n"
+		"state: {file: \"\"}\n"
+		"log_input: {path: \"\"}\n"
+		"backends: [{name: api, tier: 2}]\n"
+		"endpoints:\n"
+		"  - {backend: llm, server: gpu1, tier: 3}\n", sock);
+	struct config next;
+	char err[1024];
+	ck_assert_int_eq(config_init(&next), 0);
+	ck_assert_int_eq(config_load_data(&next, "t.yaml", next_yaml, strlen(next_yaml),
+					  err, sizeof(err)), 0);
+	struct reload_plan plan;
+	ck_assert_int_eq(reload_prepare(&plan, &h.srv, &h.cfg, &next, "t.yaml"), 0);
+	struct metrics *m = NULL;
+	struct reload_changes ch;
+	reload_commit(&plan, &h.srv, &h.cfg, &m, uv_now(&h.loop), &ch);
+	ck_assert_uint_eq(ch.failed, 0);
+	ck_assert_uint_eq(ch.updated, 2);
+	ck_assert_int_eq(core_endpoint_info(r->core, g, 0, &in), 0);
+	ck_assert_uint_eq(in.tier, 3);
+	ck_assert_int_eq(core_endpoint_info(r->core, p, 0, &in), 0);
+	ck_assert_uint_eq(in.tier, 2);
+	harness_finish(&h);
+	unlink(sock);
+	rmdir(dir);
+}
+END_TEST
+
 static Suite *reload_suite(void)
 {
 	Suite *s = suite_create("agent-reload");
@@ -387,6 +441,7 @@ static Suite *reload_suite(void)
 	tcase_add_test(tc, answers_while_parsing);
 	tcase_add_test(tc, requests_coalesced);
 	tcase_add_test(tc, stop_during_parse);
+	tcase_add_test(tc, reload_applies_tiers);
 	suite_add_tcase(s, tc);
 	return s;
 }

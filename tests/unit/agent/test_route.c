@@ -727,6 +727,7 @@ START_TEST(arg_names_exact)
 			 "cooldown_fallback");
 	ck_assert_str_eq(route_reason_name(ROUTE_NO_MODEL), "no_model");
 	ck_assert_str_eq(route_reason_name(ROUTE_NONE), "none");
+	ck_assert_str_eq(route_reason_name(ROUTE_FAILOVER), "failover");
 	ck_assert_str_eq(route_reason_name(ROUTE_REASON_COUNT), "unknown");
 }
 END_TEST

@@ -475,6 +475,92 @@ START_TEST(poller_syncs_core)
 }
 END_TEST
 
+/* Failover tiers through the poll: a backup server stays HAProxy's
+ * (NOLB) unless its endpoints[] entry gives it a tier; a server HAProxy
+ * alone has takes its backend's tier (backends[]); warmlane then fails
+ * over to them only when tier 1 cannot serve. */
+START_TEST(poller_backup_tiers)
+{
+	char dir[64], yaml[1024], sock[160];
+	make_temp_dir(dir, sizeof(dir));
+	snprintf(sock, sizeof(sock), "%s/stats.sock", dir);
+	snprintf(yaml, sizeof(yaml),
+		 "runtime_api: {socket: \"%s\", poll_interval: 10ms, backends: [llm, api]}\n"
+		 "backends: [{name: api, tier: 2}]\n"
+		 "endpoints:\n"
+		 "  - {backend: llm, server: s1}\n"
+		 "  - {backend: llm, server: b2, tier: 3}\n",
+		 sock);
+	static const char *const answers[] = {
+		HDR
+		"llm,s1,0,,0,,UP,1,2,http,\n"
+		"llm,b1,0,,0,,UP,1,2,http,1\n"
+		"llm,b2,0,,0,,UP,1,2,http,1\n"
+		"api,p1,0,,0,,UP,1,2,http,\n\n",
+		HDR
+		"llm,s1,0,,0,,MAINT,1,2,http,\n"
+		"llm,b1,0,,0,,UP,1,2,http,1\n"
+		"llm,b2,0,,0,,UP,1,2,http,1\n"
+		"api,p1,0,,0,,DOWN,1,2,http,\n\n",
+	};
+	fake_answers = answers;
+	fake_n_answers = 2;
+	fake_conns = 0;
+
+	struct harness h;
+	harness_init(&h, yaml);
+	uv_pipe_t ls;
+	ck_assert_int_eq(uv_pipe_init(&h.loop, &ls, 0), 0);
+	ck_assert_int_eq(uv_pipe_bind(&ls, sock), 0);
+	ck_assert_int_eq(uv_listen((uv_stream_t *)&ls, 8, fake_accept), 0);
+	struct runtime *rt = malloc(sizeof(*rt));
+	ck_assert_int_eq(runtime_init(rt, &h.loop, &h.srv.route, &h.srv.stats,
+				      &h.cfg), 0);
+	ck_assert_int_eq(runtime_start(rt), 0);
+	/* Poll 1 applied: b1 and p1 joined (s1 and b2 are configured). */
+	run_until(&h, &rt->servers_added, 2);
+
+	ck_assert_int_eq(ep_info(&h, "llm/b1", NULL).admin, CORE_ADMIN_NOLB);
+	struct core_endpoint_info b2 = ep_info(&h, "llm/b2", NULL);
+	ck_assert_int_eq(b2.admin, CORE_ADMIN_ENABLED);
+	ck_assert_uint_eq(b2.tier, 3);
+	ck_assert_uint_eq(ep_info(&h, "api/p1", NULL).tier, 2);
+	ck_assert_uint_eq(ep_info(&h, "llm/s1", NULL).tier, 1);
+
+	struct route_request req;
+	struct route_decision d;
+	memset(&req, 0, sizeof(req));
+	for (int i = 0; i < ROUTE_ARG_COUNT; i++)
+		req.args[i] = spop_data_null();
+	for (int i = 0; i < 20; i++) {
+		route_decide(&h.srv.route, &req, &d);
+		ck_assert_str_eq(d.server, "s1");
+		ck_assert_int_eq(d.reason, ROUTE_P2C);
+		route_take_back(&h.srv.route, d.endpoint);
+	}
+	/* s1 in maintenance: api/p1 (tier 2), then, p1 down too, the
+	 * backup b2 (tier 3); never b1. */
+	while (ep_info(&h, "llm/s1", NULL).admin != CORE_ADMIN_MAINT)
+		run_until(&h, &h.srv.stats.runtime_polls,
+			  h.srv.stats.runtime_polls + 1);
+	for (int i = 0; i < 20; i++) {
+		route_decide(&h.srv.route, &req, &d);
+		ck_assert_str_eq(d.server, "b2");
+		ck_assert_int_eq(d.reason, ROUTE_FAILOVER);
+		ck_assert_uint_eq(d.tier, 3);
+		route_take_back(&h.srv.route, d.endpoint);
+	}
+
+	uv_close((uv_handle_t *)&ls, NULL);
+	unlink(sock);
+	runtime_stop(rt);
+	harness_finish(&h);
+	runtime_finish(rt);
+	free(rt);
+	rmdir(dir);
+}
+END_TEST
+
 /* The default socket of a host without HAProxy: logged once, never an
  * error, routing on the configured endpoints. */
 START_TEST(poller_unreachable)
@@ -797,6 +883,7 @@ static Suite *runtime_suite(void)
 	tcase_add_test(tc, csv_by_name);
 	tcase_add_test(tc, status_words);
 	tcase_add_test(tc, poller_syncs_core);
+	tcase_add_test(tc, poller_backup_tiers);
 	tcase_add_test(tc, poller_unreachable);
 	tcase_add_test(tc, release_after_close_callbacks);
 	tcase_add_test(tc, apply_every_http_backend);

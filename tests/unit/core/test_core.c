@@ -2371,6 +2371,8 @@ START_TEST(defaults_match_architecture)
 	ck_assert_uint_eq(p.rate_limit_cooldown_max_ms, 600000);
 	ck_assert_int_eq(p.session_scope, CORE_SESSION_CALLER);
 	ck_assert_uint_eq(p.dead_key_retry_ms, 60000);
+	ck_assert_double_eq(p.tier_spill, 0);
+	ck_assert_uint_eq(p.tier_return_ms, 0);
 	ck_assert_uint_eq(p.poll_interval_ms, 200);
 	ck_assert_uint_eq(p.snapshot_interval_ms, 10000);
 }
@@ -2388,6 +2390,13 @@ START_TEST(cached_views_match_rebuilt)
 	struct core_params kp;
 	core_params_defaults(&kp);
 	kp.key_probe = true; /* dead keys and their last resort too */
+	/* Runs 2 and 3: failover tiers (s4, s5 in tier 2; run 3 also spills
+	 * a full tier and holds sessions on tier 2 for a while). */
+	bool tiered = _i >= 2;
+	if (_i == 3) {
+		kp.tier_spill = 6;
+		kp.tier_return_ms = 2000;
+	}
 	fx_init(&a, 0, &kp);
 	fx_init(&b, 0, &kp);
 	static const char *const models[][2] = {
@@ -2403,6 +2412,7 @@ START_TEST(cached_views_match_rebuilt)
 			.backend = "be", .server = name, .models = ms, .n_models = n,
 			.weight = 1 + i % 3, .cost_per_mtok = i,
 			.key_id = i == 4 ? NULL : "k",
+			.tier = tiered && i >= 4 ? 2 : 0,
 		};
 		a.ep[i] = core_endpoint_add(a.c, &cfg, a.now);
 		b.ep[i] = core_endpoint_add(b.c, &cfg, b.now);
@@ -2492,10 +2502,17 @@ START_TEST(cached_views_match_rebuilt)
 	ck_assert_mem_eq(sa.decisions, sb.decisions, sizeof(sa.decisions));
 	/* The history went through most paths (spill needs a rarer
 	 * conjunction: its own test has it). */
+	ck_assert_mem_eq(sa.tier_decisions, sb.tier_decisions,
+			 sizeof(sa.tier_decisions));
 	for (int r = 0; r < CORE_REASON_COUNT; r++)
 		if (r != CORE_REASON_NONE && r != CORE_REASON_NO_MODEL &&
-		    r != CORE_REASON_SPILL)
+		    r != CORE_REASON_SPILL && r != CORE_REASON_FAILOVER)
 			ck_assert_msg(sa.decisions[r] > 0, "no %s", core_reason_name((enum core_reason)r));
+	/* Without tiers, nothing is a failover; with them, some are. */
+	if (tiered)
+		ck_assert_uint_gt(sa.decisions[CORE_REASON_FAILOVER], 0);
+	else
+		ck_assert_uint_eq(sa.decisions[CORE_REASON_FAILOVER], 0);
 	fx_finish(&a);
 	fx_finish(&b);
 }
