@@ -21,7 +21,7 @@ import re
 import sys
 
 # Sections of the man page whose bare terms are the fields of one mapping.
-SECTION_OF = {"POLICY": "policy", "ENDPOINTS": "endpoints"}
+SECTION_OF = {"POLICY": "policy", "ENDPOINTS": "endpoints", "BACKENDS": "backends"}
 # Sections whose terms are not configuration fields.
 NOT_FIELDS = {"NAME", "SYNOPSIS", "DESCRIPTION", "EXAMPLE", "VARIABLES", "SEE ALSO"}
 
@@ -29,6 +29,7 @@ KEY = re.compile(r"^(?P<indent> *)(?P<item>- )?(?P<key>[a-z_0-9]+):")
 TERM = re.compile(r"\*([a-z_0-9.]+)\*")
 
 COMMENTED = re.compile(r"^(\s*)# ([a-z_]+: [\"\[{0-9].*)$")
+SECTION_START = re.compile(r"^#[a-z_]+:\s*$")
 
 
 def source_root():
@@ -39,16 +40,26 @@ def source_root():
 def example_fields(path):
     """{dotted path: line} of every mapping key of the example."""
     out, stack = {}, []  # stack of (indent, key)
+    in_block = False
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             # An optional field shown commented out ("    # key: VALUE",
             # the "#" where the key would be, VALUE quoted, a list, a
             # mapping or a number) is shown all the same.
+            # A whole optional section commented out: "#key:" at the
+            # start of a line, then its lines as "#  ...".
             c = COMMENTED.match(line)
-            if c:
-                line = c.group(1) + c.group(2) + "\n"
+            if SECTION_START.match(line):
+                line, in_block = line[1:], True
+            elif in_block and line.startswith("#  "):
+                line = line[1:]
+            elif c:
+                line, in_block = c.group(1) + c.group(2) + "\n", False
             elif line.lstrip().startswith("#"):
+                in_block = False
                 continue
+            else:
+                in_block = False
             m = KEY.match(line)
             if not m:
                 continue
