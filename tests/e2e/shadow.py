@@ -96,6 +96,24 @@ def run_conversations(env, n, turns, tag, pace=0.3):
     return results
 
 
+def fell_open(r):
+    """No answer from warmlane within `timeout processing` (a loaded
+    machine): HAProxy balanced the request without one, in either mode."""
+    return not r.headers.get("x-warmlane-shadow-reason") and \
+        not r.headers.get("x-warmlane-reason")
+
+
+def check_fell_open(results, what):
+    """Fell-open requests are counted and bounded (a tenth), not failed:
+    the test is about what the answers say, not about their latency."""
+    n = sum(len(rs) for rs in results)
+    fell = sum(fell_open(r) for rs in results for r in rs)
+    if fell:
+        log(f"{what}: {fell} of {n} requests fell open (no answer within timeout processing)")
+    assert fell <= n // 10, f"{what}: {fell} of {n} requests fell open"
+    return fell
+
+
 def expected_from_headers(results):
     """What /metrics must say, from the responses alone: (reason, match)
     counts, warm (affinity answers) and warm_missed (affinity answers
@@ -105,6 +123,8 @@ def expected_from_headers(results):
         for r in rs:
             sh = r.headers.get("x-warmlane-shadow-server") or ""
             reason = r.headers.get("x-warmlane-shadow-reason")
+            if fell_open(r):
+                continue  # HAProxy had no answer in time: nothing compared
             assert reason in fe.CORE_REASONS, \
                 f"turn {r.turn} of {r.session}: shadow reason {reason!r}"
             m = "none" if not sh else "yes" if sh == f"llm/{r.served_by}" else "no"
@@ -146,13 +166,15 @@ def shadow(binary, version):
         convs, turns = 6, 6
         res = run_conversations(env, convs, turns, "shadow")
         b1 = fleet_blocks(env)
-        n = convs * turns
+        n = convs * turns - check_fell_open(res, "shadow")
         spread = 0
         affinity_turns = 0
         for rs in res:
             servers = {r.served_by for r in rs}
             spread += len(servers) > 1
             for r in rs:
+                if fell_open(r):
+                    continue
                 assert not r.headers.get("x-warmlane-server") and \
                     not r.headers.get("x-warmlane-backend") and \
                     not r.headers.get("x-warmlane-key") and \
@@ -207,11 +229,14 @@ def shadow(binary, version):
         reload_mode(env, "route", 1)
         before = sum(shadow_counts(metrics(env)).values())
         res = run_conversations(env, convs, 4, "route")
+        check_fell_open(res, "route")
         b2 = fleet_blocks(env)
         moved = 0
         for rs in res:
             moved += len({r.served_by for r in rs}) > 1
             for r in rs:
+                if fell_open(r):
+                    continue
                 assert r.warmlane_server == r.served_by, \
                     f"route mode: warmlane chose {r.warmlane_server}, {r.served_by} answered"
                 assert not r.headers.get("x-warmlane-shadow-server")
@@ -229,12 +254,13 @@ def shadow(binary, version):
         # --- 3. back to shadow ---------------------------------------------
         reload_mode(env, "shadow", 2)
         res = run_conversations(env, 3, 3, "again", pace=0.1)
+        fell = check_fell_open(res, "shadow again")
         for rs in res:
             for r in rs:
                 assert not r.headers.get("x-warmlane-server"), "routing again after the reload"
-                assert r.headers.get("x-warmlane-shadow-server")
+                assert fell_open(r) or r.headers.get("x-warmlane-shadow-server")
         h.wait_until("the new shadow responses", lambda: sum(
-            shadow_counts(metrics(env)).values()) >= after + 9, timeout=10)
+            shadow_counts(metrics(env)).values()) >= after + 9 - fell, timeout=10)
         env.stop_agent_checked()
 
 
