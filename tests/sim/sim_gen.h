@@ -34,6 +34,17 @@ int sim_gen_groups(struct sim_workload *w, const struct sim_gen_params *p);
  * streamed); Poisson arrivals over duration_s. No session. */
 int sim_gen_mixed(struct sim_workload *w, const struct sim_gen_params *p);
 
+/* The engine benchmark's traffic (tests/bench/engine.sh): size
+ * conversations (32) x 4 turns, round by round, 4 clients in a closed loop
+ * (w->closed), never two requests of a conversation at once; one block per
+ * token of ChatML text (w->block_tokens = 1): a shared 947-token system
+ * prefix, 1,380 tokens at turn 1 and 477 more per turn, user turns of the
+ * driver's words, 16-token answers that the next turn sends back
+ * (gen_blocks); half the conversations carry a session id,
+ * the others a prefix key of their own (w->own_keys); half the requests
+ * streamed. 0 or -ENOMEM. */
+int sim_gen_engine(struct sim_workload *w, const struct sim_gen_params *p);
+
 /* Dispatches by name; -EINVAL for an unknown name. */
 int sim_gen_run(const char *name, struct sim_workload *w, const struct sim_gen_params *p);
 

@@ -43,7 +43,8 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: warmlane-sim [options]\n"
 		"  --trace FILE        replay a Mooncake JSONL trace\n"
-		"  --workload NAME     synthetic workload: chat (default), groups, mixed\n"
+		"  --workload NAME     synthetic workload: chat (default), groups, mixed, engine (the\n"
+		"                      engine benchmark's: 32 conversations x 4 turns, 4 clients)\n"
 		"  --size N            chat: conversations; groups: groups; mixed: hundreds of requests\n"
 		"  --duration S        synthetic: span of arrivals in seconds\n"
 		"  --rate X            synthetic: multiply arrival rates by X\n"
@@ -317,7 +318,7 @@ static int load_workload(const struct opts *o, struct sim_workload *w, unsigned 
 		sim_trace_init(w, name);
 		int rc = sim_gen_run(name, w, &gp);
 		if (rc == -EINVAL) {
-			snprintf(err, errlen, "unknown workload %s (chat, groups, mixed)", name);
+			snprintf(err, errlen, "unknown workload %s (chat, groups, mixed, engine)", name);
 			return rc;
 		}
 		if (rc < 0) {
