@@ -217,10 +217,10 @@ def main():
           f"perfect router could reach is {best / p / lc:.2f}x, under the issue's 2x "
           "target for the cached share. Each turn adds 477 new tokens, which every policy "
           "computes, so a TTFT p50 of 0.3x leastconn's needs a traffic shape with more reuse "
-          "per turn (longer conversations or shorter user turns) to be reachable at all. The "
-          "simulator's engine workload takes only the number of conversations today "
-          "(`--size`); its turns and turn sizes are constants of tests/sim/sim_gen.c, to be "
-          "made options before it is used to choose that shape.\n")
+          "per turn (longer conversations or shorter user turns) to be reachable at all; "
+          "`warmlane-sim --config tests/sim/examples/llama.conf --workload engine` with "
+          "`--size`, `--turns`, `--user-chars` and `--clients` tries a shape before the fleet "
+          "runs it.\n")
     write(out_md, o.getvalue(), real_order, means)
     return 0
 

@@ -199,11 +199,7 @@ int sim_gen_mixed(struct sim_workload *w, const struct sim_gen_params *p)
  * with it). A block id is a hash of the whole text up to that byte, so equal
  * ids mean equal prefixes, for the block cache as for the slots. */
 #define ENG_SYSTEM 900u
-#define ENG_USER 400u
 #define ENG_OUT 16u
-#define ENG_TURNS 4u
-#define ENG_CLIENTS 4u
-#define ENG_MAXLEN 4096u
 
 static const char *const eng_words[] = {
 	"the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
@@ -213,11 +209,12 @@ static const char *const eng_words[] = {
 	"answer",
 };
 
-/* Appends s to buf at *len (bounded by ENG_MAXLEN). */
+/* Appends s to buf at *len; the buffers are sized for the whole
+ * conversation (eng_maxlen), so nothing is cut. */
 static void eng_put(char *buf, uint32_t *len, const char *s, size_t n)
 {
-	for (size_t i = 0; i < n && *len < ENG_MAXLEN; i++)
-		buf[(*len)++] = s[i];
+	memcpy(buf + *len, s, n);
+	*len += (uint32_t)n;
 }
 
 static void eng_str(char *buf, uint32_t *len, const char *s)
@@ -225,11 +222,12 @@ static void eng_str(char *buf, uint32_t *len, const char *s)
 	eng_put(buf, len, s, strlen(s));
 }
 
-/* n characters of words from the driver's list, as its text() makes them. */
+/* n characters of words from the driver's list, as its text() makes them
+ * (a word may run 7 characters past n before the cut). */
 static void eng_text(struct sim_rng *rng, char *buf, uint32_t *len, uint32_t n)
 {
 	uint32_t start = *len;
-	while (*len - start < n && *len < ENG_MAXLEN) {
+	while (*len - start < n) {
 		const char *w = eng_words[sim_rng_below(rng, sizeof(eng_words) / sizeof(eng_words[0]))];
 		eng_str(buf, len, w);
 		eng_str(buf, len, " ");
@@ -254,10 +252,15 @@ int sim_gen_engine(struct sim_workload *w, const struct sim_gen_params *p)
 	sim_rng_seed(&rng, p->seed ^ 0xe961);
 	sim_rng_seed(&srng, 7); /* the system prompt: the same for every seed, as the driver's */
 	uint32_t nconv = p->size ? p->size : 32;
-	char *text = malloc((size_t)nconv * ENG_MAXLEN);
+	uint32_t turns = p->turns ? p->turns : 4;
+	uint32_t user = p->user_chars ? p->user_chars : 400;
+	/* the system message, then per turn the user's text (one word past
+	 * its length at most), 77 characters of framing and the answer */
+	size_t maxlen = ENG_SYSTEM + 64 + (size_t)turns * (user + 16 + 100);
+	char *text = malloc((size_t)nconv * maxlen);
 	uint32_t *len = calloc(nconv, sizeof(*len));
 	uint8_t *session = malloc(nconv);
-	uint64_t *ids = malloc(ENG_MAXLEN * sizeof(*ids));
+	uint64_t *ids = malloc(maxlen * sizeof(*ids));
 	char sys[ENG_SYSTEM + 64];
 	uint32_t nsys = 0;
 	int rc = 0;
@@ -270,18 +273,18 @@ int sim_gen_engine(struct sim_workload *w, const struct sim_gen_params *p)
 	eng_str(sys, &nsys, "<|im_end|>\n");
 	for (uint32_t c = 0; c < nconv; c++) {
 		session[c] = sim_rng_unit(&rng) < 0.5;
-		eng_put(text + (size_t)c * ENG_MAXLEN, &len[c], sys, nsys);
+		eng_put(text + (size_t)c * maxlen, &len[c], sys, nsys);
 	}
 	w->block_tokens = 1;
-	w->closed = ENG_CLIENTS;
+	w->closed = p->clients ? p->clients : 4;
 	w->own_keys = 1;
 	/* round by round, as the driver queues them */
-	for (uint32_t t = 0; t < ENG_TURNS && rc == 0; t++) {
+	for (uint32_t t = 0; t < turns && rc == 0; t++) {
 		for (uint32_t c = 0; c < nconv; c++) {
-			char *b = text + (size_t)c * ENG_MAXLEN;
+			char *b = text + (size_t)c * maxlen;
 			int stream = sim_rng_unit(&rng) < 0.5;
 			eng_str(b, &len[c], "<|im_start|>user\n");
-			eng_text(&rng, b, &len[c], ENG_USER);
+			eng_text(&rng, b, &len[c], user);
 			eng_str(b, &len[c], "<|im_end|>\n<|im_start|>assistant\n");
 			uint32_t n = len[c];
 			/* the answer: 16 printable tokens of noise, sent back in
@@ -291,10 +294,6 @@ int sim_gen_engine(struct sim_workload *w, const struct sim_gen_params *p)
 				eng_put(b, &len[c], &ch, 1);
 			}
 			eng_str(b, &len[c], "<|im_end|>\n");
-			if (len[c] >= ENG_MAXLEN) {
-				rc = -EINVAL; /* cannot happen with these sizes */
-				break;
-			}
 			eng_ids(b, n + ENG_OUT - 1, ids);
 			struct sim_req *r = sim_trace_add(w, 0, n, ENG_OUT, ids, n + ENG_OUT - 1, stream);
 			if (!r) {

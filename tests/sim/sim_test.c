@@ -545,6 +545,16 @@ static void test_engine(void)
 	   sim_llama_lcp(sim_trace_blocks(&w, r0), r0->nblocks + r0->gen_blocks, sim_trace_blocks(&w, r0b),
 			 r0b->nblocks) == 1395 && r0->conv == r0b->conv,
 	   "engine: the system prefix shared, the next turn starts with the prompt and the answer");
+	struct sim_workload w2;
+	struct sim_gen_params g2 = gp;
+	g2.turns = 2;
+	g2.clients = 2;
+	g2.user_chars = 100;
+	sim_trace_init(&w2, "engine");
+	ok(sim_gen_run("engine", &w2, &g2) == 0 && w2.n == 64 && w2.closed == 2 &&
+	   w2.req[0].input_tokens == 1080 && w2.req[32].input_tokens == 1257,
+	   "engine: --turns 2 --clients 2 --user-chars 100: 64 requests, 2 clients, 1080 then 1257 tokens");
+	sim_trace_finish(&w2);
 	uint32_t sess = 0;
 	for (size_t i = 0; i < 32; i++)
 		sess += w.req[i].session != 0 && !w.req[i].prefix[0];
