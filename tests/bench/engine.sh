@@ -8,7 +8,9 @@
 # consistent hashing with hash-balance-factor, a stick table with
 # leastconn), from a cold fleet, the same conversations; then
 # tests/bench/engine_report.py writes docs/engine-benchmark.md (the table,
-# warmlane's ratios to the others) and docs/engine-ttft-cdf.png (gnuplot).
+# warmlane's ratios to the others) and docs/engine-ttft-cdf.png (gnuplot),
+# and tests/bench/sim_vs_engine.py docs/sim-vs-engine.md (the simulator's
+# prediction for the healthy case's traffic beside the real figures).
 # See tests/bench/engine_bench.py for what each case and policy is.
 #
 # Environment (all optional):
@@ -59,3 +61,10 @@ if [ -n "${BENCH_KEEP:-}" ]; then
 	cp "${files[@]}" "$BENCH_KEEP"/
 fi
 python3 "$here/engine_report.py" "$docs" "${files[@]}"
+# the simulator's prediction for the same traffic next to the healthy case
+sim=$build/tests/sim/warmlane-sim
+if [ -f "$tmp/healthy.json" ] && [ -x "$sim" ]; then
+	python3 "$here/sim_vs_engine.py" "$sim" "$tmp/healthy.json" "$docs/sim-vs-engine.md"
+elif [ -f "$tmp/healthy.json" ]; then
+	echo "engine.sh: no simulator at $sim: docs/sim-vs-engine.md not written" >&2
+fi

@@ -118,7 +118,8 @@ def main():
     w("Cached share: the engines' own count, `usage.prompt_tokens_details.cached_tokens` "
       "over `prompt_tokens` of the successful requests. TTFT: client side, to the first "
       "streamed token (the whole answer when not streamed). Errors: failed requests, "
-      "cut streams apart (a stream under way when its server died).")
+      "cut streams apart (a stream under way when its server died). The simulator's "
+      "prediction for the same traffic, and what it had wrong: docs/sim-vs-engine.md.")
     w("")
     w("| case | policy | cached share | TTFT p50 ms | p90 | p99 | total p99 ms | errors | cut | requests per server |")
     w("|---|---|---|---|---|---|---|---|---|---|")
@@ -176,8 +177,11 @@ def main():
     w("")
     w("Later turns (2 and up) that succeeded: how many went to another server than "
       "their previous turn (the cache left behind), and how many stayed but found less "
-      "than 90% of their previous prompt cached (evicted on their own server: too many "
-      "conversations for its `--cache-ram`); conversations per server by their first turn.")
+      "than 90% of their previous prompt cached (lost on their own server: llama.cpp "
+      "restores a saved prompt, and drops it from its `--cache-ram`, for whichever request "
+      "shares the longest prefix with it, often another conversation; the more "
+      "conversations on a server, the more are lost: docs/sim-vs-engine.md); conversations "
+      "per server by their first turn.")
     w("")
     w("| case | policy | later turns | moved | stayed, < 90% cached | conversations per server |")
     w("|---|---|---|---|---|---|")

@@ -273,8 +273,11 @@ The batch factors are fixed when a request's phase starts (1 + factor x other
 running requests), not re-evaluated as the batch changes. The KV cache is LRU over
 512-token blocks; a block is reusable only if every block before it in the same
 prompt is; a prefilled prompt becomes resident with its first block the most
-recent, so prompts lose their tails first. Faults apply to requests arriving in
-their window; requests already running are not cut.
+recent, so prompts lose their tails first (`cache = blocks`, the default: a
+vLLM-style cache; `cache = llama` models llama.cpp's slots and host prompt
+cache instead, which the engine benchmark runs: docs/sim-vs-engine.md). Faults
+apply to requests arriving in their window; requests already running are not
+cut.
 
 What the router sees is what HAProxy would tell warmlane: the status and the
 time to response headers, for streamed requests at the first token (or at once,

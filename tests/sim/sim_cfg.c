@@ -150,6 +150,8 @@ static int p_ep_key(struct sim_ep_params *e, const char *k, const char *v)
 		{ "cost_per_mtok", &e->cost_per_mtok },
 		{ "header_ms", &e->header_ms },
 		{ "error_ms", &e->error_ms },
+		{ "cache_ram_tokens", &e->cache_ram_tokens },
+		{ "slot_prompt_similarity", &e->slot_similarity },
 	};
 	for (size_t i = 0; i < sizeof(dbl) / sizeof(dbl[0]); i++)
 		if (strcmp(k, dbl[i].name) == 0)
@@ -168,6 +170,15 @@ static int p_ep_key(struct sim_ep_params *e, const char *k, const char *v)
 			e->max_running = (uint32_t)d;
 		else
 			e->cache_blocks = (uint32_t)d;
+		return 0;
+	}
+	if (strcmp(k, "cache") == 0) {
+		if (strcmp(v, "blocks") == 0)
+			e->cache_llama = 0;
+		else if (strcmp(v, "llama") == 0)
+			e->cache_llama = 1;
+		else
+			return -1;
 		return 0;
 	}
 	if (strcmp(k, "headers") == 0) {
@@ -388,6 +399,7 @@ int sim_cfg_parse(struct sim_fleet_cfg *cfg, const char *text, const char *src, 
 			.cost_per_mtok = 1,
 			.header_ms = 5,
 			.error_ms = 2,
+			.slot_similarity = 0.1,
 			.start_us = 0,
 			.stop_us = SIM_NEVER,
 		},

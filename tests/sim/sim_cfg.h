@@ -43,6 +43,12 @@ struct sim_ep_params {
 	double decode_batch_slowdown;  /* +x per other running request */
 	uint32_t max_running;          /* batch cap; FIFO queue behind it */
 	uint32_t cache_blocks;         /* KV prefix cache, 512-token blocks */
+	int cache_llama;               /* cache = llama: max_running slots each keeping its
+					* last prompt + a host prompt cache (sim_llama.h)
+					* instead of the block LRU */
+	double cache_ram_tokens;       /* llama: host prompt cache, in tokens (--cache-ram
+					* over the bytes per token); 0: none */
+	double slot_similarity;        /* llama: --slot-prompt-similarity (default 0.1) */
 	double speed;                  /* divides every service time */
 	double weight;                 /* static weight the router is told */
 	double cost_per_mtok;          /* price per million tokens */

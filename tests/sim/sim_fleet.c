@@ -3,6 +3,7 @@
 #include "sim_hints.h"
 #include "sim_evq.h"
 #include "sim_kv.h"
+#include "sim_llama.h"
 #include "sim_rng.h"
 
 #include <errno.h>
@@ -16,6 +17,8 @@ enum ev_type { EV_ARRIVAL, EV_POLL, EV_HEADERS, EV_FIRST, EV_DONE, EV_ENGINE };
 
 struct ep_state {
 	struct sim_kv kv;
+	struct sim_llama ll;  /* cache = llama (then kv holds nothing) */
+	int llama;
 	uint32_t running;
 	uint32_t live;        /* scur+qcur summed over every HAProxy */
 	uint32_t *queue;      /* FIFO ring of request indices */
@@ -47,13 +50,25 @@ struct sim_fleet {
 	int64_t now;
 	int log_ingest;
 	int64_t engine_poll_us;
+	uint32_t bt;          /* tokens per block of w */
+	/* closed loop (w->closed): what is sent, which conversations are busy */
+	struct sim_req *creq; /* w->req, whose arrival times the loop writes */
+	uint8_t *sent;
+	uint8_t *conv_busy;
+	uint32_t nconv;
+	uint32_t closed_inflight;
+	size_t closed_scan;   /* every request before it is sent */
 };
 
 uint32_t sim_fleet_cached_blocks(const struct sim_fleet *f, uint32_t ep, const struct sim_req *r)
 {
 	if (!f || ep >= f->cfg->nep)
 		return 0;
-	return sim_kv_prefix(&f->eps[ep].kv, sim_trace_blocks(f->w, r), r->nblocks);
+	if (f->eps[ep].llama)
+		return sim_llama_peek(&f->eps[ep].ll, sim_trace_blocks(f->w, r), r->nblocks) *
+		       (uint64_t)f->bt / SIM_KV_BLOCK_TOKENS;
+	return (uint32_t)((uint64_t)sim_kv_prefix(&f->eps[ep].kv, sim_trace_blocks(f->w, r), r->nblocks) *
+			  f->bt / SIM_KV_BLOCK_TOKENS);
 }
 
 /* --- faults and HAProxy's view of them ----------------------------------- */
@@ -201,8 +216,16 @@ static int ep_start(struct sim_fleet *f, uint32_t e, uint32_t i)
 	struct ep_state *s = &f->eps[e];
 	const struct sim_req *r = &f->w->req[i];
 	struct sim_rec *rc = &f->rec[i];
-	uint32_t hits = sim_kv_use(&s->kv, sim_trace_blocks(f->w, r), r->nblocks);
-	uint64_t cached = (uint64_t)hits * SIM_KV_BLOCK_TOKENS;
+	uint32_t hits;
+	if (s->llama) {
+		int slot = sim_llama_start(&s->ll, sim_trace_blocks(f->w, r), r->nblocks, &hits);
+		if (slot == -ENOMEM)
+			return -ENOMEM;
+		rc->slot = (int16_t)slot; /* a free slot: running < max_running = slots */
+	} else {
+		hits = sim_kv_use(&s->kv, sim_trace_blocks(f->w, r), r->nblocks);
+	}
+	uint64_t cached = (uint64_t)hits * f->bt;
 	if (cached >= r->input_tokens)
 		cached = r->input_tokens ? r->input_tokens - 1 : 0; /* one token is always computed */
 	rc->cached_tokens = (uint32_t)cached;
@@ -278,13 +301,15 @@ static uint64_t response_bytes(const struct sim_req *r, const struct sim_rec *rc
 
 /* The request's response is complete: HAProxy's counts drop (and with log
  * ingestion, the agent reads the end-of-stream line, after any feedback). */
-static void finish(struct sim_fleet *f, uint32_t i)
+static int closed_release(struct sim_fleet *f, uint32_t i);
+
+static int finish(struct sim_fleet *f, uint32_t i)
 {
 	struct sim_rec *rc = &f->rec[i];
 	const struct sim_req *r = &f->w->req[i];
 	rc->t_end_us = f->now;
 	if (rc->ep < 0)
-		return;
+		return closed_release(f, i);
 	f->eps[rc->ep].live--;
 	f->ag[rc->agent].live[rc->ep]--;
 	f->live_total--;
@@ -327,6 +352,7 @@ static void finish(struct sim_fleet *f, uint32_t i)
 			feedback(f, i, 503, -1, 0);
 		}
 	}
+	return closed_release(f, i);
 }
 
 /* One upstream attempt of request i on endpoint e at f->now: HAProxy's
@@ -386,7 +412,7 @@ static int on_arrival(struct sim_fleet *f, uint32_t i)
 		rc->reason = "haproxy";
 		routed = false;
 	}
-	if (f->next_arrival < f->w->n) {
+	if (!f->w->closed && f->next_arrival < f->w->n) {
 		size_t nx = f->next_arrival++;
 		if (push(f, f->w->req[nx].arrival_us, EV_ARRIVAL, (uint32_t)nx) < 0)
 			return -ENOMEM;
@@ -395,7 +421,7 @@ static int on_arrival(struct sim_fleet *f, uint32_t i)
 		rc->ep = -1;
 		rc->status = 503; /* no server available */
 		rc->t_end_us = f->now;
-		return 0;
+		return closed_release(f, i);
 	}
 	/* The budget answers with the decision; no answer, no variable. */
 	rc->noretry = (uint8_t)(routed && f->log_ingest && f->pol->noretry &&
@@ -494,8 +520,7 @@ static int on_headers(struct sim_fleet *f, uint32_t i)
 	if (rt != 0)
 		return rt < 0 ? rt : 0;
 	feedback(f, i, rc->status, rc->fb_tr_ms, rc->fb_retry_after_s);
-	finish(f, i);
-	return 0;
+	return finish(f, i);
 }
 
 static int on_first(struct sim_fleet *f, uint32_t i)
@@ -511,18 +536,19 @@ static int on_done(struct sim_fleet *f, uint32_t i)
 {
 	struct sim_rec *rc = &f->rec[i];
 	const struct sim_req *r = &f->w->req[i];
-	if (!rc->admitted) {
-		finish(f, i);
-		return 0; /* refused: HAProxy sends no feedback for its own 503 */
-	}
+	if (!rc->admitted)
+		return finish(f, i); /* refused: HAProxy sends no feedback for its own 503 */
 	uint32_t e = (uint32_t)rc->ep;
 	struct ep_state *s = &f->eps[e];
 	s->running--;
+	if (s->llama) /* the slot keeps the prompt and what it generated */
+		sim_llama_done(&s->ll, rc->slot, sim_trace_blocks(f->w, r), r->nblocks + r->gen_blocks);
 	/* not streamed: the headers come with the whole response, then the
 	 * log line */
 	if (!r->stream)
 		feedback(f, i, 200, (f->now - r->arrival_us) / 1000, 0);
-	finish(f, i);
+	if (finish(f, i) < 0)
+		return -ENOMEM;
 	while (s->qlen > 0 && s->running < f->cfg->ep[e].max_running) {
 		uint32_t j = s->queue[s->qhead];
 		s->qhead = (s->qhead + 1) % s->qcap;
@@ -533,6 +559,42 @@ static int on_done(struct sim_fleet *f, uint32_t i)
 	return 0;
 }
 
+/* --- closed loop -------------------------------------------------------- */
+
+/* Sends requests while a client is free: the first unsent one (workload
+ * order: round by round) whose conversation has nothing in flight, as
+ * tests/engine/driver's workers take them. */
+static int closed_dispatch(struct sim_fleet *f)
+{
+	while (f->closed_inflight < f->w->closed) {
+		while (f->closed_scan < f->w->n && f->sent[f->closed_scan])
+			f->closed_scan++;
+		size_t i = f->closed_scan;
+		while (i < f->w->n && (f->sent[i] || f->conv_busy[f->w->req[i].conv]))
+			i++;
+		if (i >= f->w->n)
+			return 0;
+		f->sent[i] = 1;
+		f->conv_busy[f->w->req[i].conv] = 1;
+		f->closed_inflight++;
+		f->next_arrival++; /* counts what is sent: the polls stop after the last */
+		f->creq[i].arrival_us = f->now;
+		if (push(f, f->now, EV_ARRIVAL, (uint32_t)i) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Request i's client has its answer (or its error): it sends the next. */
+static int closed_release(struct sim_fleet *f, uint32_t i)
+{
+	if (!f->w->closed)
+		return 0;
+	f->conv_busy[f->w->req[i].conv] = 0;
+	f->closed_inflight--;
+	return closed_dispatch(f);
+}
+
 /* --- run ----------------------------------------------------------------- */
 
 static void fleet_free(struct sim_fleet *f)
@@ -540,6 +602,7 @@ static void fleet_free(struct sim_fleet *f)
 	if (f->eps) {
 		for (uint32_t e = 0; e < f->cfg->nep; e++) {
 			sim_kv_finish(&f->eps[e].kv);
+			sim_llama_finish(&f->eps[e].ll);
 			free(f->eps[e].queue);
 		}
 	}
@@ -553,6 +616,8 @@ static void fleet_free(struct sim_fleet *f)
 	}
 	free(f->eps);
 	free(f->ag);
+	free(f->sent);
+	free(f->conv_busy);
 	if (f->has_hints)
 		sim_hints_finish(&f->hints);
 	sim_evq_finish(&f->q);
@@ -568,6 +633,8 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 		.nag = opts->agents ? opts->agents : 1,
 		.log_ingest = opts->log_ingest,
 		.engine_poll_us = opts->engine_poll_us,
+		.bt = w->block_tokens ? w->block_tokens : SIM_KV_BLOCK_TOKENS,
+		.creq = w->req,
 	};
 	*out = (struct sim_run){ .agents = f.nag, .seed = opts->seed, .cfg = cfg, .w = w };
 	snprintf(out->policy, sizeof(out->policy), "%s", opts->policy->name);
@@ -581,9 +648,27 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 	f.rec = out->rec;
 	if (!f.eps || !f.ag || !out->rec || !out->inflight_avg)
 		goto fail;
-	for (uint32_t e = 0; e < cfg->nep; e++)
-		if (sim_kv_init(&f.eps[e].kv, cfg->ep[e].cache_blocks) < 0)
+	for (uint32_t e = 0; e < cfg->nep; e++) {
+		const struct sim_ep_params *p = &cfg->ep[e];
+		/* cache_blocks counts 512-token blocks whatever w's block size */
+		uint64_t cap = (uint64_t)p->cache_blocks * SIM_KV_BLOCK_TOKENS / f.bt;
+		f.eps[e].llama = p->cache_llama;
+		if (sim_kv_init(&f.eps[e].kv, p->cache_llama ? 0 : (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap)) < 0)
 			goto fail;
+		if (p->cache_llama &&
+		    sim_llama_init(&f.eps[e].ll, p->max_running, (uint64_t)(p->cache_ram_tokens / f.bt),
+				   p->slot_similarity) < 0)
+			goto fail;
+	}
+	if (w->closed) {
+		for (size_t i = 0; i < w->n; i++)
+			if (w->req[i].conv >= f.nconv)
+				f.nconv = w->req[i].conv + 1;
+		f.sent = calloc(w->n ? w->n : 1, 1);
+		f.conv_busy = calloc(f.nconv ? f.nconv : 1, 1);
+		if (!f.sent || !f.conv_busy)
+			goto fail;
+	}
 	/* The HAProxies start with the trace: its first second is their
 	 * peers' start-up window. */
 	if (opts->shared_hints) {
@@ -626,10 +711,16 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 			goto fail;
 	}
 	for (size_t i = 0; i < w->n; i++)
-		out->rec[i] = (struct sim_rec){ .ep = -1, .wep = -1, .t_start_us = -1, .t_first_us = -1 };
-	if (w->n > 0 && push(&f, w->req[0].arrival_us, EV_ARRIVAL, 0) < 0)
-		goto fail;
-	f.next_arrival = 1;
+		out->rec[i] = (struct sim_rec){ .ep = -1, .wep = -1, .t_start_us = -1, .t_first_us = -1,
+						.slot = -1 };
+	if (w->closed) {
+		if (closed_dispatch(&f) < 0)
+			goto fail;
+	} else {
+		if (w->n > 0 && push(&f, w->req[0].arrival_us, EV_ARRIVAL, 0) < 0)
+			goto fail;
+		f.next_arrival = 1;
+	}
 	struct sim_event ev;
 	rc = 0;
 	while (rc == 0 && sim_evq_pop(&f.q, &ev) == 0) {

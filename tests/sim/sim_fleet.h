@@ -28,6 +28,7 @@ struct sim_rec {
 	int32_t wep;           /* the endpoint first chosen (warmlane's, or HAProxy's) */
 	uint8_t attempts;      /* upstream attempts: 1 + HAProxy's retries */
 	uint8_t noretry;       /* warmlane set noretry (its retry budget spent) */
+	int16_t slot;          /* a llama endpoint's slot it ran on, -1 otherwise */
 };
 
 struct sim_run_opts {
@@ -54,7 +55,9 @@ struct sim_run {
 };
 
 /* Replays w on the fleet cfg with opts (one policy instance per agent).
- * Deterministic: the same inputs and seed give the same records. Fills out
+ * Deterministic: the same inputs and seed give the same records. A closed
+ * loop workload (w->closed) gets its arrival times written: each request
+ * arrives when the run sends it. Fills out
  * (release with sim_fleet_run_finish). 0, or -ENOMEM with err filled. */
 int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 		  const struct sim_run_opts *opts, struct sim_run *out, char *err, size_t errlen);

@@ -19,6 +19,8 @@ void sim_gen_defaults(const char *name, struct sim_gen_params *p)
 	} else if (strcmp(name, "mixed") == 0) {
 		p->size = 40;
 		p->duration_s = 1200;
+	} else if (strcmp(name, "engine") == 0) {
+		p->size = 32;
 	}
 }
 
@@ -185,8 +187,143 @@ int sim_gen_mixed(struct sim_workload *w, const struct sim_gen_params *p)
 	return 0;
 }
 
+/* The engine benchmark's traffic (tests/bench/engine.sh, tests/engine/driver)
+ * as the byte-level model sees it: one token per byte of ChatML text (the
+ * chat template: "<|im_start|>" and "<|im_end|>" are 12 and 10 byte tokens
+ * there), so turn 1 is 1,380 prompt tokens of which the first 947 are the
+ * shared system message and the next message's header, and each later turn
+ * adds 477, as llama-server's logs count them. The user turns are the
+ * driver's: words drawn from its list, so two conversations often start
+ * with the same letters or word, which matters to llama.cpp's host prompt
+ * cache (a saved prompt goes to whichever request shares the longest prefix
+ * with it). A block id is a hash of the whole text up to that byte, so equal
+ * ids mean equal prefixes, for the block cache as for the slots. */
+#define ENG_SYSTEM 900u
+#define ENG_OUT 16u
+
+static const char *const eng_words[] = {
+	"the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
+	"on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an",
+	"they", "you", "were", "her", "she", "there", "been", "one", "all", "we", "their", "cache",
+	"prompt", "server", "token", "route", "model", "prefix", "engine", "warm", "cold", "request",
+	"answer",
+};
+
+/* Appends s to buf at *len; the buffers are sized for the whole
+ * conversation (eng_maxlen), so nothing is cut. */
+static void eng_put(char *buf, uint32_t *len, const char *s, size_t n)
+{
+	memcpy(buf + *len, s, n);
+	*len += (uint32_t)n;
+}
+
+static void eng_str(char *buf, uint32_t *len, const char *s)
+{
+	eng_put(buf, len, s, strlen(s));
+}
+
+/* n characters of words from the driver's list, as its text() makes them
+ * (a word may run 7 characters past n before the cut). */
+static void eng_text(struct sim_rng *rng, char *buf, uint32_t *len, uint32_t n)
+{
+	uint32_t start = *len;
+	while (*len - start < n) {
+		const char *w = eng_words[sim_rng_below(rng, sizeof(eng_words) / sizeof(eng_words[0]))];
+		eng_str(buf, len, w);
+		eng_str(buf, len, " ");
+	}
+	if (*len > start + n)
+		*len = start + n;
+}
+
+/* ids[k] = a hash of text[0..k]: equal ids, equal prefixes. */
+static void eng_ids(const char *text, uint32_t n, uint64_t *ids)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull;
+	for (uint32_t k = 0; k < n; k++) {
+		h = sim_rng_mix(h ^ (unsigned char)text[k]);
+		ids[k] = h;
+	}
+}
+
+int sim_gen_engine(struct sim_workload *w, const struct sim_gen_params *p)
+{
+	struct sim_rng rng, srng;
+	sim_rng_seed(&rng, p->seed ^ 0xe961);
+	sim_rng_seed(&srng, 7); /* the system prompt: the same for every seed, as the driver's */
+	uint32_t nconv = p->size ? p->size : 32;
+	uint32_t turns = p->turns ? p->turns : 4;
+	uint32_t user = p->user_chars ? p->user_chars : 400;
+	/* the system message, then per turn the user's text (one word past
+	 * its length at most), 77 characters of framing and the answer */
+	size_t maxlen = ENG_SYSTEM + 64 + (size_t)turns * (user + 16 + 100);
+	char *text = malloc((size_t)nconv * maxlen);
+	uint32_t *len = calloc(nconv, sizeof(*len));
+	uint8_t *session = malloc(nconv);
+	uint64_t *ids = malloc(maxlen * sizeof(*ids));
+	char sys[ENG_SYSTEM + 64];
+	uint32_t nsys = 0;
+	int rc = 0;
+	if (!text || !len || !session || !ids) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	eng_str(sys, &nsys, "<|im_start|>system\nYou are a helpful assistant. ");
+	eng_text(&srng, sys, &nsys, ENG_SYSTEM - 29);
+	eng_str(sys, &nsys, "<|im_end|>\n");
+	for (uint32_t c = 0; c < nconv; c++) {
+		session[c] = sim_rng_unit(&rng) < 0.5;
+		eng_put(text + (size_t)c * maxlen, &len[c], sys, nsys);
+	}
+	w->block_tokens = 1;
+	w->closed = p->clients ? p->clients : 4;
+	w->own_keys = 1;
+	/* round by round, as the driver queues them */
+	for (uint32_t t = 0; t < turns && rc == 0; t++) {
+		for (uint32_t c = 0; c < nconv; c++) {
+			char *b = text + (size_t)c * maxlen;
+			int stream = sim_rng_unit(&rng) < 0.5;
+			eng_str(b, &len[c], "<|im_start|>user\n");
+			eng_text(&rng, b, &len[c], user);
+			eng_str(b, &len[c], "<|im_end|>\n<|im_start|>assistant\n");
+			uint32_t n = len[c];
+			/* the answer: 16 printable tokens of noise, sent back in
+			 * the next turn; the slot keeps all but the last */
+			for (uint32_t k = 0; k < ENG_OUT; k++) {
+				char ch = (char)(' ' + sim_rng_below(&rng, 95));
+				eng_put(b, &len[c], &ch, 1);
+			}
+			eng_str(b, &len[c], "<|im_end|>\n");
+			eng_ids(b, n + ENG_OUT - 1, ids);
+			struct sim_req *r = sim_trace_add(w, 0, n, ENG_OUT, ids, n + ENG_OUT - 1, stream);
+			if (!r) {
+				rc = -ENOMEM;
+				break;
+			}
+			r->nblocks = n;
+			r->gen_blocks = ENG_OUT - 1;
+			r->conv = c + 1;
+			/* a session id for half the conversations; the others
+			 * are keyed by the body's first KiB (the system prompt
+			 * and their first words); bodies stay under 4 KiB */
+			if (session[c])
+				r->session = sim_rng_mix(p->seed * 1000003u + c + 1) | 1;
+			else
+				r->prefix[0] = sim_rng_mix(0xf1125u ^ ((uint64_t)(c + 1) << 20)) | 1;
+		}
+	}
+out:
+	free(text);
+	free(len);
+	free(session);
+	free(ids);
+	return rc;
+}
+
 int sim_gen_run(const char *name, struct sim_workload *w, const struct sim_gen_params *p)
 {
+	if (strcmp(name, "engine") == 0)
+		return sim_gen_engine(w, p);
 	if (strcmp(name, "chat") == 0)
 		return sim_gen_chat(w, p);
 	if (strcmp(name, "groups") == 0)

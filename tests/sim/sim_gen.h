@@ -11,6 +11,9 @@ struct sim_gen_params {
 	uint32_t size;       /* chat: conversations; groups: groups; mixed: requests/100 */
 	double duration_s;   /* span over which sessions start / requests arrive */
 	double rate_scale;   /* multiplies arrival rates (1 = default load) */
+	uint32_t turns;      /* engine: turns per conversation (0: 4) */
+	uint32_t clients;    /* engine: closed-loop clients (0: 4) */
+	uint32_t user_chars; /* engine: characters per user turn (0: 400) */
 };
 
 /* Defaults for the named generator ("chat", "groups", "mixed"). */
@@ -33,6 +36,18 @@ int sim_gen_groups(struct sim_workload *w, const struct sim_gen_params *p);
  * summaries of unique 8,000-12,000-token documents (300-800 output tokens,
  * streamed); Poisson arrivals over duration_s. No session. */
 int sim_gen_mixed(struct sim_workload *w, const struct sim_gen_params *p);
+
+/* The engine benchmark's traffic (tests/bench/engine.sh): size
+ * conversations (32) x turns (4), round by round, clients (4) in a closed loop
+ * (w->closed), never two requests of a conversation at once; one block per
+ * token of ChatML text (w->block_tokens = 1): a shared 947-token system
+ * prefix, 1,380 tokens at turn 1 and 477 more per turn (user_chars 400),
+ * user turns of the
+ * driver's words, 16-token answers that the next turn sends back
+ * (gen_blocks); half the conversations carry a session id,
+ * the others a prefix key of their own (w->own_keys); half the requests
+ * streamed. 0 or -ENOMEM. */
+int sim_gen_engine(struct sim_workload *w, const struct sim_gen_params *p);
 
 /* Dispatches by name; -EINVAL for an unknown name. */
 int sim_gen_run(const char *name, struct sim_workload *w, const struct sim_gen_params *p);

@@ -29,6 +29,7 @@ struct opts {
 	double speed;
 	size_t limit;
 	uint32_t size;
+	uint32_t turns, clients, user_chars; /* --workload engine's shape */
 	double duration_s;
 	double rate;
 	double slo_ms;
@@ -43,7 +44,11 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: warmlane-sim [options]\n"
 		"  --trace FILE        replay a Mooncake JSONL trace\n"
-		"  --workload NAME     synthetic workload: chat (default), groups, mixed\n"
+		"  --workload NAME     synthetic workload: chat (default), groups, mixed, engine (the\n"
+		"                      engine benchmark's: 32 conversations x 4 turns, 4 clients)\n"
+		"  --turns N, --clients N, --user-chars N\n"
+		"                      engine: turns per conversation (4), closed-loop clients (4),\n"
+		"                      characters per user turn (400)\n"
 		"  --size N            chat: conversations; groups: groups; mixed: hundreds of requests\n"
 		"  --duration S        synthetic: span of arrivals in seconds\n"
 		"  --rate X            synthetic: multiply arrival rates by X\n"
@@ -231,6 +236,16 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (parse_u64(v, &u) < 0 || u < 1 || u > 1000000)
 				goto bad;
 			o->size = (uint32_t)u;
+		} else if (strcmp(a, "--turns") == 0 || strcmp(a, "--clients") == 0 ||
+			   strcmp(a, "--user-chars") == 0) {
+			if (parse_u64(v, &u) < 0 || u < 1 || u > (a[2] == 'u' ? 100000u : 1000u))
+				goto bad;
+			if (a[2] == 't')
+				o->turns = (uint32_t)u;
+			else if (a[2] == 'c')
+				o->clients = (uint32_t)u;
+			else
+				o->user_chars = (uint32_t)u;
 		} else if (strcmp(a, "--speed") == 0) {
 			if (parse_dbl(v, &o->speed) < 0 || o->speed <= 0)
 				goto bad;
@@ -310,6 +325,9 @@ static int load_workload(const struct opts *o, struct sim_workload *w, unsigned 
 		gp.seed = o->seed;
 		if (o->size)
 			gp.size = o->size;
+		gp.turns = o->turns;
+		gp.clients = o->clients;
+		gp.user_chars = o->user_chars;
 		if (o->duration_s > 0)
 			gp.duration_s = o->duration_s;
 		if (o->rate > 0)
@@ -317,7 +335,7 @@ static int load_workload(const struct opts *o, struct sim_workload *w, unsigned 
 		sim_trace_init(w, name);
 		int rc = sim_gen_run(name, w, &gp);
 		if (rc == -EINVAL) {
-			snprintf(err, errlen, "unknown workload %s (chat, groups, mixed)", name);
+			snprintf(err, errlen, "unknown workload %s (chat, groups, mixed, engine)", name);
 			return rc;
 		}
 		if (rc < 0) {

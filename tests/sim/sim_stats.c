@@ -105,14 +105,14 @@ void sim_stats_print_row(FILE *out, const struct sim_summary *s, int csv)
 void sim_stats_dump(FILE *out, const struct sim_run *run, int header)
 {
 	if (header)
-		fprintf(out, "policy,agents,arrival_ms,endpoint,status,ttft_ms,e2e_ms,input,cached,output,reason\n");
+		fprintf(out, "policy,agents,arrival_ms,endpoint,status,ttft_ms,e2e_ms,input,cached,output,reason,conv\n");
 	for (size_t i = 0; i < run->w->n; i++) {
 		const struct sim_rec *r = &run->rec[i];
 		const struct sim_req *q = &run->w->req[i];
 		double ttft = r->t_first_us >= 0 ? (double)(r->t_first_us - q->arrival_us) / 1000.0 : -1;
-		fprintf(out, "%s,%u,%.3f,%s,%d,%.1f,%.1f,%u,%u,%u,%s\n", run->policy, run->agents,
+		fprintf(out, "%s,%u,%.3f,%s,%d,%.1f,%.1f,%u,%u,%u,%s,%u\n", run->policy, run->agents,
 			(double)q->arrival_us / 1000.0, r->ep >= 0 ? run->cfg->ep[r->ep].name : "-",
 			r->status, ttft, (double)(r->t_end_us - q->arrival_us) / 1000.0, q->input_tokens,
-			r->cached_tokens, q->output_tokens, r->reason ? r->reason : "-");
+			r->cached_tokens, q->output_tokens, r->reason ? r->reason : "-", q->conv);
 	}
 }

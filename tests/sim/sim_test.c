@@ -1,8 +1,11 @@
 /* sim_test.c - unit tests (TAP) of the simulator's modules: cache, event queue, fleet files, trace reader. */
 #include "sim_cfg.h"
 #include "sim_evq.h"
+#include "sim_fleet.h"
+#include "sim_gen.h"
 #include "sim_hints.h"
 #include "sim_kv.h"
+#include "sim_llama.h"
 #include "sim_policy.h"
 #include "sim_rng.h"
 #include "sim_trace.h"
@@ -159,6 +162,21 @@ static void test_cfg(const char *dir)
 		printf("# %s\n", err);
 	free(text);
 	sim_cfg_finish(&a);
+	snprintf(path, sizeof(path), "%s/examples/llama.conf", dir);
+	text = NULL;
+	rc = sim_cfg_read_file(path, &text, err, sizeof(err));
+	if (rc == 0)
+		rc = sim_cfg_parse(&a, text, "llama.conf", err, sizeof(err));
+	ok(rc == 0 && a.nep == 4 && a.ep[3].cache_llama && a.ep[0].max_running == 1 &&
+	   a.ep[0].cache_ram_tokens == 32768 && a.ep[0].slot_similarity == 0.9,
+	   "cfg: examples/llama.conf: four llama.cpp endpoints, one slot, 32,768 tokens of host cache");
+	if (rc)
+		printf("# %s\n", err);
+	free(text);
+	sim_cfg_finish(&a);
+	ok(sim_cfg_parse(&a, sim_cfg_default_text, "built-in", err, sizeof(err)) == 0 && !a.ep[0].cache_llama &&
+	   a.ep[0].slot_similarity == 0.1, "cfg: the block cache by default");
+	sim_cfg_finish(&a);
 
 	static const struct {
 		const char *text, *msg;
@@ -172,6 +190,8 @@ static void test_cfg(const char *dir)
 		{ "speed = 1\n", "x:1: key outside a section: speed" },
 		{ "[defaults]\n", "x:1: no [endpoint]" },
 		{ "[endpoint]\nname = a\n[endpoint]\nname = a\n", "x:4: duplicate endpoint name: a" },
+		{ "[endpoint]\ncache = lru\n", "x:2: bad value: cache" },
+		{ "[endpoint]\nslot_prompt_similarity = -0.5\n", "x:2: bad value: slot_prompt_similarity" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char what[160];
@@ -393,6 +413,208 @@ static void test_hints_policy(void)
 	sim_cfg_finish(&cfg);
 }
 
+/* llama.cpp's slots and host prompt cache (sim_llama.h). */
+static void test_llama(void)
+{
+	struct sim_llama l;
+	uint32_t c = 99;
+	/* a: a conversation (10 shared blocks, then its own); a1: a and its
+	 * answer; a2: its next turn; b: another conversation */
+	uint64_t a2[40], b[30], y[30], big[100];
+	for (uint32_t k = 0; k < 40; k++)
+		a2[k] = k < 10 ? 1000 + k : 2000 + k;
+	for (uint32_t k = 0; k < 30; k++) {
+		b[k] = k < 10 ? 1000 + k : 3000 + k;
+		y[k] = k < 10 ? 1000 + k : k < 20 ? 2000 + k : 4000 + k; /* starts like a2 */
+	}
+	for (uint32_t k = 0; k < 100; k++)
+		big[k] = k < 10 ? 1000 + k : 5000 + k;
+	ok(sim_llama_lcp(a2, 40, b, 30) == 10 && sim_llama_lcp(a2, 20, a2, 40) == 20,
+	   "llama: longest common prefix");
+	ok(sim_llama_init(&l, 1, 1000, 0.9) == 0, "llama: init");
+	int s = sim_llama_start(&l, a2, 20, &c);
+	ok(s == 0 && c == 0, "llama: a cold slot computes the whole prompt");
+	ok(sim_llama_start(&l, b, 20, &c) == -1, "llama: no idle slot while the only one runs");
+	sim_llama_done(&l, s, a2, 24); /* the prompt and 4 generated tokens */
+	s = sim_llama_start(&l, a2, 30, &c);
+	ok(s == 0 && c == 24, "llama: the next turn reuses the slot's prompt and its answer");
+	sim_llama_done(&l, s, a2, 34);
+	s = sim_llama_start(&l, b, 30, &c);
+	ok(c == 10 && l.nsaved == 1 && l.saved[0].b == a2 && l.saved[0].n == 34,
+	   "llama: another prompt reuses the shared prefix, the slot's prompt is saved whole (its "
+	   "earlier save, inside it, dropped)");
+	sim_llama_done(&l, s, b, 30);
+	s = sim_llama_start(&l, a2, 40, &c);
+	ok(c == 34 && l.restores == 1 && l.nsaved == 1 && l.saved[0].b == b,
+	   "llama: a saved prompt is restored for its next turn and leaves the cache");
+	sim_llama_done(&l, s, a2, 40);
+	/* the slot holds a2; b is saved. y shares 20 blocks with a2, 10 with b */
+	s = sim_llama_start(&l, b, 30, &c);
+	sim_llama_done(&l, s, b, 30); /* slot: b; saved: a2 */
+	s = sim_llama_start(&l, y, 30, &c);
+	ok(c == 20 && l.nsaved == 1 && l.saved[0].b == b,
+	   "llama: a prompt sharing a longer prefix with a saved one than with the slot takes it");
+	sim_llama_done(&l, s, y, 30);
+	s = sim_llama_start(&l, a2, 40, &c);
+	ok(c == 20, "llama: ... and that conversation's next turn finds only the common prefix");
+	sim_llama_done(&l, s, a2, 40);
+	/* a saved prompt is not thrown away for a request using less than a
+	 * quarter of it: big saved, the slot holding big2 (both 100 blocks,
+	 * 10 shared); z shares 20 with big (1/5 of it), z2 30 */
+	uint64_t big2[100], z[40], z2[40];
+	for (uint32_t k = 0; k < 100; k++)
+		big2[k] = k < 10 ? 1000 + k : 6000 + k;
+	for (uint32_t k = 0; k < 40; k++) {
+		z[k] = k < 20 ? big[k] : 7000 + k;
+		z2[k] = k < 30 ? big[k] : 8000 + k;
+	}
+	s = sim_llama_start(&l, big, 100, &c);
+	sim_llama_done(&l, s, big, 100);
+	s = sim_llama_start(&l, big2, 100, &c); /* saves big */
+	sim_llama_done(&l, s, big2, 100);
+	s = sim_llama_start(&l, z, 40, &c);
+	ok(c == 10, "llama: a saved prompt a request would use less than a quarter of stays saved");
+	sim_llama_done(&l, s, big2, 100); /* the slot back to big2 */
+	s = sim_llama_start(&l, z2, 40, &c);
+	ok(c == 30, "llama: ... and is restored for one using more (control)");
+	sim_llama_done(&l, s, z2, 40);
+	sim_llama_finish(&l);
+
+	/* the host cache: oldest save out first, one always kept; a prompt
+	 * already inside a saved one is not saved; saved prompts inside the
+	 * new save go */
+	ok(sim_llama_init(&l, 1, 50, 0) == 0, "llama: init small");
+	uint64_t p[3][30];
+	for (int i = 0; i < 3; i++)
+		for (uint32_t k = 0; k < 30; k++)
+			p[i][k] = (uint64_t)(i + 1) * 100000 + k;
+	for (int i = 0; i < 3; i++) {
+		s = sim_llama_start(&l, p[i], 30, &c);
+		sim_llama_done(&l, s, p[i], 30);
+	}
+	ok(l.nsaved == 1 && l.saved[0].b == p[1] && l.evictions == 1,
+	   "llama: over its size the host cache drops its oldest save");
+	s = sim_llama_start(&l, p[1], 10, &c); /* restores p[1]; saves p[2] */
+	ok(c == 10 && l.nsaved == 1 && l.saved[0].b == p[2], "llama: restore from the cache (p[1])");
+	sim_llama_done(&l, s, p[1], 10);
+	uint64_t saves = l.saves;
+	s = sim_llama_start(&l, p[2], 30, &c); /* the slot's p[1][0..10) is inside nothing saved */
+	sim_llama_done(&l, s, p[2], 30);
+	ok(l.saves == saves + 1 && c == 30, "llama: the slot's prefix is saved, p[2] restored");
+	s = sim_llama_start(&l, p[0], 30, &c); /* saves p[2][0..30): drops the saved p[1][0..10)? no: not inside */
+	sim_llama_done(&l, s, p[0], 30);
+	saves = l.saves;
+	s = sim_llama_start(&l, p[0], 20, &c); /* the slot's p[0] is not inside anything saved: saved */
+	sim_llama_done(&l, s, p[0], 20);
+	s = sim_llama_start(&l, p[2], 5, &c); /* slot p[0][0..20) is inside the saved p[0][0..30) */
+	ok(l.saves == saves + 1, "llama: a prompt already inside a saved one is not saved again");
+	sim_llama_done(&l, s, p[2], 5);
+	sim_llama_finish(&l);
+
+	/* slots: by similarity above the threshold, else least recently used */
+	ok(sim_llama_init(&l, 2, 1000, 0.5) == 0, "llama: init 2 slots");
+	int s0 = sim_llama_start(&l, a2, 20, &c);
+	int s1 = sim_llama_start(&l, b, 20, &c);
+	sim_llama_done(&l, s0, a2, 20);
+	sim_llama_done(&l, s1, b, 20);
+	s = sim_llama_start(&l, a2, 30, &c);
+	ok(s == s0 && c == 20 && l.saves == 0,
+	   "llama: the slot holding most of the prompt, nothing saved when it keeps all");
+	sim_llama_done(&l, s, a2, 30);
+	s = sim_llama_start(&l, p[0], 30, &c);
+	ok(s == s1 && c == 0 && l.saves == 1, "llama: no similar slot: the least recently used, saved first");
+	sim_llama_finish(&l);
+}
+
+/* The engine benchmark's workload and the closed loop that replays it. */
+static void test_engine(void)
+{
+	struct sim_workload w;
+	struct sim_gen_params gp;
+	sim_gen_defaults("engine", &gp);
+	sim_trace_init(&w, "engine");
+	if (sim_gen_run("engine", &w, &gp) < 0 || w.n != 128) {
+		ok(0, "engine: workload");
+		sim_trace_finish(&w);
+		return;
+	}
+	const struct sim_req *r0 = &w.req[0], *r1 = &w.req[1], *r0b = &w.req[32], *r0d = &w.req[96];
+	ok(w.closed == 4 && w.block_tokens == 1 && r0->input_tokens == 1380 && r0b->input_tokens == 1857 &&
+	   r0d->input_tokens == 2811, "engine: 4 clients, one block per token, 1380 + 477 per turn");
+	ok(sim_llama_lcp(sim_trace_blocks(&w, r0), r0->nblocks, sim_trace_blocks(&w, r1), r1->nblocks) >= 947 &&
+	   sim_llama_lcp(sim_trace_blocks(&w, r0), r0->nblocks + r0->gen_blocks, sim_trace_blocks(&w, r0b),
+			 r0b->nblocks) == 1395 && r0->conv == r0b->conv,
+	   "engine: the system prefix shared, the next turn starts with the prompt and the answer");
+	struct sim_workload w2;
+	struct sim_gen_params g2 = gp;
+	g2.turns = 2;
+	g2.clients = 2;
+	g2.user_chars = 100;
+	sim_trace_init(&w2, "engine");
+	ok(sim_gen_run("engine", &w2, &g2) == 0 && w2.n == 64 && w2.closed == 2 &&
+	   w2.req[0].input_tokens == 1080 && w2.req[32].input_tokens == 1257,
+	   "engine: --turns 2 --clients 2 --user-chars 100: 64 requests, 2 clients, 1080 then 1257 tokens");
+	sim_trace_finish(&w2);
+	uint32_t sess = 0;
+	for (size_t i = 0; i < 32; i++)
+		sess += w.req[i].session != 0 && !w.req[i].prefix[0];
+	ok(sess > 8 && sess < 24, "engine: about half the conversations send a session id");
+
+	char err[256];
+	struct sim_fleet_cfg cfg[2] = { { 0 }, { 0 } };
+	static const char *const conf[2] = {
+		"[defaults]\nprefill_ms_per_ktok = 700\ndecode_ms_per_tok = 3\nmax_running = 1\n"
+		"prefill_batch_slowdown = 0\ndecode_batch_slowdown = 0\n"
+		"cache = llama\ncache_ram_tokens = 32768\nslot_prompt_similarity = 0.9\n[endpoint]\nname = e\ncount = 4\n",
+		"[defaults]\nprefill_ms_per_ktok = 700\ndecode_ms_per_tok = 3\nmax_running = 1\n"
+		"prefill_batch_slowdown = 0\ndecode_batch_slowdown = 0\n"
+		"cache = blocks\ncache_blocks = 64\n[endpoint]\nname = e\ncount = 4\n",
+	};
+	uint32_t lost[2] = { 0, 0 };
+	for (int m = 0; m < 2; m++) {
+		if (sim_cfg_parse(&cfg[m], conf[m], "engine", err, sizeof(err)) < 0) {
+			ok(0, err);
+			continue;
+		}
+		struct sim_run_opts ro = { .policy = &sim_pol_ttl, .agents = 1, .seed = 1 };
+		struct sim_run run;
+		if (sim_fleet_run(&cfg[m], &w, &ro, &run, err, sizeof(err)) < 0) {
+			ok(0, err);
+			sim_cfg_finish(&cfg[m]);
+			continue;
+		}
+		/* never more than 4 in flight, never two of one conversation,
+		 * every request served */
+		uint32_t worst = 0, overlap_conv = 0, served = 0;
+		for (size_t i = 0; i < w.n; i++) {
+			uint32_t live = 0;
+			served += run.rec[i].status == 200;
+			for (size_t j = 0; j < w.n; j++) {
+				if (w.req[j].arrival_us <= w.req[i].arrival_us && run.rec[j].t_end_us > w.req[i].arrival_us) {
+					live++;
+					overlap_conv += j != i && w.req[j].conv == w.req[i].conv;
+				}
+			}
+			worst = live > worst ? live : worst;
+		}
+		for (size_t i = 32; i < w.n; i++) /* later turns on their own server that lost it */
+			if (run.rec[i].ep == run.rec[i - 32].ep &&
+			    run.rec[i].cached_tokens < 0.9 * w.req[i - 32].input_tokens)
+				lost[m]++;
+		char what[160];
+		snprintf(what, sizeof(what), "engine (%s): at most 4 in flight (%u), no conversation twice, all served",
+			 m == 0 ? "llama" : "blocks", worst);
+		ok(worst == 4 && overlap_conv == 0 && served == w.n, what);
+		sim_fleet_run_finish(&run);
+		sim_cfg_finish(&cfg[m]);
+	}
+	char what[200];
+	snprintf(what, sizeof(what), "engine: a stick table keeps every conversation home; llama.cpp's cache still "
+		 "loses %u later turns there (the block cache %u), as the real fleet does", lost[0], lost[1]);
+	ok(lost[0] >= 10 && lost[1] == 0, what);
+	sim_trace_finish(&w);
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : ".";
@@ -406,6 +628,8 @@ int main(int argc, char **argv)
 	test_scale_out(&sim_pol_warmlane);
 	test_hints();
 	test_hints_policy();
+	test_llama();
+	test_engine();
 	printf("1..%d\n", test_no);
 	return failures ? 1 : 0;
 }

@@ -23,6 +23,10 @@ struct sim_req {
 	uint64_t prefix[SIM_NPREFIX]; /* xxh64 of the first 1, 4, 8 KiB; 0: absent */
 	uint64_t caller;      /* hashed API key; 0: absent */
 	uint8_t stream;       /* streamed response */
+	uint32_t conv;        /* closed-loop workloads: conversation, 1-based (0: none) */
+	uint32_t gen_blocks;  /* blocks after the prompt's that hold its answer as the
+			       * engine keeps it (a llama.cpp slot: prompt + generated
+			       * tokens, sim_llama.h); 0: unknown */
 };
 
 struct sim_workload {
@@ -31,6 +35,13 @@ struct sim_workload {
 	size_t n, cap;
 	uint64_t *blocks;
 	size_t nblocks, blocks_cap;
+	uint32_t block_tokens; /* tokens per block; 0: SIM_KV_BLOCK_TOKENS (512) */
+	uint32_t closed;       /* > 0: a closed loop of this many clients (arrival_us
+				* is ignored: the fleet sends each request when a
+				* client is free, in order, never two of a conversation
+				* at once, as tests/engine/driver does) */
+	uint8_t own_keys;      /* the generator set session and prefix keys itself:
+				* sim_trace_derive_keys leaves them */
 };
 
 /* An empty workload. */
