@@ -50,15 +50,15 @@ static int notify_parse_route(struct notify_ctx *ctx, struct spop_reader *r,
 			      unsigned nargs, struct route_request *req,
 			      enum spop_status *status)
 {
+	unsigned pos = 0;
 	req->now_ms = ctx->now_ms;
-	for (int i = 0; i < ROUTE_ARG_COUNT; i++)
-		req->args[i] = spop_data_null();
+	memset(req->args, 0, sizeof(req->args)); /* SPOP_DATA_NULL */
 	for (unsigned i = 0; i < nargs; i++) {
 		struct spop_str name;
 		struct spop_data val;
 		if (spop_arg_next(r, &name, &val, status) != 1)
 			return SPOP_EPROTO;
-		int k = route_arg_lookup(name);
+		int k = route_arg_lookup_next(name, &pos);
 		if (k >= 0)
 			req->args[k] = val; /* a repeated argument: the last wins */
 	}
@@ -158,14 +158,14 @@ static int notify_parse_feedback(struct notify_ctx *ctx,
 {
 	fb->now_ms = ctx->now_ms;
 	fb->now_unix_s = ctx->now_unix_s;
-	for (int i = 0; i < ROUTE_FB_COUNT; i++)
-		fb->args[i] = spop_data_null();
+	memset(fb->args, 0, sizeof(fb->args)); /* SPOP_DATA_NULL */
+	unsigned pos = 0;
 	for (unsigned i = 0; i < nargs; i++) {
 		struct spop_str name;
 		struct spop_data val;
 		if (spop_arg_next(r, &name, &val, status) != 1)
 			return SPOP_EPROTO;
-		int k = route_fb_arg_lookup(name);
+		int k = route_fb_arg_lookup_next(name, &pos);
 		if (k >= 0)
 			fb->args[k] = val;
 	}
