@@ -896,6 +896,41 @@ START_TEST(notify_route_any_order)
 		if (k == 0) {
 			memcpy(first, out, (size_t)n);
 			first_n = n;
+			/* The ACK's akey is the decision's, as 16 lower-case
+			 * hex digits (haplog_akey_parse reads it back). */
+			struct route_request req;
+			req_init(&req);
+			req.args[ROUTE_ARG_SESSION] = str("sess-42");
+			req.args[ROUTE_ARG_PREFIX1] = spop_data_int64(0x1234567);
+			req.args[ROUTE_ARG_CALLER] = spop_data_int64(-77);
+			req.args[ROUTE_ARG_MODEL] = str("m1");
+			req.args[ROUTE_ARG_STREAM] = spop_data_bool(true);
+			struct route_decision d;
+			route_decide(&r, &req, &d);
+			ck_assert(d.has_akey);
+			char want[17];
+			snprintf(want, sizeof(want), "%016llx",
+				 (unsigned long long)d.akey);
+			struct spop_frame a;
+			enum spop_status s2;
+			ck_assert_int_eq(spop_frame_decode(out, (size_t)n, 16380,
+							   &a, &s2), n);
+			struct spop_reader rd;
+			spop_reader_init(&rd, a.payload, a.payload_len);
+			enum spop_action act;
+			enum spop_scope scope;
+			struct spop_str vname;
+			struct spop_data val;
+			bool seen = false;
+			while (spop_action_next(&rd, &act, &scope, &vname, &val,
+						&s2) == 1) {
+				if (!spop_str_eq(vname, "akey"))
+					continue;
+				ck_assert(val.type == SPOP_DATA_STRING);
+				ck_assert(spop_str_eq(val.u.str, want));
+				seen = true;
+			}
+			ck_assert(seen);
 		} else {
 			ck_assert_msg(n == first_n &&
 					      memcmp(out, first, (size_t)n) == 0,
