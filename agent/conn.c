@@ -77,16 +77,35 @@ static void conn_write_cb(uv_write_t *req, int status)
 	}
 }
 
-/* Queues len bytes of whole frames with a single uv_write (docs/spop.md: split
+/* Writes len bytes of whole frames with a single write (docs/spop.md: split
  * frames caused resets on HAProxy 3.2; several whole frames in one write
- * are fine). Returns 0, or a libuv error after which wb is back on the
- * free list and the connection is closing. */
+ * are fine). uv_try_write first: a local socket nearly always takes the
+ * whole batch at once, and then no request is queued, no callback runs and
+ * libuv does not re-arm the poll (an epoll_ctl per uv_write otherwise).
+ * While earlier writes are queued it refuses (UV_EAGAIN), so the order
+ * holds; what it could not take goes through uv_write, wb staying in use
+ * until the callback. Returns 0 (wb is then back on the free list if the
+ * write completed), or a libuv error after which wb is back on the free
+ * list and the connection is closing. */
 static int conn_write(struct conn *c, struct conn_wbuf *wb, size_t len)
 {
 	uv_buf_t buf = uv_buf_init((char *)wb->data, (unsigned)len);
-	int r = uv_write(&wb->req, &c->h.stream, &buf, 1, conn_write_cb);
+	int r = uv_try_write(&c->h.stream, &buf, 1);
+	if (r >= 0 && (size_t)r == len) {
+		wbuf_put(c, wb);
+		c->srv->stats.writes++;
+		return 0;
+	}
+	if (r >= 0) {
+		buf = uv_buf_init((char *)wb->data + r, (unsigned)(len - (size_t)r));
+		r = 0;
+	}
+	if (r == 0 || r == UV_EAGAIN || r == UV_ENOSYS)
+		r = uv_write(&wb->req, &c->h.stream, &buf, 1, conn_write_cb);
 	if (r < 0) {
 		wbuf_put(c, wb);
+		if (r != UV_EPIPE && r != UV_ECONNRESET && r != UV_EAGAIN)
+			c->srv->stats.io_errors++;
 		log_debug("write failed", "conn=%" PRIu64 " error=%s", c->id,
 			  uv_err_name(r));
 		conn_abort(c);
@@ -440,7 +459,9 @@ static void conn_process(struct conn *c)
 		off += (size_t)n;
 	}
 	/* One write for the ACKs of the whole pass; a stalled pass writes
-	 * its batch too, so that a write callback comes to resume it. */
+	 * its batch too. A stall means every buffer but the batch is in a
+	 * write queued by uv_write (one uv_try_write completed is back on the
+	 * free list at once), so a write callback is due to resume it. */
 	if (c->state != CONN_CLOSING)
 		conn_flush(c);
 	if (c->state == CONN_CLOSING)

@@ -12,6 +12,8 @@
  * decision whose answer overflowed. */
 #define NOTIFY_MAX_DECIDED (2048 / 16 + 1)
 
+_Static_assert(SPOP_DATA_NULL == 0, "a zeroed spop_data is NULL");
+
 /* The ACK being built for one NOTIFY frame. */
 struct notify_ack {
 	struct spop_writer w;
@@ -26,12 +28,63 @@ struct notify_ack {
 	unsigned n_decided;
 };
 
-static void ack_set_str(struct notify_ack *ack, const char *name,
-			const char *v, size_t len)
+static void ack_set_strn(struct notify_ack *ack, const char *name,
+			 size_t name_len, const char *v, size_t len)
 {
-	struct spop_data d = spop_data_string(v, len);
-	spop_ack_set_var(&ack->w, SPOP_SCOPE_TXN, name, strlen(name), &d);
+	spop_ack_set_var_str(&ack->w, SPOP_SCOPE_TXN, name, name_len, v, len);
 	ack->has_action = true;
+}
+
+/* name is a literal: its length from sizeof, not strlen per frame. */
+#define ack_set_str(ack, name, v, len) \
+	ack_set_strn((ack), "" name, sizeof(name) - 1, (v), (len))
+
+/* The set-var actions `reason` and `shadow_reason` of every reason,
+ * encoded once: the same bytes go into every ACK. */
+struct notify_preset {
+	uint8_t len; /* 0: did not fit, encode it each time */
+	uint8_t b[64];
+};
+static struct notify_preset notify_reason_var[2][ROUTE_REASON_COUNT];
+static bool notify_reason_ready;
+
+static void notify_reason_init(void)
+{
+	static const char *const var[2] = { "reason", "shadow_reason" };
+	for (unsigned v = 0; v < 2; v++) {
+		for (unsigned i = 0; i < ROUTE_REASON_COUNT; i++) {
+			struct notify_preset *p = &notify_reason_var[v][i];
+			const char *name = route_reason_name(i);
+			struct spop_data d = spop_data_string(name, strlen(name));
+			struct spop_writer w;
+			spop_writer_init(&w, p->b, sizeof(p->b));
+			spop_ack_set_var(&w, SPOP_SCOPE_TXN, var[v],
+					 strlen(var[v]), &d);
+			p->len = w.overflow ? 0 : (uint8_t)w.len;
+		}
+	}
+	notify_reason_ready = true;
+}
+
+/* Appends `reason` (shadow 0) or `shadow_reason` (1) for reason. */
+static void ack_set_reason(struct notify_ack *ack, unsigned shadow,
+			   enum route_reason reason)
+{
+	if (!notify_reason_ready)
+		notify_reason_init();
+	const struct notify_preset *p =
+		(unsigned)reason < ROUTE_REASON_COUNT
+			? &notify_reason_var[shadow][reason] : NULL;
+	if (p != NULL && p->len > 0) {
+		spop_put_bytes(&ack->w, p->b, p->len);
+		ack->has_action = true;
+		return;
+	}
+	const char *name = route_reason_name(reason);
+	if (shadow)
+		ack_set_str(ack, "shadow_reason", name, strlen(name));
+	else
+		ack_set_str(ack, "reason", name, strlen(name));
 }
 
 static void ack_set_ack(struct notify_ack *ack)
@@ -50,28 +103,35 @@ static int notify_parse_route(struct notify_ctx *ctx, struct spop_reader *r,
 			      unsigned nargs, struct route_request *req,
 			      enum spop_status *status)
 {
+	unsigned pos = 0;
 	req->now_ms = ctx->now_ms;
-	for (int i = 0; i < ROUTE_ARG_COUNT; i++)
-		req->args[i] = spop_data_null();
+	memset(req->args, 0, sizeof(req->args)); /* SPOP_DATA_NULL */
 	for (unsigned i = 0; i < nargs; i++) {
 		struct spop_str name;
 		struct spop_data val;
 		if (spop_arg_next(r, &name, &val, status) != 1)
 			return SPOP_EPROTO;
-		int k = route_arg_lookup(name);
+		int k = route_arg_lookup_next(name, &pos);
 		if (k >= 0)
 			req->args[k] = val; /* a repeated argument: the last wins */
 	}
 	return 0;
 }
 
+/* akey as 16 lower-case hex digits (what haplog_akey_parse and the
+ * feedback read back), from a table rather than snprintf. */
 static void ack_set_akey(struct notify_ack *ack, const struct route_decision *d)
 {
-	char akey[17];
-	if (d->has_akey) {
-		snprintf(akey, sizeof(akey), "%016" PRIx64, d->akey);
-		ack_set_str(ack, "akey", akey, 16);
+	static const char hex[16] = "0123456789abcdef";
+	char akey[16];
+	if (!d->has_akey)
+		return;
+	uint64_t v = d->akey;
+	for (int i = 15; i >= 0; i--) {
+		akey[i] = hex[v & 15];
+		v >>= 4;
 	}
+	ack_set_str(ack, "akey", akey, sizeof(akey));
 }
 
 /* Shadow mode (docs/shadow.md): nothing HAProxy routes by. shadow_server
@@ -92,8 +152,8 @@ static void notify_route_shadow(struct notify_ctx *ctx,
 			ack_set_str(ack, "shadow_server", path, (size_t)n);
 	}
 	ack_set_akey(ack, d);
+	ack_set_reason(ack, 1, d->reason);
 	const char *reason = route_reason_name(d->reason);
-	ack_set_str(ack, "shadow_reason", reason, strlen(reason));
 	log_debug("route",
 		  "conn=%" PRIu64 " stream_id=%" PRIu64 " frame_id=%" PRIu64
 		  " shadow reason=%s backend=%s server=%s",
@@ -132,8 +192,7 @@ static void notify_route(struct notify_ctx *ctx,
 	if (d.key != NULL)
 		ack_set_str(ack, "key", d.key, strlen(d.key));
 	ack_set_akey(ack, &d);
-	const char *reason = route_reason_name(d.reason);
-	ack_set_str(ack, "reason", reason, strlen(reason));
+	ack_set_reason(ack, 0, d.reason);
 	if (d.noretry) {
 		/* Its presence is what the config tests (-m found). */
 		struct spop_data t = spop_data_bool(true);
@@ -145,7 +204,8 @@ static void notify_route(struct notify_ctx *ctx,
 		  "conn=%" PRIu64 " stream_id=%" PRIu64 " frame_id=%" PRIu64
 		  " reason=%s backend=%s server=%s tier=%u%s",
 		  ctx->conn_id, ack->frame->stream_id, ack->frame->frame_id,
-		  reason, d.backend != NULL ? d.backend : "-",
+		  route_reason_name(d.reason),
+		  d.backend != NULL ? d.backend : "-",
 		  d.server != NULL ? d.server : "-", d.tier,
 		  d.noretry ? " noretry" : "");
 }
@@ -158,14 +218,14 @@ static int notify_parse_feedback(struct notify_ctx *ctx,
 {
 	fb->now_ms = ctx->now_ms;
 	fb->now_unix_s = ctx->now_unix_s;
-	for (int i = 0; i < ROUTE_FB_COUNT; i++)
-		fb->args[i] = spop_data_null();
+	memset(fb->args, 0, sizeof(fb->args)); /* SPOP_DATA_NULL */
+	unsigned pos = 0;
 	for (unsigned i = 0; i < nargs; i++) {
 		struct spop_str name;
 		struct spop_data val;
 		if (spop_arg_next(r, &name, &val, status) != 1)
 			return SPOP_EPROTO;
-		int k = route_fb_arg_lookup(name);
+		int k = route_fb_arg_lookup_next(name, &pos);
 		if (k >= 0)
 			fb->args[k] = val;
 	}
@@ -228,10 +288,10 @@ static int notify_parse(struct notify_ctx *ctx, struct spop_reader *r,
 	int k = spop_msg_next(r, &m->name, &nargs, status);
 	if (k <= 0)
 		return k;
-	if (spop_str_eq(m->name, "route")) {
+	if (SPOP_STR_EQ_LIT(m->name, "route")) {
 		m->kind = NOTIFY_ROUTE;
 		k = notify_parse_route(ctx, r, nargs, &m->u.route, status);
-	} else if (spop_str_eq(m->name, "feedback")) {
+	} else if (SPOP_STR_EQ_LIT(m->name, "feedback")) {
 		m->kind = NOTIFY_FEEDBACK;
 		k = notify_parse_feedback(ctx, r, nargs, &m->u.fb, status);
 	} else {

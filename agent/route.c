@@ -15,39 +15,110 @@
 _Static_assert((int)ROUTE_REASON_COUNT == (int)CORE_REASON_COUNT,
 	       "route reasons mirror the core's");
 
-static const char *const route_arg_names[ROUTE_ARG_COUNT] = {
-	[ROUTE_ARG_SESSION] = "session", [ROUTE_ARG_PREFIX1] = "prefix1",
-	[ROUTE_ARG_PREFIX2] = "prefix2", [ROUTE_ARG_PREFIX3] = "prefix3",
-	[ROUTE_ARG_INSTALL] = "install", [ROUTE_ARG_CALLER] = "caller",
-	[ROUTE_ARG_SRC] = "src",	 [ROUTE_ARG_MODEL] = "model",
-	[ROUTE_ARG_STREAM] = "stream",	 [ROUTE_ARG_ID] = "id",
-	[ROUTE_ARG_HINT_SRV] = "hint_srv", [ROUTE_ARG_HINT_AT] = "hint_at",
-	[ROUTE_ARG_HINT_AKEY] = "hint_akey", [ROUTE_ARG_HINT_NAME] = "hint_name",
+/* Argument names with their lengths, so that a lookup compares lengths
+ * first and never strlen's a literal per frame. */
+struct route_name {
+	const char *s;
+	size_t len;
+};
+#define ROUTE_NAME(x) { x, sizeof(x) - 1 }
+
+static const struct route_name route_arg_names[ROUTE_ARG_COUNT] = {
+	[ROUTE_ARG_SESSION] = ROUTE_NAME("session"),
+	[ROUTE_ARG_PREFIX1] = ROUTE_NAME("prefix1"),
+	[ROUTE_ARG_PREFIX2] = ROUTE_NAME("prefix2"),
+	[ROUTE_ARG_PREFIX3] = ROUTE_NAME("prefix3"),
+	[ROUTE_ARG_INSTALL] = ROUTE_NAME("install"),
+	[ROUTE_ARG_CALLER] = ROUTE_NAME("caller"),
+	[ROUTE_ARG_SRC] = ROUTE_NAME("src"),
+	[ROUTE_ARG_MODEL] = ROUTE_NAME("model"),
+	[ROUTE_ARG_STREAM] = ROUTE_NAME("stream"),
+	[ROUTE_ARG_ID] = ROUTE_NAME("id"),
+	[ROUTE_ARG_HINT_SRV] = ROUTE_NAME("hint_srv"),
+	[ROUTE_ARG_HINT_AT] = ROUTE_NAME("hint_at"),
+	[ROUTE_ARG_HINT_AKEY] = ROUTE_NAME("hint_akey"),
+	[ROUTE_ARG_HINT_NAME] = ROUTE_NAME("hint_name"),
 };
 
-static const char *const route_fb_names[ROUTE_FB_COUNT] = {
-	[ROUTE_FB_SERVER] = "server",	    [ROUTE_FB_STATUS] = "status",
-	[ROUTE_FB_TR] = "tr",		    [ROUTE_FB_RETRY_AFTER] = "retry_after",
-	[ROUTE_FB_KEY] = "key",		    [ROUTE_FB_AKEY] = "akey",
-	[ROUTE_FB_STREAM] = "stream",	    [ROUTE_FB_MODEL] = "model",
-	[ROUTE_FB_SHADOW] = "shadow",	    [ROUTE_FB_SHADOW_REASON] = "shadow_reason",
-	[ROUTE_FB_ID] = "id",
+static const struct route_name route_fb_names[ROUTE_FB_COUNT] = {
+	[ROUTE_FB_SERVER] = ROUTE_NAME("server"),
+	[ROUTE_FB_STATUS] = ROUTE_NAME("status"),
+	[ROUTE_FB_TR] = ROUTE_NAME("tr"),
+	[ROUTE_FB_RETRY_AFTER] = ROUTE_NAME("retry_after"),
+	[ROUTE_FB_KEY] = ROUTE_NAME("key"),
+	[ROUTE_FB_AKEY] = ROUTE_NAME("akey"),
+	[ROUTE_FB_STREAM] = ROUTE_NAME("stream"),
+	[ROUTE_FB_MODEL] = ROUTE_NAME("model"),
+	[ROUTE_FB_SHADOW] = ROUTE_NAME("shadow"),
+	[ROUTE_FB_SHADOW_REASON] = ROUTE_NAME("shadow_reason"),
+	[ROUTE_FB_ID] = ROUTE_NAME("id"),
 };
+
+/* The order of the `args` lines of haproxy/warmlane.spoe.conf, in which
+ * HAProxy sends them; arguments the file does not send (model in
+ * feedback) come last. */
+static const uint8_t route_arg_order[ROUTE_ARG_COUNT] = {
+	ROUTE_ARG_SESSION, ROUTE_ARG_PREFIX1, ROUTE_ARG_PREFIX2,
+	ROUTE_ARG_PREFIX3, ROUTE_ARG_INSTALL, ROUTE_ARG_CALLER,
+	ROUTE_ARG_SRC, ROUTE_ARG_MODEL, ROUTE_ARG_STREAM, ROUTE_ARG_ID,
+	ROUTE_ARG_HINT_SRV, ROUTE_ARG_HINT_AT, ROUTE_ARG_HINT_AKEY,
+	ROUTE_ARG_HINT_NAME,
+};
+
+static const uint8_t route_fb_order[ROUTE_FB_COUNT] = {
+	ROUTE_FB_SERVER, ROUTE_FB_STATUS, ROUTE_FB_TR, ROUTE_FB_RETRY_AFTER,
+	ROUTE_FB_KEY, ROUTE_FB_AKEY, ROUTE_FB_STREAM, ROUTE_FB_SHADOW,
+	ROUTE_FB_SHADOW_REASON, ROUTE_FB_ID, ROUTE_FB_MODEL,
+};
+
+static bool route_name_is(struct spop_str v, const struct route_name *n)
+{
+	return v.len == n->len && memcmp(v.ptr, n->s, n->len) == 0;
+}
+
+/* The name expected at *pos of order first (one compare for a frame sent
+ * by the SPOE file), then every name (another config's order, an older
+ * one's fewer arguments); *pos moves past the match, so the arguments
+ * after a missing or reordered one are found first time again. An
+ * unknown name leaves *pos as it was. */
+static int route_lookup_next(struct spop_str name,
+			     const struct route_name *names,
+			     const uint8_t *order, unsigned count,
+			     unsigned *pos)
+{
+	if (*pos < count && route_name_is(name, &names[order[*pos]]))
+		return order[(*pos)++];
+	for (unsigned i = 0; i < count; i++) {
+		if (route_name_is(name, &names[order[i]])) {
+			*pos = i + 1;
+			return order[i];
+		}
+	}
+	return -1;
+}
+
+int route_arg_lookup_next(struct spop_str name, unsigned *pos)
+{
+	return route_lookup_next(name, route_arg_names, route_arg_order,
+				 ROUTE_ARG_COUNT, pos);
+}
+
+int route_fb_arg_lookup_next(struct spop_str name, unsigned *pos)
+{
+	return route_lookup_next(name, route_fb_names, route_fb_order,
+				 ROUTE_FB_COUNT, pos);
+}
 
 int route_arg_lookup(struct spop_str name)
 {
-	for (int i = 0; i < ROUTE_ARG_COUNT; i++)
-		if (spop_str_eq(name, route_arg_names[i]))
-			return i;
-	return -1;
+	unsigned pos = ROUTE_ARG_COUNT;
+	return route_arg_lookup_next(name, &pos);
 }
 
 int route_fb_arg_lookup(struct spop_str name)
 {
-	for (int i = 0; i < ROUTE_FB_COUNT; i++)
-		if (spop_str_eq(name, route_fb_names[i]))
-			return i;
-	return -1;
+	unsigned pos = ROUTE_FB_COUNT;
+	return route_fb_arg_lookup_next(name, &pos);
 }
 
 const char *route_reason_name(enum route_reason reason)

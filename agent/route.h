@@ -351,6 +351,13 @@ int route_arg_lookup(struct spop_str name);
 /* Index of a feedback argument by exact name, or -1. */
 int route_fb_arg_lookup(struct spop_str name);
 
+/* The same, for the arguments of one message read in turn: *pos starts at
+ * 0 for each message. The name HAProxy sends next when it follows
+ * haproxy/warmlane.spoe.conf is tried first, then every name, so any
+ * order and any subset give the same indexes as the lookups above. */
+int route_arg_lookup_next(struct spop_str name, unsigned *pos);
+int route_fb_arg_lookup_next(struct spop_str name, unsigned *pos);
+
 /* The reason's name ("affinity", "no_model", ...), or "unknown". */
 const char *route_reason_name(enum route_reason reason);
 

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define SPOP_NEED_MORE (-2)
 #define SPOP_EPROTO    (-1)
@@ -281,6 +282,14 @@ bool spop_list_has(struct spop_str list, const char *token);
  * so "max" never matches "max-frame-size". */
 bool spop_str_eq(struct spop_str v, const char *s);
 
+/* The same against s[0..len) (not NUL-terminated); SPOP_STR_EQ_LIT takes
+ * a literal's length from sizeof, for the compares made per frame. */
+static inline bool spop_str_eqn(struct spop_str v, const char *s, size_t len)
+{
+	return v.len == len && (len == 0 || memcmp(v.ptr, s, len) == 0);
+}
+#define SPOP_STR_EQ_LIT(v, lit) spop_str_eqn((v), "" lit, sizeof(lit) - 1)
+
 /* ---- HELLO ---- */
 
 /* Parses a HAPROXY-HELLO payload. Unknown keys are skipped; keys match
@@ -323,6 +332,13 @@ void spop_ack_begin(struct spop_writer *w, uint8_t *buf, size_t cap,
 void spop_ack_set_var(struct spop_writer *w, enum spop_scope scope,
 		      const char *name, size_t name_len,
 		      const struct spop_data *value);
+
+/* The same for a STRING value v[0..len), without a spop_data: the bytes
+ * spop_ack_set_var writes, in one pass when both lengths are under 240
+ * (one varint byte each). All or nothing. */
+void spop_ack_set_var_str(struct spop_writer *w, enum spop_scope scope,
+			  const char *name, size_t name_len, const char *v,
+			  size_t len);
 
 /* Appends an unset-var action: 02 02 <scope> <name>. All or nothing. */
 void spop_ack_unset_var(struct spop_writer *w, enum spop_scope scope,

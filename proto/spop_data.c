@@ -78,7 +78,8 @@ ptrdiff_t spop_varint_decode(const uint8_t *p, size_t len, uint64_t *v)
 	return (ptrdiff_t)i;
 }
 
-int spop__get_str(const uint8_t **pp, const uint8_t *end, struct spop_str *s)
+int spop__get_str_long(const uint8_t **pp, const uint8_t *end,
+		       struct spop_str *s)
 {
 	const uint8_t *p = *pp;
 	uint64_t n;

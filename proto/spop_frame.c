@@ -230,9 +230,24 @@ int spop_kv_next(struct spop_reader *r, struct spop_str *key,
 		return 0;
 	if (spop__get_str(&p, r->end, &k) < 0)
 		goto invalid;
-	n = spop_data_decode(p, (size_t)(r->end - p), &v);
-	if (n < 0)
-		goto invalid;
+	/* Inline the values of a NOTIFY as HAProxy sends them (NULL, a
+	 * STRING with a one-byte length); spop_data_decode for the rest,
+	 * which it decides alone (type nibble, flags, truncation). */
+	if (p != r->end && *p == SPOP_DATA_NULL) {
+		memset(&v, 0, sizeof(v));
+		n = 1;
+	} else if (r->end - p >= 2 && *p == SPOP_DATA_STRING && p[1] < 240 &&
+		   (size_t)p[1] <= (size_t)(r->end - p - 2)) {
+		memset(&v, 0, sizeof(v));
+		v.type = SPOP_DATA_STRING;
+		v.u.str.ptr = p + 2;
+		v.u.str.len = p[1];
+		n = 2 + p[1];
+	} else {
+		n = spop_data_decode(p, (size_t)(r->end - p), &v);
+		if (n < 0)
+			goto invalid;
+	}
 	r->p = p + n;
 	*key = k;
 	*val = v;
@@ -308,6 +323,33 @@ void spop_ack_set_var(struct spop_writer *w, enum spop_scope scope,
 	spop_put_bytes(w, hdr, sizeof(hdr));
 	spop_put_str(w, name, name_len);
 	spop_put_data(w, value);
+}
+
+void spop_ack_set_var_str(struct spop_writer *w, enum spop_scope scope,
+			  const char *name, size_t name_len, const char *v,
+			  size_t len)
+{
+	/* The usual case, both lengths one varint byte, in one pass. */
+	if (name_len < 240 && len < 240) {
+		size_t n = 3 + 1 + name_len + 1 + 1 + len;
+		if (!room(w, n))
+			return;
+		uint8_t *p = w->buf + w->len;
+		*p++ = SPOP_ACT_SET_VAR;
+		*p++ = 3;
+		*p++ = (uint8_t)scope;
+		*p++ = (uint8_t)name_len;
+		memcpy(p, name, name_len);
+		p += name_len;
+		*p++ = SPOP_DATA_STRING;
+		*p++ = (uint8_t)len;
+		if (len)
+			memcpy(p, v, len);
+		w->len += n;
+		return;
+	}
+	struct spop_data d = spop_data_string(v, len);
+	spop_ack_set_var(w, scope, name, name_len, &d);
 }
 
 void spop_ack_unset_var(struct spop_writer *w, enum spop_scope scope,

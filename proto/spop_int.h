@@ -24,7 +24,25 @@ static inline size_t spop__size_add(size_t a, size_t b)
 
 /* Reads a STRING body (varint length + bytes) at [*pp, end). Moves *pp and
  * sets *s only on success. Returns 0, SPOP_NEED_MORE or SPOP_EPROTO. */
-int spop__get_str(const uint8_t **pp, const uint8_t *end, struct spop_str *s);
+int spop__get_str_long(const uint8_t **pp, const uint8_t *end,
+		       struct spop_str *s);
+
+/* Inline for the usual one-byte length (every name and most values); the
+ * rest in spop__get_str_long. */
+static inline int spop__get_str(const uint8_t **pp, const uint8_t *end,
+				struct spop_str *s)
+{
+	const uint8_t *p = *pp;
+	if (p == end || *p >= 240)
+		return spop__get_str_long(pp, end, s);
+	size_t n = *p++;
+	if (n > (size_t)(end - p))
+		return SPOP_NEED_MORE;
+	s->ptr = p;
+	s->len = n;
+	*pp = p + n;
+	return 0;
+}
 
 /* Bytes spop_data_encode writes for d (SIZE_MAX for an unknown type). */
 size_t spop__data_size(const struct spop_data *d);

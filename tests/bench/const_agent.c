@@ -16,8 +16,9 @@
  * Listens on a unix socket and answers every `route` message with fixed
  * variables (the ones warmlane sets: backend, server, key, reason) and every
  * other message with `ack`, using the same codec (proto/) and the same I/O
- * pattern as the agent (libuv, one uv_write per ACK frame, a read buffer of
- * one whole frame), but no decision at all. On SIGTERM or SIGINT it prints
+ * pattern as the agent (libuv, a read buffer of one whole frame, and the
+ * ACKs of one read pass batched into one write, as agent/conn.c does), but
+ * no decision at all: the codec and loop floor. On SIGTERM or SIGINT it prints
  * how many frames and messages it answered and exits 0. Not a product: no
  * backpressure limit beyond HAProxy's own (20 outstanding NOTIFYs). */
 
@@ -25,7 +26,8 @@
 	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
 #define CA_MAX_FRAME 16380u /* asked of HAProxy; it may offer less */
-#define CA_WBUF_SIZE 512    /* the largest ACK below is under 100 bytes */
+#define CA_WBUF_SIZE 2048   /* a batch; the largest ACK below is under 100 bytes */
+#define CA_ACK_MAX 128      /* room kept for one more ACK in a batch */
 
 struct ca_wbuf {
 	uv_write_t req;
@@ -41,6 +43,8 @@ struct ca_conn {
 	bool closing;
 	uint32_t max_frame;
 	struct ca_wbuf *free_wbufs;
+	struct ca_wbuf *batch; /* ACKs of this read pass, not yet written */
+	size_t batch_len;
 	size_t rlen;
 	uint8_t rbuf[CA_MAX_FRAME + 4];
 };
@@ -60,6 +64,7 @@ static void ca_close_cb(uv_handle_t *h)
 		c->free_wbufs = wb->next;
 		free(wb);
 	}
+	free(c->batch); /* a pass cut short by a close */
 	free(c);
 }
 
@@ -158,15 +163,32 @@ static size_t ca_ack(const struct spop_frame *f, uint8_t *out, size_t cap)
 	return n > 0 ? (size_t)n : 0;
 }
 
+/* Writes the batched ACKs, if any, in one write. */
+static void ca_flush(struct ca_conn *c)
+{
+	struct ca_wbuf *wb = c->batch;
+	if (wb == NULL)
+		return;
+	c->batch = NULL;
+	ca_send(c, wb, c->batch_len);
+	c->batch_len = 0;
+}
+
 static void ca_on_frame(struct ca_conn *c, const struct spop_frame *f)
 {
-	struct ca_wbuf *wb = ca_wbuf_get(c);
-	if (wb == NULL) {
-		ca_close(c);
-		return;
+	if (c->batch != NULL && CA_WBUF_SIZE - c->batch_len < CA_ACK_MAX)
+		ca_flush(c);
+	if (c->batch == NULL) {
+		c->batch = ca_wbuf_get(c);
+		if (c->batch == NULL) {
+			ca_close(c);
+			return;
+		}
 	}
-	size_t cap = (size_t)c->max_frame + 4 < CA_WBUF_SIZE
-			     ? (size_t)c->max_frame + 4 : CA_WBUF_SIZE;
+	uint8_t *out = c->batch->data + c->batch_len;
+	size_t room = CA_WBUF_SIZE - c->batch_len;
+	size_t cap = (size_t)c->max_frame + 4 < room
+			     ? (size_t)c->max_frame + 4 : room;
 	ptrdiff_t n = 0;
 	enum spop_status st = SPOP_ERR_INVALID;
 	bool last = false;
@@ -177,19 +199,19 @@ static void ca_on_frame(struct ca_conn *c, const struct spop_frame *f)
 		ca_stats.hellos++;
 		if (spop_hello_parse(f->payload, f->payload_len, &h, &st) == 0 &&
 		    spop_hello_negotiate(&h, CA_MAX_FRAME, &max, &st) == 0) {
-			n = spop_agent_hello_encode(wb->data, CA_WBUF_SIZE, max, true);
+			n = spop_agent_hello_encode(out, room, max, true);
 			c->max_frame = max;
 			c->ready = true;
 		} else {
-			n = spop_disconnect_encode(wb->data, cap, st, NULL);
+			n = spop_disconnect_encode(out, cap, st, NULL);
 			last = true;
 		}
 	} else if (f->type == SPOP_FRAME_NOTIFY && c->ready) {
 		ca_stats.notifies++;
-		n = (ptrdiff_t)ca_ack(f, wb->data, cap);
+		n = (ptrdiff_t)ca_ack(f, out, cap);
 		if (n == 0) {
 			ca_stats.errors++;
-			n = spop_disconnect_encode(wb->data, cap, SPOP_ERR_INVALID, NULL);
+			n = spop_disconnect_encode(out, cap, SPOP_ERR_INVALID, NULL);
 			last = true;
 		}
 	} else {
@@ -197,20 +219,19 @@ static void ca_on_frame(struct ca_conn *c, const struct spop_frame *f)
 			ca_stats.disconnects++;
 		else
 			ca_stats.errors++;
-		n = spop_disconnect_encode(wb->data, cap,
+		n = spop_disconnect_encode(out, cap,
 					   f->type == SPOP_FRAME_HAPROXY_DISCONNECT
 						   ? SPOP_ERR_NONE : SPOP_ERR_INVALID,
 					   NULL);
 		last = true;
 	}
 	if (n <= 0) {
-		wb->next = c->free_wbufs;
-		c->free_wbufs = wb;
 		ca_close(c);
 		return;
 	}
-	ca_send(c, wb, (size_t)n);
+	c->batch_len += (size_t)n;
 	if (last) {
+		ca_flush(c);
 		/* uv_close would cancel the DISCONNECT: shut down first. */
 		c->closing = true;
 		uv_read_stop((uv_stream_t *)&c->pipe);
@@ -255,6 +276,9 @@ static void ca_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		ca_on_frame(c, &f);
 		off += (size_t)n;
 	}
+	/* One write for the ACKs of the whole pass. */
+	if (!c->closing)
+		ca_flush(c);
 	if (off > 0) {
 		memmove(c->rbuf, c->rbuf + off, c->rlen - off);
 		c->rlen -= off;

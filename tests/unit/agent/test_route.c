@@ -733,6 +733,216 @@ START_TEST(arg_names_exact)
 END_TEST
 
 /* Builds a NOTIFY payload with one route message carrying a model. */
+/* The argument names in haproxy/warmlane.spoe.conf's order, the order
+ * route_*_lookup_next try first. */
+static const char *const spoe_route_args[] = {
+	"session", "prefix1", "prefix2", "prefix3", "install", "caller",
+	"src", "model", "stream", "id", "hint_srv", "hint_at", "hint_akey",
+	"hint_name",
+};
+static const char *const spoe_fb_args[] = {
+	"server", "status", "tr", "retry_after", "key", "akey", "stream",
+	"shadow", "shadow_reason", "id", "model",
+};
+
+static struct spop_str sv(const char *s)
+{
+	return (struct spop_str){ (const uint8_t *)s, strlen(s) };
+}
+
+/* Looks names[order[0..n)] up in turn with one cursor, as a message's
+ * arguments are; each must give what the lookup by name alone gives. */
+static void lookup_in_turn(bool fb, const char *const *names,
+			   const unsigned *order, unsigned n, const char *what)
+{
+	unsigned pos = 0;
+	for (unsigned i = 0; i < n; i++) {
+		const char *name = order != NULL ? names[order[i]] : names[i];
+		int want = fb ? route_fb_arg_lookup(sv(name))
+			      : route_arg_lookup(sv(name));
+		int got = fb ? route_fb_arg_lookup_next(sv(name), &pos)
+			     : route_arg_lookup_next(sv(name), &pos);
+		ck_assert_msg(got == want, "%s: %s gave %d, by name %d", what,
+			      name, got, want);
+	}
+}
+
+START_TEST(arg_lookup_any_order)
+{
+	const unsigned nr = sizeof(spoe_route_args) / sizeof(*spoe_route_args);
+	const unsigned nf = sizeof(spoe_fb_args) / sizeof(*spoe_fb_args);
+	ck_assert_uint_eq(nr, ROUTE_ARG_COUNT);
+	ck_assert_uint_eq(nf, ROUTE_FB_COUNT);
+	unsigned order[32], n;
+	/* Every name is known, each to its own index. */
+	for (unsigned i = 0; i < nr; i++)
+		ck_assert_int_ge(route_arg_lookup(sv(spoe_route_args[i])), 0);
+	for (unsigned i = 0; i < nf; i++)
+		ck_assert_int_ge(route_fb_arg_lookup(sv(spoe_fb_args[i])), 0);
+	ck_assert_int_eq(route_arg_lookup(sv("session")), ROUTE_ARG_SESSION);
+	ck_assert_int_eq(route_fb_arg_lookup(sv("shadow_reason")),
+			 ROUTE_FB_SHADOW_REASON);
+
+	lookup_in_turn(false, spoe_route_args, NULL, nr, "route, file order");
+	lookup_in_turn(true, spoe_fb_args, NULL, nf, "feedback, file order");
+	/* Another config's order: reversed. */
+	for (n = 0; n < nr; n++)
+		order[n] = nr - 1 - n;
+	lookup_in_turn(false, spoe_route_args, order, n, "route, reversed");
+	for (n = 0; n < nf; n++)
+		order[n] = nf - 1 - n;
+	lookup_in_turn(true, spoe_fb_args, order, n, "feedback, reversed");
+	/* An older config's fewer arguments: every other one, then the
+	 * first ten (no hints). */
+	for (n = 0; 2 * n < nr; n++)
+		order[n] = 2 * n;
+	lookup_in_turn(false, spoe_route_args, order, n, "route, every other");
+	for (n = 0; n < 10; n++)
+		order[n] = n;
+	lookup_in_turn(false, spoe_route_args, order, n, "route, no hints");
+	for (n = 0; 2 * n + 1 < nf; n++)
+		order[n] = 2 * n + 1;
+	lookup_in_turn(true, spoe_fb_args, order, n, "feedback, every other");
+	/* Repeated: each occurrence found. */
+	const unsigned rep[] = { 0, 1, 1, 0, 7, 7, 13, 0 };
+	lookup_in_turn(false, spoe_route_args, rep, 8, "route, repeated");
+
+	/* An unknown name in the middle keeps the cursor: the next is found
+	 * first time, and an unknown one is -1 wherever the cursor is. */
+	unsigned pos = 0;
+	ck_assert_int_eq(route_arg_lookup_next(sv("session"), &pos),
+			 ROUTE_ARG_SESSION);
+	ck_assert_int_eq(route_arg_lookup_next(sv("x-new"), &pos), -1);
+	ck_assert_uint_eq(pos, 1);
+	ck_assert_int_eq(route_arg_lookup_next(sv("prefix1"), &pos),
+			 ROUTE_ARG_PREFIX1);
+	ck_assert_uint_eq(pos, 2);
+	/* A prefix or an extension of a name is no match. */
+	ck_assert_int_eq(route_arg_lookup_next(sv("prefix"), &pos), -1);
+	ck_assert_int_eq(route_arg_lookup_next(sv("prefix22"), &pos), -1);
+	pos = 0;
+	ck_assert_int_eq(route_fb_arg_lookup_next(sv("se"), &pos), -1);
+	ck_assert_int_eq(route_fb_arg_lookup_next(sv(""), &pos), -1);
+}
+END_TEST
+
+/* A `route` message with the arguments names[order[0..n)] and the values
+ * HAProxy would send; returns the payload length. */
+static size_t route_payload_order(uint8_t *buf, size_t cap,
+				  const unsigned *order, unsigned n)
+{
+	struct spop_writer w;
+	spop_writer_init(&w, buf, cap);
+	spop_put_str(&w, "route", 5);
+	uint8_t nb = (uint8_t)n;
+	spop_put_bytes(&w, &nb, 1);
+	for (unsigned i = 0; i < n; i++) {
+		const char *name = spoe_route_args[order[i]];
+		struct spop_data v = spop_data_null();
+		if (strcmp(name, "session") == 0)
+			v = str("sess-42");
+		else if (strcmp(name, "prefix1") == 0)
+			v = spop_data_int64(0x1234567);
+		else if (strcmp(name, "caller") == 0)
+			v = spop_data_int64(-77);
+		else if (strcmp(name, "model") == 0)
+			v = str("m1");
+		else if (strcmp(name, "stream") == 0)
+			v = spop_data_bool(true);
+		else if (strcmp(name, "id") == 0)
+			v = str("7F000001:C3A2_7F000001:1F90_6930A1B2_0001:1F2B");
+		spop_put_kv(&w, name, &v);
+	}
+	ck_assert(!w.overflow);
+	return w.len;
+}
+
+/* The same request in the file's order, reversed, and with an older
+ * config's fewer arguments (no hints, which are empty anyway) is the same
+ * decision: the same ACK bytes (akey is the identity's hash). */
+START_TEST(notify_route_any_order)
+{
+	const unsigned nr = ROUTE_ARG_COUNT;
+	unsigned fwd[ROUTE_ARG_COUNT], rev[ROUTE_ARG_COUNT];
+	for (unsigned i = 0; i < nr; i++) {
+		fwd[i] = i;
+		rev[i] = nr - 1 - i;
+	}
+	const struct { const unsigned *order; unsigned n; } v[] = {
+		{ fwd, nr }, { rev, nr }, { fwd, 10 }, { rev + 4, 10 },
+	};
+	uint8_t first[512];
+	ptrdiff_t first_n = 0;
+	for (unsigned k = 0; k < sizeof(v) / sizeof(*v); k++) {
+		struct config cfg;
+		load(&cfg, "endpoints:\n  - {backend: llm, server: s1, "
+			   "models: [m1], keys: [k1]}\n");
+		struct route r;
+		struct stats st = { 0 };
+		ck_assert_int_eq(route_init(&r, &cfg), 0);
+		struct notify_ctx ctx = { .route = &r, .stats = &st };
+		uint8_t payload[512], out[512];
+		struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
+					.flags = SPOP_FLAG_FIN,
+					.stream_id = 3, .frame_id = 1,
+					.payload = payload };
+		f.payload_len = route_payload_order(payload, sizeof(payload),
+						    v[k].order, v[k].n);
+		struct notify_deferred later;
+		enum spop_status status;
+		ptrdiff_t n = notify_handle(&ctx, &f, out, sizeof(out), &later,
+					    &status);
+		ck_assert_int_gt(n, 0);
+		ck_assert_uint_eq(st.msgs_route, 1);
+		if (k == 0) {
+			memcpy(first, out, (size_t)n);
+			first_n = n;
+			/* The ACK's akey is the decision's, as 16 lower-case
+			 * hex digits (haplog_akey_parse reads it back). */
+			struct route_request req;
+			req_init(&req);
+			req.args[ROUTE_ARG_SESSION] = str("sess-42");
+			req.args[ROUTE_ARG_PREFIX1] = spop_data_int64(0x1234567);
+			req.args[ROUTE_ARG_CALLER] = spop_data_int64(-77);
+			req.args[ROUTE_ARG_MODEL] = str("m1");
+			req.args[ROUTE_ARG_STREAM] = spop_data_bool(true);
+			struct route_decision d;
+			route_decide(&r, &req, &d);
+			ck_assert(d.has_akey);
+			char want[17];
+			snprintf(want, sizeof(want), "%016llx",
+				 (unsigned long long)d.akey);
+			struct spop_frame a;
+			enum spop_status s2;
+			ck_assert_int_eq(spop_frame_decode(out, (size_t)n, 16380,
+							   &a, &s2), n);
+			struct spop_reader rd;
+			spop_reader_init(&rd, a.payload, a.payload_len);
+			enum spop_action act;
+			enum spop_scope scope;
+			struct spop_str vname;
+			struct spop_data val;
+			bool seen = false;
+			while (spop_action_next(&rd, &act, &scope, &vname, &val,
+						&s2) == 1) {
+				if (!spop_str_eq(vname, "akey"))
+					continue;
+				ck_assert(val.type == SPOP_DATA_STRING);
+				ck_assert(spop_str_eq(val.u.str, want));
+				seen = true;
+			}
+			ck_assert(seen);
+		} else {
+			ck_assert_msg(n == first_n &&
+					      memcmp(out, first, (size_t)n) == 0,
+				      "variant %u: another ACK", k);
+		}
+		route_finish(&r);
+		config_finish(&cfg);
+	}
+}
+END_TEST
+
 static size_t route_payload(uint8_t *buf, size_t cap, const char *model)
 {
 	struct spop_writer w;
@@ -1515,6 +1725,8 @@ static Suite *route_suite(void)
 	tcase_add_test(tc, retry_after_capped);
 	tcase_add_test(tc, wall_clock_cached);
 	tcase_add_test(tc, arg_names_exact);
+	tcase_add_test(tc, arg_lookup_any_order);
+	tcase_add_test(tc, notify_route_any_order);
 	tcase_add_test(tc, notify_ack_fallback);
 	tcase_add_test(tc, notify_ack_fallback_rate_limited);
 	tcase_add_test(tc, notify_ack_fallback_takes_decisions_back);

@@ -679,6 +679,52 @@ START_TEST(guard_page_faults)
 END_TEST
 #endif
 
+/* spop_ack_set_var_str writes the bytes spop_ack_set_var writes for the
+ * same STRING, on both sides of the one-byte varint bound (239/240) for
+ * the name and the value, and is all or nothing at every capacity. */
+START_TEST(ack_set_var_str_same_bytes)
+{
+	static const size_t lens[] = { 0, 1, 16, 239, 240, 241, 300 };
+	static char big[400];
+	memset(big, 'v', sizeof(big));
+	for (size_t a = 0; a < sizeof(lens) / sizeof(*lens); a++) {
+		for (size_t b = 0; b < sizeof(lens) / sizeof(*lens); b++) {
+			size_t nl = lens[a], vl = lens[b];
+			uint8_t want[1024], got[1024];
+			struct spop_writer w1, w2;
+			struct spop_data d = spop_data_string(big, vl);
+			spop_writer_init(&w1, want, sizeof(want));
+			spop_ack_set_var(&w1, SPOP_SCOPE_TXN, big, nl, &d);
+			spop_writer_init(&w2, got, sizeof(got));
+			spop_ack_set_var_str(&w2, SPOP_SCOPE_TXN, big, nl, big, vl);
+			ck_assert(!w1.overflow && !w2.overflow);
+			ck_assert_uint_eq(w1.len, w2.len);
+			ck_assert_msg(memcmp(want, got, w1.len) == 0,
+				      "name %zu value %zu", nl, vl);
+			/* Every smaller room: nothing written, overflow set. */
+			for (size_t cap = 0; cap < w1.len; cap++) {
+				struct spop_writer w3;
+				memset(got, 0xAA, sizeof(got));
+				spop_writer_init(&w3, got, cap);
+				spop_ack_set_var_str(&w3, SPOP_SCOPE_TXN, big, nl,
+						     big, vl);
+				ck_assert(w3.overflow);
+				ck_assert_uint_eq(w3.len, 0);
+				ck_assert_uint_eq(got[0], 0xAA);
+			}
+		}
+	}
+	/* After an overflow, nothing more is appended even if it fits. */
+	uint8_t buf[64];
+	struct spop_writer w;
+	spop_writer_init(&w, buf, sizeof(buf));
+	spop_ack_set_var_str(&w, SPOP_SCOPE_TXN, big, 50, big, 50);
+	ck_assert(w.overflow);
+	spop_ack_set_var_str(&w, SPOP_SCOPE_TXN, "k", 1, "v", 1);
+	ck_assert_uint_eq(w.len, 0);
+}
+END_TEST
+
 static Suite *proto_suite(void)
 {
 	Suite *s = suite_create("proto");
@@ -687,6 +733,7 @@ static Suite *proto_suite(void)
 
 	tcase_add_loop_test(tc, golden_decode, 0, n);
 	tcase_add_test(tc, golden_headers);
+	tcase_add_test(tc, ack_set_var_str_same_bytes);
 	tcase_add_loop_test(tc, golden_prefixes, 0, n);
 	tcase_add_test(tc, byte_by_byte);
 	tcase_add_test(tc, oversized_length);
