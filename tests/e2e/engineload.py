@@ -64,7 +64,9 @@ def engineload(binary, version):
                 for s in fleet.servers:
                     env.endpoints[s.name]["engine_metrics"] = (
                         f"http://127.0.0.1:{s.port}/metrics")
-                env.agent_extra.append("engine: { poll_interval: 100ms, timeout: 500ms }")
+                # a llama-server busy generating on its one thread answers
+                # /metrics late on a loaded machine: 2 s, not the 1 s default
+                env.agent_extra.append("engine: { poll_interval: 100ms, timeout: 2s }")
                 env.start_agent()
                 env.start_haproxy(binary)
             for env in (a, b):
@@ -106,10 +108,13 @@ def run(a, b, fleet):
     if dec[busy] != LONG_N:
         raise AssertionError(f"seen: A's agent split the one session's requests: {dec}")
 
+    # B must count at least its load_floor (4) of them, which the steering
+    # below needs: on a loaded machine the last of the LONG_N may reach the
+    # engine seconds later (HAProxy's connect, llama-server's accept)
     def b_sees():
         v = series(b, "warmlane_endpoint_in_flight", busy)
-        return v is not None and v >= LONG_N - 1
-    h.wait_until(f"agent B to count A's load on {busy}", b_sees, timeout=5)
+        return v is not None and v >= 4
+    h.wait_until(f"agent B to count A's load on {busy}", b_sees, timeout=20)
     seen_ms = (time.monotonic() - t0) * 1000
     b_if = series(b, "warmlane_endpoint_in_flight", busy)
     b_fresh = series(b, "warmlane_endpoint_engine_fresh", busy)
@@ -155,6 +160,11 @@ def run(a, b, fleet):
                      lambda: series(b, "warmlane_endpoint_engine_fresh", busy) == 0,
                      timeout=6)
         gone_s = time.monotonic() - t_stop
+        # the poll out when it stopped fails at engine.timeout (2 s), which
+        # may be just after the sample aged out
+        h.wait_until(f"a failed poll of the stopped {busy}", lambda: fe.metric_sum(
+            fe.parse_metrics(b.metrics_text()[0]), "warmlane_endpoint_engine_polls_total",
+            server=busy, result="failed") >= 1, timeout=5)
         b_if = series(b, "warmlane_endpoint_in_flight", busy)
         text, _ = b.metrics_text()
         fails = fe.metric_sum(fe.parse_metrics(text), "warmlane_endpoint_engine_polls_total",
