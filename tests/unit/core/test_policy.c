@@ -1,6 +1,7 @@
 /* test_policy.c - core: routing policy v2 (issue 12): when a warm entry
  * leaves its endpoint (the warm bound, the slow-run detector). */
 #include <check.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -219,6 +220,118 @@ START_TEST(slow_run_not_on_irregular_answers)
 }
 END_TEST
 
+/* n sessions whose first rendezvous choice, on an idle pool of 4, is
+ * endpoint ep (the former rule, owned_bound off), from session 1 up. */
+static void sessions_homed_on(int ep, uint64_t *out, int n)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.owned_bound = -1;
+	uint64_t s = 1;
+	for (int i = 0; i < n; i++) {
+		s = session_homed_on(&p, 4, ep, s);
+		out[i] = s++;
+	}
+}
+
+START_TEST(owned_bound_spreads_new_keys)
+{
+	/* 32 new sessions whose first rendezvous choice is all the same
+	 * endpoint x, each answered before the next (nothing in flight: the
+	 * load bound never binds, as on a lightly loaded fleet). The former
+	 * rule puts all 32 on x; with owned_bound 0.25 no endpoint owns more
+	 * than 1.25 x the mean (8) + 1 key, and every key is still placed by
+	 * the ranking (reason hash). */
+	uint64_t keys[32];
+	sessions_homed_on(0, keys, 32);
+	for (int on = 0; on < 2; on++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		p.owned_bound = on ? 0.25 : -1;
+		struct fx f;
+		fx_init(&f, 4, &p);
+		int count[4] = { 0 };
+		for (int i = 0; i < 32; i++) {
+			struct core_request r = fx_session(keys[i]);
+			struct core_decision d = fx_decide(&f, &r);
+			ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+			ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
+			core_endpoint_complete(f.c, d.endpoint);
+			count[fx_which(&f, d.endpoint)]++;
+			f.now += 1000;
+		}
+		int most = 0;
+		for (int e = 0; e < 4; e++)
+			most = count[e] > most ? count[e] : most;
+		if (on)
+			ck_assert_int_le(most, 11);
+		else
+			ck_assert_int_eq(count[0], 32);
+		/* A placed key's entry is what keeps it: its next turn stays,
+		 * whatever x owns. */
+		struct core_request r = fx_session(keys[31]);
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+		fx_finish(&f);
+	}
+}
+END_TEST
+
+START_TEST(owned_counts_decay)
+{
+	/* Three new sessions homed on x: the third is passed over (x owns 2,
+	 * over 1.25 x 2/4 + 1). After 50 half-lives (past the 40 at which the
+	 * clock's epoch moves and every count is rescaled) what x was given
+	 * is forgotten: a fourth new session homed on x goes to x. With a
+	 * half-life far longer than the pause it is passed over again. */
+	uint64_t keys[4];
+	sessions_homed_on(0, keys, 4);
+	for (int decays = 0; decays < 2; decays++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		p.owned_bound = 0.25;
+		p.owned_half_life_ms = decays ? 1000 : 1000 * 1000 * 1000;
+		struct fx f;
+		fx_init(&f, 4, &p);
+		int x = f.ep[0];
+		for (int i = 0; i < 3; i++) {
+			struct core_request r = fx_session(keys[i]);
+			struct core_decision d = fx_decide(&f, &r);
+			ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
+			core_endpoint_complete(f.c, d.endpoint);
+			if (i < 2)
+				ck_assert_int_eq(d.endpoint, x);
+			else
+				ck_assert_int_ne(d.endpoint, x);
+		}
+		f.now += 50 * 1000;
+		struct core_request r = fx_session(keys[3]);
+		struct core_decision d = fx_decide(&f, &r);
+		if (decays)
+			ck_assert_int_eq(d.endpoint, x);
+		else
+			ck_assert_int_ne(d.endpoint, x);
+		fx_finish(&f);
+	}
+}
+END_TEST
+
+START_TEST(owned_bound_rejects_bad_params)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	struct core *c = NULL;
+	p.owned_bound = NAN;
+	ck_assert_int_eq(core_create(&c, &p), -EINVAL);
+	p.owned_bound = 0.25;
+	p.owned_half_life_ms = 0;
+	ck_assert_int_eq(core_create(&c, &p), -EINVAL);
+	p.owned_bound = -1; /* off: the half-life is not used */
+	ck_assert_int_eq(core_create(&c, &p), 0);
+	core_destroy(c);
+}
+END_TEST
+
 static Suite *policy_suite(void)
 {
 	Suite *s = suite_create("core-policy");
@@ -230,6 +343,11 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, slow_run_leaves_within_a_few_answers);
 	tcase_add_test(tc, slow_run_not_from_queue);
 	tcase_add_test(tc, slow_run_not_on_irregular_answers);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("owned keys");
+	tcase_add_test(tc, owned_bound_spreads_new_keys);
+	tcase_add_test(tc, owned_counts_decay);
+	tcase_add_test(tc, owned_bound_rejects_bad_params);
 	suite_add_tcase(s, tc);
 	return s;
 }
