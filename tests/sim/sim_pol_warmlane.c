@@ -94,9 +94,11 @@ static void *wl_create(const struct sim_policy_env *env)
 		{ "ewma_alpha", &p.ewma_alpha, NULL },
 		{ "prior_ttfb_ms", &p.prior_ttfb_ms, NULL },
 		{ "cost_weight_per_ms", &p.cost_weight_per_ms, NULL },
+		{ "owned_bound", &p.owned_bound, NULL },
 		{ "breaker_failure_ratio", &p.breaker_failure_ratio, NULL },
 		{ "affinity_ttl_ms", NULL, &p.affinity_ttl_ms },
 		{ "idle_reset_ms", NULL, &p.idle_reset_ms },
+		{ "owned_half_life_ms", NULL, &p.owned_half_life_ms },
 		{ "breaker_cooldown_ms", NULL, &p.breaker_cooldown_ms },
 		{ "rate_limit_cooldown_ms", NULL, &p.rate_limit_cooldown_ms },
 	};
