@@ -280,12 +280,14 @@ END_TEST
 START_TEST(owned_counts_decay)
 {
 	/* Three new sessions homed on x: the third is passed over (x owns 2,
-	 * over 1.25 x 2/4 + 1). After 50 half-lives (past the 40 at which the
-	 * clock's epoch moves and every count is rescaled) what x was given
-	 * is forgotten: a fourth new session homed on x goes to x. With a
-	 * half-life far longer than the pause it is passed over again. */
-	uint64_t keys[4];
-	sessions_homed_on(0, keys, 4);
+	 * over 1.25 x 2/4 + 1). After 10 half-lives what x was given is
+	 * forgotten: a fourth new session homed on x goes to x. With a
+	 * half-life far longer than the pause it is passed over again. Then,
+	 * after 50 more half-lives (past the 40 at which the clock's epoch
+	 * moves and every count is rescaled), x owning 2 of what it was
+	 * given 10 half-lives ago and 1 since, a fifth goes to x too. */
+	uint64_t keys[5];
+	sessions_homed_on(0, keys, 5);
 	for (int decays = 0; decays < 2; decays++) {
 		struct core_params p;
 		core_params_defaults(&p);
@@ -304,13 +306,20 @@ START_TEST(owned_counts_decay)
 			else
 				ck_assert_int_ne(d.endpoint, x);
 		}
-		f.now += 50 * 1000;
+		f.now += 10 * 1000;
 		struct core_request r = fx_session(keys[3]);
 		struct core_decision d = fx_decide(&f, &r);
 		if (decays)
 			ck_assert_int_eq(d.endpoint, x);
 		else
 			ck_assert_int_ne(d.endpoint, x);
+		core_endpoint_complete(f.c, d.endpoint);
+		if (decays) {
+			f.now += 50 * 1000;
+			r = fx_session(keys[4]);
+			d = fx_decide(&f, &r);
+			ck_assert_int_eq(d.endpoint, x);
+		}
 		fx_finish(&f);
 	}
 }
