@@ -1381,6 +1381,7 @@ struct owned_view {
 	double sum;
 	double k_w;  /* the candidates' weight */
 	double inc;
+	bool count;  /* the key is new: no entry at all (or a stale one) */
 };
 
 /* Whether idx owns few enough keys to take a new one; o NULL: the rule
@@ -1536,13 +1537,17 @@ static void owned_start(struct core *c, struct owned_view *o, uint64_t now_ms)
 			c->pool.ep[i].owned *= rescale;
 }
 
-/* commit, and the key is counted as idx's (o NULL: the rule is off). */
+/* commit, and a new key is counted as idx's (o NULL: the rule is off).
+ * A key re-placed while it has an entry elsewhere (its endpoint left, or
+ * not a candidate for this request) was counted when it was new: counting
+ * it again would charge one session many times to an endpoint it keeps
+ * being sent back to. */
 static void place_commit(struct core *c, uint32_t idx, enum core_reason reason,
 			 const struct owned_view *o, uint64_t now_ms,
 			 struct core_decision *out)
 {
 	commit(c, idx, reason, now_ms, out);
-	if (o != NULL)
+	if (o != NULL && o->count)
 		c->pool.ep[idx].owned += o->inc;
 }
 
@@ -1672,6 +1677,7 @@ static void decide(struct core *c, const struct core_request *req,
 	if (c->p.owned_bound >= 0) {
 		o = &ov;
 		owned_start(c, o, now_ms);
+		ov.count = warm_idx == UINT32_MAX;
 	}
 	uint32_t best = 0;
 	for (uint32_t i = 0; i < v->n; i++) {

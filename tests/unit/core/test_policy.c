@@ -325,6 +325,43 @@ START_TEST(owned_counts_decay)
 }
 END_TEST
 
+START_TEST(owned_counts_a_key_once)
+{
+	/* One session id used in turn for model m-a (served by a1, a2) and
+	 * m-b (b1, b2), each answered: every m-b success moves the entry to
+	 * a b server, so each m-a turn is placed by the ranking again while
+	 * the key has an entry elsewhere. It was counted when it was new:
+	 * charged again at each turn, its a server would own 5 after 5 turns,
+	 * over 1.5 x 5/2 + 1, and the 6th turn would move it to the other a
+	 * server and its cold cache. */
+	struct core_params p;
+	core_params_defaults(&p);
+	struct fx f;
+	fx_init(&f, 0, &p);
+	fx_add(&f, "a1", NULL, 1, "m-a");
+	fx_add(&f, "a2", NULL, 1, "m-a");
+	fx_add(&f, "b1", NULL, 1, "m-b");
+	fx_add(&f, "b2", NULL, 1, "m-b");
+	int first = -1;
+	for (int i = 0; i < 16; i++) {
+		struct core_request r = fx_session(77);
+		r.model = core_str_c(i % 2 == 0 ? "m-a" : "m-b");
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_ge(d.endpoint, 0);
+		ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
+		core_endpoint_complete(f.c, d.endpoint);
+		if (i % 2 == 0) {
+			ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+			if (first < 0)
+				first = d.endpoint;
+			ck_assert_int_eq(d.endpoint, first);
+		}
+		f.now += 1000;
+	}
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(owned_bound_rejects_bad_params)
 {
 	struct core_params p;
@@ -356,6 +393,7 @@ static Suite *policy_suite(void)
 	tc = tcase_create("owned keys");
 	tcase_add_test(tc, owned_bound_spreads_new_keys);
 	tcase_add_test(tc, owned_counts_decay);
+	tcase_add_test(tc, owned_counts_a_key_once);
 	tcase_add_test(tc, owned_bound_rejects_bad_params);
 	suite_add_tcase(s, tc);
 	return s;
