@@ -1382,6 +1382,7 @@ struct owned_view {
 	double k_w;  /* the candidates' weight */
 	double inc;
 	bool count;  /* the key is new: no entry at all (or a stale one) */
+	uint32_t placed; /* its unconfirmed placement's endpoint, or UINT32_MAX */
 };
 
 /* Whether idx owns few enough keys to take a new one; o NULL: the rule
@@ -1389,7 +1390,7 @@ struct owned_view {
 static inline bool owned_ok(const struct core *c, const struct owned_view *o,
 			    uint32_t idx)
 {
-	if (o == NULL)
+	if (o == NULL || idx == o->placed)
 		return true;
 	const struct pool_endpoint *e = &c->pool.ep[idx];
 	return !owned_over(e->owned, e->weight, o->sum, o->k_w, c->p.owned_bound,
@@ -1677,7 +1678,17 @@ static void decide(struct core *c, const struct core_request *req,
 	if (c->p.owned_bound >= 0) {
 		o = &ov;
 		owned_start(c, o, now_ms);
-		ov.count = warm_idx == UINT32_MAX;
+		/* Requests of a key sent together before its first answer
+		 * (no entry yet) are one key: counted once, and never passed
+		 * over where the first of them went. */
+		ov.placed = UINT32_MAX;
+		const struct pending *pd =
+			&c->pending[out->akey & (CORE_PENDING_SLOTS - 1)];
+		if (pd->akey == out->akey && pd->endpoint != 0 &&
+		    pd->endpoint != PENDING_ANY &&
+		    pool->ep[pd->endpoint - 1].gen == pd->gen)
+			ov.placed = pd->endpoint - 1;
+		ov.count = warm_idx == UINT32_MAX && ov.placed == UINT32_MAX;
 	}
 	uint32_t best = 0;
 	for (uint32_t i = 0; i < v->n; i++) {

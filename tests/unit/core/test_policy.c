@@ -362,6 +362,26 @@ START_TEST(owned_counts_a_key_once)
 }
 END_TEST
 
+START_TEST(owned_counts_concurrent_requests_once)
+{
+	/* Six requests of one new session sent together, none answered yet
+	 * (no entry): one key, not six. Counted six times, its endpoint would
+	 * own 5 at the sixth (over 1.5 x 5/2 + 1 on a pool of 2) and that one
+	 * would go to the other server (the engineload e2e test). All six go
+	 * where the first went. */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.load_floor = 100; /* only the owned rule speaks */
+	struct fx f;
+	fx_init(&f, 2, &p);
+	struct core_request r = fx_session(5);
+	int first = fx_decide(&f, &r).endpoint;
+	for (int i = 1; i < 6; i++)
+		ck_assert_int_eq(fx_decide(&f, &r).endpoint, first);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(owned_bound_rejects_bad_params)
 {
 	struct core_params p;
@@ -394,6 +414,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, owned_bound_spreads_new_keys);
 	tcase_add_test(tc, owned_counts_decay);
 	tcase_add_test(tc, owned_counts_a_key_once);
+	tcase_add_test(tc, owned_counts_concurrent_requests_once);
 	tcase_add_test(tc, owned_bound_rejects_bad_params);
 	suite_add_tcase(s, tc);
 	return s;
