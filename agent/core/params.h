@@ -148,10 +148,11 @@ struct core_params {
 	 * sees its own (place_choices), while independent agents behind a
 	 * random spray see about the same stream of keys, so their counts,
 	 * and their choices, mostly agree. Negative: off (the former rule).
-	 * Measured (docs/policy-v2.md, "Owned keys"): 0.5 leaves every
-	 * Mooncake figure as it was and spreads the engine benchmark's few
-	 * sessions; 0-0.25 spread them better but cost independent agents
-	 * their agreement (Mooncake, 2 agents: 0.283 -> 0.240 at 0). */
+	 * A key counts once, when new (no entry, no unconfirmed placement).
+	 * Measured (docs/policy-v2.md, section 3): 0.5 leaves every Mooncake
+	 * and fault figure as it was and binds only on a clearly uneven
+	 * spread; 0 spreads a few sessions best but costs independent agents
+	 * their agreement (Mooncake, 2 agents: 0.283 -> 0.252 at 0). */
 	double owned_bound;                /* 0.5 */
 	/* About half the affinity TTL: a session older than that has either
 	 * sent its turns or is on its own warm entry. */
