@@ -590,6 +590,8 @@ struct raw_policy {
 	double *load_floor;
 	double *warm_slack;
 	double *place_choices;
+	double *owned_bound;
+	char *owned_half_life;
 	double *cost_weight_per_ms;
 	char *breaker_window;
 	double *breaker_min_requests;
@@ -746,6 +748,8 @@ static const cyaml_schema_field_t policy_fields[] = {
 	INT("load_floor", struct raw_policy, load_floor),
 	INT("warm_slack", struct raw_policy, warm_slack),
 	INT("place_choices", struct raw_policy, place_choices),
+	FLT("owned_bound", struct raw_policy, owned_bound),
+	STR("owned_half_life", struct raw_policy, owned_half_life),
 	FLT("cost_weight_per_ms", struct raw_policy, cost_weight_per_ms),
 	STR("breaker_window", struct raw_policy, breaker_window),
 	INT("breaker_min_requests", struct raw_policy, breaker_min_requests),
@@ -1734,6 +1738,11 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 		&p->warm_slack);
 	sem_u32(s, "policy.place_choices", rp->place_choices, 1, 64,
 		&p->place_choices);
+	/* Negative: off (core_params.owned_bound). */
+	sem_double(s, "policy.owned_bound", rp->owned_bound, -1, true, 100,
+		   &p->owned_bound);
+	sem_duration(s, "policy.owned_half_life", rp->owned_half_life, S, 30 * D,
+		     &p->owned_half_life_ms);
 	sem_double(s, "policy.cost_weight_per_ms", rp->cost_weight_per_ms, 0,
 		   true, 1e12, &p->cost_weight_per_ms);
 	sem_duration(s, "policy.breaker_window", rp->breaker_window, 100,

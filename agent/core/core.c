@@ -11,6 +11,7 @@
 
 #include "affinity.h"
 #include "breaker.h"
+#include "owned.h"
 #include "pool.h"
 #include "rendezvous.h"
 #include "tier.h"
@@ -127,6 +128,7 @@ struct core {
 	 * a later decision overwriting an earlier one in its slot. */
 	struct pending pending[CORE_PENDING_SLOTS];
 	struct asked asked[CORE_PENDING_SLOTS];
+	struct owned_clock owned; /* the scale of pool_endpoint.owned */
 };
 
 void core_rng_seed(struct core_rng *rng, uint64_t seed)
@@ -284,6 +286,9 @@ static int check_params(const struct core_params *p)
 		return -EINVAL;
 	if (p->place_choices == 0)
 		return -EINVAL;
+	if (!isfinite(p->owned_bound) ||
+	    (p->owned_bound >= 0 && p->owned_half_life_ms == 0))
+		return -EINVAL;
 	return 0;
 }
 
@@ -318,6 +323,7 @@ int core_create(struct core **out, const struct core_params *p)
 	if (c == NULL)
 		return -ENOMEM;
 	c->p = *p;
+	owned_init(&c->owned, p->owned_half_life_ms, 0);
 	pool_init(&c->pool);
 	rc = affinity_init(&c->aff, p->affinity_max_entries, p->affinity_ttl_ms);
 	if (rc < 0) {
@@ -384,6 +390,10 @@ int core_set_params(struct core *c, const struct core_params *p)
 		c->aff = n;
 		c->map_rebuilds++;
 	}
+	/* A new half-life applies from the epoch on: the counts are kept as
+	 * they are, a reload does not forget who owns what. */
+	c->owned.half_life_ms = p->owned_half_life_ms > 0 ?
+				(double)p->owned_half_life_ms : 1;
 	c->p = *p;
 	c->aff.ttl_ms = p->affinity_ttl_ms;
 	c->version++;
@@ -1452,6 +1462,29 @@ void core_decision_shadow(struct core *c, const struct core_decision *d)
 			(struct pending){ d->akey, PENDING_ANY, 0 };
 }
 
+/* What the candidates of one decision own (policy.owned_bound): their
+ * decayed counts' sum on the owned clock's scale, and one key's worth
+ * at the decision's time on it. */
+struct owned_view {
+	double sum;
+	double k_w;  /* the candidates' weight */
+	double inc;
+	bool count;  /* the key is new: no entry at all (or a stale one) */
+	uint32_t placed; /* its unconfirmed placement's endpoint, or UINT32_MAX */
+};
+
+/* Whether idx owns few enough keys to take a new one; o NULL: the rule
+ * is off. */
+static inline bool owned_ok(const struct core *c, const struct owned_view *o,
+			    uint32_t idx)
+{
+	if (o == NULL || idx == o->placed)
+		return true;
+	const struct pool_endpoint *e = &c->pool.ep[idx];
+	return !owned_over(e->owned, e->weight, o->sum, o->k_w, c->p.owned_bound,
+			   o->inc);
+}
+
 /* Steps 4-5 with place_choices > 1: the rendezvous ranking of c->items
  * (v->n of them, best at index best) walked until place_choices candidates
  * are healthy and within the load bound; the cheapest of them (p2c_cost),
@@ -1459,8 +1492,8 @@ void core_decision_shadow(struct core *c, const struct core_decision *d)
  * its index, or UINT32_MAX when none qualifies. Apart from core_decide so
  * that the default (1) path stays as it was. */
 static uint32_t place_cheapest(struct core *c, const struct pick *k,
-			       uint32_t best, uint64_t now_ms,
-			       struct core_trace *t)
+			       uint32_t best, const struct owned_view *o,
+			       uint64_t now_ms, struct core_trace *t)
 {
 	const struct view *v = k->v;
 	struct pool *pool = &c->pool;
@@ -1472,7 +1505,8 @@ static uint32_t place_cheapest(struct core *c, const struct pick *k,
 	rdv_rank_init(&rank, c->items, v->n - 1);
 	do {
 		struct pool_endpoint *e = &pool->ep[it.endpoint];
-		if (!placeable(c, it.endpoint, k, now_ms, t))
+		if (!placeable(c, it.endpoint, k, now_ms, t) ||
+		    !owned_ok(c, o, it.endpoint))
 			continue;
 		double cost = p2c_cost(c, e, k, now_ms);
 		if (found == 0 || cost < chosen_cost) {
@@ -1608,6 +1642,32 @@ static bool tier_stays(struct core *c, const struct view *all, uint32_t idx,
 		return false;
 	struct pick ka = { .v = all };
 	return within_bound(c, e, &ka);
+}
+
+/* The owned clock at now_ms for o: a key placed now adds o->inc; when
+ * the clock's epoch moves, every count is rescaled first (once every 40
+ * half-lives: O(slots) then, O(1) otherwise, no allocation). */
+static void owned_start(struct core *c, struct owned_view *o, uint64_t now_ms)
+{
+	double rescale;
+	o->inc = owned_increment(&c->owned, now_ms, &rescale);
+	if (rescale != 1)
+		for (uint32_t i = 0; i < c->pool.end; i++)
+			c->pool.ep[i].owned *= rescale;
+}
+
+/* commit, and a new key is counted as idx's (o NULL: the rule is off).
+ * A key re-placed while it has an entry elsewhere (its endpoint left, or
+ * not a candidate for this request) was counted when it was new: counting
+ * it again would charge one session many times to an endpoint it keeps
+ * being sent back to. */
+static void place_commit(struct core *c, uint32_t idx, enum core_reason reason,
+			 const struct owned_view *o, uint64_t now_ms,
+			 struct core_decision *out)
+{
+	commit(c, idx, reason, now_ms, out);
+	if (o != NULL && o->count)
+		c->pool.ep[idx].owned += o->inc;
 }
 
 /* core_decide; t is NULL but for core_explain, which restores the state
@@ -1746,6 +1806,22 @@ static void decide(struct core *c, const struct core_request *req,
 
 	/* 4-5. Rendezvous ranking, walked until one is healthy and within
 	 * the load bound (with place_choices > 1, place_cheapest). */
+	struct owned_view ov = { 0 }, *o = NULL;
+	if (c->p.owned_bound >= 0) {
+		o = &ov;
+		owned_start(c, o, now_ms);
+		/* Requests of a key sent together before its first answer
+		 * (no entry yet) are one key: counted once, and never passed
+		 * over where the first of them went. */
+		ov.placed = UINT32_MAX;
+		const struct pending *pd =
+			&c->pending[out->akey & (CORE_PENDING_SLOTS - 1)];
+		if (pd->akey == out->akey && pd->endpoint != 0 &&
+		    pd->endpoint != PENDING_ANY &&
+		    pool->ep[pd->endpoint - 1].gen == pd->gen)
+			ov.placed = pd->endpoint - 1;
+		ov.count = warm_idx == UINT32_MAX && ov.placed == UINT32_MAX;
+	}
 	uint32_t best = 0;
 	for (uint32_t i = 0; i < v->n; i++) {
 		const struct pool_endpoint *e = &pool->ep[v->cand[i]];
@@ -1754,36 +1830,55 @@ static void decide(struct core *c, const struct core_request *req,
 		};
 		if (rdv_before(&c->items[i], &c->items[best]))
 			best = i;
+		ov.sum += e->owned;
 	}
+	ov.k_w = v->total_w;
 	if (t != NULL)
 		trace_rank(c, v->n, t);
 	if (c->p.place_choices > 1 && v->n > 1) {
-		uint32_t idx = place_cheapest(c, &k, best, now_ms, t);
+		uint32_t idx = place_cheapest(c, &k, best, o, now_ms, t);
 		if (idx != UINT32_MAX) {
-			commit(c, idx, CORE_REASON_HASH, now_ms, out);
+			place_commit(c, idx, CORE_REASON_HASH, o, now_ms, out);
 			return;
 		}
 	} else {
 		/* The first choice usually takes it: only then is a heap
-		 * built. */
+		 * built. One over owned_bound is passed over, but kept in
+		 * case none else can take the key (then the former rule's
+		 * choice). */
+		uint32_t spare = UINT32_MAX;
 		struct rdv_item it = c->items[best];
 		if (placeable(c, it.endpoint, &k, now_ms, t)) {
-			commit(c, it.endpoint, CORE_REASON_HASH, now_ms, out);
-			return;
+			if (owned_ok(c, o, it.endpoint)) {
+				place_commit(c, it.endpoint, CORE_REASON_HASH, o,
+					     now_ms, out);
+				return;
+			}
+			spare = it.endpoint;
 		}
 		c->items[best] = c->items[v->n - 1];
 		struct rdv_rank rank;
 		rdv_rank_init(&rank, c->items, v->n - 1);
 		while (rdv_rank_next(&rank, &it) == 0) {
-			if (placeable(c, it.endpoint, &k, now_ms, t)) {
-				commit(c, it.endpoint, CORE_REASON_HASH, now_ms, out);
+			if (!placeable(c, it.endpoint, &k, now_ms, t))
+				continue;
+			if (owned_ok(c, o, it.endpoint)) {
+				place_commit(c, it.endpoint, CORE_REASON_HASH, o,
+					     now_ms, out);
 				return;
 			}
+			if (spare == UINT32_MAX)
+				spare = it.endpoint;
+		}
+		if (spare != UINT32_MAX) {
+			place_commit(c, spare, CORE_REASON_HASH, o, now_ms, out);
+			return;
 		}
 	}
 
 	/* 6. Spill. */
-	commit(c, p2c(c, &k, rng, now_ms, t), CORE_REASON_SPILL, now_ms, out);
+	place_commit(c, p2c(c, &k, rng, now_ms, t), CORE_REASON_SPILL, o, now_ms,
+		     out);
 }
 
 void core_decide(struct core *c, const struct core_request *req,
@@ -1826,6 +1921,7 @@ int core_explain(struct core *c, const struct core_request *req,
 		memcpy(saved, pool->ep, n * sizeof(*saved));
 	}
 	uint64_t version = c->version, view_clock = c->view_clock;
+	struct owned_clock owned = c->owned;
 	uint64_t decisions[CORE_REASON_COUNT];
 	memcpy(decisions, c->decisions, sizeof(decisions));
 	uint64_t akey = 0;
@@ -1852,6 +1948,7 @@ int core_explain(struct core *c, const struct core_request *req,
 	free(saved);
 	c->version = version;
 	c->view_clock = view_clock;
+	c->owned = owned;
 	memcpy(c->decisions, decisions, sizeof(decisions));
 	c->pending[akey & (CORE_PENDING_SLOTS - 1)] = pend;
 	c->asked[akey & (CORE_PENDING_SLOTS - 1)] = asked;

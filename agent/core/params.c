@@ -23,6 +23,8 @@ void core_params_defaults(struct core_params *p)
 		.load_floor = 4,
 		.warm_slack = 6,
 		.place_choices = 1,
+		.owned_bound = 0.5,
+		.owned_half_life_ms = 150 * 1000,
 		.cost_weight_per_ms = 0,
 		.breaker_window_ms = 10 * 1000,
 		.breaker_min_requests = 5,

@@ -141,6 +141,26 @@ struct core_params {
 	 * (synthetic chat 83.5% -> 82.6%). For one agent with short-lived
 	 * keys. */
 	uint32_t place_choices;            /* 1 */
+	/* A key placed by the rendezvous ranking (no usable warm entry)
+	 * passes over candidates that already own more than (1 + owned_bound)
+	 * x their weight's part of the keys the candidates were given, plus
+	 * one key: the count of keys each endpoint was given decays with
+	 * half-life owned_half_life_ms (owned.h). The 1.5x in-flight bound
+	 * never binds at light load, so rendezvous alone spread sessions as
+	 * unevenly as a hash (docs/engine-benchmark.md: 52 and 16 requests on
+	 * two of four servers); in-flight counts are noisy and each agent
+	 * sees its own (place_choices), while independent agents behind a
+	 * random spray see about the same stream of keys, so their counts,
+	 * and their choices, mostly agree. Negative: off (the former rule).
+	 * A key counts once, when new (no entry, no unconfirmed placement).
+	 * Measured (docs/policy-v2.md, section 3): 0.5 leaves every Mooncake
+	 * and fault figure as it was and binds only on a clearly uneven
+	 * spread; 0 spreads a few sessions best but costs independent agents
+	 * their agreement (Mooncake, 2 agents: 0.283 -> 0.252 at 0). */
+	double owned_bound;                /* 0.5 */
+	/* About half the affinity TTL: a session older than that has either
+	 * sent its turns or is on its own warm entry. */
+	uint64_t owned_half_life_ms;       /* 150 s */
 	double cost_weight_per_ms;         /* 0: cost ignored */
 	uint64_t breaker_window_ms;        /* 10 s */
 	uint32_t breaker_min_requests;     /* 5 */

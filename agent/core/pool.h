@@ -91,6 +91,7 @@ struct pool_endpoint {
 	struct breaker br;
 	double inv_weight;
 	uint64_t rdv_seed;      /* from the names: equal in every agent */
+	double owned;           /* keys placed on it, decayed (owned.h) */
 	double cost_per_mtok;
 	uint32_t gen;           /* bumped on removal: map entries die with it */
 	/* Feedback and introspection. */

@@ -46,6 +46,8 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert_uint_eq(a->load_floor, b->load_floor);
 	ck_assert_uint_eq(a->warm_slack, b->warm_slack);
 	ck_assert_uint_eq(a->place_choices, b->place_choices);
+	ck_assert(a->owned_bound == b->owned_bound);
+	ck_assert_uint_eq(a->owned_half_life_ms, b->owned_half_life_ms);
 	ck_assert_double_eq(a->cost_weight_per_ms, b->cost_weight_per_ms);
 	ck_assert_uint_eq(a->breaker_window_ms, b->breaker_window_ms);
 	ck_assert_uint_eq(a->breaker_min_requests, b->breaker_min_requests);
@@ -120,6 +122,8 @@ static const char full_yaml[] =
 	"  load_floor: 2\n"
 	"  warm_slack: 3\n"
 	"  place_choices: 3\n"
+	"  owned_bound: 0.25\n"
+	"  owned_half_life: 75s\n"
 	"  cost_weight_per_ms: 0.01\n"
 	"  breaker_window: 30s\n"
 	"  breaker_min_requests: 10\n"
@@ -184,6 +188,8 @@ START_TEST(full_file)
 	ck_assert_uint_eq(p->load_floor, 2);
 	ck_assert_uint_eq(p->warm_slack, 3);
 	ck_assert_uint_eq(p->place_choices, 3);
+	ck_assert(p->owned_bound == 0.25);
+	ck_assert_uint_eq(p->owned_half_life_ms, 75 * 1000);
 	ck_assert_double_eq(p->cost_weight_per_ms, 0.01);
 	ck_assert_uint_eq(p->breaker_window_ms, 30000);
 	ck_assert_uint_eq(p->breaker_min_requests, 10);

@@ -177,6 +177,17 @@ static void fx_init_probing(struct fx *f)
 	fx_init(f, 0, &p);
 }
 
+/* Defaults but the owned-keys rule (policy.owned_bound) off: the tests of
+ * the rendezvous ranking itself, where a new key's choice must depend on
+ * the key and the pool alone, not on the keys placed before it. */
+static void fx_init_ranking(struct fx *f, int n)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.owned_bound = -1;
+	fx_init(f, n, &p);
+}
+
 /* Sessions 0..n-1 decided, each ended at once; counts per endpoint. */
 static void fx_spread(struct fx *f, uint64_t n, int *count, int max_ep)
 {
@@ -315,9 +326,17 @@ END_TEST
  * asked for one probe per key per interval at most. */
 START_TEST(key_attacker_changes_nothing)
 {
+	/* With owned_bound the attacker's own keys, placed like anyone's,
+	 * count as keys its endpoints were given and steer other new keys
+	 * as any client's would: off here, as what is tested is that the
+	 * refusals (401/403, probes) change no decision. */
 	struct fx atk, ctl;
-	fx_init_probing(&atk);
-	fx_init_probing(&ctl);
+	struct core_params p;
+	core_params_defaults(&p);
+	p.key_probe = true;
+	p.owned_bound = -1;
+	fx_init(&atk, 0, &p);
+	fx_init(&ctl, 0, &p);
 	struct fx *both[2] = { &atk, &ctl };
 	int ep[2][5];
 	for (int w = 0; w < 2; w++) {
@@ -811,7 +830,7 @@ START_TEST(remove_moves_only_its_keys)
 {
 	static char before[NKEYS][8], after[NKEYS][8];
 	struct fx f;
-	fx_init(&f, 9, NULL);
+	fx_init_ranking(&f, 9);
 	route_all(&f, before);
 	ck_assert_int_eq(core_endpoint_remove(f.c, f.ep[4]), 0);
 	route_all(&f, after);
@@ -1237,7 +1256,7 @@ START_TEST(place_choices_cheapest_of_first_n)
 	 * With place_choices 1 x takes it whatever its load. */
 	for (uint64_t key = 1; key <= 200; key++) {
 		struct fx t;
-		fx_init(&t, 4, NULL);
+		fx_init_ranking(&t, 4);
 		struct core_request r = fx_session(key * 0x9e3779b97f4a7c15ull);
 		int x = fx_decide(&t, &r).endpoint;
 		core_endpoint_sync(t.c, x, CORE_ADMIN_DOWN, 0, t.now);
@@ -1251,6 +1270,9 @@ START_TEST(place_choices_cheapest_of_first_n)
 			struct core_params p;
 			core_params_defaults(&p);
 			p.place_choices = n;
+			/* The same key decided again, with no entry: owned
+			 * counts would see its first placement. */
+			p.owned_bound = -1;
 			struct fx f;
 			fx_init(&f, 4, &p);
 			struct core_decision d = fx_decide(&f, &r);

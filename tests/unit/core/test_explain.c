@@ -80,6 +80,19 @@ START_TEST(test_twin_place_choices_removed)
 }
 END_TEST
 
+/* The owned-keys rule at its tightest, its clock's epoch moving every
+ * 40 half-lives (28 s here, the run 280 s): explain restores the counts
+ * and the clock. */
+START_TEST(test_twin_owned_rescaled)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.owned_bound = 0;
+	p.owned_half_life_ms = 700;
+	twin_run(&p, false);
+}
+END_TEST
+
 /* Over the bound wherever it hashes: the trace shows the ranking in
  * score order, each walked endpoint over its bound, the two p2c draws. */
 START_TEST(test_trace_spill)
@@ -193,6 +206,7 @@ static Suite *explain_suite(void)
 	TCase *tc = tcase_create("explain");
 	tcase_add_test(tc, test_twin_defaults);
 	tcase_add_test(tc, test_twin_place_choices_removed);
+	tcase_add_test(tc, test_twin_owned_rescaled);
 	tcase_add_test(tc, test_trace_spill);
 	tcase_add_test(tc, test_drain);
 	tcase_add_test(tc, test_lookup_clear);

@@ -1,6 +1,7 @@
 /* test_policy.c - core: routing policy v2 (issue 12): when a warm entry
  * leaves its endpoint (the warm bound, the slow-run detector). */
 #include <check.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -219,6 +220,184 @@ START_TEST(slow_run_not_on_irregular_answers)
 }
 END_TEST
 
+/* n sessions whose first rendezvous choice, on an idle pool of 4, is
+ * endpoint ep (the former rule, owned_bound off), from session 1 up. */
+static void sessions_homed_on(int ep, uint64_t *out, int n)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.owned_bound = -1;
+	uint64_t s = 1;
+	for (int i = 0; i < n; i++) {
+		s = session_homed_on(&p, 4, ep, s);
+		out[i] = s++;
+	}
+}
+
+START_TEST(owned_bound_spreads_new_keys)
+{
+	/* 32 new sessions whose first rendezvous choice is all the same
+	 * endpoint x, each answered before the next (nothing in flight: the
+	 * load bound never binds, as on a lightly loaded fleet). The former
+	 * rule puts all 32 on x; with owned_bound 0.25 no endpoint owns more
+	 * than 1.25 x the mean (8) + 1 key, and every key is still placed by
+	 * the ranking (reason hash). */
+	uint64_t keys[32];
+	sessions_homed_on(0, keys, 32);
+	for (int on = 0; on < 2; on++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		p.owned_bound = on ? 0.25 : -1;
+		struct fx f;
+		fx_init(&f, 4, &p);
+		int count[4] = { 0 };
+		for (int i = 0; i < 32; i++) {
+			struct core_request r = fx_session(keys[i]);
+			struct core_decision d = fx_decide(&f, &r);
+			ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+			ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
+			core_endpoint_complete(f.c, d.endpoint);
+			count[fx_which(&f, d.endpoint)]++;
+			f.now += 1000;
+		}
+		int most = 0;
+		for (int e = 0; e < 4; e++)
+			most = count[e] > most ? count[e] : most;
+		if (on)
+			ck_assert_int_le(most, 11);
+		else
+			ck_assert_int_eq(count[0], 32);
+		/* A placed key's entry is what keeps it: its next turn stays,
+		 * whatever x owns. */
+		struct core_request r = fx_session(keys[31]);
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+		fx_finish(&f);
+	}
+}
+END_TEST
+
+START_TEST(owned_counts_decay)
+{
+	/* Three new sessions homed on x: the third is passed over (x owns 2,
+	 * over 1.25 x 2/4 + 1). After 10 half-lives what x was given is
+	 * forgotten: a fourth new session homed on x goes to x. With a
+	 * half-life far longer than the pause it is passed over again. Then,
+	 * after 50 more half-lives (past the 40 at which the clock's epoch
+	 * moves and every count is rescaled), x owning 2 of what it was
+	 * given 10 half-lives ago and 1 since, a fifth goes to x too. */
+	uint64_t keys[5];
+	sessions_homed_on(0, keys, 5);
+	for (int decays = 0; decays < 2; decays++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		p.owned_bound = 0.25;
+		p.owned_half_life_ms = decays ? 1000 : 1000 * 1000 * 1000;
+		struct fx f;
+		fx_init(&f, 4, &p);
+		int x = f.ep[0];
+		for (int i = 0; i < 3; i++) {
+			struct core_request r = fx_session(keys[i]);
+			struct core_decision d = fx_decide(&f, &r);
+			ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
+			core_endpoint_complete(f.c, d.endpoint);
+			if (i < 2)
+				ck_assert_int_eq(d.endpoint, x);
+			else
+				ck_assert_int_ne(d.endpoint, x);
+		}
+		f.now += 10 * 1000;
+		struct core_request r = fx_session(keys[3]);
+		struct core_decision d = fx_decide(&f, &r);
+		if (decays)
+			ck_assert_int_eq(d.endpoint, x);
+		else
+			ck_assert_int_ne(d.endpoint, x);
+		core_endpoint_complete(f.c, d.endpoint);
+		if (decays) {
+			f.now += 50 * 1000;
+			r = fx_session(keys[4]);
+			d = fx_decide(&f, &r);
+			ck_assert_int_eq(d.endpoint, x);
+		}
+		fx_finish(&f);
+	}
+}
+END_TEST
+
+START_TEST(owned_counts_a_key_once)
+{
+	/* One session id used in turn for model m-a (served by a1, a2) and
+	 * m-b (b1, b2), each answered: every m-b success moves the entry to
+	 * a b server, so each m-a turn is placed by the ranking again while
+	 * the key has an entry elsewhere. It was counted when it was new:
+	 * charged again at each turn, its a server would own 5 after 5 turns,
+	 * over 1.5 x 5/2 + 1, and the 6th turn would move it to the other a
+	 * server and its cold cache. */
+	struct core_params p;
+	core_params_defaults(&p);
+	struct fx f;
+	fx_init(&f, 0, &p);
+	fx_add(&f, "a1", NULL, 1, "m-a");
+	fx_add(&f, "a2", NULL, 1, "m-a");
+	fx_add(&f, "b1", NULL, 1, "m-b");
+	fx_add(&f, "b2", NULL, 1, "m-b");
+	int first = -1;
+	for (int i = 0; i < 16; i++) {
+		struct core_request r = fx_session(77);
+		r.model = core_str_c(i % 2 == 0 ? "m-a" : "m-b");
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_ge(d.endpoint, 0);
+		ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
+		core_endpoint_complete(f.c, d.endpoint);
+		if (i % 2 == 0) {
+			ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+			if (first < 0)
+				first = d.endpoint;
+			ck_assert_int_eq(d.endpoint, first);
+		}
+		f.now += 1000;
+	}
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(owned_counts_concurrent_requests_once)
+{
+	/* Six requests of one new session sent together, none answered yet
+	 * (no entry): one key, not six. Counted six times, its endpoint would
+	 * own 5 at the sixth (over 1.5 x 5/2 + 1 on a pool of 2) and that one
+	 * would go to the other server (the engineload e2e test). All six go
+	 * where the first went. */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.load_floor = 100; /* only the owned rule speaks */
+	struct fx f;
+	fx_init(&f, 2, &p);
+	struct core_request r = fx_session(5);
+	int first = fx_decide(&f, &r).endpoint;
+	for (int i = 1; i < 6; i++)
+		ck_assert_int_eq(fx_decide(&f, &r).endpoint, first);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(owned_bound_rejects_bad_params)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	struct core *c = NULL;
+	p.owned_bound = NAN;
+	ck_assert_int_eq(core_create(&c, &p), -EINVAL);
+	p.owned_bound = 0.25;
+	p.owned_half_life_ms = 0;
+	ck_assert_int_eq(core_create(&c, &p), -EINVAL);
+	p.owned_bound = -1; /* off: the half-life is not used */
+	ck_assert_int_eq(core_create(&c, &p), 0);
+	core_destroy(c);
+}
+END_TEST
+
 static Suite *policy_suite(void)
 {
 	Suite *s = suite_create("core-policy");
@@ -230,6 +409,13 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, slow_run_leaves_within_a_few_answers);
 	tcase_add_test(tc, slow_run_not_from_queue);
 	tcase_add_test(tc, slow_run_not_on_irregular_answers);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("owned keys");
+	tcase_add_test(tc, owned_bound_spreads_new_keys);
+	tcase_add_test(tc, owned_counts_decay);
+	tcase_add_test(tc, owned_counts_a_key_once);
+	tcase_add_test(tc, owned_counts_concurrent_requests_once);
+	tcase_add_test(tc, owned_bound_rejects_bad_params);
 	suite_add_tcase(s, tc);
 	return s;
 }
