@@ -50,8 +50,10 @@ int sim_gen_chat(struct sim_workload *w, const struct sim_gen_params *p)
 {
 	struct sim_rng rng;
 	sim_rng_seed(&rng, p->seed ^ 0xc4a7);
-	uint64_t next_id = 1;
-	uint64_t sys[2] = { next_id++, next_id++ };
+	/* (not { next_id++, next_id++ }: an initializer list's order is
+	 * indeterminate, clang warns) */
+	uint64_t sys[2] = { 1, 2 };
+	uint64_t next_id = 3;
 	uint64_t *conv = malloc(GEN_MAX_BLOCKS * sizeof(*conv));
 	uint64_t *blk = malloc(GEN_MAX_BLOCKS * sizeof(*blk));
 	if (!conv || !blk) {
