@@ -14,6 +14,7 @@ Environment:
 import http.client
 import http.server
 import os
+import random
 import re
 import shutil
 import signal
@@ -45,10 +46,39 @@ def source_root():
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+_HANDED_OUT = set()
+
+
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback TCP port free now, below the kernel's ephemeral range (a
+    port bind(0) returns is one the next outgoing connection, HAProxy's
+    health checks or a peer's connect, may take before the listener binds
+    it: seen once, `peers` failing with "Address already in use"), and
+    never one this process handed out before."""
+    low = max(1025, min(10000, _ephemeral_low() - 1))
+    high = _ephemeral_low() - 1
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        port = rng.randint(low, high) if high > low else 0
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            port = s.getsockname()[1]
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def wait_until(what, cond, timeout=10.0, interval=0.05):
