@@ -99,7 +99,7 @@ struct core_params {
 	 * slowdown), for endpoints whose times to headers are regular
 	 * enough (spread under their mean) for one answer to say something.
 	 * 0: off. */
-	uint32_t slow_run;                 /* 4 */
+	uint32_t slow_run;                 /* 0 (off; 4 when on) */
 	/* What sticky_tolerance and p2c compare (enum
 	 * core_score_by; config names "headers", "end_to_end", "both"). */
 	enum core_score_by score_by;       /* both */

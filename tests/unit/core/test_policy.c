@@ -193,6 +193,7 @@ START_TEST(slow_run_not_from_queue)
 	 * and no run starts (the EWMA rule still leaves it later). */
 	struct core_params p;
 	core_params_defaults(&p);
+	p.slow_run = 4; /* opt-in */
 	struct fx f;
 	struct core_request a;
 	int x;
@@ -211,6 +212,7 @@ START_TEST(slow_run_not_on_irregular_answers)
 	 * leaves once its EWMA is over 2.5 x its base: after 8 of them). */
 	struct core_params p;
 	core_params_defaults(&p);
+	p.slow_run = 4; /* opt-in */
 	struct fx f;
 	struct core_request a;
 	int x;
