@@ -127,7 +127,7 @@ def main():
       "fleet with the simulator's first endpoint model, an LRU cache of prefix blocks of the "
       "same 32,768 tokens. Simulated figures: the mean (cached share) and the range over seeds "
       f"{', '.join(map(str, SEEDS))}; the real ones are one run, on a loaded machine.\n\n")
-    w("Policies: the simulator's `warmlane` is the real routing core (agent/core); its "
+    w("Policies: the simulator's `warmlane` is the real routing core (core/); its "
       "`leastconn`, `chash-bounded` (consistent hashing with a bounded load of 1.5, as "
       "`hash-balance-factor 150`) and `ttl-map` (a stick table on the key, leastconn on a "
       "miss) are what the benchmark configures in HAProxy.\n\n")

@@ -286,7 +286,7 @@ static int pick_policies(const char *spec, const struct sim_policy **pols)
 		const struct sim_policy *p = sim_policy_find(tok);
 		if (!p) {
 			fprintf(stderr, "warmlane-sim: unknown policy %s (--list)%s\n", tok,
-				strcmp(tok, "warmlane") == 0 ? ": built without agent/core/core.h" : "");
+				strcmp(tok, "warmlane") == 0 ? ": built without core/core.h" : "");
 			return -1;
 		}
 		if (n == MAX_POLICIES)

@@ -1,4 +1,4 @@
-/* sim_pol_warmlane.c - the warmlane policy: the real routing core (agent/core) behind the simulator's policy interface. */
+/* sim_pol_warmlane.c - the warmlane policy: the real routing core (core/) behind the simulator's policy interface. */
 #include "sim_fleet.h"
 #include "sim_hints.h"
 #include "sim_policy.h"
@@ -300,7 +300,7 @@ static int wl_noretry(void *st, const struct sim_view *v, const struct sim_req *
 
 const struct sim_policy sim_pol_warmlane = {
 	.name = "warmlane",
-	.desc = "the routing core (agent/core) with default parameters",
+	.desc = "the routing core (core/) with default parameters",
 	.create = wl_create,
 	.destroy = wl_destroy,
 	.decide = wl_decide,

@@ -1,3 +1,3 @@
-/* Layering guard: proto/ and agent/core/ are built with this directory first
+/* Layering guard: proto/ and core/ are built with this directory first
  * on the include path, so including an I/O library there fails the build. */
-#error "proto/ and agent/core/ must not include systemd/sd-journal.h: I/O belongs to agent/"
+#error "proto/ and core/ must not include systemd/sd-journal.h: I/O belongs to agent/"
