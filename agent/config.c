@@ -528,6 +528,7 @@ struct raw_spop {
 	char *hello_timeout;
 	char *idle_timeout;
 	double *max_connections;
+	double *coalesce_us;
 };
 
 struct raw_runtime {
@@ -679,6 +680,7 @@ static const cyaml_schema_field_t spop_fields[] = {
 	STR("hello_timeout", struct raw_spop, hello_timeout),
 	STR("idle_timeout", struct raw_spop, idle_timeout),
 	INT("max_connections", struct raw_spop, max_connections),
+	INT("coalesce_us", struct raw_spop, coalesce_us),
 	CYAML_FIELD_END
 };
 
@@ -2183,6 +2185,8 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 			     24ull * 3600 * 1000, &cfg->idle_timeout_ms);
 		sem_u32(s, "spop.max_connections", sp->max_connections, 0,
 			10000000, &cfg->max_connections);
+		sem_u32(s, "spop.coalesce_us", sp->coalesce_us, 0, 1000,
+			&cfg->coalesce_us);
 	}
 
 	if (raw->runtime_api != NULL) {

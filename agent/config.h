@@ -123,6 +123,7 @@ struct config {
 	uint64_t hello_timeout_ms;      /* spop.hello_timeout */
 	uint64_t idle_timeout_ms;       /* spop.idle_timeout */
 	uint32_t max_connections;       /* spop.max_connections; 0: from RLIMIT_NOFILE */
+	uint32_t coalesce_us;           /* spop.coalesce_us; 0: off (coalesce.h) */
 	char *metrics_listen;           /* "" disables the metrics endpoint */
 	struct config_hostport metrics; /* parsed metrics_listen */
 	uint32_t metrics_max_conns;     /* metrics.max_connections */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "coalesce.h"
 #include "config.h"
 #include "ctl.h"
 #include "log.h"
@@ -69,6 +70,7 @@ struct app {
 	struct logsrc logsrc;   /* zeroed: logsrc_stop too */
 	struct probe probe;     /* zeroed: probe_stop too */
 	struct engine engine;   /* zeroed: engine_stop too */
+	struct coalesce coalesce; /* zeroed: coalesce_stop too */
 	struct ctl *ctl;        /* NULL: command_socket.path "" or not bound */
 	/* The command socket asked for (started or not), to tell a reload
 	 * that changes it. */
@@ -228,6 +230,7 @@ static void main_on_stopped(struct server *s, void *arg)
 	logsrc_stop(&app->logsrc);
 	reload_parse_stop(&app->reload);
 	engine_stop(&app->engine); /* before probe_stop: its polls are the prober's */
+	coalesce_stop(&app->coalesce);
 	probe_stop(&app->probe);
 	ctl_close(app->ctl);
 	app->ctl = NULL;
@@ -426,6 +429,10 @@ static int main_run(struct app *app)
 	/* The poller starts once the agent is reachable: until its first
 	 * answer the configured endpoints are the pool. */
 	main_runtime_start(app, true);
+	r = coalesce_start(&app->coalesce, &app->srv);
+	if (r < 0)
+		log_error("cannot start spop.coalesce; every frame wakes the loop",
+			  "error=%s", uv_err_name(r));
 	/* HAProxy's log lines: without them, in-flight counts fall at
 	 * non-streamed feedback and at polls, as before (logsrc.h). */
 	if (logsrc_start(&app->logsrc, app->loop, &app->srv.route, cfg, err,

@@ -1,0 +1,65 @@
+/* coalesce.c - spop.coalesce_us: sleeping out a short window before the next poll, so that dense frames share one wake-up. */
+#include "coalesce.h"
+
+#include <errno.h>
+#include <time.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
+
+#include "config.h"
+#include "server.h"
+
+static void coalesce_on_prepare(uv_prepare_t *h)
+{
+	struct coalesce *c = h->data;
+	uint64_t w = (uint64_t)c->srv->cfg->coalesce_us * 1000;
+	uint64_t frames = c->srv->stats.frames[STATS_FRAME_NOTIFY];
+	/* Only after a pass that served frames: a wake-up for a timer or a
+	 * scrape says nothing of the next frame. */
+	bool served = frames != c->notify_at_poll;
+	c->notify_at_poll = frames;
+	uint64_t now = uv_hrtime();
+	if (w != 0 && served && now - c->poll_ns < w) {
+#if defined(__linux__)
+		/* The thread's timer slack (50 us by default) would stretch
+		 * every window by as much. */
+		if (!c->slack_set)
+			(void)prctl(PR_SET_TIMERSLACK, 1000UL);
+#endif
+		c->slack_set = 1;
+		uint64_t left = w - (now - c->poll_ns);
+		struct timespec ts = { (time_t)(left / 1000000000u),
+				       (long)(left % 1000000000u) };
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+		uint64_t after = uv_hrtime();
+		c->sleeps++;
+		c->slept_ns += after - now;
+		now = after;
+	}
+	c->poll_ns = now;
+}
+
+int coalesce_start(struct coalesce *c, const struct server *srv)
+{
+	c->srv = srv;
+	c->notify_at_poll = srv->stats.frames[STATS_FRAME_NOTIFY];
+	c->poll_ns = uv_hrtime();
+	int r = uv_prepare_init(srv->loop, &c->prepare);
+	if (r < 0)
+		return r;
+	c->prepare.data = c;
+	uv_prepare_start(&c->prepare, coalesce_on_prepare);
+	uv_unref((uv_handle_t *)&c->prepare);
+	c->started = 1;
+	return 0;
+}
+
+void coalesce_stop(struct coalesce *c)
+{
+	if (!c->started)
+		return;
+	c->started = 0;
+	uv_close((uv_handle_t *)&c->prepare, NULL);
+}

@@ -1,0 +1,38 @@
+/* coalesce.h - spop.coalesce_us: at most one poll per window while SPOP frames keep coming. */
+#ifndef WARMLANE_COALESCE_H
+#define WARMLANE_COALESCE_H
+
+#include <stdint.h>
+
+#include <uv.h>
+
+struct server;
+
+/* At moderate rates every frame gets its own wake-up, and the context
+ * switch costs more than the decision (docs/operations.md, Benchmarks).
+ * With a window W, a loop iteration that served NOTIFY frames less than W
+ * after its previous poll began sleeps out the rest of W before it polls
+ * again, so the frames that arrive meanwhile are read and answered in
+ * one pass. A frame waits at most W more; frames further apart than W,
+ * and a loop busy for W already, never wait. Throughput is then at most
+ * the frames in flight per W. The window is read from the server's running
+ * configuration at every iteration (a reload changes it); 0 is off. */
+struct coalesce {
+	uv_prepare_t prepare;     /* runs just before each poll */
+	const struct server *srv;
+	uint64_t poll_ns;         /* uv_hrtime when the last poll began */
+	uint64_t notify_at_poll;  /* NOTIFY frames received by then */
+	uint64_t sleeps;          /* polls delayed */
+	uint64_t slept_ns;        /* by how long in all */
+	int started;
+	int slack_set;            /* the thread's timer slack lowered */
+};
+
+/* Starts c on srv's loop; its handle does not keep the loop alive.
+ * Returns 0 or a libuv error. */
+int coalesce_start(struct coalesce *c, const struct server *srv);
+
+/* Closes c's handle; c may be zeroed or stopped already. */
+void coalesce_stop(struct coalesce *c);
+
+#endif
