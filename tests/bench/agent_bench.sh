@@ -25,6 +25,7 @@
 #   BENCH_SETUPS="8:1000 64:1000000"     endpoints:keys
 #   BENCH_CPUS="0 1"                     agent CPU, generator CPU
 #   BENCH_CALLGRIND=0 BENCH_CG_N=20000
+#   BENCH_COALESCE_US=0                  warmlane's spop.coalesce_us
 #   WARMLANE_BIN, BENCH_CONST_AGENT, BENCH_LOAD: default from a
 #   --buildtype=release build in build/bench-rel
 #
@@ -43,6 +44,7 @@ setups=${BENCH_SETUPS:-"8:1000 64:1000000"}
 read -r cpu_agent cpu_gen <<<"${BENCH_CPUS:-0 1}"
 callgrind=${BENCH_CALLGRIND:-0}
 cg_n=${BENCH_CG_N:-20000}
+coalesce_us=${BENCH_COALESCE_US:-0}
 
 die() { printf 'agent_bench.sh: %s\n' "$*" >&2; exit 1; }
 
@@ -79,6 +81,7 @@ agentcfg() { # endpoints keys socket > yaml
 	printf 'metrics: { listen: "" }\nruntime_api: { socket: "" }\n'
 	printf 'log_input: { path: "" }\ncommand_socket: { path: "" }\n'
 	printf 'state: { file: "" }\n'
+	printf 'spop: { coalesce_us: %s }\n' "$coalesce_us"
 	printf 'policy: { affinity_max_entries: %s }\nendpoints:\n' "$2"
 	for i in $(seq 1 "$1"); do
 		printf '  - { backend: llm, server: s%s, models: [m1], weight: 1, keys: [k1] }\n' "$i"
@@ -103,8 +106,8 @@ field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p; s/^$1=\([^ ]*\).*/\1/p" | head -1; }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-printf '# agent_bench.sh: %s rounds of %s decisions, %s connections x %s in flight; agent on CPU %s, generator on CPU %s; load average %s\n' \
-	"$rounds" "$n" "$conns" "$window" "$cpu_agent" "$cpu_gen" \
+printf '# agent_bench.sh: %s rounds of %s decisions, %s connections x %s in flight; agent on CPU %s, generator on CPU %s; warmlane spop.coalesce_us %s; load average %s\n' \
+	"$rounds" "$n" "$conns" "$window" "$cpu_agent" "$cpu_gen" "$coalesce_us" \
 	"$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '| %-20s | %-9s | %10s | %6s | %9s | %7s | %9s | %9s | %9s |\n' \
 	setup agent 'dec/s' ratio 'agent us' 'gen %' "p50 us@${rate}" "p99 us@${rate}" "us@${rate}"
