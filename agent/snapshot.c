@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mix.h"
 #include "snapshot.h"
 
 /* Largest duration or cooldown accepted (2^53 ms): now + value can never
@@ -340,16 +341,6 @@ uint64_t snapshot_capture_slices(const struct snapshot_capture *cap)
 	return cap->slices;
 }
 
-static uint64_t snapshot_mix(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	return k;
-}
-
 /* Stable LSD radix sort of the entries by last_ms (11 bits a pass: the
  * 2048 write cursors stay in cache; only the passes the spread of last_ms
  * needs, two for the default TTL). The entries come in visit order, so
@@ -422,7 +413,7 @@ static int snapshot_order(struct snapshot_capture *cap)
 	if (set == NULL)
 		return -ENOMEM;
 	for (size_t i = first; i < n; i++) {
-		size_t j = (size_t)snapshot_mix(cap->e[i].akey) & (slots - 1);
+		size_t j = (size_t)mix64(cap->e[i].akey) & (slots - 1);
 		while (set[j].at != 0 && set[j].key != cap->e[i].akey)
 			j = (j + 1) & (slots - 1);
 		set[j].key = cap->e[i].akey;
@@ -430,7 +421,7 @@ static int snapshot_order(struct snapshot_capture *cap)
 	}
 	size_t keep = 0;
 	for (size_t i = 0; i < n; i++) {
-		size_t j = (size_t)snapshot_mix(cap->e[i].akey) & (slots - 1);
+		size_t j = (size_t)mix64(cap->e[i].akey) & (slots - 1);
 		while (set[j].at != 0 && set[j].key != cap->e[i].akey)
 			j = (j + 1) & (slots - 1);
 		if (set[j].at != 0 && set[j].at != i + 1)
