@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "mix.h"
-#include "snapshot.h"
+#include "snapshot_codec.h"
 #include "snapshot_int.h"
 
 /* Largest duration or cooldown accepted (2^53 ms): now + value can never
@@ -22,17 +22,6 @@
 #define SNAPSHOT_MAX_TRIPS    64u
 /* Largest EWMA accepted: a day. */
 #define SNAPSHOT_MAX_EWMA_MS  86400000.0
-/* Fields of a header and of an endpoint record (version 1 had no
- * end-to-end EWMAs). */
-#define SNAPSHOT_HEADER_FIELDS      5u
-#define SNAPSHOT_ENDPOINT_FIELDS    16u
-#define SNAPSHOT_ENDPOINT_FIELDS_V1 12u
-/* Breaker states as the file numbers them (independent of the core's enum). */
-enum {
-	SNAPSHOT_BREAKER_CLOSED = 0,
-	SNAPSHOT_BREAKER_OPEN = 1,
-	SNAPSHOT_BREAKER_HALF_OPEN = 2,
-};
 
 void snapshot_err(char *err, size_t errlen, const char *fmt, ...)
 {
