@@ -1,4 +1,4 @@
-/* snapshot.c - the snapshot encoder: the core's state captured (at once or in slices), ordered, packed into msgpack. */
+/* snapshot_encode.c - the snapshot encoder: the core's state captured (at once or in slices), ordered, packed into msgpack. */
 #include <errno.h>
 #include <msgpack.h>
 #include <stdlib.h>
