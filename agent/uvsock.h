@@ -4,8 +4,9 @@
 
 #include <uv.h>
 
-/* Listeners and connections embed one; pipe or tcp is initialised, the
- * others alias it (libuv's handle types begin with the same fields). */
+/* Listeners, connections and refused connections embed one; pipe or tcp
+ * is initialised, the others alias it (libuv's handle types begin with
+ * the same fields). */
 union uvsock {
 	uv_handle_t handle;
 	uv_stream_t stream;
