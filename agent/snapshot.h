@@ -10,9 +10,11 @@
 #include "core.h"
 #include "snapshot_codec.h"
 
-/* Entry slots the periodic writer copies per loop turn: about 0.2 ms of
- * the loop (release build), where 10^6 entries at once held it 25-30 ms. */
+/* Entry slots the periodic writer copies per loop turn (a fraction of a
+ * millisecond; docs/operations.md has the measured slices). */
 #define SNAPSHOT_SLICE        8192u
+
+/* ---- the file (snapshot_file.c) ---------------------------------------- */
 
 /* Writes len bytes to path atomically: a temp file in the same directory
  * (path.tmp.XXXXXX, mode 0600), write, fsync, rename, fsync of the
@@ -67,6 +69,8 @@ int snapshot_restore(struct core *c, const char *path, uint64_t now_ms,
  * snapshot_write_sync returned. */
 int snapshot_save(const struct core *c, const char *path, uint64_t now_ms,
 		  struct snapshot_stats *st);
+
+/* ---- the periodic writer (snapshot_writer.c) --------------------------- */
 
 /* The periodic writer: every interval, copy the map on the loop thread in
  * slices of `slice` entry slots, one slice per loop turn (a uv_idle_t),
