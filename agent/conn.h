@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "uvsock.h"
+
 struct server;
 
 /* Every frame the agent sends (AGENT-HELLO, ACK, AGENT-DISCONNECT) fits in
@@ -35,12 +37,7 @@ enum conn_state {
 };
 
 struct conn {
-	union {
-		uv_handle_t handle;
-		uv_stream_t stream;
-		uv_pipe_t pipe;
-		uv_tcp_t tcp;
-	} h;
+	union uvsock h;
 	uv_shutdown_t shutdown_req;
 	struct server *srv;
 	struct conn *prev, *next; /* the server's list */

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "route.h"
 #include "stats.h"
+#include "uvsock.h"
 
 #define container_of(ptr, type, member) \
 	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
@@ -29,12 +30,7 @@ typedef void (*server_stopped_cb)(struct server *s, void *arg);
 
 /* One bound address. */
 struct server_listener {
-	union {
-		uv_handle_t handle;
-		uv_stream_t stream;
-		uv_pipe_t pipe;
-		uv_tcp_t tcp;
-	} h;
+	union uvsock h;
 	struct server *srv;
 	struct server_listener *next;
 	struct config_listen addr;

@@ -12,23 +12,12 @@
 #include <sys/mman.h>
 #endif
 
+#include "mix.h"
+
 _Static_assert(sizeof(struct affinity_entry) <= 64,
 	       "an affinity entry must fit in 64 bytes");
 _Static_assert(sizeof(struct affinity_entry) + 2 * sizeof(struct affinity_slot) <= 64,
 	       "entry plus its index share must fit in 64 bytes");
-
-/* Keys are hashes already, but tests and callers may pass small integers:
- * a finalizer spreads every bit over the home slot and the tag (the same
- * as affinity_prefetch's). */
-static inline uint64_t mix(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	return k;
-}
 
 /* A full map is read at random: on Linux, ask for huge pages so that a
  * lookup costs its cache misses and not also page-table walks. Only the
@@ -109,7 +98,7 @@ static void lru_push_head(struct affinity *a, uint32_t i)
 /* Slot of key, or AFFINITY_NIL. */
 static uint32_t find_slot(const struct affinity *a, uint64_t key)
 {
-	uint64_t h = mix(key);
+	uint64_t h = mix64(key);
 	uint32_t tag = (uint32_t)(h >> 32);
 	for (uint32_t i = (uint32_t)h & a->mask;; i = (i + 1) & a->mask) {
 		const struct affinity_slot *s = &a->slots[i];
@@ -136,7 +125,7 @@ static void remove_at(struct affinity *a, uint32_t i)
 		uint32_t ref = a->slots[j].ref;
 		if (ref == 0)
 			break;
-		uint32_t home = (uint32_t)mix(a->e[ref - 1].key) & a->mask;
+		uint32_t home = (uint32_t)mix64(a->e[ref - 1].key) & a->mask;
 		bool stays = i <= j ? (home > i && home <= j)
 				    : (home > i || home <= j);
 		if (!stays) {
@@ -247,7 +236,7 @@ void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
 	};
 	lru_push_head(a, ent);
 	a->used++;
-	uint64_t h = mix(key);
+	uint64_t h = mix64(key);
 	uint32_t j = (uint32_t)h & a->mask;
 	while (a->slots[j].ref != 0)
 		j = (j + 1) & a->mask;

@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "mix.h"
+
 #define AFFINITY_NIL UINT32_MAX
 
 /* One entry: 32 bytes, in a stable array (indices never move, so the LRU
@@ -72,13 +74,7 @@ bool affinity_peek(const struct affinity *a, uint64_t key, uint64_t now_ms,
 static inline void affinity_prefetch(const struct affinity *a, uint64_t key)
 {
 #if defined(__GNUC__)
-	uint64_t k = key;
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	__builtin_prefetch(&a->slots[(uint32_t)k & a->mask]);
+	__builtin_prefetch(&a->slots[(uint32_t)mix64(key) & a->mask]);
 #else
 	(void)a;
 	(void)key;

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core.h"
-#include "snapshot.h"
+#include "snapshot_codec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
