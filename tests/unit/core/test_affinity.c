@@ -1,11 +1,11 @@
 /* test_affinity.c - core: the affinity map (affinity.c): put, get, TTL, LRU eviction against a model. */
 #include <check.h>
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "affinity.h"
 #include "core.h"
+#include "../run.h"
 
 _Static_assert(sizeof(struct affinity_entry) <= 64, "entry over 64 bytes");
 
@@ -143,19 +143,11 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("core-affinity");
-	TCase *tc = tcase_create("map");
-	tcase_add_test(tc, map_put_get_remove);
-	tcase_add_test(tc, map_ttl_expiry);
-	tcase_add_test(tc, map_lru_eviction);
-	tcase_add_test(tc, map_bytes_per_entry);
-	tcase_add_test(tc, map_random_ops_match_model);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	int failed;
+	const TTest *const tests[] = {
+		map_put_get_remove, map_ttl_expiry, map_lru_eviction, map_bytes_per_entry,
+		map_random_ops_match_model
+	};
 
-	srunner_run_all(sr, CK_SILENT);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(unit_suite("core-affinity", "map", tests,
+				   sizeof(tests) / sizeof(tests[0])));
 }

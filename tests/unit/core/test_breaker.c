@@ -1,8 +1,8 @@
 /* test_breaker.c - core: the circuit breaker (breaker.c): ratio and consecutive trips, cooldowns, probes. */
 #include <check.h>
-#include <stdlib.h>
 
 #include "breaker.h"
+#include "../run.h"
 
 START_TEST(breaker_ratio_needs_min_requests)
 {
@@ -108,18 +108,11 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("core-breaker");
-	TCase *tc = tcase_create("breaker");
-	tcase_add_test(tc, breaker_ratio_needs_min_requests);
-	tcase_add_test(tc, breaker_consecutive);
-	tcase_add_test(tc, breaker_cooldown_doubles_to_cap);
-	tcase_add_test(tc, breaker_neutral_frees_probe);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	int failed;
+	const TTest *const tests[] = {
+		breaker_ratio_needs_min_requests, breaker_consecutive,
+		breaker_cooldown_doubles_to_cap, breaker_neutral_frees_probe
+	};
 
-	srunner_run_all(sr, CK_SILENT);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(unit_suite("core-breaker", "breaker", tests,
+				   sizeof(tests) / sizeof(tests[0])));
 }

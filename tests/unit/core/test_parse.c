@@ -1,10 +1,10 @@
 /* test_parse.c - core: the feedback parsers (core_parse.c): status classes, Tr, Retry-After; the RNG and hash. */
 #include <check.h>
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
+#include "../run.h"
 
 START_TEST(status_classes)
 {
@@ -127,18 +127,10 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("core-parse");
-	TCase *tc = tcase_create("parse");
-	tcase_add_test(tc, status_classes);
-	tcase_add_test(tc, tr_strings);
-	tcase_add_test(tc, retry_after_forms);
-	tcase_add_test(tc, rng_and_hash);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	int failed;
+	const TTest *const tests[] = {
+		status_classes, tr_strings, retry_after_forms, rng_and_hash
+	};
 
-	srunner_run_all(sr, CK_SILENT);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(unit_suite("core-parse", "parse", tests,
+				   sizeof(tests) / sizeof(tests[0])));
 }

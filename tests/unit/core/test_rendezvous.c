@@ -1,11 +1,11 @@
 /* test_rendezvous.c - core: weighted rendezvous hashing (rendezvous.c): the fast logarithm, lazy ranking, shares. */
 #include <check.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
 #include "rendezvous.h"
+#include "../run.h"
 
 START_TEST(fast_ln_accuracy)
 {
@@ -74,17 +74,10 @@ END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("core-rendezvous");
-	TCase *tc = tcase_create("rendezvous");
-	tcase_add_test(tc, fast_ln_accuracy);
-	tcase_add_test(tc, rank_is_sorted_lazily);
-	tcase_add_test(tc, rendezvous_weighted_shares);
-	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	int failed;
+	const TTest *const tests[] = {
+		fast_ln_accuracy, rank_is_sorted_lazily, rendezvous_weighted_shares
+	};
 
-	srunner_run_all(sr, CK_SILENT);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(unit_suite("core-rendezvous", "rendezvous", tests,
+				   sizeof(tests) / sizeof(tests[0])));
 }
