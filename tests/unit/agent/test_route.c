@@ -1,4 +1,4 @@
-/* test_route.c - agent: the core through route_decide/route_feedback, argument mapping, ACK building, logs. */
+/* test_route.c - agent: the core through route_decide/route_feedback, argument mapping, ACK building. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1495,61 +1495,6 @@ START_TEST(notify_mutations_refused_whole)
 }
 END_TEST
 
-START_TEST(log_format)
-{
-	char q[64];
-	ck_assert_str_eq(log_quote(q, sizeof(q), "plain", 5), "plain");
-	ck_assert_str_eq(log_quote(q, sizeof(q), "", 0), "\"\"");
-	ck_assert_str_eq(log_quote(q, sizeof(q), "a b", 3), "\"a b\"");
-	ck_assert_str_eq(log_quote(q, sizeof(q), "k=v", 3), "\"k=v\"");
-	ck_assert_str_eq(log_quote(q, sizeof(q), "say \"hi\"\n", 9),
-			 "\"say \\\"hi\\\"\\n\"");
-	ck_assert_str_eq(log_quote(q, sizeof(q), "\x01", 1), "\"\\x01\"");
-	char lng[200];
-	memset(lng, 'x', sizeof(lng));
-	lng[0] = ' ';
-	const char *t = log_quote(q, 16, lng, sizeof(lng));
-	ck_assert_uint_le(strlen(t), 15);
-	ck_assert(strstr(t, "...\"") != NULL);
-
-	enum log_level l;
-	ck_assert_int_eq(log_level_parse("debug", &l), 0);
-	ck_assert_int_eq(l, LOG_LEVEL_DEBUG);
-	ck_assert_int_lt(log_level_parse("DEBUG", &l), 0);
-	ck_assert_int_lt(log_level_parse("warning", &l), 0);
-
-	FILE *f = tmpfile();
-	ck_assert_ptr_nonnull(f);
-	log_set_stream(f);
-	log_set_level(LOG_LEVEL_INFO);
-	log_debug("hidden", "x=%d", 1);
-	log_info("hello world", "conn=%d addr=%s", 7, "unix:/a");
-	log_warn("bare", NULL);
-	log_set_stream(NULL);
-	rewind(f);
-	char line[512];
-	ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
-	ck_assert_msg(strncmp(line, "ts=", 3) == 0, "%s", line);
-	ck_assert(strstr(line, "Z level=info msg=\"hello world\" conn=7 addr=unix:/a\n") != NULL);
-	ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
-	ck_assert(strstr(line, " level=warn msg=bare\n") != NULL);
-	ck_assert_ptr_null(fgets(line, sizeof(line), f));
-	fclose(f);
-}
-END_TEST
-
-START_TEST(stats_labels)
-{
-	ck_assert_uint_eq(stats_status_index(0), 0);
-	ck_assert_uint_eq(stats_status_index(13), 13);
-	ck_assert_uint_eq(stats_status_index(99), STATS_STATUS_COUNT - 1);
-	ck_assert_uint_eq(stats_status_index(12345), STATS_STATUS_COUNT - 1);
-	ck_assert_uint_eq(stats_status_code(STATS_STATUS_COUNT - 1), 99);
-	ck_assert_str_eq(stats_frame_name(STATS_FRAME_NOTIFY), "NOTIFY");
-	ck_assert_str_eq(stats_frame_name(STATS_FRAME_ACK), "ACK");
-}
-END_TEST
-
 /* ---- retry budget -------------------------------------------------------- */
 
 /* A log line of backend be that took rc retries (warmlane's format). */
@@ -1733,8 +1678,6 @@ static Suite *route_suite(void)
 	tcase_add_test(tc, notify_malformed_frame_changes_nothing);
 	tcase_add_test(tc, notify_every_truncation);
 	tcase_add_test(tc, notify_mutations_refused_whole);
-	tcase_add_test(tc, log_format);
-	tcase_add_test(tc, stats_labels);
 	tcase_add_test(tc, retry_budget_from_log_lines);
 	tcase_add_test(tc, notify_ack_noretry);
 	suite_add_tcase(s, tc);
