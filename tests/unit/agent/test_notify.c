@@ -13,6 +13,18 @@
 #include "stats.h"
 #include "../run.h"
 
+/* A NOTIFY frame (FIN) over payload[0..len). */
+static struct spop_frame notify_frame(const uint8_t *payload, size_t len,
+				      uint64_t stream_id, uint64_t frame_id)
+{
+	return (struct spop_frame){ .type = SPOP_FRAME_NOTIFY,
+				    .flags = SPOP_FLAG_FIN,
+				    .stream_id = stream_id,
+				    .frame_id = frame_id,
+				    .payload = payload,
+				    .payload_len = len };
+}
+
 /* A `route` message with the arguments names[order[0..n)] and the values
  * HAProxy would send; returns the payload length. */
 static size_t route_payload_order(uint8_t *buf, size_t cap,
@@ -69,12 +81,10 @@ START_TEST(notify_route_any_order)
 		ck_assert_int_eq(route_init(&r, &cfg), 0);
 		struct notify_ctx ctx = { .route = &r, .stats = &st };
 		uint8_t payload[512], out[512];
-		struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
-					.flags = SPOP_FLAG_FIN,
-					.stream_id = 3, .frame_id = 1,
-					.payload = payload };
-		f.payload_len = route_payload_order(payload, sizeof(payload),
-						    v[k].order, v[k].n);
+		struct spop_frame f = notify_frame(
+			payload, route_payload_order(payload, sizeof(payload),
+						     v[k].order, v[k].n),
+			3, 1);
 		struct notify_deferred later;
 		enum spop_status status;
 		ptrdiff_t n = notify_handle(&ctx, &f, out, sizeof(out), &later,
@@ -143,9 +153,10 @@ static size_t route_payload(uint8_t *buf, size_t cap, const char *model)
 	return w.len;
 }
 
-START_TEST(notify_ack_fallback)
+/* One endpoint whose backend, server and key are names of the longest
+ * length allowed: the full ACK is over 256 bytes. */
+static void load_longest_names(struct config *cfg)
 {
-	/* Names near the longest allowed: the full ACK is over 256 bytes. */
 	char name[CONFIG_NAME_MAX + 1];
 	memset(name, 'n', CONFIG_NAME_MAX);
 	name[CONFIG_NAME_MAX] = '\0';
@@ -153,20 +164,29 @@ START_TEST(notify_ack_fallback)
 	snprintf(yaml, sizeof(yaml),
 		 "endpoints:\n  - {backend: %s, server: %s, keys: [%s]}\n",
 		 name, name, name);
+	load(cfg, yaml);
+}
+
+/* A NOTIFY frame (FIN) of one `route` message for model, in payload. */
+static struct spop_frame route_frame(uint8_t *payload, size_t cap,
+				     const char *model, uint64_t stream_id,
+				     uint64_t frame_id)
+{
+	return notify_frame(payload, route_payload(payload, cap, model),
+			    stream_id, frame_id);
+}
+
+START_TEST(notify_ack_fallback)
+{
 	struct config cfg;
-	load(&cfg, yaml);
+	load_longest_names(&cfg);
 	struct route r;
 	struct stats st = { 0 };
 	route_init(&r, &cfg);
 	struct notify_ctx ctx = { .route = &r, .stats = &st };
 
 	uint8_t payload[128], out[2048];
-	struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
-				.flags = SPOP_FLAG_FIN,
-				.stream_id = 1,
-				.frame_id = 2,
-				.payload = payload };
-	f.payload_len = route_payload(payload, sizeof(payload), "m");
+	struct spop_frame f = route_frame(payload, sizeof(payload), "m", 1, 2);
 	struct notify_deferred later;
 	enum spop_status status;
 
@@ -203,15 +223,8 @@ END_TEST
  * held back. */
 START_TEST(notify_ack_fallback_rate_limited)
 {
-	char name[CONFIG_NAME_MAX + 1];
-	memset(name, 'n', CONFIG_NAME_MAX);
-	name[CONFIG_NAME_MAX] = '\0';
-	char yaml[1024];
-	snprintf(yaml, sizeof(yaml),
-		 "endpoints:\n  - {backend: %s, server: %s, keys: [%s]}\n",
-		 name, name, name);
 	struct config cfg;
-	load(&cfg, yaml);
+	load_longest_names(&cfg);
 	struct route r;
 	struct stats st = { 0 };
 	route_init(&r, &cfg);
@@ -220,11 +233,7 @@ START_TEST(notify_ack_fallback_rate_limited)
 	log_set_stream(logf);
 
 	uint8_t payload[128], out[2048];
-	struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
-				.flags = SPOP_FLAG_FIN,
-				.frame_id = 1,
-				.payload = payload };
-	f.payload_len = route_payload(payload, sizeof(payload), "m");
+	struct spop_frame f = route_frame(payload, sizeof(payload), "m", 0, 1);
 	struct notify_deferred later;
 	enum spop_status status;
 	const uint64_t t0 = 5000000;
@@ -281,15 +290,8 @@ static uint64_t inflight_sum(const struct route *r)
  * of many `route` messages whose answers overflow the frame. */
 START_TEST(notify_ack_fallback_takes_decisions_back)
 {
-	char name[CONFIG_NAME_MAX + 1];
-	memset(name, 'n', CONFIG_NAME_MAX);
-	name[CONFIG_NAME_MAX] = '\0';
-	char yaml[1024];
-	snprintf(yaml, sizeof(yaml),
-		 "endpoints:\n  - {backend: %s, server: %s, keys: [%s]}\n",
-		 name, name, name);
 	struct config cfg;
-	load(&cfg, yaml);
+	load_longest_names(&cfg);
 	struct route r;
 	struct stats st = { 0 };
 	ck_assert_int_eq(route_init(&r, &cfg), 0);
@@ -297,12 +299,7 @@ START_TEST(notify_ack_fallback_takes_decisions_back)
 
 	static uint8_t payload[8192];
 	uint8_t out[2048];
-	struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
-				.flags = SPOP_FLAG_FIN,
-				.stream_id = 1,
-				.frame_id = 1,
-				.payload = payload };
-	f.payload_len = route_payload(payload, sizeof(payload), "m");
+	struct spop_frame f = route_frame(payload, sizeof(payload), "m", 1, 1);
 	struct notify_deferred later;
 	enum spop_status status;
 
@@ -459,12 +456,7 @@ START_TEST(notify_malformed_frame_changes_nothing)
 			break;
 		}
 		ck_assert(!w.overflow);
-		struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
-					.flags = SPOP_FLAG_FIN,
-					.stream_id = 1,
-					.frame_id = (uint64_t)variant + 1,
-					.payload = payload,
-					.payload_len = w.len };
+		struct spop_frame f = notify_frame(payload, w.len, 1, (uint64_t)variant + 1);
 		struct notify_effects before, after;
 		effects(&r, &st, &before);
 		ck_assert_uint_eq(before.inflight, 2);
@@ -482,12 +474,7 @@ START_TEST(notify_malformed_frame_changes_nothing)
 	struct spop_writer w;
 	spop_writer_init(&w, payload, sizeof(payload));
 	put_route(&w, "s1");
-	struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
-				.flags = SPOP_FLAG_FIN,
-				.stream_id = 1,
-				.frame_id = 9,
-				.payload = payload,
-				.payload_len = w.len };
+	struct spop_frame f = notify_frame(payload, w.len, 1, 9);
 	ck_assert_int_gt(notify_handle(&ctx, &f, out, sizeof(out), &later,
 				       &status), 0);
 	ck_assert_uint_eq(inflight_sum(&r), 3);
@@ -545,12 +532,7 @@ START_TEST(notify_every_truncation)
 		bool boundary = false;
 		for (size_t b = 0; b < nb; b++)
 			boundary = boundary || bounds[b] == len;
-		struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
-					.flags = SPOP_FLAG_FIN,
-					.stream_id = len,
-					.frame_id = 1,
-					.payload = payload,
-					.payload_len = len };
+		struct spop_frame f = notify_frame(payload, len, len, 1);
 		struct notify_effects before, after;
 		effects(&r, &st, &before);
 		enum spop_status status = SPOP_ERR_NONE;
@@ -575,12 +557,7 @@ START_TEST(notify_every_truncation)
 	/* The whole frame: every message acted on, once. */
 	struct notify_effects before, after;
 	effects(&r, &st, &before);
-	struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
-				.flags = SPOP_FLAG_FIN,
-				.stream_id = 1,
-				.frame_id = 2,
-				.payload = payload,
-				.payload_len = w.len };
+	struct spop_frame f = notify_frame(payload, w.len, 1, 2);
 	enum spop_status status;
 	ck_assert_int_gt(notify_handle(&ctx, &f, out, sizeof(out), &later,
 				       &status), 0);
@@ -648,12 +625,7 @@ START_TEST(notify_mutations_refused_whole)
 		}
 		if (iter % 64 == 0)
 			idle_poll(&r);
-		struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
-					.flags = SPOP_FLAG_FIN,
-					.stream_id = iter,
-					.frame_id = 1,
-					.payload = payload,
-					.payload_len = len };
+		struct spop_frame f = notify_frame(payload, len, iter, 1);
 		struct notify_effects before, after;
 		effects(&r, &st, &before);
 		enum spop_status status = SPOP_ERR_NONE;
@@ -689,12 +661,7 @@ static bool ack_has_noretry(struct route *r)
 	struct stats st = { 0 };
 	struct notify_ctx ctx = { .route = r, .stats = &st };
 	uint8_t payload[128], out[2048];
-	struct spop_frame f = { .type = SPOP_FRAME_NOTIFY,
-				.flags = SPOP_FLAG_FIN,
-				.stream_id = 1,
-				.frame_id = 2,
-				.payload = payload };
-	f.payload_len = route_payload(payload, sizeof(payload), "m");
+	struct spop_frame f = route_frame(payload, sizeof(payload), "m", 1, 2);
 	struct notify_deferred later;
 	enum spop_status status;
 	ptrdiff_t n = notify_handle(&ctx, &f, out, sizeof(out), &later, &status);
