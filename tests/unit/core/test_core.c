@@ -869,6 +869,27 @@ START_TEST(weights_share)
 }
 END_TEST
 
+/* Decides r and completes the request at once (no in-flight left). */
+static struct core_decision decide_done(struct fx *f, const struct core_request *r)
+{
+	struct core_decision d = fx_decide(f, r);
+	core_endpoint_complete(f->c, d.endpoint);
+	return d;
+}
+
+/* f's four endpoints warm at 500 ms; r decided once (*d), its 500 ms
+ * answer fed back and completed: returns r's home endpoint. */
+static int warm_home(struct fx *f, const struct core_request *r,
+		     struct core_decision *d)
+{
+	for (int i = 0; i < 4; i++)
+		fx_warm(f, f->ep[i], 500, 200);
+	*d = fx_decide(f, r);
+	fx_feedback(f, d, 200, 500, false);
+	core_endpoint_complete(f->c, d->endpoint);
+	return d->endpoint;
+}
+
 /* Feeds endpoint ep n successes of tr_ms (plain), deciding r after each
  * as live traffic would; returns how many samples it took until r's warm
  * hit was left (n + 1: never). */
@@ -877,8 +898,7 @@ static int slow_down(struct fx *f, int ep, int64_t tr_ms, int n,
 {
 	for (int i = 1; i <= n; i++) {
 		ck_assert_int_eq(fx_observe(f, ep, 200, tr_ms, false, 0, false), 0);
-		struct core_decision d = fx_decide(f, r);
-		core_endpoint_complete(f->c, d.endpoint);
+		struct core_decision d = decide_done(f, r);
 		if (d.reason != CORE_REASON_AFFINITY || d.endpoint != ep)
 			return i;
 	}
@@ -889,13 +909,9 @@ START_TEST(warm_hit_needs_tolerance)
 {
 	struct fx f;
 	fx_init(&f, 4, NULL);
-	for (int i = 0; i < 4; i++)
-		fx_warm(&f, f.ep[i], 500, 200);
 	struct core_request r = fx_session(99);
-	struct core_decision d = fx_decide(&f, &r);
-	int home = d.endpoint;
-	fx_feedback(&f, &d, 200, 500, false);
-	core_endpoint_complete(f.c, home);
+	struct core_decision d;
+	int home = warm_home(&f, &r, &d);
 	/* 2x the median (and its own past): still sticky. */
 	ck_assert_int_eq(slow_down(&f, home, 1000, 100, &r), 101);
 	/* Back to normal, then 4x: left once its EWMA passes 2.5x both the
@@ -934,8 +950,7 @@ START_TEST(tolerance_against_own_history)
 	for (uint64_t k = 0; others < 3 && k < 1000; k++) {
 		/* find a session hashed to it */
 		r = fx_session(1000 + k);
-		d = fx_decide(&f, &r);
-		core_endpoint_complete(f.c, d.endpoint);
+		d = decide_done(&f, &r);
 		if (d.endpoint == home)
 			others = 3;
 	}
@@ -958,13 +973,9 @@ START_TEST(slow_endpoint_base_does_not_learn)
 	core_params_defaults(&p);
 	p.idle_reset_ms = 0; /* no re-trials: the base alone */
 	fx_init(&f, 4, &p);
-	for (int i = 0; i < 4; i++)
-		fx_warm(&f, f.ep[i], 500, 200);
 	struct core_request r = fx_session(3);
-	struct core_decision d = fx_decide(&f, &r);
-	int home = d.endpoint;
-	fx_feedback(&f, &d, 200, 500, false);
-	core_endpoint_complete(f.c, home);
+	struct core_decision d;
+	int home = warm_home(&f, &r, &d);
 	ck_assert_int_le(slow_down(&f, home, 2000, 100, &r), 30);
 	/* 1,000 more samples at 4x, each followed by a decision on the key
 	 * (the map still points there: the key is not fed back elsewhere). A
@@ -972,8 +983,7 @@ START_TEST(slow_endpoint_base_does_not_learn)
 	 * of it. */
 	for (int i = 0; i < 1000; i++) {
 		fx_observe(&f, home, 200, 2000, false, 0, false);
-		d = fx_decide(&f, &r);
-		core_endpoint_complete(f.c, d.endpoint);
+		d = decide_done(&f, &r);
 		ck_assert_int_ne(d.endpoint, home);
 	}
 	fx_finish(&f);
@@ -988,13 +998,9 @@ START_TEST(slow_endpoint_retrials)
 {
 	struct fx f;
 	fx_init(&f, 4, NULL);
-	for (int i = 0; i < 4; i++)
-		fx_warm(&f, f.ep[i], 500, 200);
 	struct core_request r = fx_session(5);
-	struct core_decision d = fx_decide(&f, &r);
-	int home = d.endpoint;
-	fx_feedback(&f, &d, 200, 500, false);
-	core_endpoint_complete(f.c, home);
+	struct core_decision d;
+	int home = warm_home(&f, &r, &d);
 	ck_assert_int_le(slow_down(&f, home, 2500, 100, &r), 20);
 	uint64_t wait = f.p.idle_reset_ms;
 	for (int round = 0; round < 7; round++) {
@@ -1005,8 +1011,7 @@ START_TEST(slow_endpoint_retrials)
 			for (int i = 0; i < 4; i++)
 				if (f.ep[i] != home)
 					fx_observe(&f, f.ep[i], 200, 500, false, 0, false);
-			d = fx_decide(&f, &r);
-			core_endpoint_complete(f.c, d.endpoint);
+			d = decide_done(&f, &r);
 			ck_assert_msg(d.endpoint != home, "round %d: re-tried early", round);
 		}
 		f.now = end;
@@ -1014,21 +1019,18 @@ START_TEST(slow_endpoint_retrials)
 			if (f.ep[i] != home)
 				fx_observe(&f, f.ep[i], 200, 500, false, 0, false);
 		/* Idle: cold, it borrows the median and takes its key back. */
-		d = fx_decide(&f, &r);
-		core_endpoint_complete(f.c, d.endpoint);
+		d = decide_done(&f, &r);
 		ck_assert_msg(d.endpoint == home, "round %d: %s to %d, home %d samples %u", round, core_reason_name(d.reason), d.endpoint, home, fx_info(&f, home).samples[0]);
 		ck_assert_uint_eq(fx_info(&f, home).samples[CORE_KIND_PLAIN], 0);
 		/* The first answer after idle is dropped, then 4 decide. */
 		fx_observe(&f, home, 200, 2500, false, 0, false);
 		for (int i = 0; i < 3; i++) {
 			fx_observe(&f, home, 200, 2500, false, 0, false);
-			d = fx_decide(&f, &r);
-			core_endpoint_complete(f.c, d.endpoint);
+			d = decide_done(&f, &r);
 			ck_assert_int_eq(d.endpoint, home);
 		}
 		fx_observe(&f, home, 200, 2500, false, 0, false);
-		d = fx_decide(&f, &r);
-		core_endpoint_complete(f.c, d.endpoint);
+		d = decide_done(&f, &r);
 		ck_assert_int_ne(d.endpoint, home);
 		if (wait < 16 * f.p.idle_reset_ms)
 			wait *= 2;
@@ -1036,14 +1038,12 @@ START_TEST(slow_endpoint_retrials)
 	/* Recovered: the re-trial finds it fit, it keeps the key, and the
 	 * next idle period is idle_reset again. */
 	f.now += wait;
-	d = fx_decide(&f, &r);
-	core_endpoint_complete(f.c, d.endpoint);
+	d = decide_done(&f, &r);
 	ck_assert_int_eq(d.endpoint, home);
 	for (int i = 0; i < 5; i++)
 		fx_observe(&f, home, 200, 500, false, 0, false);
 	fx_feedback(&f, &d, 200, 500, false);
-	d = fx_decide(&f, &r);
-	core_endpoint_complete(f.c, d.endpoint);
+	d = decide_done(&f, &r);
 	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
 	ck_assert_int_eq(d.endpoint, home);
 	f.now += f.p.idle_reset_ms;
@@ -1060,18 +1060,13 @@ START_TEST(retrial_wait_saturates)
 {
 	struct fx f;
 	fx_init(&f, 4, NULL);
-	for (int i = 0; i < 4; i++)
-		fx_warm(&f, f.ep[i], 500, 200);
 	struct core_request r = fx_session(5);
-	struct core_decision d = fx_decide(&f, &r);
-	int home = d.endpoint;
-	fx_feedback(&f, &d, 200, 500, false);
-	core_endpoint_complete(f.c, home);
+	struct core_decision d;
+	int home = warm_home(&f, &r, &d);
 	ck_assert_int_le(slow_down(&f, home, 2500, 100, &r), 20);
 	/* Left and silent for idle_reset: forgotten, the next wait doubled. */
 	f.now += f.p.idle_reset_ms;
-	d = fx_decide(&f, &r);
-	core_endpoint_complete(f.c, d.endpoint);
+	d = decide_done(&f, &r);
 	ck_assert_uint_eq(fx_info(&f, home).samples[CORE_KIND_PLAIN], 0);
 	struct core_params p = f.p;
 	p.idle_reset_ms = (UINT64_C(1) << 63) + 1;
@@ -1083,8 +1078,7 @@ START_TEST(retrial_wait_saturates)
 	/* The first answer was the wake-up; the other five count. */
 	ck_assert_uint_eq(fx_info(&f, home).samples[CORE_KIND_PLAIN], 5);
 	f.now += 1000;
-	d = fx_decide(&f, &r);
-	core_endpoint_complete(f.c, d.endpoint);
+	d = decide_done(&f, &r);
 	ck_assert_uint_eq(fx_info(&f, home).samples[CORE_KIND_PLAIN], 5);
 	fx_finish(&f);
 }
@@ -1921,8 +1915,7 @@ START_TEST(breaker_open_half_open_probes)
 		struct core_decision d;
 		do {
 			r.session.hash += 7919;
-			d = fx_decide(&f, &r);
-			core_endpoint_complete(f.c, d.endpoint);
+			d = decide_done(&f, &r);
 		} while (d.endpoint != e);
 		ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_HALF_OPEN);
 		fx_observe(&f, e, 200, 100, false, 0, false);
