@@ -10,7 +10,7 @@ dashboard=$2
 command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
 
 . "$(dirname "$0")/../../tests/unit/agent/metrics_agent.sh"
-metrics_agent_dir dashboard
+agent_dir dashboard
 # Two endpoints, one with a key, so that the per-endpoint families have samples.
 metrics_agent_start "$warmlane" "$dir" k1
 

@@ -11,7 +11,7 @@ command -v promtool >/dev/null || { echo "promtool not found: skipped"; exit 77;
 command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
 
 . "$(dirname "$0")/metrics_agent.sh"
-metrics_agent_dir promtool
+agent_dir promtool
 # A quote and a backslash in the key id exercise label escaping.
 metrics_agent_start "$warmlane" "$dir" "'k\"1\\'"
 
