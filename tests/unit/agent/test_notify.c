@@ -392,6 +392,15 @@ static void expect_same(const struct notify_effects *a,
 		      "%s: feedback applied", what);
 }
 
+/* cfg: endpoints llm/gpu1 and llm/gpu2 serving m1; r routes on it. */
+static void two_gpus(struct config *cfg, struct route *r)
+{
+	load(cfg, "endpoints:\n"
+		  "  - {backend: llm, server: gpu1, models: [m1]}\n"
+		  "  - {backend: llm, server: gpu2, models: [m1]}\n");
+	ck_assert_int_eq(route_init(r, cfg), 0);
+}
+
 /* A NOTIFY whose later message is malformed is refused whole: the `route`
  * before it is not decided (its in-flight count would never fall: no ACK
  * carries it, so no feedback and no log line name it), and feedback
@@ -399,12 +408,9 @@ static void expect_same(const struct notify_effects *a,
 START_TEST(notify_malformed_frame_changes_nothing)
 {
 	struct config cfg;
-	load(&cfg, "endpoints:\n"
-		   "  - {backend: llm, server: gpu1, models: [m1]}\n"
-		   "  - {backend: llm, server: gpu2, models: [m1]}\n");
 	struct route r;
+	two_gpus(&cfg, &r);
 	struct stats st = { 0 };
-	ck_assert_int_eq(route_init(&r, &cfg), 0);
 	/* Two requests in flight on gpu1, so that feedback would lower it. */
 	int idx[4];
 	ck_assert_uint_eq(route_server_find(&r, core_str_c("llm"),
@@ -490,12 +496,9 @@ END_TEST
 START_TEST(notify_every_truncation)
 {
 	struct config cfg;
-	load(&cfg, "endpoints:\n"
-		   "  - {backend: llm, server: gpu1, models: [m1]}\n"
-		   "  - {backend: llm, server: gpu2, models: [m1]}\n");
 	struct route r;
+	two_gpus(&cfg, &r);
 	struct stats st = { 0 };
-	ck_assert_int_eq(route_init(&r, &cfg), 0);
 	struct notify_ctx ctx = { .route = &r, .stats = &st, .now_ms = 1000 };
 
 	static uint8_t payload[4096];
@@ -579,12 +582,9 @@ END_TEST
 START_TEST(notify_mutations_refused_whole)
 {
 	struct config cfg;
-	load(&cfg, "endpoints:\n"
-		   "  - {backend: llm, server: gpu1, models: [m1]}\n"
-		   "  - {backend: llm, server: gpu2, models: [m1]}\n");
 	struct route r;
+	two_gpus(&cfg, &r);
 	struct stats st = { 0 };
-	ck_assert_int_eq(route_init(&r, &cfg), 0);
 	struct notify_ctx ctx = { .route = &r, .stats = &st, .now_ms = 1000 };
 
 	static uint8_t good[1024], payload[1024];
