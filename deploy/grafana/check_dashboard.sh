@@ -9,18 +9,8 @@ warmlane=$1
 dashboard=$2
 command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
 
-dir=$(mktemp -d "${TMPDIR:-/tmp}/warmlane-dashboard.XXXXXX")
-pid=
-cleanup() {
-	if [ -n "$pid" ]; then
-		kill -TERM "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-
 . "$(dirname "$0")/../../tests/unit/agent/metrics_agent.sh"
+agent_dir dashboard
 # Two endpoints, one with a key, so that the per-endpoint families have samples.
 metrics_agent_start "$warmlane" "$dir" k1
 

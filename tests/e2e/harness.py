@@ -26,6 +26,11 @@ import tempfile
 import threading
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "fleet"))
+from poll import wait_until  # noqa: E402,F401  (tests/fleet/poll.py; h.wait_until)
+
 SKIP = 77
 KNOWN_REASONS = {"affinity", "hash", "spill", "p2c", "cooldown_fallback", "key_fallback",
                  "no_model", "none", "failover"}
@@ -79,19 +84,6 @@ def free_port():
         _HANDED_OUT.add(port)
         return port
     raise RuntimeError("no free loopback port below the ephemeral range")
-
-
-def wait_until(what, cond, timeout=10.0, interval=0.05):
-    """Polls cond() until it returns a true value; bounded in time and count."""
-    deadline = time.monotonic() + timeout
-    for _ in range(int(timeout / interval) + 1):
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            break
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.1f}s waiting for {what}")
 
 
 # --- HAProxy binaries --------------------------------------------------------

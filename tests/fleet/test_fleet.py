@@ -27,6 +27,7 @@ sys.path.insert(0, HERE)
 import client  # noqa: E402
 import fakellm  # noqa: E402
 import fleet  # noqa: E402
+import poll  # noqa: E402
 
 B = 256  # block_chars
 TIMEOUT = 10.0
@@ -56,16 +57,8 @@ _tmp = None
 
 
 def wait_for(what, cond, timeout=5.0, interval=0.01):
-    """Polls cond() until it is truthy; bounded in time and count."""
-    deadline = time.monotonic() + timeout
-    for _ in range(int(timeout / interval) + 2):
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            break
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
+    """poll.wait_until with this file's shorter defaults."""
+    return poll.wait_until(what, cond, timeout, interval)
 
 
 def start_fleet_process(args, tmpdir, ready_name="ready.json"):

@@ -5,16 +5,8 @@
 set -euo pipefail
 warmlane=$1
 ctl=$2
-dir=$(mktemp -d "${TMPDIR:-/tmp}/warmlane-ctld.XXXXXX")
-pid=
-cleanup() {
-	if [ -n "$pid" ]; then
-		kill -KILL "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
-	rm -rf "$dir"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/agent_dir.sh"
+agent_dir ctld KILL
 
 config() { # $1: the command socket's path
 	cat >"$dir/warmlane.yaml" <<YAML
@@ -29,18 +21,6 @@ endpoints:
   - { backend: llm, server: gpu2 }
   - { backend: llm, server: gpu3, weight: 2 }
 YAML
-}
-
-# Waits (20 s at most: a sanitized build on a loaded machine) for a line
-# matching $1 in the log.
-wait_log() {
-	for _ in $(seq 400); do
-		grep -q "$1" "$dir/log" && return 0
-		sleep 0.05
-	done
-	echo "no \"$1\" in the log:" >&2
-	cat "$dir/log" >&2
-	exit 1
 }
 
 fail() {

@@ -1,11 +1,12 @@
 # metrics_agent.sh - sourced by scripts that need a running warmlane with its metrics on a free port.
-#
+. "$(dirname "${BASH_SOURCE[0]}")/agent_dir.sh"
+
 # metrics_agent_start WARMLANE DIR KEY: writes DIR/warmlane.yaml (listen in
 # DIR, no runtime API, no state file, two endpoints, gpu1 with key id KEY),
 # starts WARMLANE on it with stderr in DIR/stderr.log (created first), and sets `pid` and
 # `port` (the metrics port the agent logged). metrics.listen refuses port 0,
-# so a free port is asked of the kernel first. The caller's EXIT trap stops
-# `pid`. Exits 1 when no port is reported.
+# so a free port is asked of the kernel first. The EXIT trap of
+# agent_dir (agent_dir.sh) stops `pid`. Exits 1 when no port is reported.
 metrics_agent_start() {
 	local warmlane=$1 dir=$2 key=$3 free_port
 	free_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -10,18 +10,8 @@ warmlane=$1
 command -v promtool >/dev/null || { echo "promtool not found: skipped"; exit 77; }
 command -v python3 >/dev/null || { echo "python3 not found: skipped"; exit 77; }
 
-dir=$(mktemp -d "${TMPDIR:-/tmp}/warmlane-promtool.XXXXXX")
-pid=
-cleanup() {
-	if [ -n "$pid" ]; then
-		kill -TERM "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-
 . "$(dirname "$0")/metrics_agent.sh"
+agent_dir promtool
 # A quote and a backslash in the key id exercise label escaping.
 metrics_agent_start "$warmlane" "$dir" "'k\"1\\'"
 

@@ -4,16 +4,8 @@
 # Usage: snapshot_daemon.sh PATH-TO-WARMLANE
 set -euo pipefail
 warmlane=$1
-dir=$(mktemp -d "${TMPDIR:-/tmp}/warmlane-snapd.XXXXXX")
-pid=
-cleanup() {
-	if [ -n "$pid" ]; then
-		kill -KILL "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
-	rm -rf "$dir"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/agent_dir.sh"
+agent_dir snapd KILL
 
 cat >"$dir/warmlane.yaml" <<YAML
 listen: ["unix:$dir/spoa.sock"]
@@ -23,18 +15,6 @@ state: { file: "$dir/state.msgpack", snapshot_interval: 100ms }
 endpoints:
   - { backend: llm, server: gpu1 }
 YAML
-
-# Waits (20 s at most: a sanitized build on a loaded machine) for a line
-# matching $1 in the log.
-wait_log() {
-	for _ in $(seq 400); do
-		grep -q "$1" "$dir/log" && return 0
-		sleep 0.05
-	done
-	echo "no \"$1\" in the log:" >&2
-	cat "$dir/log" >&2
-	exit 1
-}
 
 # The log is emptied before the agent starts, not by `2>log &`: that
 # redirection is made by the forked shell, which may run after wait_log's

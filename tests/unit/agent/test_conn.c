@@ -59,6 +59,17 @@ static void do_hello(struct harness *h, struct client *c, uint32_t max,
 	ck_assert(version && size && caps);
 }
 
+/* A harness on yaml (NULL: defaults) and its client 0, through the HELLO
+ * exchange (do_hello's checks). */
+static struct client *hello_client(struct harness *h, const char *yaml,
+				   uint32_t max, uint32_t expect_max)
+{
+	harness_init(h, yaml);
+	struct client *c = harness_client(h, 0);
+	do_hello(h, c, max, expect_max);
+	return c;
+}
+
 static void read_ack(struct harness *h, struct client *c, uint64_t sid,
 		     uint64_t fid, struct ack_vars *vars)
 {
@@ -73,9 +84,7 @@ static void read_ack(struct harness *h, struct client *c, uint64_t sid,
 START_TEST(hello_normal)
 {
 	struct harness h;
-	harness_init(&h, NULL);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, NULL, 16380, 16380);
 	ck_assert_uint_eq(h.srv.stats.frames[STATS_FRAME_HAPROXY_HELLO], 1);
 	ck_assert_uint_eq(h.srv.stats.frames[STATS_FRAME_AGENT_HELLO], 1);
 	client_free(c);
@@ -88,9 +97,7 @@ END_TEST
 START_TEST(hello_smaller_frame_size)
 {
 	struct harness h;
-	harness_init(&h, NULL);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 1024, 1024);
+	struct client *c = hello_client(&h, NULL, 1024, 1024);
 
 	struct fb *p = calloc(1, sizeof(*p)), *f = calloc(1, sizeof(*f));
 	fb_str(p, "unknown");
@@ -161,9 +168,7 @@ END_TEST
 START_TEST(hello_agent_smaller)
 {
 	struct harness h;
-	harness_init(&h, "max_frame_size: 4096\n");
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 4096);
+	struct client *c = hello_client(&h, "max_frame_size: 4096\n", 16380, 4096);
 	client_free(c);
 	harness_finish(&h);
 }
@@ -245,9 +250,7 @@ END_TEST
 START_TEST(hello_twice)
 {
 	struct harness h;
-	harness_init(&h, NULL);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, NULL, 16380, 16380);
 	struct fb *f = calloc(1, sizeof(*f));
 	fb_hello(f, 16380);
 	client_send(&h, c, f->b, f->len);
@@ -273,9 +276,7 @@ static const uint64_t ids[][2] = {
 START_TEST(notify_pipelined_ids)
 {
 	struct harness h;
-	harness_init(&h, two_endpoints);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, two_endpoints, 16380, 16380);
 
 	/* All NOTIFYs in one write: coalesced frames, many outstanding. */
 	struct fb *f = calloc(1, sizeof(*f));
@@ -302,9 +303,7 @@ START_TEST(notify_coalesced_writes)
 {
 	enum { N = 12 };
 	struct harness h;
-	harness_init(&h, two_endpoints);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, two_endpoints, 16380, 16380);
 	ck_assert_uint_eq(h.srv.stats.writes, 1); /* the AGENT-HELLO */
 
 	struct fb *f = calloc(1, sizeof(*f));
@@ -345,9 +344,7 @@ static const char *const long_endpoint =
 static size_t long_ack_size(void)
 {
 	struct harness h;
-	harness_init(&h, long_endpoint);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, long_endpoint, 16380, 16380);
 	struct fb *f = calloc(1, sizeof(*f));
 	const char *const kv[] = { "model", "m1", NULL };
 	fb_route(f, 1, 1, kv);
@@ -375,9 +372,7 @@ START_TEST(notify_coalesced_large)
 	uint32_t max = (uint32_t)(big - 4);
 
 	struct harness h;
-	harness_init(&h, long_endpoint);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, max, max);
+	struct client *c = hello_client(&h, long_endpoint, max, max);
 
 	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
 	const char *const kv[] = { "model", "m1", NULL };
@@ -579,9 +574,7 @@ END_TEST
 START_TEST(error_malformed_notify)
 {
 	struct harness h;
-	harness_init(&h, two_endpoints);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, two_endpoints, 16380, 16380);
 	/* Announces 2 arguments, carries 1. */
 	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
 	fb_str(p, "route");
@@ -603,9 +596,7 @@ END_TEST
 START_TEST(error_malformed_after_route)
 {
 	struct harness h;
-	harness_init(&h, two_endpoints);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, two_endpoints, 16380, 16380);
 	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
 	fb_str(p, "route");
 	fb_u8(p, 2);
@@ -639,9 +630,7 @@ END_TEST
 START_TEST(haproxy_disconnect)
 {
 	struct harness h;
-	harness_init(&h, NULL);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, NULL, 16380, 16380);
 	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
 	fb_kv_u32(p, "status-code", SPOP_ERR_TIMEOUT);
 	fb_kv_str(p, "message", "a timeout occurred");
@@ -748,9 +737,7 @@ static void send_feedback(struct harness *h, struct client *c, uint64_t sid,
 START_TEST(route_session_sticks)
 {
 	struct harness h;
-	harness_init(&h, two_endpoints);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, two_endpoints, 16380, 16380);
 
 	struct ack_vars v;
 	route_session(&h, c, 1, &v);
@@ -807,9 +794,7 @@ END_TEST
 START_TEST(route_model_filter)
 {
 	struct harness h;
-	harness_init(&h, two_endpoints);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, two_endpoints, 16380, 16380);
 
 	struct fb *f = calloc(1, sizeof(*f));
 	const char *const m2[] = { "model", "m2", NULL };
@@ -852,9 +837,7 @@ END_TEST
 START_TEST(route_no_endpoints)
 {
 	struct harness h;
-	harness_init(&h, NULL);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, NULL, 16380, 16380);
 	struct fb *f = calloc(1, sizeof(*f));
 	const char *const kv[] = { "model", "m1", NULL };
 	fb_route(f, 2, 3, kv);
@@ -875,9 +858,7 @@ END_TEST
 START_TEST(route_any_types)
 {
 	struct harness h;
-	harness_init(&h, two_endpoints);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, two_endpoints, 16380, 16380);
 	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
 	fb_str(p, "route");
 	fb_u8(p, 5);
@@ -916,9 +897,7 @@ static void fb_msg_header(struct fb *p, const char *name, uint8_t nargs)
 START_TEST(feedback_and_unknown_acked)
 {
 	struct harness h;
-	harness_init(&h, two_endpoints);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, two_endpoints, 16380, 16380);
 
 	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
 	/* feedback as HAProxy 2.6 sends it */
@@ -1193,9 +1172,7 @@ END_TEST
 START_TEST(idle_timeout_reload)
 {
 	struct harness h;
-	harness_init(&h, "spop: { idle_timeout: 1h }\n");
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, "spop: { idle_timeout: 1h }\n", 16380, 16380);
 	/* past the hello timeout: the timer is now armed for the hour */
 	pump_for(&h, 800);
 	ck_assert(!c->eof);
@@ -1226,9 +1203,7 @@ static void on_stopped(struct server *s, void *arg)
 START_TEST(stop_drains)
 {
 	struct harness h;
-	harness_init(&h, two_endpoints);
-	struct client *c = harness_client(&h, 0);
-	do_hello(&h, c, 16380, 16380);
+	struct client *c = hello_client(&h, two_endpoints, 16380, 16380);
 	struct fb *f = calloc(1, sizeof(*f));
 	const char *const kv[] = { "model", "m1", NULL };
 	fb_route(f, 4, 4, kv);

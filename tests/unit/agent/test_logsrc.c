@@ -58,6 +58,22 @@ static void load_std(struct config *cfg, const char *path)
 	load(cfg, yaml);
 }
 
+/* r on load_std's config without a log socket. */
+static void route_std(struct config *cfg, struct route *r)
+{
+	load_std(cfg, "");
+	ck_assert_int_eq(route_init(r, cfg), 0);
+}
+
+/* The same, as when HAProxy's lines arrive, every endpoint idle at 1000 ms. */
+static void route_lines(struct config *cfg, struct route *r)
+{
+	route_std(cfg, r);
+	r->log_input = true;
+	for (int i = 0; i < 3; i++)
+		core_endpoint_sync(r->core, i, CORE_ADMIN_ENABLED, 0, 1000);
+}
+
 /* The socket's directory, made and removed in the runner's process (an
  * unchecked fixture), so that nothing is left even when a test fails. */
 static void dir_setup(void)
@@ -148,11 +164,7 @@ START_TEST(completion_counts_once)
 {
 	struct config cfg;
 	struct route r;
-	load_std(&cfg, "");
-	ck_assert_int_eq(route_init(&r, &cfg), 0);
-	r.log_input = true;
-	for (int i = 0; i < 3; i++)
-		core_endpoint_sync(r.core, i, CORE_ADMIN_ENABLED, 0, 1000);
+	route_lines(&cfg, &r);
 
 	struct core_request req = { .session = { true, 42 } };
 	struct core_decision d;
@@ -228,11 +240,7 @@ START_TEST(streamed_success_waits_for_line)
 {
 	struct config cfg;
 	struct route r;
-	load_std(&cfg, "");
-	ck_assert_int_eq(route_init(&r, &cfg), 0);
-	r.log_input = true;
-	for (int i = 0; i < 3; i++)
-		core_endpoint_sync(r.core, i, CORE_ADMIN_ENABLED, 0, 1000);
+	route_lines(&cfg, &r);
 	struct route_feedback fb;
 	memset(&fb, 0, sizeof(fb));
 	for (int i = 0; i < ROUTE_FB_COUNT; i++)
@@ -283,8 +291,7 @@ START_TEST(failures)
 {
 	struct config cfg;
 	struct route r;
-	load_std(&cfg, "");
-	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	route_std(&cfg, &r);
 	r.log_input = true;
 
 	for (int i = 0; i < 5; i++)
@@ -315,8 +322,7 @@ START_TEST(lag_needs_accept_time)
 {
 	struct config cfg;
 	struct route r;
-	load_std(&cfg, "");
-	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	route_std(&cfg, &r);
 	struct logsrc ls = { .route = &r };
 	static const char no_at[] = "be=llm srv=s1 st=200 ts=---- tt=40 at=-";
 	static const char at[] = "be=llm srv=s1 st=200 ts=---- tt=40 "
@@ -359,8 +365,7 @@ START_TEST(format_check)
 {
 	struct config cfg;
 	struct route r;
-	load_std(&cfg, "");
-	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	route_std(&cfg, &r);
 	struct logsrc ls = { .route = &r };
 	FILE *logs = tmpfile();
 	ck_assert_ptr_nonnull(logs);

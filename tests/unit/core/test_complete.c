@@ -25,6 +25,14 @@ static int complete(struct fx *f, const struct core_completion *cc)
 	return core_complete(f->c, cc, f->now);
 }
 
+/* Completes d with done(d, ...); the core must accept it. */
+static void completed(struct fx *f, const struct core_decision *d, int status,
+		      enum core_end end, bool feedback_seen)
+{
+	struct core_completion cc = done(d, status, end, feedback_seen);
+	ck_assert_int_eq(complete(f, &cc), 0);
+}
+
 static uint32_t entries(const struct fx *f)
 {
 	struct core_stats st;
@@ -146,8 +154,7 @@ START_TEST(no_double_count_with_feedback)
 	/* A 503 whose body is then cut by the server: one failed request,
 	 * not two. */
 	ck_assert_int_eq(fx_observe(&f, e, 503, -1, false, 0, false), 0);
-	cc = done(&d, 503, CORE_END_SERVER_CUT, true);
-	ck_assert_int_eq(complete(&f, &cc), 0);
+	completed(&f, &d, 503, CORE_END_SERVER_CUT, true);
 	in = fx_info(&f, e);
 	ck_assert_uint_eq(in.window_fail, 4);
 	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_FAILURE], 4);
@@ -157,8 +164,7 @@ START_TEST(no_double_count_with_feedback)
 	uint64_t left = fx_info(&f, g).cooldown_left_ms;
 	f.now += 1000;
 	d.endpoint = g;
-	cc = done(&d, 429, CORE_END_COMPLETE, true);
-	ck_assert_int_eq(complete(&f, &cc), 0);
+	completed(&f, &d, 429, CORE_END_COMPLETE, true);
 	ck_assert_uint_eq(fx_info(&f, g).cooldown_left_ms, left - 1000);
 	ck_assert_uint_eq(fx_info(&f, g).outcomes[CORE_OUTCOME_RATE_LIMITED], 1);
 	fx_finish(&f);
@@ -225,9 +231,8 @@ START_TEST(client_abort_is_neutral)
 	 * eviction, however many. */
 	static const int statuses[] = { 200, 502, 503, 504, -1 };
 	for (int i = 0; i < 20; i++) {
-		struct core_completion cc = done(&d, statuses[i % 5],
-						 CORE_END_CLIENT_ABORT, i % 2);
-		ck_assert_int_eq(complete(&f, &cc), 0);
+		completed(&f, &d, statuses[i % 5],
+			  CORE_END_CLIENT_ABORT, i % 2);
 	}
 	struct core_endpoint_info in = fx_info(&f, d.endpoint);
 	ck_assert_uint_eq(in.window_fail, 0);
@@ -372,8 +377,7 @@ START_TEST(line_confirms_own_decision_only)
 	ck_assert_int_eq(complete(&f, &cc), 0);
 	ck_assert_uint_eq(entries(&f), 0);
 
-	cc = done(&d, 200, CORE_END_COMPLETE, false);
-	ck_assert_int_eq(complete(&f, &cc), 0);
+	completed(&f, &d, 200, CORE_END_COMPLETE, false);
 	ck_assert_uint_eq(entries(&f), 1);
 	struct core_decision again = fx_decide(&f, &r);
 	ck_assert_int_eq(again.reason, CORE_REASON_AFFINITY);
@@ -382,11 +386,9 @@ START_TEST(line_confirms_own_decision_only)
 
 	/* A failure evicts it; the same success line again brings nothing
 	 * back (the decision was confirmed once). */
-	cc = done(&d, 503, CORE_END_COMPLETE, false);
-	ck_assert_int_eq(complete(&f, &cc), 0);
+	completed(&f, &d, 503, CORE_END_COMPLETE, false);
 	ck_assert_uint_eq(entries(&f), 0);
-	cc = done(&d, 200, CORE_END_COMPLETE, false);
-	ck_assert_int_eq(complete(&f, &cc), 0);
+	completed(&f, &d, 200, CORE_END_COMPLETE, false);
 	ck_assert_uint_eq(entries(&f), 0);
 	fx_finish(&f);
 }
@@ -494,13 +496,11 @@ START_TEST(no_feedback_status_as_observe)
 	/* Homed by feedback too, then HAProxy's own 504 with a normal end: a failure, evicting. */
 	ck_assert_int_eq(fx_feedback(&f, &d, 200, 100, false), 0);
 	ck_assert_uint_eq(entries(&f), 1);
-	cc = done(&d, 504, CORE_END_COMPLETE, false);
-	ck_assert_int_eq(complete(&f, &cc), 0);
+	completed(&f, &d, 504, CORE_END_COMPLETE, false);
 	ck_assert_uint_eq(fx_info(&f, d.endpoint).window_fail, 1);
 	ck_assert_uint_eq(entries(&f), 0);
 	/* Other 4xx: neutral. */
-	cc = done(&d, 400, CORE_END_COMPLETE, false);
-	ck_assert_int_eq(complete(&f, &cc), 0);
+	completed(&f, &d, 400, CORE_END_COMPLETE, false);
 	in = fx_info(&f, d.endpoint);
 	ck_assert_uint_eq(in.window_fail, 1);
 	ck_assert_uint_eq(in.outcomes[CORE_OUTCOME_NEUTRAL], 1);
@@ -544,12 +544,9 @@ START_TEST(e2e_only_on_successful_complete)
 	struct core_completion cc = done(&d, 200, CORE_END_COMPLETE, true);
 	cc.total_ms = -1; /* unknown */
 	ck_assert_int_eq(complete(&f, &cc), 0);
-	cc = done(&d, 200, CORE_END_CLIENT_ABORT, true);
-	ck_assert_int_eq(complete(&f, &cc), 0);
-	cc = done(&d, 500, CORE_END_COMPLETE, true);
-	ck_assert_int_eq(complete(&f, &cc), 0);
-	cc = done(&d, 404, CORE_END_COMPLETE, true);
-	ck_assert_int_eq(complete(&f, &cc), 0);
+	completed(&f, &d, 200, CORE_END_CLIENT_ABORT, true);
+	completed(&f, &d, 500, CORE_END_COMPLETE, true);
+	completed(&f, &d, 404, CORE_END_COMPLETE, true);
 	ck_assert_uint_eq(fx_info(&f, d.endpoint).e2e_samples[CORE_KIND_PLAIN], 0);
 	/* Time per KiB sent, a response under 16 KiB counting as 16 KiB:
 	 * 2,048 ms for 64 KiB and 1,000 ms for 4 KiB are 32 and 62.5. Their
@@ -654,8 +651,7 @@ START_TEST(completions_counted_by_end)
 	uint64_t want[CORE_END_COUNT] = { 0 };
 	for (int i = 0; i < 10; i++) {
 		enum core_end end = (enum core_end)(i * 7 % CORE_END_COUNT);
-		struct core_completion cc = done(&d, -1, end, false);
-		ck_assert_int_eq(complete(&f, &cc), 0);
+		completed(&f, &d, -1, end, false);
 		want[end]++;
 	}
 	struct core_stats st;
@@ -700,8 +696,7 @@ START_TEST(probe_released_by_completion)
 	ck_assert_int_eq(d.endpoint, e);
 	ck_assert_int_ne(d.reason, CORE_REASON_COOLDOWN_FALLBACK);
 	/* Refused again: OPEN. */
-	cc = done(&d, 503, CORE_END_SERVER_FAIL, false);
-	ck_assert_int_eq(complete(&f, &cc), 0);
+	completed(&f, &d, 503, CORE_END_SERVER_FAIL, false);
 	ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_OPEN);
 	fx_finish(&f);
 }

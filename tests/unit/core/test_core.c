@@ -869,6 +869,27 @@ START_TEST(weights_share)
 }
 END_TEST
 
+/* Decides r and completes the request at once (no in-flight left). */
+static struct core_decision decide_done(struct fx *f, const struct core_request *r)
+{
+	struct core_decision d = fx_decide(f, r);
+	core_endpoint_complete(f->c, d.endpoint);
+	return d;
+}
+
+/* f's four endpoints warm at 500 ms; r decided once (*d), its 500 ms
+ * answer fed back and completed: returns r's home endpoint. */
+static int warm_home(struct fx *f, const struct core_request *r,
+		     struct core_decision *d)
+{
+	for (int i = 0; i < 4; i++)
+		fx_warm(f, f->ep[i], 500, 200);
+	*d = fx_decide(f, r);
+	fx_feedback(f, d, 200, 500, false);
+	core_endpoint_complete(f->c, d->endpoint);
+	return d->endpoint;
+}
+
 /* Feeds endpoint ep n successes of tr_ms (plain), deciding r after each
  * as live traffic would; returns how many samples it took until r's warm
  * hit was left (n + 1: never). */
@@ -877,8 +898,7 @@ static int slow_down(struct fx *f, int ep, int64_t tr_ms, int n,
 {
 	for (int i = 1; i <= n; i++) {
 		ck_assert_int_eq(fx_observe(f, ep, 200, tr_ms, false, 0, false), 0);
-		struct core_decision d = fx_decide(f, r);
-		core_endpoint_complete(f->c, d.endpoint);
+		struct core_decision d = decide_done(f, r);
 		if (d.reason != CORE_REASON_AFFINITY || d.endpoint != ep)
 			return i;
 	}
@@ -889,13 +909,9 @@ START_TEST(warm_hit_needs_tolerance)
 {
 	struct fx f;
 	fx_init(&f, 4, NULL);
-	for (int i = 0; i < 4; i++)
-		fx_warm(&f, f.ep[i], 500, 200);
 	struct core_request r = fx_session(99);
-	struct core_decision d = fx_decide(&f, &r);
-	int home = d.endpoint;
-	fx_feedback(&f, &d, 200, 500, false);
-	core_endpoint_complete(f.c, home);
+	struct core_decision d;
+	int home = warm_home(&f, &r, &d);
 	/* 2x the median (and its own past): still sticky. */
 	ck_assert_int_eq(slow_down(&f, home, 1000, 100, &r), 101);
 	/* Back to normal, then 4x: left once its EWMA passes 2.5x both the
@@ -934,8 +950,7 @@ START_TEST(tolerance_against_own_history)
 	for (uint64_t k = 0; others < 3 && k < 1000; k++) {
 		/* find a session hashed to it */
 		r = fx_session(1000 + k);
-		d = fx_decide(&f, &r);
-		core_endpoint_complete(f.c, d.endpoint);
+		d = decide_done(&f, &r);
 		if (d.endpoint == home)
 			others = 3;
 	}
@@ -958,13 +973,9 @@ START_TEST(slow_endpoint_base_does_not_learn)
 	core_params_defaults(&p);
 	p.idle_reset_ms = 0; /* no re-trials: the base alone */
 	fx_init(&f, 4, &p);
-	for (int i = 0; i < 4; i++)
-		fx_warm(&f, f.ep[i], 500, 200);
 	struct core_request r = fx_session(3);
-	struct core_decision d = fx_decide(&f, &r);
-	int home = d.endpoint;
-	fx_feedback(&f, &d, 200, 500, false);
-	core_endpoint_complete(f.c, home);
+	struct core_decision d;
+	int home = warm_home(&f, &r, &d);
 	ck_assert_int_le(slow_down(&f, home, 2000, 100, &r), 30);
 	/* 1,000 more samples at 4x, each followed by a decision on the key
 	 * (the map still points there: the key is not fed back elsewhere). A
@@ -972,8 +983,7 @@ START_TEST(slow_endpoint_base_does_not_learn)
 	 * of it. */
 	for (int i = 0; i < 1000; i++) {
 		fx_observe(&f, home, 200, 2000, false, 0, false);
-		d = fx_decide(&f, &r);
-		core_endpoint_complete(f.c, d.endpoint);
+		d = decide_done(&f, &r);
 		ck_assert_int_ne(d.endpoint, home);
 	}
 	fx_finish(&f);
@@ -988,13 +998,9 @@ START_TEST(slow_endpoint_retrials)
 {
 	struct fx f;
 	fx_init(&f, 4, NULL);
-	for (int i = 0; i < 4; i++)
-		fx_warm(&f, f.ep[i], 500, 200);
 	struct core_request r = fx_session(5);
-	struct core_decision d = fx_decide(&f, &r);
-	int home = d.endpoint;
-	fx_feedback(&f, &d, 200, 500, false);
-	core_endpoint_complete(f.c, home);
+	struct core_decision d;
+	int home = warm_home(&f, &r, &d);
 	ck_assert_int_le(slow_down(&f, home, 2500, 100, &r), 20);
 	uint64_t wait = f.p.idle_reset_ms;
 	for (int round = 0; round < 7; round++) {
@@ -1005,8 +1011,7 @@ START_TEST(slow_endpoint_retrials)
 			for (int i = 0; i < 4; i++)
 				if (f.ep[i] != home)
 					fx_observe(&f, f.ep[i], 200, 500, false, 0, false);
-			d = fx_decide(&f, &r);
-			core_endpoint_complete(f.c, d.endpoint);
+			d = decide_done(&f, &r);
 			ck_assert_msg(d.endpoint != home, "round %d: re-tried early", round);
 		}
 		f.now = end;
@@ -1014,21 +1019,18 @@ START_TEST(slow_endpoint_retrials)
 			if (f.ep[i] != home)
 				fx_observe(&f, f.ep[i], 200, 500, false, 0, false);
 		/* Idle: cold, it borrows the median and takes its key back. */
-		d = fx_decide(&f, &r);
-		core_endpoint_complete(f.c, d.endpoint);
+		d = decide_done(&f, &r);
 		ck_assert_msg(d.endpoint == home, "round %d: %s to %d, home %d samples %u", round, core_reason_name(d.reason), d.endpoint, home, fx_info(&f, home).samples[0]);
 		ck_assert_uint_eq(fx_info(&f, home).samples[CORE_KIND_PLAIN], 0);
 		/* The first answer after idle is dropped, then 4 decide. */
 		fx_observe(&f, home, 200, 2500, false, 0, false);
 		for (int i = 0; i < 3; i++) {
 			fx_observe(&f, home, 200, 2500, false, 0, false);
-			d = fx_decide(&f, &r);
-			core_endpoint_complete(f.c, d.endpoint);
+			d = decide_done(&f, &r);
 			ck_assert_int_eq(d.endpoint, home);
 		}
 		fx_observe(&f, home, 200, 2500, false, 0, false);
-		d = fx_decide(&f, &r);
-		core_endpoint_complete(f.c, d.endpoint);
+		d = decide_done(&f, &r);
 		ck_assert_int_ne(d.endpoint, home);
 		if (wait < 16 * f.p.idle_reset_ms)
 			wait *= 2;
@@ -1036,14 +1038,12 @@ START_TEST(slow_endpoint_retrials)
 	/* Recovered: the re-trial finds it fit, it keeps the key, and the
 	 * next idle period is idle_reset again. */
 	f.now += wait;
-	d = fx_decide(&f, &r);
-	core_endpoint_complete(f.c, d.endpoint);
+	d = decide_done(&f, &r);
 	ck_assert_int_eq(d.endpoint, home);
 	for (int i = 0; i < 5; i++)
 		fx_observe(&f, home, 200, 500, false, 0, false);
 	fx_feedback(&f, &d, 200, 500, false);
-	d = fx_decide(&f, &r);
-	core_endpoint_complete(f.c, d.endpoint);
+	d = decide_done(&f, &r);
 	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
 	ck_assert_int_eq(d.endpoint, home);
 	f.now += f.p.idle_reset_ms;
@@ -1060,18 +1060,13 @@ START_TEST(retrial_wait_saturates)
 {
 	struct fx f;
 	fx_init(&f, 4, NULL);
-	for (int i = 0; i < 4; i++)
-		fx_warm(&f, f.ep[i], 500, 200);
 	struct core_request r = fx_session(5);
-	struct core_decision d = fx_decide(&f, &r);
-	int home = d.endpoint;
-	fx_feedback(&f, &d, 200, 500, false);
-	core_endpoint_complete(f.c, home);
+	struct core_decision d;
+	int home = warm_home(&f, &r, &d);
 	ck_assert_int_le(slow_down(&f, home, 2500, 100, &r), 20);
 	/* Left and silent for idle_reset: forgotten, the next wait doubled. */
 	f.now += f.p.idle_reset_ms;
-	d = fx_decide(&f, &r);
-	core_endpoint_complete(f.c, d.endpoint);
+	d = decide_done(&f, &r);
 	ck_assert_uint_eq(fx_info(&f, home).samples[CORE_KIND_PLAIN], 0);
 	struct core_params p = f.p;
 	p.idle_reset_ms = (UINT64_C(1) << 63) + 1;
@@ -1083,8 +1078,7 @@ START_TEST(retrial_wait_saturates)
 	/* The first answer was the wake-up; the other five count. */
 	ck_assert_uint_eq(fx_info(&f, home).samples[CORE_KIND_PLAIN], 5);
 	f.now += 1000;
-	d = fx_decide(&f, &r);
-	core_endpoint_complete(f.c, d.endpoint);
+	d = decide_done(&f, &r);
 	ck_assert_uint_eq(fx_info(&f, home).samples[CORE_KIND_PLAIN], 5);
 	fx_finish(&f);
 }
@@ -1921,8 +1915,7 @@ START_TEST(breaker_open_half_open_probes)
 		struct core_decision d;
 		do {
 			r.session.hash += 7919;
-			d = fx_decide(&f, &r);
-			core_endpoint_complete(f.c, d.endpoint);
+			d = decide_done(&f, &r);
 		} while (d.endpoint != e);
 		ck_assert_int_eq(fx_info(&f, e).breaker, CORE_BREAKER_HALF_OPEN);
 		fx_observe(&f, e, 200, 100, false, 0, false);
@@ -2058,138 +2051,7 @@ START_TEST(slow_endpoint_loses_sessions_spread)
 }
 END_TEST
 
-/* ---- pool changes, introspection, snapshots ------------------------------ */
-
-START_TEST(pool_changes_keep_state)
-{
-	struct fx f;
-	fx_init(&f, 3, NULL);
-	fx_warm(&f, f.ep[0], 321, 25);
-	fx_observe(&f, f.ep[2], 429, 1, false, 0, false);
-	ck_assert_int_eq(fx_add(&f, "s3", NULL, 2, NULL), 3);
-	ck_assert_int_eq(core_endpoint_remove(f.c, f.ep[1]), 0);
-	ck_assert_int_eq(core_endpoint_remove(f.c, f.ep[1]), -ENOENT);
-	struct core_endpoint_info in = fx_info(&f, f.ep[0]);
-	ck_assert_double_eq_tol(in.ewma_ms[0], 321, 1e-9);
-	ck_assert_uint_eq(in.samples[0], 25);
-	ck_assert_int_eq(fx_info(&f, f.ep[2]).breaker, CORE_BREAKER_OPEN);
-	/* Update: new weight and models, same state. */
-	const char *models[2] = { "m1", "m2" };
-	struct core_endpoint_config cfg = {
-		.backend = "be", .server = "s0", .weight = 5, .models = models,
-		.n_models = 2, .cost_per_mtok = 1.5,
-	};
-	ck_assert_int_eq(core_endpoint_update(f.c, f.ep[0], &cfg), 0);
-	in = fx_info(&f, f.ep[0]);
-	ck_assert_double_eq(in.weight, 5);
-	ck_assert_double_eq(in.cost_per_mtok, 1.5);
-	ck_assert_double_eq_tol(in.ewma_ms[0], 321, 1e-9);
-	/* Not its names: refused. */
-	cfg.server = "s2";
-	ck_assert_int_eq(core_endpoint_update(f.c, f.ep[0], &cfg), -EINVAL);
-	/* Iteration sees the live ones. */
-	int n = 0;
-	for (int i = core_endpoint_next(f.c, -1); i >= 0; i = core_endpoint_next(f.c, i))
-		n++;
-	ck_assert_int_eq(n, 3);
-	struct core_stats st;
-	core_stats(f.c, &st);
-	ck_assert_uint_eq(st.endpoints, 3);
-	/* Slot 1 is reused. */
-	ck_assert_int_eq(fx_add(&f, "s9", NULL, 1, NULL), f.ep[1]);
-	fx_finish(&f);
-}
-END_TEST
-
-START_TEST(pool_rejects)
-{
-	struct fx f;
-	fx_init(&f, 0, NULL);
-	fx_add(&f, "s0", NULL, 1, "x");
-	const char *x = "x";
-	struct core_endpoint_config cfg = { .backend = "be", .server = "s0", .weight = 1,
-					    .models = &x, .n_models = 1 };
-	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -EEXIST);
-	cfg.key_id = "";
-	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -EEXIST);
-	cfg.key_id = "k";
-	ck_assert_int_ge(core_endpoint_add(f.c, &cfg, f.now), 0);
-	cfg.server = "x";
-	cfg.weight = 0;
-	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -EINVAL);
-	cfg.weight = NAN;
-	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -EINVAL);
-	cfg.weight = 1;
-	cfg.cost_per_mtok = -1;
-	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -EINVAL);
-	cfg.cost_per_mtok = 0;
-	cfg.server = "";
-	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -EINVAL);
-	cfg.server = NULL;
-	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -EINVAL);
-	/* 256 distinct models at most; freed names are reused. */
-	char names[300][8];
-	const char *ptrs[300];
-	for (int i = 0; i < 300; i++) {
-		snprintf(names[i], sizeof(names[i]), "m%d", i);
-		ptrs[i] = names[i];
-	}
-	cfg = (struct core_endpoint_config){ .backend = "be", .server = "big",
-		.weight = 1, .models = ptrs, .n_models = 255 }; /* + "x" */
-	int big = core_endpoint_add(f.c, &cfg, f.now);
-	ck_assert_int_ge(big, 0);
-	cfg.server = "big2";
-	cfg.models = ptrs + 256;
-	cfg.n_models = 1;
-	ck_assert_int_eq(core_endpoint_add(f.c, &cfg, f.now), -ENOSPC);
-	ck_assert_int_eq(core_endpoint_remove(f.c, big), 0);
-	ck_assert_int_ge(core_endpoint_add(f.c, &cfg, f.now), 0);
-	struct core_request r = { .model = core_str_c("m256") };
-	ck_assert_str_eq(fx_decide(&f, &r).server, "big2");
-	fx_finish(&f);
-}
-END_TEST
-
-START_TEST(find_by_names)
-{
-	struct fx f;
-	fx_init(&f, 0, NULL);
-	int a = fx_add(&f, "web1", NULL, 1, NULL);
-	int b = fx_add(&f, "web1", "k2", 1, NULL);
-	int c = fx_add(&f, "web2", NULL, 1, NULL);
-	struct core_str none = { 0 };
-	ck_assert_int_eq(core_endpoint_find(f.c, core_str_c("be"), core_str_c("web1"), none), a);
-	ck_assert_int_eq(core_endpoint_find(f.c, core_str_c("be"), core_str_c("web1"),
-					    core_str_c("k2")), b);
-	ck_assert_int_eq(core_endpoint_find_path(f.c, core_str_c("be/web2"), none), c);
-	ck_assert_int_eq(core_endpoint_find_path(f.c, core_str_c("be/web"), none), -ENOENT);
-	ck_assert_int_eq(core_endpoint_find_path(f.c, core_str_c("bexweb2"), none), -ENOENT);
-	ck_assert_int_eq(core_endpoint_find_path(f.c, (struct core_str){ "be/web2x", 7 },
-						 none), c);
-	ck_assert_int_eq(core_endpoint_find(f.c, core_str_c("be"), core_str_c("web1"),
-					    core_str_c("k")), -ENOENT);
-	core_endpoint_remove(f.c, a);
-	ck_assert_int_eq(core_endpoint_find_path(f.c, core_str_c("be/web1"), none), -ENOENT);
-	ck_assert_int_eq(core_endpoint_find_path(f.c, core_str_c("be/web2"), none), c);
-	ck_assert_int_eq(core_endpoint_find(f.c, core_str_c("be"), core_str_c("web1"),
-					    core_str_c("k2")), b);
-	/* Many endpoints: every one found after removals in between. */
-	char name[16];
-	int idx[200];
-	for (int i = 0; i < 200; i++) {
-		snprintf(name, sizeof(name), "n%d", i);
-		idx[i] = fx_add(&f, name, NULL, 1, NULL);
-	}
-	for (int i = 0; i < 200; i += 3)
-		core_endpoint_remove(f.c, idx[i]);
-	for (int i = 0; i < 200; i++) {
-		snprintf(name, sizeof(name), "n%d", i);
-		int got = core_endpoint_find(f.c, core_str_c("be"), core_str_c(name), none);
-		ck_assert_int_eq(got, i % 3 == 0 ? -ENOENT : idx[i]);
-	}
-	fx_finish(&f);
-}
-END_TEST
+/* ---- introspection, snapshots ------------------------------------------- */
 
 START_TEST(stats_by_reason)
 {
@@ -2610,9 +2472,6 @@ static Suite *core_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("pool");
-	tcase_add_test(tc, pool_changes_keep_state);
-	tcase_add_test(tc, pool_rejects);
-	tcase_add_test(tc, find_by_names);
 	tcase_add_test(tc, stats_by_reason);
 	tcase_add_test(tc, snapshot_round_trip);
 	tcase_add_test(tc, params_checked_and_reloaded);

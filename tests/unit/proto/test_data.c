@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "golden.h"
+#include "../run.h"
 #include "spop.h"
 
 struct vec {
@@ -491,11 +492,5 @@ static Suite *proto_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(proto_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_SILENT);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(proto_suite());
 }

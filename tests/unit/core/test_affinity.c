@@ -1,0 +1,153 @@
+/* test_affinity.c - core: the affinity map (affinity.c): put, get, TTL, LRU eviction against a model. */
+#include <check.h>
+#include <errno.h>
+#include <string.h>
+
+#include "affinity.h"
+#include "core.h"
+#include "../run.h"
+
+_Static_assert(sizeof(struct affinity_entry) <= 64, "entry over 64 bytes");
+
+START_TEST(map_put_get_remove)
+{
+	struct affinity a;
+	uint32_t ep, gen;
+	ck_assert_int_eq(affinity_init(&a, 1000, 300000), 0);
+	for (uint64_t k = 0; k < 1000; k++)
+		affinity_put(&a, k, (uint32_t)(k % 7), (uint32_t)k, 10);
+	ck_assert_uint_eq(a.used, 1000);
+	for (uint64_t k = 0; k < 1000; k++) {
+		ck_assert(affinity_get(&a, k, 20, &ep, &gen));
+		ck_assert_uint_eq(ep, k % 7);
+		ck_assert_uint_eq(gen, k);
+	}
+	ck_assert(!affinity_get(&a, 5000, 20, &ep, &gen));
+	/* Remove every third; the others stay reachable (backward shift). */
+	for (uint64_t k = 0; k < 1000; k += 3)
+		ck_assert(affinity_remove(&a, k, AFFINITY_NIL));
+	for (uint64_t k = 0; k < 1000; k++)
+		ck_assert(affinity_get(&a, k, 20, &ep, &gen) == (k % 3 != 0));
+	/* Only when it points to the given endpoint. */
+	ck_assert(!affinity_remove(&a, 1, 3));
+	ck_assert(affinity_remove(&a, 1, 1));
+	/* Update in place. */
+	affinity_put(&a, 2, 42, 1, 30);
+	ck_assert(affinity_get(&a, 2, 30, &ep, &gen));
+	ck_assert_uint_eq(ep, 42);
+	ck_assert_uint_eq(a.hits, 1000 + 666 + 1);
+	affinity_finish(&a);
+	ck_assert_int_eq(affinity_init(&a, 0, 1), -EINVAL);
+}
+END_TEST
+
+START_TEST(map_ttl_expiry)
+{
+	struct affinity a;
+	uint32_t ep, gen;
+	ck_assert_int_eq(affinity_init(&a, 100, 300000), 0);
+	affinity_put(&a, 1, 1, 0, 1000);
+	affinity_put(&a, 2, 2, 0, 2000);
+	ck_assert(affinity_get(&a, 1, 1000 + 299999, &ep, &gen));
+	ck_assert(!affinity_get(&a, 1, 1000 + 300000, &ep, &gen));
+	ck_assert_uint_eq(a.expirations, 1);
+	ck_assert_uint_eq(a.used, 1);
+	/* Refresh moves the deadline. */
+	affinity_put(&a, 2, 2, 0, 200000);
+	ck_assert(affinity_get(&a, 2, 450000, &ep, &gen));
+	ck_assert_uint_eq(affinity_expire(&a, 600000, 10), 1);
+	ck_assert_uint_eq(a.used, 0);
+	affinity_finish(&a);
+}
+END_TEST
+
+START_TEST(map_lru_eviction)
+{
+	struct affinity a;
+	uint32_t ep, gen;
+	ck_assert_int_eq(affinity_init(&a, 64, 300000), 0);
+	for (uint64_t k = 0; k < 64; k++)
+		affinity_put(&a, k, 0, 0, 100 + k);
+	/* Touch 0 (a success refreshes it): now 1 is the least recent. */
+	affinity_put(&a, 0, 0, 0, 200);
+	affinity_put(&a, 1000, 0, 0, 201);
+	ck_assert_uint_eq(a.used, 64);
+	ck_assert_uint_eq(a.evictions, 1);
+	ck_assert(affinity_get(&a, 0, 202, &ep, &gen));
+	ck_assert(!affinity_get(&a, 1, 202, &ep, &gen));
+	ck_assert(affinity_get(&a, 1000, 202, &ep, &gen));
+	/* Churn through many more keys than fit: size stays, newest live. */
+	for (uint64_t k = 5000; k < 50000; k++)
+		affinity_put(&a, k * 0x9e3779b97f4a7c15ull, 1, 0, 300 + k);
+	ck_assert_uint_eq(a.used, 64);
+	for (uint64_t k = 50000 - 64; k < 50000; k++)
+		ck_assert(affinity_get(&a, k * 0x9e3779b97f4a7c15ull, 60000, &ep, &gen));
+	/* Oldest-first walk covers every entry in order. */
+	uint32_t n = 0;
+	uint64_t last = 0;
+	for (uint32_t i = affinity_oldest(&a); i != AFFINITY_NIL; i = affinity_newer(&a, i)) {
+		ck_assert_uint_ge(a.e[i].last_ms, last);
+		last = a.e[i].last_ms;
+		n++;
+	}
+	ck_assert_uint_eq(n, 64);
+	affinity_finish(&a);
+}
+END_TEST
+
+START_TEST(map_bytes_per_entry)
+{
+	struct affinity a;
+	ck_assert_int_eq(affinity_init(&a, 1000000, 300000), 0);
+	double b = AFFINITY_BYTES_PER_ENTRY(&a);
+	ck_assert_double_le(b, 64);
+	ck_assert_uint_le(sizeof(struct affinity_entry), 64);
+	affinity_finish(&a);
+}
+END_TEST
+
+START_TEST(map_random_ops_match_model)
+{
+	/* Against a plain array model: random puts, removes and gets. */
+	enum { KEYS = 512, CAP = 4096 };
+	static uint32_t model[KEYS];
+	struct affinity a;
+	uint32_t ep, gen;
+	ck_assert_int_eq(affinity_init(&a, CAP, UINT64_MAX / 4), 0);
+	memset(model, 0xff, sizeof(model));
+	struct core_rng rng;
+	core_rng_seed(&rng, 1);
+	for (int i = 0; i < 200000; i++) {
+		uint64_t r = core_rng_next(&rng);
+		uint32_t k = (uint32_t)(r % KEYS);
+		switch ((r >> 20) % 3) {
+		case 0:
+			affinity_put(&a, k, (uint32_t)i, 0, 1);
+			model[k] = (uint32_t)i;
+			break;
+		case 1:
+			ck_assert(affinity_remove(&a, k, AFFINITY_NIL) ==
+				  (model[k] != UINT32_MAX));
+			model[k] = UINT32_MAX;
+			break;
+		default:
+			ck_assert(affinity_get(&a, k, 1, &ep, &gen) ==
+				  (model[k] != UINT32_MAX));
+			if (model[k] != UINT32_MAX)
+				ck_assert_uint_eq(ep, model[k]);
+		}
+	}
+	affinity_finish(&a);
+}
+END_TEST
+
+int main(void)
+{
+	const TTest *const tests[] = {
+		map_put_get_remove, map_ttl_expiry, map_lru_eviction, map_bytes_per_entry,
+		map_random_ops_match_model
+	};
+
+	return unit_run(unit_suite("core-affinity", "map", tests,
+				   sizeof(tests) / sizeof(tests[0])));
+}
