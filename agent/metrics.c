@@ -29,128 +29,14 @@
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
-/* ---- the text buffer ------------------------------------------------- */
-
-void metrics_text_finish(struct metrics_text *t)
-{
-	free(t->p);
-	*t = (struct metrics_text){ 0 };
-}
-
-static bool text_reserve(struct metrics_text *t, size_t more)
-{
-	if (t->oom)
-		return false;
-	if (more < t->cap - t->len)
-		return true;
-	size_t cap = t->cap > 0 ? t->cap : 4096;
-	while (more >= cap - t->len) {
-		if (cap > SIZE_MAX / 2) {
-			t->oom = true;
-			return false;
-		}
-		cap *= 2;
-	}
-	char *p = realloc(t->p, cap);
-	if (p == NULL) {
-		t->oom = true;
-		return false;
-	}
-	t->p = p;
-	t->cap = cap;
-	return true;
-}
-
-static void text_put(struct metrics_text *t, const char *s, size_t n)
-{
-	if (!text_reserve(t, n))
-		return;
-	memcpy(t->p + t->len, s, n);
-	t->len += n;
-	t->p[t->len] = '\0';
-}
-
-static void text_puts(struct metrics_text *t, const char *s)
-{
-	text_put(t, s, strlen(s));
-}
-
-static void text_printf(struct metrics_text *t, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void text_printf(struct metrics_text *t, const char *fmt, ...)
-{
-	char small[256];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(small, sizeof(small), fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		t->oom = true;
-		return;
-	}
-	if ((size_t)n < sizeof(small)) {
-		text_put(t, small, (size_t)n);
-		return;
-	}
-	/* Longer than any line we format today; kept correct anyway. */
-	if (!text_reserve(t, (size_t)n))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(t->p + t->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	t->len += (size_t)n;
-}
-
-/* A label value as the text format wants it: \\, \" and \n escaped. The
- * names come from configuration and HAProxy, so anything may be in them. */
-static void text_label_value(struct metrics_text *t, const char *v)
-{
-	text_put(t, "\"", 1);
-	for (const char *s = v; *s != '\0';) {
-		size_t run = strcspn(s, "\\\"\n");
-		text_put(t, s, run);
-		s += run;
-		if (*s == '\0')
-			break;
-		text_put(t, *s == '\n' ? "\\n" : *s == '"' ? "\\\"" : "\\\\",
-			 2);
-		s++;
-	}
-	text_put(t, "\"", 1);
-}
-
-/* # HELP and # TYPE of one family: every sample of it must follow before
- * the next family starts. */
-static void text_family(struct metrics_text *t, const char *name,
-			const char *type, const char *help)
-{
-	text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* "name value" for an unlabelled counter or gauge. */
-static void text_u64(struct metrics_text *t, const char *name, uint64_t v)
-{
-	text_printf(t, "%s %" PRIu64 "\n", name, v);
-}
+/* ---- rendering --------------------------------------------------------- */
 
 static void text_family_u64(struct metrics_text *t, const char *name,
 			    const char *type, const char *help, uint64_t v)
 {
-	text_family(t, name, type, help);
-	text_u64(t, name, v);
+	metrics_text_family(t, name, type, help);
+	metrics_text_u64(t, name, v);
 }
-
-/* A sample with one label: name{label="value"} v. */
-static void text_u64_label(struct metrics_text *t, const char *name,
-			   const char *label, const char *value, uint64_t v)
-{
-	text_printf(t, "%s{%s=", name, label);
-	text_label_value(t, value);
-	text_printf(t, "} %" PRIu64 "\n", v);
-}
-
-/* ---- rendering --------------------------------------------------------- */
 
 /* Bucket bounds as Prometheus reads them back (stats_latency_bounds_ns). */
 static const char *const metrics_le[STATS_LATENCY_BUCKETS] = {
@@ -171,55 +57,55 @@ static void render_spop(struct metrics_text *t, const struct stats *st)
 	text_family_u64(t, "warmlane_spop_connections_refused_total", "counter",
 			"SPOP connections closed at accept: spop.max_connections reached.",
 			st->conn_refused);
-	text_family(t, "warmlane_spop_timeouts_total", "counter",
+	metrics_text_family(t, "warmlane_spop_timeouts_total", "counter",
 		    "SPOP connections closed for a timeout: hello (no HAPROXY-HELLO in spop.hello_timeout) or idle (no frame in spop.idle_timeout).");
-	text_u64_label(t, "warmlane_spop_timeouts_total", "kind", "hello",
+	metrics_text_u64_label(t, "warmlane_spop_timeouts_total", "kind", "hello",
 		       st->timeouts_hello);
-	text_u64_label(t, "warmlane_spop_timeouts_total", "kind", "idle",
+	metrics_text_u64_label(t, "warmlane_spop_timeouts_total", "kind", "idle",
 		       st->timeouts_idle);
 	text_family_u64(t, "warmlane_spop_healthchecks_total", "counter",
 			"Health-check HELLOs answered.", st->healthchecks);
 
-	text_family(t, "warmlane_spop_frames_total", "counter",
+	metrics_text_family(t, "warmlane_spop_frames_total", "counter",
 		    "SPOP frames by type and direction (received from or sent to HAProxy).");
 	for (int f = 0; f < STATS_FRAME_COUNT; f++) {
 		bool sent = f == STATS_FRAME_AGENT_HELLO ||
 			    f == STATS_FRAME_AGENT_DISCONNECT ||
 			    f == STATS_FRAME_ACK;
-		text_puts(t, "warmlane_spop_frames_total{type=");
-		text_label_value(t, stats_frame_name((enum stats_frame)f));
-		text_printf(t, ",direction=\"%s\"} %" PRIu64 "\n",
+		metrics_text_puts(t, "warmlane_spop_frames_total{type=");
+		metrics_text_label_value(t, stats_frame_name((enum stats_frame)f));
+		metrics_text_printf(t, ",direction=\"%s\"} %" PRIu64 "\n",
 			    sent ? "sent" : "received", st->frames[f]);
 	}
 
-	text_family(t, "warmlane_spop_messages_total", "counter",
+	metrics_text_family(t, "warmlane_spop_messages_total", "counter",
 		    "SPOE messages received, by name (unknown: any other name).");
-	text_u64_label(t, "warmlane_spop_messages_total", "message", "route",
+	metrics_text_u64_label(t, "warmlane_spop_messages_total", "message", "route",
 		       st->msgs_route);
-	text_u64_label(t, "warmlane_spop_messages_total", "message",
+	metrics_text_u64_label(t, "warmlane_spop_messages_total", "message",
 		       "feedback", st->msgs_feedback);
-	text_u64_label(t, "warmlane_spop_messages_total", "message", "unknown",
+	metrics_text_u64_label(t, "warmlane_spop_messages_total", "message", "unknown",
 		       st->msgs_unknown);
 
 	/* Statuses that never happened are left out: 15 mostly-zero series
 	 * per family say nothing, and a counter may appear later. */
 	char code[16];
-	text_family(t, "warmlane_spop_protocol_errors_total", "counter",
+	metrics_text_family(t, "warmlane_spop_protocol_errors_total", "counter",
 		    "AGENT-DISCONNECTs sent for a protocol error, by SPOP status code.");
 	for (unsigned i = 1; i < STATS_STATUS_COUNT; i++) {
 		if (st->disconnects_sent[i] == 0)
 			continue;
 		snprintf(code, sizeof(code), "%" PRIu32, stats_status_code(i));
-		text_u64_label(t, "warmlane_spop_protocol_errors_total",
+		metrics_text_u64_label(t, "warmlane_spop_protocol_errors_total",
 			       "status", code, st->disconnects_sent[i]);
 	}
-	text_family(t, "warmlane_spop_disconnects_received_total", "counter",
+	metrics_text_family(t, "warmlane_spop_disconnects_received_total", "counter",
 		    "HAPROXY-DISCONNECTs received, by SPOP status code.");
 	for (unsigned i = 0; i < STATS_STATUS_COUNT; i++) {
 		if (st->disconnects_received[i] == 0)
 			continue;
 		snprintf(code, sizeof(code), "%" PRIu32, stats_status_code(i));
-		text_u64_label(t, "warmlane_spop_disconnects_received_total",
+		metrics_text_u64_label(t, "warmlane_spop_disconnects_received_total",
 			       "status", code, st->disconnects_received[i]);
 	}
 
@@ -239,25 +125,25 @@ static void render_spop(struct metrics_text *t, const struct stats *st)
 
 static void render_decisions(struct metrics_text *t, const struct stats *st)
 {
-	text_family(t, "warmlane_decisions_total", "counter",
+	metrics_text_family(t, "warmlane_decisions_total", "counter",
 		    "Route decisions by reason.");
 	for (int r = 0; r < ROUTE_REASON_COUNT; r++)
-		text_u64_label(t, "warmlane_decisions_total", "reason",
+		metrics_text_u64_label(t, "warmlane_decisions_total", "reason",
 			       route_reason_name((enum route_reason)r),
 			       st->reasons[r]);
 
 	const struct stats_histogram *h = &st->decide_latency;
-	text_family(t, "warmlane_decision_duration_seconds", "histogram",
+	metrics_text_family(t, "warmlane_decision_duration_seconds", "histogram",
 		    "Time spent deciding one route message, in seconds.");
 	uint64_t cum = 0;
 	for (unsigned i = 0; i < STATS_LATENCY_BUCKETS; i++) {
 		cum += h->buckets[i];
-		text_printf(t,
+		metrics_text_printf(t,
 			    "warmlane_decision_duration_seconds_bucket{le=\"%s\"} %" PRIu64 "\n",
 			    metrics_le[i], cum);
 	}
 	cum += h->buckets[STATS_LATENCY_BUCKETS];
-	text_printf(t,
+	metrics_text_printf(t,
 		    "warmlane_decision_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
 		    "warmlane_decision_duration_seconds_sum %.9g\n"
 		    "warmlane_decision_duration_seconds_count %" PRIu64 "\n",
@@ -276,10 +162,10 @@ static void render_feedback(struct metrics_text *t, const struct route *r)
 		{ "bad_retry_after", r->fb.bad_retry_after },
 		{ "bad_akey", r->fb.bad_akey },
 	};
-	text_family(t, "warmlane_feedback_problems_total", "counter",
+	metrics_text_family(t, "warmlane_feedback_problems_total", "counter",
 		    "Feedback messages the core could not use (fully or in part), by cause.");
 	for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++)
-		text_u64_label(t, "warmlane_feedback_problems_total", "cause",
+		metrics_text_u64_label(t, "warmlane_feedback_problems_total", "cause",
 			       causes[i].cause, causes[i].v);
 }
 
@@ -297,10 +183,10 @@ static void render_hints(struct metrics_text *t, const struct route *r)
 	text_family_u64(t, "warmlane_hints_present_total", "counter",
 			"Decisions whose route message brought a shared warm hint for a known server.",
 			present);
-	text_family(t, "warmlane_hints_total", "counter",
+	metrics_text_family(t, "warmlane_hints_total", "counter",
 		    "Shared warm hints by what became of them: used (newer than the agent's own entry, and chosen), agrees (names the own entry's server), older (the own entry is newer), refused (health, breaker or load), mismatch (recorded for another affinity key).");
 	for (int u = CORE_HINT_USED; u < CORE_HINT_COUNT; u++)
-		text_u64_label(t, "warmlane_hints_total", "use",
+		metrics_text_u64_label(t, "warmlane_hints_total", "use",
 			       core_hint_name((enum core_hint_use)u), cs.hints[u]);
 	const struct hint_arg_stats *a = &r->hints.args;
 	const struct {
@@ -313,10 +199,10 @@ static void render_hints(struct metrics_text *t, const struct route *r)
 		{ "stale", a->stale },
 		{ "no_endpoint", a->no_endpoint },
 	};
-	text_family(t, "warmlane_hint_problems_total", "counter",
+	metrics_text_family(t, "warmlane_hint_problems_total", "counter",
 		    "Hint arguments that made no hint, by cause; id_mismatch: the peers' server ids differ (docs/peers.md).");
 	for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++)
-		text_u64_label(t, "warmlane_hint_problems_total", "cause",
+		metrics_text_u64_label(t, "warmlane_hint_problems_total", "cause",
 			       causes[i].cause, causes[i].v);
 	text_family_u64(t, "warmlane_hint_servers", "gauge",
 			"Servers whose HAProxy id is known (runtime API sid).",
@@ -333,32 +219,32 @@ static void render_log_input(struct metrics_text *t, const struct route *r)
 	text_family_u64(t, "warmlane_log_input_format_ok", "gauge",
 			"0 when most log datagrams of the last 10 s window with any were not in warmlane's format (HAProxy's log target or format is wrong: alert on it), else 1.",
 			l->format_bad ? 0 : 1);
-	text_family(t, "warmlane_log_input_unparsed_ratio", "gauge",
+	metrics_text_family(t, "warmlane_log_input_unparsed_ratio", "gauge",
 		    "Share of unparseable log datagrams in the last 10 s window with any (0 before any).");
-	text_printf(t, "warmlane_log_input_unparsed_ratio %.4f\n", l->unparsed_ratio);
+	metrics_text_printf(t, "warmlane_log_input_unparsed_ratio %.4f\n", l->unparsed_ratio);
 	text_family_u64(t, "warmlane_log_datagrams_total", "counter",
 			"Log datagrams received from HAProxy.", l->received);
-	text_family(t, "warmlane_log_lines_total", "counter",
+	metrics_text_family(t, "warmlane_log_lines_total", "counter",
 		    "Log datagrams by result: parsed (warmlane's fields found) or unparseable.");
-	text_u64_label(t, "warmlane_log_lines_total", "result", "parsed",
+	metrics_text_u64_label(t, "warmlane_log_lines_total", "result", "parsed",
 		       l->parsed);
-	text_u64_label(t, "warmlane_log_lines_total", "result", "unparseable",
+	metrics_text_u64_label(t, "warmlane_log_lines_total", "result", "unparseable",
 		       l->unparseable);
-	text_family(t, "warmlane_log_unparseable_total", "counter",
+	metrics_text_family(t, "warmlane_log_unparseable_total", "counter",
 		    "Unparseable log datagrams by error (empty, too_long, frame, no_fields, missing, value).");
 	for (int e = 1; e <= -HAPLOG_EVALUE; e++)
-		text_u64_label(t, "warmlane_log_unparseable_total", "error",
+		metrics_text_u64_label(t, "warmlane_log_unparseable_total", "error",
 			       haplog_status_name(-e), l->errors[e]);
-	text_family(t, "warmlane_log_completions_total", "counter",
+	metrics_text_family(t, "warmlane_log_completions_total", "counter",
 		    "Parsed log lines of requests warmlane routed, by termination class.");
 	for (int e = 0; e < CORE_END_COUNT; e++)
-		text_u64_label(t, "warmlane_log_completions_total", "end",
+		metrics_text_u64_label(t, "warmlane_log_completions_total", "end",
 			       core_end_name((enum core_end)e), l->ends[e]);
-	text_family(t, "warmlane_log_ignored_total", "counter",
+	metrics_text_family(t, "warmlane_log_ignored_total", "counter",
 		    "Parsed log lines that changed nothing: unrouted (no warmlane decision), unknown_endpoint.");
-	text_u64_label(t, "warmlane_log_ignored_total", "cause", "unrouted",
+	metrics_text_u64_label(t, "warmlane_log_ignored_total", "cause", "unrouted",
 		       l->unrouted);
-	text_u64_label(t, "warmlane_log_ignored_total", "cause",
+	metrics_text_u64_label(t, "warmlane_log_ignored_total", "cause",
 		       "unknown_endpoint", l->unknown_endpoint);
 	text_family_u64(t, "warmlane_log_redispatched_total", "counter",
 			"Requests HAProxy redispatched away from warmlane's server after failed connections.",
@@ -369,12 +255,12 @@ static void render_log_input(struct metrics_text *t, const struct route *r)
 	text_family_u64(t, "warmlane_log_truncated_total", "counter",
 			"Log datagrams longer than the read buffer (cut).",
 			l->truncated);
-	text_family(t, "warmlane_log_lag_seconds", "histogram",
+	metrics_text_family(t, "warmlane_log_lag_seconds", "histogram",
 		    "Time from a request's end (HAProxy's clock) to the processing of its log line.");
 	for (size_t i = 0; i < ROUTE_LAG_BUCKETS; i++)
-		text_printf(t, "warmlane_log_lag_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
+		metrics_text_printf(t, "warmlane_log_lag_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
 			    route_lag_bounds_s[i], l->lag_buckets[i]);
-	text_printf(t,
+	metrics_text_printf(t,
 		    "warmlane_log_lag_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
 		    "warmlane_log_lag_seconds_sum %.9g\n"
 		    "warmlane_log_lag_seconds_count %" PRIu64 "\n",
@@ -392,18 +278,18 @@ static void render_retry_budgets(struct metrics_text *t, const struct route *r,
 	text_family_u64(t, "warmlane_retry_budget_active", "gauge",
 			"1 while the retry budget applies (retry_budget.enabled, the log input read, its lines in warmlane's format), else 0.",
 			on ? 1 : 0);
-	text_family(t, "warmlane_retry_budget_requests_total", "counter",
+	metrics_text_family(t, "warmlane_retry_budget_requests_total", "counter",
 		    "Requests of the backend seen in the log input (first attempts).");
 	for (unsigned i = 0; i < r->n_budgets; i++)
-		text_u64_label(t, "warmlane_retry_budget_requests_total",
+		metrics_text_u64_label(t, "warmlane_retry_budget_requests_total",
 			       "backend", r->budgets[i].backend,
 			       r->budgets[i].requests);
-	text_family(t, "warmlane_retries_total", "counter",
+	metrics_text_family(t, "warmlane_retries_total", "counter",
 		    "Retries HAProxy made (the log lines' %rc), by backend.");
 	for (unsigned i = 0; i < r->n_budgets; i++)
-		text_u64_label(t, "warmlane_retries_total", "backend",
+		metrics_text_u64_label(t, "warmlane_retries_total", "backend",
 			       r->budgets[i].backend, r->budgets[i].retries);
-	text_family(t, "warmlane_retry_budget_spent", "gauge",
+	metrics_text_family(t, "warmlane_retry_budget_spent", "gauge",
 		    "Share of the backend's retry budget the window's retries use (retries / (ratio x first attempts + min_per_second x window)); at 1 or more, requests are marked noretry.");
 	for (unsigned i = 0; i < r->n_budgets; i++) {
 		uint64_t first, retries;
@@ -411,14 +297,14 @@ static void render_retry_budgets(struct metrics_text *t, const struct route *r,
 		double allow = budget_allowance(p, first);
 		/* Nothing allowed (ratio and floor 0): always spent. */
 		double used = allow > 0 ? (double)retries / allow : 1.0;
-		text_printf(t, "warmlane_retry_budget_spent{backend=");
-		text_label_value(t, r->budgets[i].backend);
-		text_printf(t, "} %.4f\n", used);
+		metrics_text_printf(t, "warmlane_retry_budget_spent{backend=");
+		metrics_text_label_value(t, r->budgets[i].backend);
+		metrics_text_printf(t, "} %.4f\n", used);
 	}
-	text_family(t, "warmlane_noretry_total", "counter",
+	metrics_text_family(t, "warmlane_noretry_total", "counter",
 		    "Route answers that set txn.warmlane.noretry (the backend's retry budget spent), by backend.");
 	for (unsigned i = 0; i < r->n_budgets; i++)
-		text_u64_label(t, "warmlane_noretry_total", "backend",
+		metrics_text_u64_label(t, "warmlane_noretry_total", "backend",
 			       r->budgets[i].backend, r->budgets[i].noretry);
 	text_family_u64(t, "warmlane_retry_budget_overflow_total", "counter",
 			"Decisions for a backend past the budget table (64 backends): not budgeted.",
@@ -439,18 +325,18 @@ static void render_engine(struct metrics_text *t, const struct route *r,
 		if (core_endpoint_info(r->core, i, now_ms, &in) == 0)
 			stale += in.engine_stale;
 	}
-	text_family(t, "warmlane_engine_polls_total", "counter",
+	metrics_text_family(t, "warmlane_engine_polls_total", "counter",
 		    "Polls of engines' /metrics (engine_metrics) by result: ok (a load read), failed (no answer, not 200, over the size bound, unparseable or no load metrics).");
-	text_u64_label(t, "warmlane_engine_polls_total", "result", "ok", e->polls_ok);
-	text_u64_label(t, "warmlane_engine_polls_total", "result", "failed",
+	metrics_text_u64_label(t, "warmlane_engine_polls_total", "result", "ok", e->polls_ok);
+	metrics_text_u64_label(t, "warmlane_engine_polls_total", "result", "failed",
 		       e->polls_failed);
 	text_family_u64(t, "warmlane_engine_polls_overlapped_total", "counter",
 			"Poll ticks that found an endpoint's last poll still out (slower than engine.poll_interval): not sent again.",
 			e->polls_overlapped);
-	text_family(t, "warmlane_engine_info_reads_total", "counter",
+	metrics_text_family(t, "warmlane_engine_info_reads_total", "counter",
 		    "Reads of endpoints' own descriptions (engine_info) by result: ok (fingerprinted), failed (no answer, not 200, over 256 KiB, not JSON, no known field).");
-	text_u64_label(t, "warmlane_engine_info_reads_total", "result", "ok", e->info_ok);
-	text_u64_label(t, "warmlane_engine_info_reads_total", "result", "failed",
+	metrics_text_u64_label(t, "warmlane_engine_info_reads_total", "result", "ok", e->info_ok);
+	metrics_text_u64_label(t, "warmlane_engine_info_reads_total", "result", "failed",
 		       e->info_failed);
 	text_family_u64(t, "warmlane_engine_samples_stale_total", "counter",
 			"Engine samples that aged past engine.max_age: the runtime API's in-flight view took over.",
@@ -466,13 +352,13 @@ static void render_shadow(struct metrics_text *t, const struct route *r)
 	text_family_u64(t, "warmlane_shadow_mode", "gauge",
 			"1 in shadow mode (policy.mode shadow: warmlane decides and learns, HAProxy routes), 0 in route mode.",
 			r->cfg->mode == CONFIG_MODE_SHADOW ? 1 : 0);
-	text_family(t, "warmlane_shadow_responses_total", "counter",
+	metrics_text_family(t, "warmlane_shadow_responses_total", "counter",
 		    "Shadow-mode responses by warmlane's would-be reason and whether HAProxy's server (from the feedback, else the log line) was warmlane's choice: yes, no, none (warmlane had no server).");
 	for (int k = 0; k < CORE_REASON_COUNT; k++)
 		for (int m = 0; m < SHADOW_MATCH_COUNT; m++) {
-			text_puts(t, "warmlane_shadow_responses_total{reason=");
-			text_label_value(t, core_reason_name((enum core_reason)k));
-			text_printf(t, ",match=\"%s\"} %" PRIu64 "\n",
+			metrics_text_puts(t, "warmlane_shadow_responses_total{reason=");
+			metrics_text_label_value(t, core_reason_name((enum core_reason)k));
+			metrics_text_printf(t, ",match=\"%s\"} %" PRIu64 "\n",
 				    shadow_match_name((enum shadow_match)m),
 				    sh->responses[k][m]);
 		}
@@ -494,10 +380,10 @@ static void render_shadow(struct metrics_text *t, const struct route *r)
 static void render_probes(struct metrics_text *t, const struct route *r)
 {
 	const struct route_probe_stats *p = &r->probe;
-	text_family(t, "warmlane_key_probes_total", "counter",
+	metrics_text_family(t, "warmlane_key_probes_total", "counter",
 		    "Probes of upstream keys by result: accepted, refused (401/403: the key is excluded), inconclusive (5xx, no answer).");
 	for (int k = 0; k < CORE_PROBE_COUNT; k++)
-		text_u64_label(t, "warmlane_key_probes_total", "result",
+		metrics_text_u64_label(t, "warmlane_key_probes_total", "result",
 			       core_probe_name((enum core_probe)k), p->results[k]);
 	text_family_u64(t, "warmlane_key_probe_transport_errors_total", "counter",
 			"Key probes that got no HTTP answer (connection refused, timeout): counted as inconclusive too.",
@@ -511,13 +397,13 @@ static void render_probes(struct metrics_text *t, const struct route *r)
 static void text_endpoint_labels(struct metrics_text *t,
 				 const struct core_endpoint_info *ep)
 {
-	text_puts(t, "backend=");
-	text_label_value(t, ep->backend != NULL ? ep->backend : "");
-	text_puts(t, ",server=");
-	text_label_value(t, ep->server != NULL ? ep->server : "");
+	metrics_text_puts(t, "backend=");
+	metrics_text_label_value(t, ep->backend != NULL ? ep->backend : "");
+	metrics_text_puts(t, ",server=");
+	metrics_text_label_value(t, ep->server != NULL ? ep->server : "");
 	if (ep->key_id != NULL && ep->key_id[0] != '\0') {
-		text_puts(t, ",key=");
-		text_label_value(t, ep->key_id);
+		metrics_text_puts(t, ",key=");
+		metrics_text_label_value(t, ep->key_id);
 	}
 }
 
@@ -602,66 +488,66 @@ static void render_endpoint_sample(struct metrics_text *t, const char *name,
 	case METRICS_EP_EWMA:
 	case METRICS_EP_SAMPLES:
 		for (int k = 0; k < CORE_KIND_COUNT; k++) {
-			text_printf(t, "%s{", name);
+			metrics_text_printf(t, "%s{", name);
 			text_endpoint_labels(t, ep);
-			text_printf(t, ",kind=\"%s\"} ",
+			metrics_text_printf(t, ",kind=\"%s\"} ",
 				    k == CORE_KIND_STREAM ? "stream" : "plain");
 			if (what == METRICS_EP_EWMA)
-				text_printf(t, "%.9g\n", ep->ewma_ms[k] / 1000.0);
+				metrics_text_printf(t, "%.9g\n", ep->ewma_ms[k] / 1000.0);
 			else
-				text_printf(t, "%" PRIu32 "\n", ep->samples[k]);
+				metrics_text_printf(t, "%" PRIu32 "\n", ep->samples[k]);
 		}
 		return;
 	case METRICS_EP_E2E_EWMA:
 		for (int k = 0; k < CORE_KIND_COUNT; k++) {
-			text_printf(t, "%s{", name);
+			metrics_text_printf(t, "%s{", name);
 			text_endpoint_labels(t, ep);
-			text_printf(t, ",kind=\"%s\"} %.9g\n",
+			metrics_text_printf(t, ",kind=\"%s\"} %.9g\n",
 				    k == CORE_KIND_STREAM ? "stream" : "plain",
 				    ep->e2e_ewma_ms[k] / 1000.0);
 		}
 		return;
 	case METRICS_EP_COMPLETIONS:
 		for (int e = 0; e < CORE_END_COUNT; e++) {
-			text_printf(t, "%s{", name);
+			metrics_text_printf(t, "%s{", name);
 			text_endpoint_labels(t, ep);
-			text_printf(t, ",end=\"%s\"} %" PRIu64 "\n",
+			metrics_text_printf(t, ",end=\"%s\"} %" PRIu64 "\n",
 				    core_end_name((enum core_end)e),
 				    ep->completions[e]);
 		}
 		return;
 	case METRICS_EP_ADMIN:
 		for (int a = 0; a < CORE_ADMIN_COUNT; a++) {
-			text_printf(t, "%s{", name);
+			metrics_text_printf(t, "%s{", name);
 			text_endpoint_labels(t, ep);
-			text_printf(t, ",state=\"%s\"} %d\n",
+			metrics_text_printf(t, ",state=\"%s\"} %d\n",
 				    core_admin_name((enum core_admin)a),
 				    ep->admin == (enum core_admin)a);
 		}
 		return;
 	case METRICS_EP_ARTEFACT:
-		text_printf(t, "%s{", name);
+		metrics_text_printf(t, "%s{", name);
 		text_endpoint_labels(t, ep);
 		if (ep->artefact != 0)
-			text_printf(t, ",fingerprint=\"%016llx\"} 1\n",
+			metrics_text_printf(t, ",fingerprint=\"%016llx\"} 1\n",
 				    (unsigned long long)ep->artefact);
 		else
-			text_puts(t, ",fingerprint=\"\"} 1\n");
+			metrics_text_puts(t, ",fingerprint=\"\"} 1\n");
 		return;
 	case METRICS_EP_ENGINE_POLLS:
-		text_printf(t, "%s{", name);
+		metrics_text_printf(t, "%s{", name);
 		text_endpoint_labels(t, ep);
-		text_printf(t, ",result=\"ok\"} %" PRIu64 "\n", ep->engine_polls_ok);
-		text_printf(t, "%s{", name);
+		metrics_text_printf(t, ",result=\"ok\"} %" PRIu64 "\n", ep->engine_polls_ok);
+		metrics_text_printf(t, "%s{", name);
 		text_endpoint_labels(t, ep);
-		text_printf(t, ",result=\"failed\"} %" PRIu64 "\n",
+		metrics_text_printf(t, ",result=\"failed\"} %" PRIu64 "\n",
 			    ep->engine_polls_failed);
 		return;
 	case METRICS_EP_RESPONSES:
 		for (int o = 0; o < CORE_OUTCOME_COUNT; o++) {
-			text_printf(t, "%s{", name);
+			metrics_text_printf(t, "%s{", name);
 			text_endpoint_labels(t, ep);
-			text_printf(t, ",class=\"%s\"} %" PRIu64 "\n",
+			metrics_text_printf(t, ",class=\"%s\"} %" PRIu64 "\n",
 				    core_outcome_name((enum core_outcome)o),
 				    ep->outcomes[o]);
 		}
@@ -670,59 +556,59 @@ static void render_endpoint_sample(struct metrics_text *t, const char *name,
 		break;
 	}
 
-	text_printf(t, "%s{", name);
+	metrics_text_printf(t, "%s{", name);
 	text_endpoint_labels(t, ep);
-	text_puts(t, "} ");
+	metrics_text_puts(t, "} ");
 	switch (what) {
 	case METRICS_EP_IN_FLIGHT:
-		text_printf(t, "%" PRIu32 "\n", ep->in_flight);
+		metrics_text_printf(t, "%" PRIu32 "\n", ep->in_flight);
 		break;
 	case METRICS_EP_BREAKER:
 		/* Ordered by severity, not by the core's enum, so that
 		 * max() and thresholds read naturally on a dashboard. */
-		text_printf(t, "%d\n",
+		metrics_text_printf(t, "%d\n",
 			    ep->breaker == CORE_BREAKER_OPEN	     ? 2
 			    : ep->breaker == CORE_BREAKER_HALF_OPEN ? 1
 								     : 0);
 		break;
 	case METRICS_EP_COOLDOWN:
-		text_printf(t, "%.9g\n", (double)ep->cooldown_left_ms / 1000.0);
+		metrics_text_printf(t, "%.9g\n", (double)ep->cooldown_left_ms / 1000.0);
 		break;
 	case METRICS_EP_DEAD_KEY:
-		text_printf(t, "%.9g\n", (double)ep->dead_key_left_ms / 1000.0);
+		metrics_text_printf(t, "%.9g\n", (double)ep->dead_key_left_ms / 1000.0);
 		break;
 	case METRICS_EP_KEY_EXCLUDED:
-		text_printf(t, "%d\n", ep->key_dead ? 1 : 0);
+		metrics_text_printf(t, "%d\n", ep->key_dead ? 1 : 0);
 		break;
 	case METRICS_EP_WEIGHT:
-		text_printf(t, "%.9g\n", ep->weight);
+		metrics_text_printf(t, "%.9g\n", ep->weight);
 		break;
 	case METRICS_EP_DECISIONS:
-		text_printf(t, "%" PRIu64 "\n", ep->decisions);
+		metrics_text_printf(t, "%" PRIu64 "\n", ep->decisions);
 		break;
 	case METRICS_EP_ENGINE_LOAD:
-		text_printf(t, "%" PRIu32 "\n", ep->engine_load);
+		metrics_text_printf(t, "%" PRIu32 "\n", ep->engine_load);
 		break;
 	case METRICS_EP_ENGINE_AGE:
 		if (ep->engine_age_ms == UINT64_MAX)
-			text_puts(t, "-1\n");
+			metrics_text_puts(t, "-1\n");
 		else
-			text_printf(t, "%.3f\n", (double)ep->engine_age_ms / 1000.0);
+			metrics_text_printf(t, "%.3f\n", (double)ep->engine_age_ms / 1000.0);
 		break;
 	case METRICS_EP_ENGINE_FRESH:
-		text_printf(t, "%d\n", ep->engine_fresh ? 1 : 0);
+		metrics_text_printf(t, "%d\n", ep->engine_fresh ? 1 : 0);
 		break;
 	case METRICS_EP_ENGINE_KV:
-		text_printf(t, "%.6g\n", ep->engine_kv);
+		metrics_text_printf(t, "%.6g\n", ep->engine_kv);
 		break;
 	case METRICS_EP_ARTEFACT_MISMATCH:
-		text_printf(t, "%d\n", ep->artefact_mismatch ? 1 : 0);
+		metrics_text_printf(t, "%d\n", ep->artefact_mismatch ? 1 : 0);
 		break;
 	case METRICS_EP_TIER:
-		text_printf(t, "%u\n", ep->tier);
+		metrics_text_printf(t, "%u\n", ep->tier);
 		break;
 	default:
-		text_puts(t, "0\n");
+		metrics_text_puts(t, "0\n");
 		break;
 	}
 }
@@ -745,10 +631,10 @@ static void render_core(struct metrics_text *t, struct core *c,
 	struct core_stats cs;
 	core_stats(c, &cs);
 
-	text_family(t, "warmlane_responses_total", "counter",
+	metrics_text_family(t, "warmlane_responses_total", "counter",
 		    "Feedback responses by class of HTTP status.");
 	for (int o = 0; o < CORE_OUTCOME_COUNT; o++)
-		text_u64_label(t, "warmlane_responses_total", "class",
+		metrics_text_u64_label(t, "warmlane_responses_total", "class",
 			       core_outcome_name((enum core_outcome)o),
 			       cs.outcomes[o]);
 
@@ -758,12 +644,12 @@ static void render_core(struct metrics_text *t, struct core *c,
 	for (unsigned k = 0; k < CORE_TIER_MAX; k++)
 		if (cs.tier_decisions[k] > 0)
 			tiers = k + 1;
-	text_family(t, "warmlane_tier_decisions_total", "counter",
+	metrics_text_family(t, "warmlane_tier_decisions_total", "counter",
 		    "Route decisions that named an endpoint, by the endpoint's failover tier (reason failover: a worse tier than the best serving the model).");
 	for (unsigned k = 0; k < tiers; k++) {
 		char tier[12];
 		snprintf(tier, sizeof(tier), "%u", k + 1);
-		text_u64_label(t, "warmlane_tier_decisions_total", "tier", tier,
+		metrics_text_u64_label(t, "warmlane_tier_decisions_total", "tier", tier,
 			       cs.tier_decisions[k]);
 	}
 
@@ -794,7 +680,7 @@ static void render_core(struct metrics_text *t, struct core *c,
 	 * together, and core_endpoint_info is a copy, cheaper than an
 	 * allocation to hold them all. */
 	for (size_t f = 0; f < sizeof(metrics_ep_families) / sizeof(metrics_ep_families[0]); f++) {
-		text_family(t, metrics_ep_families[f].name,
+		metrics_text_family(t, metrics_ep_families[f].name,
 			    metrics_ep_families[f].type,
 			    metrics_ep_families[f].help);
 		for (int i = core_endpoint_next(c, -1); i >= 0;
@@ -817,17 +703,17 @@ static void render_snapshot(struct metrics_text *t,
 	text_family_u64(t, "warmlane_snapshot_write_failures_total", "counter",
 			"State snapshots that could not be written.",
 			sn->write_failures);
-	text_family(t, "warmlane_snapshot_last_success_timestamp_seconds", "gauge",
+	metrics_text_family(t, "warmlane_snapshot_last_success_timestamp_seconds", "gauge",
 		    "Wall-clock time of the last snapshot written (0: none yet).");
-	text_printf(t, "warmlane_snapshot_last_success_timestamp_seconds %.3f\n",
+	metrics_text_printf(t, "warmlane_snapshot_last_success_timestamp_seconds %.3f\n",
 		    (double)sn->last_write_unix_ms / 1000.0);
-	text_family(t, "warmlane_snapshot_write_duration_seconds", "gauge",
+	metrics_text_family(t, "warmlane_snapshot_write_duration_seconds", "gauge",
 		    "Last snapshot: from the start of its capture to the rename of the file.");
-	text_printf(t, "warmlane_snapshot_write_duration_seconds %.6f\n",
+	metrics_text_printf(t, "warmlane_snapshot_write_duration_seconds %.6f\n",
 		    (double)sn->last_write_us / 1e6);
-	text_family(t, "warmlane_snapshot_loop_hold_seconds", "gauge",
+	metrics_text_family(t, "warmlane_snapshot_loop_hold_seconds", "gauge",
 		    "Last snapshot: longest time one capture slice held the event loop.");
-	text_printf(t, "warmlane_snapshot_loop_hold_seconds %.6f\n",
+	metrics_text_printf(t, "warmlane_snapshot_loop_hold_seconds %.6f\n",
 		    (double)sn->last_hold_us / 1e6);
 	text_family_u64(t, "warmlane_snapshot_size_bytes", "gauge",
 			"Size of the last snapshot written.", sn->last_bytes);
@@ -837,11 +723,11 @@ static void render_snapshot(struct metrics_text *t,
 	text_family_u64(t, "warmlane_snapshot_restored_entries", "gauge",
 			"Affinity entries restored from the snapshot at start.",
 			sn->restored);
-	text_family(t, "warmlane_snapshot_dropped_entries", "gauge",
+	metrics_text_family(t, "warmlane_snapshot_dropped_entries", "gauge",
 		    "Affinity entries of the snapshot dropped at start, by cause.");
-	text_u64_label(t, "warmlane_snapshot_dropped_entries", "cause", "expired",
+	metrics_text_u64_label(t, "warmlane_snapshot_dropped_entries", "cause", "expired",
 		       sn->dropped_expired);
-	text_u64_label(t, "warmlane_snapshot_dropped_entries", "cause",
+	metrics_text_u64_label(t, "warmlane_snapshot_dropped_entries", "cause",
 		       "unknown_endpoint", sn->dropped_unknown);
 	text_family_u64(t, "warmlane_snapshot_corrupt_total", "counter",
 			"Snapshot files rejected at start and renamed aside (FILE.corrupt).",
@@ -853,9 +739,9 @@ int metrics_render(struct metrics_text *t, const struct server *srv,
 {
 	const struct stats *st = &srv->stats;
 
-	text_family(t, "warmlane_build_info", "gauge",
+	metrics_text_family(t, "warmlane_build_info", "gauge",
 		    "Always 1; the version of the running agent is a label.");
-	text_u64_label(t, "warmlane_build_info", "version", WARMLANE_VERSION, 1);
+	metrics_text_u64_label(t, "warmlane_build_info", "version", WARMLANE_VERSION, 1);
 
 	render_decisions(t, st);
 	render_feedback(t, &srv->route);
