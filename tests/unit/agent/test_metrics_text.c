@@ -33,9 +33,7 @@ END_TEST
 
 /* Label values as the text format 0.0.4 wants them: only backslash,
  * double quote and line feed escaped, every other byte kept. */
-static const struct {
-	const char *in, *out;
-} label_golden[] = {
+static const char *const label_golden[][2] = {
 	{ "", "\"\"" },
 	{ "gpu1", "\"gpu1\"" },
 	{ "k\"1\\", "\"k\\\"1\\\\\"" },
@@ -52,8 +50,8 @@ START_TEST(label_escaping)
 {
 	for (size_t i = 0; i < sizeof(label_golden) / sizeof(label_golden[0]); i++) {
 		struct metrics_text t = { 0 };
-		metrics_text_label_value(&t, label_golden[i].in);
-		text_is(&t, label_golden[i].out);
+		metrics_text_label_value(&t, label_golden[i][0]);
+		text_is(&t, label_golden[i][1]);
 		metrics_text_finish(&t);
 	}
 }
@@ -124,22 +122,16 @@ START_TEST(oom_sticks)
 }
 END_TEST
 
-static Suite *metrics_text_suite(void)
+int main(void)
 {
 	Suite *s = suite_create("agent-metrics-text");
 	TCase *tc = tcase_create("metrics_text");
-	tcase_add_test(tc, zeroed_is_empty);
-	tcase_add_test(tc, label_escaping);
-	tcase_add_test(tc, family_and_samples);
-	tcase_add_test(tc, long_lines_and_growth);
-	tcase_add_test(tc, oom_sticks);
+	const TTest *const tests[] = { zeroed_is_empty, label_escaping,
+		family_and_samples, long_lines_and_growth, oom_sticks };
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+		tcase_add_test(tc, tests[i]);
 	suite_add_tcase(s, tc);
-	return s;
-}
-
-int main(void)
-{
-	SRunner *sr = srunner_create(metrics_text_suite());
+	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_SILENT);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
