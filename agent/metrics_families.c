@@ -61,6 +61,7 @@ enum metrics_ep_fmt {
 struct metrics_ep_field {
 	size_t off;
 	enum metrics_ep_fmt fmt;
+	size_t stride; /* arrays: the size of an element */
 };
 
 /* One family: its HELP and TYPE, then samples as kind says. */
@@ -101,8 +102,9 @@ struct metrics_family {
 		 T *: offsetof(struct core_endpoint_info, f))
 #define EP(fmt, T, f) .kind = KIND_ENDPOINT, .ep_at = { EP_AT(T, f), fmt }
 #define EP_BY(fmt, T, f, l, name_fn, n) .kind = KIND_ENDPOINT, \
-	.ep_at = { EP_ARRAY_AT(T, f), fmt }, .label = l, .value_name = name_fn, \
-	.to = n
+	.ep_at = { EP_ARRAY_AT(T, f), fmt, \
+		   sizeof(((struct core_endpoint_info *)0)->f[0]) }, \
+	.label = l, .value_name = name_fn, .to = n
 #define EP_FN(f)    .kind = KIND_ENDPOINT, .ep = metrics_sample_ep_##f
 
 static const void *ctx_src(const struct metrics_ctx *c, enum metrics_src s)
@@ -174,12 +176,6 @@ static const char *kind_name(unsigned i)
 	return i == CORE_KIND_STREAM ? "stream" : "plain";
 }
 
-/* The width of one element of fmt's type, for arrays. */
-static size_t ep_width(enum metrics_ep_fmt fmt)
-{
-	return fmt == EP_U32 ? sizeof(uint32_t) : fmt == EP_FLAG ? sizeof(bool) : 8;
-}
-
 /* " v\n" of the field at p. */
 static void ep_value(struct metrics_text *t, enum metrics_ep_fmt fmt,
 		     const void *p)
@@ -223,7 +219,7 @@ static void ep_samples(struct metrics_text *t, const struct metrics_family *f,
 	for (unsigned i = 0; i < f->to; i++) {
 		metrics_sample_ep_open(t, f->name, ep);
 		metrics_text_printf(t, ",%s=\"%s\"}", f->label, f->value_name(i));
-		ep_value(t, f->ep_at.fmt, p + i * ep_width(f->ep_at.fmt));
+		ep_value(t, f->ep_at.fmt, p + i * f->ep_at.stride);
 	}
 }
 
