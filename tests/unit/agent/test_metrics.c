@@ -16,6 +16,7 @@
 #include "harness.h"
 #include "metrics.h"
 #include "notify.h"
+#include "snapshot.h"
 
 static const char *const yaml =
 	"endpoints:\n"
@@ -313,6 +314,9 @@ START_TEST(scrape_after_traffic)
 	ck_assert(sample(b, "warmlane_endpoint_in_flight{backend=\"llm\",server=\"gpu2\"}") >= 0);
 	ck_assert(sample(b, "warmlane_endpoint_ttfb_ewma_seconds{backend=\"llm\",server=\"gpu2\",kind=\"plain\"}") >= 0);
 	ck_assert(sample(b, "warmlane_endpoint_ttfb_ewma_seconds{backend=\"llm\",server=\"gpu2\",kind=\"stream\"}") >= 0);
+	/* One success each, not streamed: the plain series, not its neighbour. */
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_ttfb_samples{backend=\"llm\",server=\"gpu2\",kind=\"plain\"}"), 1);
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_ttfb_samples{backend=\"llm\",server=\"gpu2\",kind=\"stream\"}"), 0);
 	/* 429: the breaker is open (2). */
 	ck_assert_double_eq(sample(b, "warmlane_endpoint_breaker_state{backend=\"llm\",server=\"gpu2\"}"), 2);
 	ck_assert_double_eq(sample(b, "warmlane_endpoint_admin_state{backend=\"llm\",server=\"gpu2\",state=\"enabled\"}"), 1);
@@ -764,6 +768,77 @@ START_TEST(affinity_gauge_live_only)
 }
 END_TEST
 
+/* Each kind of row reads its own field: distinct values in every source
+ * (the server's counters, the route's, the snapshot's, the server, the
+ * endpoints), each found under its family and labels, none under a
+ * neighbour's. */
+START_TEST(rows_read_their_fields)
+{
+	struct harness h;
+	harness_init(&h,
+		     "endpoints:\n"
+		     "  - {backend: llm, server: gpu1, models: [m1], weight: 2.5}\n"
+		     "  - {backend: llm, server: gpu2, models: [m1], tier: 3}\n");
+	struct stats *st = &h.srv.stats;
+	st->conn_accepted = 101;
+	st->conn_closed = 102;
+	st->timeouts_idle = 103;
+	st->reasons[2] = 104;
+	st->runtime_poll_failures = 105;
+	struct route *r = &h.srv.route;
+	r->fb.bad_akey = 106;
+	r->log.errors[-HAPLOG_EVALUE] = 107;
+	r->log.errors[1] = 108;
+	r->probe.active = 109; /* a uint32_t */
+	r->engine.info_failed = 110;
+	r->shadow.duplicates = 111;
+	r->budgets_full = 112;
+	h.srv.max_conns = 113;
+	struct snapshot_stats sn = { .writes = 114, .dropped_unknown = 115,
+				     .corrupt = 116 };
+	h.srv.snapshot = &sn;
+
+	struct metrics_text t = { 0 };
+	ck_assert_int_eq(metrics_render(&t, &h.srv, 0), 0);
+	const char *b = t.p;
+	check_families(b);
+	char series[256];
+	ck_assert_double_eq(sample(b, "warmlane_spop_connections_accepted_total"), 101);
+	ck_assert_double_eq(sample(b, "warmlane_spop_connections_closed_total"), 102);
+	ck_assert_double_eq(sample(b, "warmlane_spop_timeouts_total{kind=\"idle\"}"), 103);
+	ck_assert_double_eq(sample(b, "warmlane_spop_timeouts_total{kind=\"hello\"}"), 0);
+	snprintf(series, sizeof(series), "warmlane_decisions_total{reason=\"%s\"}",
+		 route_reason_name((enum route_reason)2));
+	ck_assert_double_eq(sample(b, series), 104);
+	ck_assert_double_eq(sample(b, "warmlane_runtime_poll_failures_total"), 105);
+	ck_assert_double_eq(sample(b, "warmlane_runtime_polls_total"), 0);
+	ck_assert_double_eq(sample(b, "warmlane_feedback_problems_total{cause=\"bad_akey\"}"), 106);
+	ck_assert_double_eq(sample(b, "warmlane_feedback_problems_total{cause=\"bad_tr\"}"), 0);
+	ck_assert_double_eq(sample(b, "warmlane_log_unparseable_total{error=\"value\"}"), 107);
+	ck_assert_double_eq(sample(b, "warmlane_log_unparseable_total{error=\"empty\"}"), 108);
+	ck_assert_double_eq(sample(b, "warmlane_key_probes_active"), 109);
+	ck_assert_double_eq(sample(b, "warmlane_engine_info_reads_total{result=\"failed\"}"), 110);
+	ck_assert_double_eq(sample(b, "warmlane_engine_info_reads_total{result=\"ok\"}"), 0);
+	ck_assert_double_eq(sample(b, "warmlane_shadow_duplicates_total"), 111);
+	ck_assert_double_eq(sample(b, "warmlane_retry_budget_overflow_total"), 112);
+	ck_assert_double_eq(sample(b, "warmlane_spop_connections_limit"), 113);
+	ck_assert_double_eq(sample(b, "warmlane_snapshot_writes_total"), 114);
+	ck_assert_double_eq(sample(b, "warmlane_snapshot_dropped_entries{cause=\"unknown_endpoint\"}"), 115);
+	ck_assert_double_eq(sample(b, "warmlane_snapshot_dropped_entries{cause=\"expired\"}"), 0);
+	ck_assert_double_eq(sample(b, "warmlane_snapshot_corrupt_total"), 116);
+	ck_assert_double_eq(sample(b, "warmlane_endpoints"), 2);
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_weight{backend=\"llm\",server=\"gpu1\"}"), 2.5);
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_tier{backend=\"llm\",server=\"gpu1\"}"), 1);
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_tier{backend=\"llm\",server=\"gpu2\"}"), 3);
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_key_dead{backend=\"llm\",server=\"gpu2\"}"), 0);
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_ttfb_samples{backend=\"llm\",server=\"gpu2\",kind=\"plain\"}"), 0);
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_engine_sample_age_seconds{backend=\"llm\",server=\"gpu2\"}"), -1);
+	metrics_text_finish(&t);
+	h.srv.snapshot = NULL;
+	harness_finish(&h);
+}
+END_TEST
+
 static Suite *metrics_suite(void)
 {
 	Suite *s = suite_create("agent-metrics");
@@ -772,6 +847,7 @@ static Suite *metrics_suite(void)
 	tcase_add_test(tc, routes_and_methods);
 	tcase_add_test(tc, bound_address);
 	tcase_add_test(tc, histogram_buckets);
+	tcase_add_test(tc, rows_read_their_fields);
 	tcase_add_test(tc, affinity_gauge_live_only);
 	tcase_add_test(tc, slow_clients_default_limit);
 	tcase_add_test(tc, slow_clients_over_limit);
