@@ -32,12 +32,8 @@ void metrics_sample_decide_latency(struct metrics_text *t, const char *name,
 				    name, metrics_le[i], cum);
 	}
 	cum += h->buckets[STATS_LATENCY_BUCKETS];
-	metrics_text_printf(t,
-			    "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n"
-			    "%s_sum %.9g\n"
-			    "%s_count %" PRIu64 "\n",
-			    name, cum, name, (double)h->sum_ns / 1e9, name,
-			    h->count);
+	metrics_text_histogram_end(t, name, cum, (double)h->sum_ns / 1e9,
+				   h->count);
 }
 
 void metrics_sample_hints_present(struct metrics_text *t, const char *name,
@@ -74,12 +70,8 @@ void metrics_sample_log_lag(struct metrics_text *t, const char *name,
 	for (size_t i = 0; i < ROUTE_LAG_BUCKETS; i++)
 		metrics_text_printf(t, "%s_bucket{le=\"%g\"} %" PRIu64 "\n", name,
 				    route_lag_bounds_s[i], l->lag_buckets[i]);
-	metrics_text_printf(t,
-			    "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n"
-			    "%s_sum %.9g\n"
-			    "%s_count %" PRIu64 "\n",
-			    name, l->lag_count, name, l->lag_sum_s, name,
-			    l->lag_count);
+	metrics_text_histogram_end(t, name, l->lag_count, l->lag_sum_s,
+				   l->lag_count);
 }
 
 /* Aged out at a tick (core_engine_expire) or at a runtime-API poll: the

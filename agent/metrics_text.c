@@ -111,3 +111,13 @@ void metrics_text_u64_label(struct metrics_text *t, const char *name,
 	metrics_text_label_value(t, value);
 	metrics_text_printf(t, "} %" PRIu64 "\n", v);
 }
+
+void metrics_text_histogram_end(struct metrics_text *t, const char *name,
+				uint64_t inf, double sum, uint64_t count)
+{
+	metrics_text_printf(t,
+			    "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n"
+			    "%s_sum %.9g\n"
+			    "%s_count %" PRIu64 "\n",
+			    name, inf, name, sum, name, count);
+}

@@ -44,4 +44,9 @@ void metrics_text_u64(struct metrics_text *t, const char *name, uint64_t v);
 void metrics_text_u64_label(struct metrics_text *t, const char *name,
 			    const char *label, const char *value, uint64_t v);
 
+/* Appends the end of a histogram's samples: name_bucket{le="+Inf"} inf,
+ * name_sum sum (%.9g), name_count count. */
+void metrics_text_histogram_end(struct metrics_text *t, const char *name,
+				uint64_t inf, double sum, uint64_t count);
+
 #endif

@@ -64,6 +64,8 @@ START_TEST(family_and_samples)
 	metrics_text_u64(&t, "warmlane_x_total", 0);
 	metrics_text_u64(&t, "warmlane_x_total", UINT64_MAX);
 	metrics_text_u64_label(&t, "warmlane_x_total", "kind", "a\"b", 42);
+	metrics_text_histogram_end(&t, "warmlane_h_seconds", 7, 0.0123456789012,
+				   7);
 	metrics_text_puts(&t, "raw ");
 	metrics_text_printf(&t, "%s=%.4f\n", "r", 0.5);
 	text_is(&t,
@@ -72,6 +74,9 @@ START_TEST(family_and_samples)
 		"warmlane_x_total 0\n"
 		"warmlane_x_total 18446744073709551615\n"
 		"warmlane_x_total{kind=\"a\\\"b\"} 42\n"
+		"warmlane_h_seconds_bucket{le=\"+Inf\"} 7\n"
+		"warmlane_h_seconds_sum 0.0123456789\n"
+		"warmlane_h_seconds_count 7\n"
 		"raw r=0.5000\n");
 	metrics_text_finish(&t);
 }
