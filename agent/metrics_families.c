@@ -645,9 +645,10 @@ static void render_family(struct metrics_text *t, const struct metrics_family *f
 		f->fn(t, f->name, c);
 		return;
 	case KIND_ENDPOINT:
-		/* One pass per family: the text format wants a family's
-		 * samples together, and core_endpoint_info is a copy, cheaper
-		 * than an allocation to hold them all. */
+		/* Only in families_core: c->core is set. One pass per
+		 * family: the text format wants a family's samples together,
+		 * and core_endpoint_info is a copy, cheaper than an
+		 * allocation to hold them all. */
 		for (int i = core_endpoint_next(c->core, -1); i >= 0;
 		     i = core_endpoint_next(c->core, i)) {
 			struct core_endpoint_info ep;
