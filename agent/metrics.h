@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "metrics_text.h"
 #include "server.h"
 
 struct MHD_Connection;
@@ -25,14 +26,6 @@ struct metrics_conn {
 };
 
 typedef void (*metrics_stopped_cb)(struct metrics *m, void *arg);
-
-/* A growable text buffer (one scrape). A failed allocation sets oom and
- * turns every later append into a no-op, so renderers check once. */
-struct metrics_text {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
 
 /* The HTTP server. Caller-owned memory; libmicrohttpd runs without a
  * thread of its own, driven by poll and timer on the server's loop. */
@@ -90,8 +83,5 @@ void metrics_stop(struct metrics *m, metrics_stopped_cb cb, void *arg);
  * metrics_text_finish). */
 int metrics_render(struct metrics_text *t, const struct server *srv,
 		   uint64_t now_ms);
-
-/* Frees t's memory and zeroes it. */
-void metrics_text_finish(struct metrics_text *t);
 
 #endif

@@ -4,15 +4,16 @@
 Usage: gen_metrics.py WARMLANE --write docs/metrics.md   (regenerate)
        gen_metrics.py WARMLANE --check docs/metrics.md   (test docs-metrics)
 
-The table is not written by hand, and not read out of metrics.c's source:
+The table is not written by hand, and not read out of the agent's source:
 the generator starts WARMLANE (the build's binary) in a temporary folder,
 with two configured endpoints (one with an upstream key), a state file, the
 log input and no runtime API; it then talks SPOP to it as HAProxy would (a
 HELLO, one `route` NOTIFY, a HAPROXY-DISCONNECT, and one connection that
 sends garbage, for a protocol error), scrapes /metrics, and lists every
 family in the order the agent renders them: name, type, labels and the
-family's own `# HELP` text. So a family added to metrics.c, or a HELP text
-changed, makes `--check` fail until docs/metrics.md is regenerated.
+family's own `# HELP` text. So a family added to metrics_families.c, or a
+HELP text changed, makes `--check` fail until docs/metrics.md is
+regenerated.
 
 Labels are those of the samples; the values of a label are listed where
 the code fixes them (not for backend, server, key: the configuration's

@@ -16,6 +16,7 @@
 #include "harness.h"
 #include "metrics.h"
 #include "notify.h"
+#include "snapshot.h"
 
 static const char *const yaml =
 	"endpoints:\n"
@@ -118,6 +119,30 @@ static void http_do(struct harness *h, uint16_t port, const char *method,
 	a->body = malloc(a->body_len + 1);
 	memcpy(a->body, sep + 4, a->body_len + 1);
 	free(buf);
+}
+
+/* A harness on yml (NULL: the defaults) and m serving it on a free
+ * loopback port. */
+static void start_serving(struct harness *h, const char *yml,
+			  struct metrics *m)
+{
+	harness_init(h, yml);
+	struct config_hostport a;
+	char err[512];
+	loopback(&a, 0);
+	ck_assert_int_eq(metrics_start(m, &h->loop, &a, &h->srv, err,
+				       sizeof(err)), 0);
+	ck_assert_uint_gt(m->port, 0);
+}
+
+/* The status of one request; the body is dropped. */
+static int http_status(struct harness *h, uint16_t port, const char *method,
+		       const char *path)
+{
+	struct http_answer r;
+	http_do(h, port, method, path, &r);
+	free(r.body);
+	return r.status;
 }
 
 /* The value of the sample whose name and labels are exactly series, or
@@ -240,13 +265,8 @@ static void send_feedback(struct harness *h, struct client *c, uint64_t sid,
 START_TEST(scrape_after_traffic)
 {
 	struct harness h;
-	harness_init(&h, yaml);
 	struct metrics m;
-	struct config_hostport a;
-	char err[512];
-	loopback(&a, 0);
-	ck_assert_int_eq(metrics_start(&m, &h.loop, &a, &h.srv, err, sizeof(err)), 0);
-	ck_assert_uint_gt(m.port, 0);
+	start_serving(&h, yaml, &m);
 
 	struct client *c = harness_client(&h, 0);
 	do_hello(&h, c);
@@ -313,6 +333,9 @@ START_TEST(scrape_after_traffic)
 	ck_assert(sample(b, "warmlane_endpoint_in_flight{backend=\"llm\",server=\"gpu2\"}") >= 0);
 	ck_assert(sample(b, "warmlane_endpoint_ttfb_ewma_seconds{backend=\"llm\",server=\"gpu2\",kind=\"plain\"}") >= 0);
 	ck_assert(sample(b, "warmlane_endpoint_ttfb_ewma_seconds{backend=\"llm\",server=\"gpu2\",kind=\"stream\"}") >= 0);
+	/* One success each, not streamed: the plain series, not its neighbour. */
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_ttfb_samples{backend=\"llm\",server=\"gpu2\",kind=\"plain\"}"), 1);
+	ck_assert_double_eq(sample(b, "warmlane_endpoint_ttfb_samples{backend=\"llm\",server=\"gpu2\",kind=\"stream\"}"), 0);
 	/* 429: the breaker is open (2). */
 	ck_assert_double_eq(sample(b, "warmlane_endpoint_breaker_state{backend=\"llm\",server=\"gpu2\"}"), 2);
 	ck_assert_double_eq(sample(b, "warmlane_endpoint_admin_state{backend=\"llm\",server=\"gpu2\",state=\"enabled\"}"), 1);
@@ -355,12 +378,8 @@ END_TEST
 START_TEST(routes_and_methods)
 {
 	struct harness h;
-	harness_init(&h, NULL);
 	struct metrics m;
-	struct config_hostport a;
-	char err[512];
-	loopback(&a, 0);
-	ck_assert_int_eq(metrics_start(&m, &h.loop, &a, &h.srv, err, sizeof(err)), 0);
+	start_serving(&h, NULL, &m);
 
 	struct http_answer r;
 	http_do(&h, m.port, "GET", "/healthz", &r);
@@ -368,16 +387,10 @@ START_TEST(routes_and_methods)
 	ck_assert_str_eq(r.body, "ok\n");
 	free(r.body);
 
-	http_do(&h, m.port, "GET", "/nope", &r);
-	ck_assert_int_eq(r.status, 404);
-	free(r.body);
-	http_do(&h, m.port, "GET", "/metrics/", &r);
-	ck_assert_int_eq(r.status, 404);
-	free(r.body);
+	ck_assert_int_eq(http_status(&h, m.port, "GET", "/nope"), 404);
+	ck_assert_int_eq(http_status(&h, m.port, "GET", "/metrics/"), 404);
 	/* The query string is not part of the path. */
-	http_do(&h, m.port, "GET", "/healthz?x=1", &r);
-	ck_assert_int_eq(r.status, 200);
-	free(r.body);
+	ck_assert_int_eq(http_status(&h, m.port, "GET", "/healthz?x=1"), 200);
 
 	http_do(&h, m.port, "POST", "/metrics", &r);
 	ck_assert_int_eq(r.status, 405);
@@ -408,12 +421,10 @@ END_TEST
 START_TEST(bound_address)
 {
 	struct harness h;
-	harness_init(&h, NULL);
 	struct metrics m;
+	start_serving(&h, NULL, &m);
 	struct config_hostport a;
 	char err[512];
-	loopback(&a, 0);
-	ck_assert_int_eq(metrics_start(&m, &h.loop, &a, &h.srv, err, sizeof(err)), 0);
 
 	/* Any 127/8 address reaches loopback on Linux: a wildcard bind
 	 * would accept this connection. */
@@ -444,10 +455,7 @@ START_TEST(bound_address)
 	ck_assert(done); /* nothing to close: at once */
 
 	/* The first one still serves. */
-	struct http_answer ans;
-	http_do(&h, m.port, "GET", "/healthz", &ans);
-	ck_assert_int_eq(ans.status, 200);
-	free(ans.body);
+	ck_assert_int_eq(http_status(&h, m.port, "GET", "/healthz"), 200);
 
 	stop_metrics(&h, &m);
 	metrics_stop(&m, NULL, NULL); /* a second stop is harmless */
@@ -548,12 +556,8 @@ START_TEST(slow_clients_default_limit)
 {
 	enum { N = 20 };
 	struct harness h;
-	harness_init(&h, NULL);
 	struct metrics m;
-	struct config_hostport a;
-	char err[512];
-	loopback(&a, 0);
-	ck_assert_int_eq(metrics_start(&m, &h.loop, &a, &h.srv, err, sizeof(err)), 0);
+	start_serving(&h, NULL, &m);
 	struct loris l[N];
 	for (int i = 0; i < N; i++)
 		loris_open(&l[i], m.port);
@@ -591,12 +595,8 @@ START_TEST(slow_clients_over_limit)
 {
 	enum { N = 12, LIMIT = 8 };
 	struct harness h;
-	harness_init(&h, "metrics: { max_connections: 8, connection_timeout: 2s }\n");
 	struct metrics m;
-	struct config_hostport a;
-	char err[512];
-	loopback(&a, 0);
-	ck_assert_int_eq(metrics_start(&m, &h.loop, &a, &h.srv, err, sizeof(err)), 0);
+	start_serving(&h, "metrics: { max_connections: 8, connection_timeout: 2s }\n", &m);
 	struct loris l[N];
 	for (int i = 0; i < N; i++)
 		loris_open(&l[i], m.port);
@@ -764,6 +764,83 @@ START_TEST(affinity_gauge_live_only)
 }
 END_TEST
 
+/* Each kind of row reads its own field: distinct values in every source
+ * (the server's counters, the route's, the snapshot's, the server, the
+ * endpoints), each found under its family and labels, none under a
+ * neighbour's. */
+START_TEST(rows_read_their_fields)
+{
+	struct harness h;
+	harness_init(&h,
+		     "endpoints:\n"
+		     "  - {backend: llm, server: gpu1, models: [m1], weight: 2.5}\n"
+		     "  - {backend: llm, server: gpu2, models: [m1], tier: 3}\n");
+	struct stats *st = &h.srv.stats;
+	st->conn_accepted = 101;
+	st->conn_closed = 102;
+	st->timeouts_idle = 103;
+	st->reasons[ROUTE_SPILL] = 104;
+	st->runtime_poll_failures = 105;
+	struct route *r = &h.srv.route;
+	r->fb.bad_akey = 106;
+	r->log.errors[-HAPLOG_EVALUE] = 107;
+	r->log.errors[1] = 108;
+	r->probe.active = 109; /* a uint32_t */
+	r->engine.info_failed = 110;
+	r->shadow.duplicates = 111;
+	r->budgets_full = 112;
+	h.srv.max_conns = 113;
+	struct snapshot_stats sn = { .writes = 114, .dropped_unknown = 115,
+				     .corrupt = 116 };
+	h.srv.snapshot = &sn;
+
+	struct metrics_text t = { 0 };
+	ck_assert_int_eq(metrics_render(&t, &h.srv, 0), 0);
+	check_families(t.p);
+	static const struct {
+		const char *series;
+		double v;
+	} want[] = {
+		{ "warmlane_spop_connections_accepted_total", 101 },
+		{ "warmlane_spop_connections_closed_total", 102 },
+		{ "warmlane_spop_timeouts_total{kind=\"idle\"}", 103 },
+		{ "warmlane_spop_timeouts_total{kind=\"hello\"}", 0 },
+		{ "warmlane_decisions_total{reason=\"spill\"}", 104 },
+		{ "warmlane_runtime_poll_failures_total", 105 },
+		{ "warmlane_runtime_polls_total", 0 },
+		{ "warmlane_feedback_problems_total{cause=\"bad_akey\"}", 106 },
+		{ "warmlane_feedback_problems_total{cause=\"bad_tr\"}", 0 },
+		{ "warmlane_log_unparseable_total{error=\"value\"}", 107 },
+		{ "warmlane_log_unparseable_total{error=\"empty\"}", 108 },
+		{ "warmlane_key_probes_active", 109 },
+		{ "warmlane_engine_info_reads_total{result=\"failed\"}", 110 },
+		{ "warmlane_engine_info_reads_total{result=\"ok\"}", 0 },
+		{ "warmlane_shadow_duplicates_total", 111 },
+		{ "warmlane_retry_budget_overflow_total", 112 },
+		{ "warmlane_spop_connections_limit", 113 },
+		{ "warmlane_snapshot_writes_total", 114 },
+		{ "warmlane_snapshot_dropped_entries{cause=\"unknown_endpoint\"}", 115 },
+		{ "warmlane_snapshot_dropped_entries{cause=\"expired\"}", 0 },
+		{ "warmlane_snapshot_corrupt_total", 116 },
+		{ "warmlane_endpoints", 2 },
+		{ "warmlane_endpoint_weight{backend=\"llm\",server=\"gpu1\"}", 2.5 },
+		{ "warmlane_endpoint_tier{backend=\"llm\",server=\"gpu1\"}", 1 },
+		{ "warmlane_endpoint_tier{backend=\"llm\",server=\"gpu2\"}", 3 },
+		{ "warmlane_endpoint_key_dead{backend=\"llm\",server=\"gpu2\"}", 0 },
+		{ "warmlane_endpoint_ttfb_samples{backend=\"llm\",server=\"gpu2\",kind=\"plain\"}", 0 },
+		{ "warmlane_endpoint_engine_sample_age_seconds{backend=\"llm\",server=\"gpu2\"}", -1 },
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		double v = sample(t.p, want[i].series);
+		ck_assert_msg(v == want[i].v, "%s: %g, not %g", want[i].series,
+			      v, want[i].v);
+	}
+	metrics_text_finish(&t);
+	h.srv.snapshot = NULL;
+	harness_finish(&h);
+}
+END_TEST
+
 static Suite *metrics_suite(void)
 {
 	Suite *s = suite_create("agent-metrics");
@@ -772,6 +849,7 @@ static Suite *metrics_suite(void)
 	tcase_add_test(tc, routes_and_methods);
 	tcase_add_test(tc, bound_address);
 	tcase_add_test(tc, histogram_buckets);
+	tcase_add_test(tc, rows_read_their_fields);
 	tcase_add_test(tc, affinity_gauge_live_only);
 	tcase_add_test(tc, slow_clients_default_limit);
 	tcase_add_test(tc, slow_clients_over_limit);
