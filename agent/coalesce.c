@@ -35,13 +35,14 @@ static void coalesce_on_prepare(uv_prepare_t *h)
 			;
 		uint64_t after = uv_hrtime();
 		c->sleeps++;
+		c->srv->stats.coalesce_waits++;
 		c->slept_ns += after - now;
 		now = after;
 	}
 	c->poll_ns = now;
 }
 
-int coalesce_start(struct coalesce *c, const struct server *srv)
+int coalesce_start(struct coalesce *c, struct server *srv)
 {
 	c->srv = srv;
 	c->notify_at_poll = srv->stats.frames[STATS_FRAME_NOTIFY];

@@ -19,10 +19,10 @@ struct server;
  * configuration at every iteration (a reload changes it); 0 is off. */
 struct coalesce {
 	uv_prepare_t prepare;     /* runs just before each poll */
-	const struct server *srv;
+	struct server *srv;
 	uint64_t poll_ns;         /* uv_hrtime when the last poll began */
 	uint64_t notify_at_poll;  /* NOTIFY frames received by then */
-	uint64_t sleeps;          /* polls delayed */
+	uint64_t sleeps;          /* polls delayed (also the server's stats) */
 	uint64_t slept_ns;        /* by how long in all */
 	int started;
 	int slack_set;            /* the thread's timer slack lowered */
@@ -30,7 +30,7 @@ struct coalesce {
 
 /* Starts c on srv's loop; its handle does not keep the loop alive.
  * Returns 0 or a libuv error. */
-int coalesce_start(struct coalesce *c, const struct server *srv);
+int coalesce_start(struct coalesce *c, struct server *srv);
 
 /* Closes c's handle; c may be zeroed or stopped already. */
 void coalesce_stop(struct coalesce *c);

@@ -60,6 +60,7 @@ struct stats {
 	uint64_t read_stalls;   /* times reading paused for backpressure */
 	uint64_t io_errors;     /* read or write errors other than EOF/RST */
 	uint64_t writes;        /* socket writes: several frames may share one */
+	uint64_t coalesce_waits; /* polls delayed by spop.coalesce_us */
 	struct stats_histogram decide_latency; /* route_decide, uv_hrtime */
 	uint64_t runtime_polls;         /* runtime-API polls started */
 	uint64_t runtime_poll_failures; /* polls that got no usable answer */
