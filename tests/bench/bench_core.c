@@ -57,6 +57,18 @@ static uint64_t session_of(uint32_t i)
 
 /* e2e: the endpoints' end-to-end EWMAs warm too (an agent with the log
  * input), so that decisions judge two signals. */
+/* The timed request of session sess; the fill uses it too, since the
+ * caller scopes the affinity key (an entry filled without it is never
+ * hit). */
+static struct core_request bench_request(uint64_t sess)
+{
+	return (struct core_request){
+		.model = { "llama-3-70b", 11 }, .stream = true,
+		.prefix = { { true, 17 }, { true, 18 }, { false, 0 } },
+		.caller = { true, 99 }, .session = { true, sess },
+	};
+}
+
 static void setup(struct setup *s, int n_ep, uint32_t entries, bool e2e)
 {
 	struct core_params p;
@@ -95,7 +107,7 @@ static void setup(struct setup *s, int n_ep, uint32_t entries, bool e2e)
 	struct core_rng rng;
 	core_rng_seed(&rng, 1);
 	for (uint32_t i = 0; i < entries; i++) {
-		struct core_request r = { .session = { true, session_of(i) } };
+		struct core_request r = bench_request(session_of(i));
 		uint64_t akey;
 		core_identity(s->c, &r, &akey);
 		struct core_affinity_record rec = {
@@ -125,11 +137,7 @@ static void run(struct setup *s, enum bcase kind, uint64_t *t, uint64_t overhead
 	core_rng_seed(&rng, 7);
 	core_rng_seed(&pick, 11 + (uint64_t)kind);
 	uint64_t hits = 0;
-	struct core_request req = {
-		.model = { "llama-3-70b", 11 }, .stream = true,
-		.prefix = { { true, 17 }, { true, 18 }, { false, 0 } },
-		.caller = { true, 99 },
-	};
+	struct core_request req = bench_request(0);
 	uint64_t before = bench_allocs;
 	for (uint32_t i = 0; i < ITERS; i++) {
 		uint32_t k = (uint32_t)(core_rng_next(&pick) % s->entries);
