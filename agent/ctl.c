@@ -1161,9 +1161,9 @@ static void ctl_close_cb(uv_handle_t *h)
 	ctl_handle_closed(h->data);
 }
 
-int ctl_start(struct ctl **out, uv_loop_t *loop, struct server *srv,
-	      const char *path, unsigned mode, const char *config_path,
-	      char *err, size_t errlen)
+int ctl_create(struct ctl **out, uv_loop_t *loop, struct server *srv,
+	       const char *path, unsigned mode, const char *config_path,
+	       char *err, size_t errlen)
 {
 	*out = NULL;
 	if (strlen(path) >= sizeof(((struct ctl *)0)->path)) {
@@ -1228,11 +1228,11 @@ int ctl_start(struct ctl **out, uv_loop_t *loop, struct server *srv,
 	*out = c;
 	return 0;
 fail:
-	ctl_close(c);
+	ctl_destroy(c);
 	return r;
 }
 
-void ctl_close(struct ctl *c)
+void ctl_destroy(struct ctl *c)
 {
 	if (c == NULL || c->closing)
 		return;

@@ -529,20 +529,25 @@ static void runtime_row_cb(void *arg, const struct runtime_row *row)
 		rt->csv.pause = true;
 }
 
-static void runtime_released_maybe(struct runtime *rt)
+/* After runtime_destroy: frees rt once its last handle is closed. */
+static void runtime_destroyed_maybe(struct runtime *rt)
 {
-	if (rt->closing > 0 || rt->on_released == NULL)
+	if (rt->closing > 0 || rt->state != RUNTIME_STOPPED)
 		return;
-	void (*done)(struct runtime *) = rt->on_released;
-	rt->on_released = NULL;
-	done(rt);
+	void (*done)(void *) = rt->on_destroyed;
+	void *arg = rt->on_destroyed_arg;
+	free(rt->seen);
+	free(rt->cfg_missing);
+	free(rt);
+	if (done != NULL)
+		done(arg);
 }
 
-/* A handle closed by runtime_stop is gone. */
+/* A handle closed by runtime_destroy is gone. */
 static void runtime_stop_closed(struct runtime *rt)
 {
 	rt->closing--;
-	runtime_released_maybe(rt);
+	runtime_destroyed_maybe(rt);
 }
 
 static void runtime_on_timer_closed(uv_handle_t *h)
@@ -807,10 +812,11 @@ static void runtime_on_timer(uv_timer_t *t)
 		runtime_fail(rt, UV_ETIMEDOUT, "timeout");
 }
 
-int runtime_init(struct runtime *rt, uv_loop_t *loop, struct route *route,
-		 struct stats *stats, const struct config *cfg)
+/* Fills a zeroed rt from cfg; no handle yet. Returns 0 or -ENOMEM. */
+static int runtime_init(struct runtime *rt, uv_loop_t *loop,
+			struct route *route, struct stats *stats,
+			const struct config *cfg)
 {
-	memset(rt, 0, sizeof(*rt));
 	rt->loop = loop;
 	rt->route = route;
 	rt->stats = stats;
@@ -843,7 +849,9 @@ int runtime_init(struct runtime *rt, uv_loop_t *loop, struct route *route,
 	return 0;
 }
 
-int runtime_start(struct runtime *rt)
+/* The first poll at once (nothing when disabled). Returns 0 or -errno
+ * from uv_timer_init. */
+static int runtime_start(struct runtime *rt)
 {
 	if (!rt->enabled || rt->timer_init)
 		return 0;
@@ -860,10 +868,12 @@ static void runtime_on_resume_closed(uv_handle_t *h)
 	runtime_stop_closed(container_of(h, struct runtime, resume));
 }
 
-void runtime_stop(struct runtime *rt)
+void runtime_destroy(struct runtime *rt, void (*done)(void *arg), void *arg)
 {
-	if (rt->state == RUNTIME_STOPPED)
+	if (rt == NULL || rt->state == RUNTIME_STOPPED)
 		return;
+	rt->on_destroyed = done;
+	rt->on_destroyed_arg = arg;
 	rt->state = RUNTIME_STOPPED;
 	if (rt->resume_init) {
 		rt->resume_init = false;
@@ -881,20 +891,26 @@ void runtime_stop(struct runtime *rt)
 		if (!uv_is_closing((uv_handle_t *)&rt->pipe))
 			uv_close((uv_handle_t *)&rt->pipe, runtime_on_close);
 	}
+	runtime_destroyed_maybe(rt);
 }
 
-void runtime_release(struct runtime *rt, void (*done)(struct runtime *rt))
+int runtime_create(struct runtime **out, uv_loop_t *loop, struct route *route,
+		   struct stats *stats, const struct config *cfg,
+		   runtime_first_poll_fn on_first_poll, void *arg)
 {
-	rt->on_released = done;
-	runtime_stop(rt);
-	runtime_released_maybe(rt);
-}
-
-void runtime_finish(struct runtime *rt)
-{
-	free(rt->seen);
-	rt->seen = NULL;
-	rt->seen_cap = 0;
-	free(rt->cfg_missing);
-	rt->cfg_missing = NULL;
+	*out = NULL;
+	struct runtime *rt = calloc(1, sizeof(*rt));
+	if (rt == NULL)
+		return -ENOMEM;
+	rt->on_first_poll = on_first_poll;
+	rt->on_first_poll_arg = arg;
+	int r = runtime_init(rt, loop, route, stats, cfg);
+	if (r == 0)
+		r = runtime_start(rt);
+	if (r < 0) {
+		runtime_destroy(rt, NULL, NULL); /* freed when its timer is */
+		return r;
+	}
+	*out = rt;
+	return 0;
 }

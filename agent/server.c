@@ -275,7 +275,7 @@ static void server_on_connection(uv_stream_t *ls, int status)
 	if (r < 0) {
 		log_warn("accept failed", "listen=%s error=%s", l->addr.text,
 			 uv_err_name(r));
-		conn_abort(c);
+		conn_destroy(c);
 		return;
 	}
 	if (tcp) /* ACKs are small and latency is the point */
@@ -296,7 +296,7 @@ int server_adopt_fd(struct server *s, int fd)
 	r = uv_pipe_open(&c->h.pipe, fd);
 	if (r < 0) {
 		close(fd);
-		conn_abort(c);
+		conn_destroy(c);
 		return r;
 	}
 	return conn_start(c);
@@ -662,7 +662,7 @@ static void server_check_stopped(struct server *s)
 static void server_abort_all(struct server *s)
 {
 	for (struct conn *c = s->conns; c != NULL; c = c->next)
-		conn_abort(c);
+		conn_destroy(c);
 }
 
 static void server_on_grace_timeout(uv_timer_t *t)
