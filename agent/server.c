@@ -206,12 +206,7 @@ void server_finish(struct server *s)
  * whose connection is not taken) and closed at once, without a read
  * buffer. HAProxy sees the close and answers on its own (fail open). */
 struct server_refused {
-	union {
-		uv_handle_t handle;
-		uv_stream_t stream;
-		uv_pipe_t pipe;
-		uv_tcp_t tcp;
-	} h;
+	union conn_handle h;
 };
 
 static void server_refused_close_cb(uv_handle_t *h)

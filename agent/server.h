@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "conn.h"
 #include "route.h"
 #include "stats.h"
 
@@ -29,12 +30,7 @@ typedef void (*server_stopped_cb)(struct server *s, void *arg);
 
 /* One bound address. */
 struct server_listener {
-	union {
-		uv_handle_t handle;
-		uv_stream_t stream;
-		uv_pipe_t pipe;
-		uv_tcp_t tcp;
-	} h;
+	union conn_handle h;
 	struct server *srv;
 	struct server_listener *next;
 	struct config_listen addr;
