@@ -166,6 +166,25 @@ enum core_end route_log_end(const struct haplog_line *l)
 	}
 }
 
+/* What line l says of its request, for core_complete; the caller sets
+ * the endpoint, feedback_seen and shadow. */
+static struct core_completion route_log_completion(const struct haplog_line *l)
+{
+	return (struct core_completion){
+		.status = l->status,
+		.end = route_log_end(l),
+		.tr_ms = l->tr_ms,
+		.total_ms = l->ta_ms,
+		.bytes = l->bytes,
+		.stream = l->stream,
+		.has_akey = l->has_akey,
+		.akey = l->akey,
+		/* ra: at most 9 digits of seconds (haplog), no overflow */
+		.has_retry_after = l->retry_after_s >= 0,
+		.retry_after_ms = l->retry_after_s >= 0 ? l->retry_after_s * 1000 : -1,
+	};
+}
+
 /* A line of shadow mode (route_log_line): HAProxy chose be/srv itself.
  * What happened there teaches that server's endpoints, as feedback without
  * a key id does; the comparison is counted here unless the feedback
@@ -190,20 +209,9 @@ static enum route_log_use route_log_shadow(struct route *r,
 		r->log.unknown_endpoint++;
 		return ROUTE_LOG_UNKNOWN;
 	}
-	struct core_completion cc = {
-		.status = l->status,
-		.end = route_log_end(l),
-		.tr_ms = l->tr_ms,
-		.total_ms = l->ta_ms,
-		.bytes = l->bytes,
-		.stream = l->stream,
-		.feedback_seen = fb_seen,
-		.has_akey = l->has_akey,
-		.akey = l->akey,
-		.has_retry_after = l->retry_after_s >= 0,
-		.retry_after_ms = l->retry_after_s >= 0 ? l->retry_after_s * 1000 : -1,
-		.shadow = true,
-	};
+	struct core_completion cc = route_log_completion(l);
+	cc.feedback_seen = fb_seen;
+	cc.shadow = true;
 	for (unsigned i = 0; i < n; i++) {
 		cc.endpoint = idx[i];
 		struct core_completion c1 = cc;
@@ -246,21 +254,9 @@ enum route_log_use route_log_line(struct route *r, const struct haplog_line *l,
 		return ROUTE_LOG_UNKNOWN;
 	}
 	bool same = hl_eq(l->wbe, l->be) && hl_eq(l->wsrv, l->srv);
-	struct core_completion cc = {
-		.endpoint = ep,
-		.status = l->status,
-		.end = route_log_end(l),
-		.tr_ms = l->tr_ms,
-		.total_ms = l->ta_ms,
-		.bytes = l->bytes,
-		.stream = l->stream,
-		.feedback_seen = l->fb && same,
-		.has_akey = l->has_akey,
-		.akey = l->akey,
-		/* ra: at most 9 digits of seconds (haplog), no overflow */
-		.has_retry_after = l->retry_after_s >= 0,
-		.retry_after_ms = l->retry_after_s >= 0 ? l->retry_after_s * 1000 : -1,
-	};
+	struct core_completion cc = route_log_completion(l);
+	cc.endpoint = ep;
+	cc.feedback_seen = l->fb && same;
 	if (!same) {
 		/* HAProxy did not end on warmlane's server: redispatched after
 		 * failed connections (so it failed), or the rule was not
