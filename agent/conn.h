@@ -28,15 +28,6 @@ struct conn_wbuf {
 	uint8_t data[CONN_WBUF_SIZE];
 };
 
-/* A stream handle, unix or TCP, under each of the names libuv's calls
- * take: connections, listeners and refused accepts embed one. */
-union conn_handle {
-	uv_handle_t handle;
-	uv_stream_t stream;
-	uv_pipe_t pipe;
-	uv_tcp_t tcp;
-};
-
 enum conn_state {
 	CONN_HELLO,   /* waiting for HAPROXY-HELLO */
 	CONN_READY,   /* HELLO done: NOTIFY/ACK */
@@ -44,7 +35,12 @@ enum conn_state {
 };
 
 struct conn {
-	union conn_handle h;
+	union {
+		uv_handle_t handle;
+		uv_stream_t stream;
+		uv_pipe_t pipe;
+		uv_tcp_t tcp;
+	} h;
 	uv_shutdown_t shutdown_req;
 	struct server *srv;
 	struct conn *prev, *next; /* the server's list */

@@ -203,7 +203,12 @@ void server_finish(struct server *s)
  * whose connection is not taken) and closed at once, without a read
  * buffer. HAProxy sees the close and answers on its own (fail open). */
 struct server_refused {
-	union conn_handle h;
+	union {
+		uv_handle_t handle;
+		uv_stream_t stream;
+		uv_pipe_t pipe;
+		uv_tcp_t tcp;
+	} h;
 };
 
 static void server_refused_close_cb(uv_handle_t *h)

@@ -8,7 +8,6 @@
 #include <uv.h>
 
 #include "config.h"
-#include "conn.h"
 #include "route.h"
 #include "stats.h"
 
@@ -30,7 +29,12 @@ typedef void (*server_stopped_cb)(struct server *s, void *arg);
 
 /* One bound address. */
 struct server_listener {
-	union conn_handle h;
+	union {
+		uv_handle_t handle;
+		uv_stream_t stream;
+		uv_pipe_t pipe;
+		uv_tcp_t tcp;
+	} h;
 	struct server *srv;
 	struct server_listener *next;
 	struct config_listen addr;
