@@ -42,7 +42,7 @@ static void coalesce_on_prepare(uv_prepare_t *h)
 	c->poll_ns = now;
 }
 
-int coalesce_start(struct coalesce *c, struct server *srv)
+int coalesce_init(struct coalesce *c, struct server *srv)
 {
 	c->srv = srv;
 	c->notify_at_poll = srv->stats.frames[STATS_FRAME_NOTIFY];
@@ -57,7 +57,7 @@ int coalesce_start(struct coalesce *c, struct server *srv)
 	return 0;
 }
 
-void coalesce_stop(struct coalesce *c)
+void coalesce_finish(struct coalesce *c)
 {
 	if (!c->started)
 		return;

@@ -30,9 +30,9 @@ struct coalesce {
 
 /* Starts c on srv's loop; its handle does not keep the loop alive.
  * Returns 0 or a libuv error. */
-int coalesce_start(struct coalesce *c, struct server *srv);
+int coalesce_init(struct coalesce *c, struct server *srv);
 
 /* Closes c's handle; c may be zeroed or stopped already. */
-void coalesce_stop(struct coalesce *c);
+void coalesce_finish(struct coalesce *c);
 
 #endif

@@ -68,7 +68,7 @@ static void conn_write_cb(uv_write_t *req, int status)
 			c->srv->stats.io_errors++;
 		log_debug("write failed", "conn=%" PRIu64 " error=%s", c->id,
 			  uv_err_name(status));
-		conn_abort(c);
+		conn_destroy(c);
 		return;
 	}
 	if (c->stalled) {
@@ -108,7 +108,7 @@ static int conn_write(struct conn *c, struct conn_wbuf *wb, size_t len)
 			c->srv->stats.io_errors++;
 		log_debug("write failed", "conn=%" PRIu64 " error=%s", c->id,
 			  uv_err_name(r));
-		conn_abort(c);
+		conn_destroy(c);
 		return r;
 	}
 	c->pending_writes++;
@@ -162,7 +162,7 @@ static int conn_queue_ack(struct conn *c, const uint8_t *frame, size_t len)
 	if (c->batch == NULL) {
 		c->batch = wbuf_get(c, false);
 		if (c->batch == NULL) { /* cannot happen: conn_process checked */
-			conn_abort(c);
+			conn_destroy(c);
 			return UV_ENOBUFS;
 		}
 	}
@@ -184,7 +184,7 @@ static bool conn_can_answer(const struct conn *c)
 
 /* ---- closing ------------------------------------------------------------ */
 
-void conn_abort(struct conn *c)
+void conn_destroy(struct conn *c)
 {
 	c->state = CONN_CLOSING;
 	c->reading = false;
@@ -235,14 +235,14 @@ static void conn_disconnect(struct conn *c, enum spop_status status,
 		return;
 	struct conn_wbuf *wb = wbuf_get(c, true);
 	if (wb == NULL) {
-		conn_abort(c);
+		conn_destroy(c);
 		return;
 	}
 	ptrdiff_t n = spop_disconnect_encode(wb->data, conn_out_cap(c), status,
 					     message);
 	if (n <= 0) {
 		wbuf_put(c, wb);
-		conn_abort(c);
+		conn_destroy(c);
 		return;
 	}
 	c->srv->stats.disconnects_sent[stats_status_index(status)]++;
@@ -288,7 +288,7 @@ static void conn_close_cb(uv_handle_t *h)
 	struct conn *c = container_of(h, struct conn, h.handle);
 	/* libuv has run every write callback (ECANCELED for the unsent) before
 	 * this one, so every buffer is back on the free list (a batch never
-	 * written was put back by conn_abort). */
+	 * written was put back by conn_destroy). */
 	while (c->free_wbufs != NULL) {
 		struct conn_wbuf *wb = c->free_wbufs;
 		c->free_wbufs = wb->next;
@@ -325,7 +325,7 @@ static void conn_on_hello(struct conn *c, const struct spop_frame *f)
 	}
 	struct conn_wbuf *wb = wbuf_get(c, false);
 	if (wb == NULL) { /* cannot happen: checked before decoding */
-		conn_abort(c);
+		conn_destroy(c);
 		return;
 	}
 	/* Only pipelining: 3.1+ ignores async and fragmentation, and 2.6
@@ -516,13 +516,13 @@ static void conn_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	}
 	if (nread == UV_ECONNRESET) {
 		log_debug("connection reset by peer", "conn=%" PRIu64, c->id);
-		conn_abort(c);
+		conn_destroy(c);
 		return;
 	}
 	c->srv->stats.io_errors++;
 	log_warn("read failed", "conn=%" PRIu64 " error=%s", c->id,
 		 uv_err_name((int)nread));
-	conn_abort(c);
+	conn_destroy(c);
 }
 
 void conn_expire(struct conn *c)
@@ -531,7 +531,7 @@ void conn_expire(struct conn *c)
 	if (c->state == CONN_CLOSING) {
 		/* Its DISCONNECT or shutdown has not gone out in a whole
 		 * timeout: the peer does not read. */
-		conn_abort(c);
+		conn_destroy(c);
 		return;
 	}
 	if (c->state == CONN_HELLO) {
@@ -542,7 +542,7 @@ void conn_expire(struct conn *c)
 		s->stats.timeouts_idle++;
 		log_debug("idle timeout, disconnecting", "conn=%" PRIu64, c->id);
 		if (c->stalled || c->pending_writes > 0) {
-			conn_abort(c); /* what was written is still unread */
+			conn_destroy(c); /* what was written is still unread */
 			return;
 		}
 		conn_disconnect(c, SPOP_ERR_NONE, "idle timeout");
@@ -560,7 +560,7 @@ int conn_start(struct conn *c)
 	if (r < 0) {
 		log_warn("cannot read", "conn=%" PRIu64 " error=%s", c->id,
 			 uv_err_name(r));
-		conn_abort(c);
+		conn_destroy(c);
 		return r;
 	}
 	c->reading = true;

@@ -73,7 +73,7 @@ struct conn {
 /* Allocates a connection of srv and initialises its handle (a pipe, or a
  * TCP handle when tcp) on srv's loop; the caller then accepts or opens an
  * fd into c->h and calls conn_start. From here on the memory is freed only
- * by the handle's close callback: on a later failure call conn_abort.
+ * by the handle's close callback: on a later failure call conn_destroy.
  * Returns 0 or -ENOMEM (nothing to close then). */
 int conn_create(struct server *srv, bool tcp, struct conn **out);
 
@@ -85,8 +85,10 @@ int conn_start(struct conn *c);
  * AGENT-DISCONNECT (status 0) is sent and the connection closes. */
 void conn_drain(struct conn *c);
 
-/* Closes at once; queued writes are cancelled. Idempotent. */
-void conn_abort(struct conn *c);
+/* Closes at once; queued writes are cancelled. c is freed in the
+ * handle's close callback, which takes it off its server's list.
+ * Idempotent until then. */
+void conn_destroy(struct conn *c);
 
 /* For the server's timeout sweep: c has been on its queue too long.
  * Before the HELLO: AGENT-DISCONNECT status 2 (timeout), logged like a

@@ -35,7 +35,7 @@ struct ctl {
 	char path[108];            /* the socket file we created, or "" */
 	unsigned mode;
 	char config_path[4096];    /* "" when started on the defaults */
-	uint64_t start_ms;         /* uv_now at ctl_start */
+	uint64_t start_ms;         /* uv_now at ctl_create */
 	uint64_t idle_ms;          /* CTL_IDLE_MS; tests shorten it */
 	struct ctl_conn *conns;
 	unsigned n_conns;
@@ -54,13 +54,13 @@ struct ctl {
  * only when nothing answers on it. config_path (NULL: defaults) is shown
  * by `show info`. On failure err says why and *out is NULL. Returns 0 or
  * -errno. */
-int ctl_start(struct ctl **out, uv_loop_t *loop, struct server *srv,
-	      const char *path, unsigned mode, const char *config_path,
-	      char *err, size_t errlen);
+int ctl_create(struct ctl **out, uv_loop_t *loop, struct server *srv,
+	       const char *path, unsigned mode, const char *config_path,
+	       char *err, size_t errlen);
 
 /* Closes the socket (its file removed) and every connection; memory goes
  * once libuv has closed the handles. Accepts NULL. */
-void ctl_close(struct ctl *c);
+void ctl_destroy(struct ctl *c);
 
 /* Runs one command line (line[0..len), no newline) and writes its answer,
  * ending with an empty line, into out (cap bytes, at least CTL_ANSWER_MAX

@@ -381,7 +381,7 @@ static void engine_on_tick(uv_timer_t *h)
 	}
 }
 
-int engine_start(struct engine *en, uv_loop_t *loop, struct route *route,
+int engine_init(struct engine *en, uv_loop_t *loop, struct route *route,
 		 const struct config *cfg, struct probe *probe)
 {
 	*en = (struct engine){ .loop = loop, .route = route, .cfg = cfg,
@@ -395,17 +395,13 @@ int engine_start(struct engine *en, uv_loop_t *loop, struct route *route,
 			      en->interval_ms);
 }
 
-void engine_stop(struct engine *en)
-{
-	if (!en->started || en->stopping)
-		return;
-	en->stopping = true;
-	uv_timer_stop(&en->tick);
-	uv_close((uv_handle_t *)&en->tick, NULL);
-}
-
 void engine_finish(struct engine *en)
 {
+	if (en->started && !en->stopping) {
+		en->stopping = true;
+		uv_timer_stop(&en->tick);
+		uv_close((uv_handle_t *)&en->tick, NULL);
+	}
 	for (size_t i = 0; i < en->n; i++)
 		engine_target_free(en->t[i]);
 	free(en->t);

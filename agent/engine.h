@@ -20,8 +20,8 @@ struct route;
 
 struct engine_target;
 
-/* The poller. Zeroed, engine_stop is a no-op; it must not move once
- * started. */
+/* The poller. Zeroed, engine_finish is a no-op; it must not move once
+ * initialised. */
 struct engine {
 	uv_loop_t *loop;
 	struct route *route;
@@ -45,15 +45,14 @@ struct engine {
  * scur + qcur), or a failure. Endpoints without a URL are left to the
  * runtime API. probe must be started; cfg, route and probe must outlive
  * en. Returns 0 or -errno. */
-int engine_start(struct engine *en, uv_loop_t *loop, struct route *route,
-		 const struct config *cfg, struct probe *probe);
+int engine_init(struct engine *en, uv_loop_t *loop, struct route *route,
+		const struct config *cfg, struct probe *probe);
 
-/* Stops the tick and closes its handle. Polls still out are ended by
- * probe_stop, which must follow (their callbacks then never come). */
-void engine_stop(struct engine *en);
-
-/* Frees en's targets and their buffers: after probe_stop (no poll of
- * theirs is out then). en may be zeroed or never started. */
+/* Closes the tick's handle (en must stay put until the loop has run its
+ * close callback) and frees en's targets and their buffers. Polls still
+ * out are ended by probe_finish, which must come first, in the same loop
+ * turn (their callbacks then never come). en may be zeroed or never
+ * initialised. */
 void engine_finish(struct engine *en);
 
 #endif

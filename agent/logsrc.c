@@ -351,8 +351,8 @@ static int logsrc_open_udp(struct logsrc *ls, uint16_t port, char *err,
 	return r;
 }
 
-int logsrc_start(struct logsrc *ls, uv_loop_t *loop, struct route *route,
-		 const struct config *cfg, char *err, size_t errlen)
+int logsrc_init(struct logsrc *ls, uv_loop_t *loop, struct route *route,
+		const struct config *cfg, char *err, size_t errlen)
 {
 	*ls = (struct logsrc){
 		.loop = loop,
@@ -369,7 +369,7 @@ int logsrc_start(struct logsrc *ls, uv_loop_t *loop, struct route *route,
 	if (r == 0 && cfg->log_input_udp_port != 0)
 		r = logsrc_open_udp(ls, cfg->log_input_udp_port, err, errlen);
 	if (r < 0) {
-		logsrc_stop(ls);
+		logsrc_finish(ls);
 		return r;
 	}
 	route->log_input = logsrc_sock_reading(&ls->unix_sock) ||
@@ -377,7 +377,7 @@ int logsrc_start(struct logsrc *ls, uv_loop_t *loop, struct route *route,
 	return 0;
 }
 
-void logsrc_stop(struct logsrc *ls)
+void logsrc_finish(struct logsrc *ls)
 {
 	if (ls->route == NULL)
 		return;

@@ -65,14 +65,14 @@ struct logsrc {
  * to route->log. route->log_input is set while at least one socket is read
  * (libuv stops a socket on a poll error; the last one stopped clears it).
  * Returns 0 (nothing configured is also 0), or -errno with a reason in err:
- * then nothing stays open. ls must stay put until logsrc_stop's handles
+ * then nothing stays open. ls must stay put until logsrc_finish's handles
  * are closed (the loop has run). */
-int logsrc_start(struct logsrc *ls, uv_loop_t *loop, struct route *route,
-		 const struct config *cfg, char *err, size_t errlen);
+int logsrc_init(struct logsrc *ls, uv_loop_t *loop, struct route *route,
+		const struct config *cfg, char *err, size_t errlen);
 
 /* Closes the sockets (their handles close on the loop) and removes the
  * unix socket file. Clears route->log_input. Safe on a zeroed ls, twice. */
-void logsrc_stop(struct logsrc *ls);
+void logsrc_finish(struct logsrc *ls);
 
 /* Parses one datagram and applies it (what the socket callback does for
  * each one; the unit tests call it directly). now_ms: uv_now; wall_ms:

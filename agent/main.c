@@ -63,14 +63,14 @@ struct app {
 	struct reload_opts opts;
 	struct server srv;
 	struct metrics *metrics; /* NULL: metrics.listen is "" */
-	struct runtime *runtime; /* NULL until started */
-	struct snapshot_writer snap; /* zeroed: snapshot_writer_stop is a no-op */
+	struct runtime *runtime; /* NULL until created */
+	struct snapshot_writer snap; /* zeroed: snapshot_writer_finish is a no-op */
 	struct snapshot_stats snap_stats;
-	struct sdnotify sd;     /* zeroed: sdnotify_stop too */
-	struct logsrc logsrc;   /* zeroed: logsrc_stop too */
-	struct probe probe;     /* zeroed: probe_stop too */
-	struct engine engine;   /* zeroed: engine_stop too */
-	struct coalesce coalesce; /* zeroed: coalesce_stop too */
+	struct sdnotify sd;     /* zeroed: sdnotify_finish too */
+	struct logsrc logsrc;   /* zeroed: logsrc_finish too */
+	struct probe probe;     /* zeroed: probe_finish too */
+	struct engine engine;   /* zeroed: engine_finish too */
+	struct coalesce coalesce; /* zeroed: coalesce_finish too */
 	struct ctl *ctl;        /* NULL: command_socket.path "" or not bound */
 	/* The command socket asked for (started or not), to tell a reload
 	 * that changes it. */
@@ -84,23 +84,6 @@ struct app {
 	uv_signal_t sig_term, sig_int, sig_hup;
 	struct reload_parse reload; /* SIGHUP's file, read off the loop */
 };
-
-/* ---- the runtime poller, replaceable by a reload ------------------------ */
-
-static void main_runtime_free(struct runtime *rt)
-{
-	runtime_finish(rt);
-	free(rt);
-}
-
-/* A poller replaced by a reload (or never started) goes once libuv has
- * closed its handles. */
-static void main_runtime_release(struct app *app, struct runtime *rt)
-{
-	(void)app;
-	if (rt != NULL)
-		runtime_release(rt, main_runtime_free);
-}
 
 /* ---- the snapshot: loaded once HAProxy's servers are known --------------- */
 
@@ -118,10 +101,10 @@ static void main_restore(struct app *app)
 	app->load_path = NULL;
 	/* Writes only after the load: an earlier one would replace the file
 	 * with a cold map. */
-	int r = snapshot_writer_start(&app->snap, app->loop, app->srv.route.core,
-				      app->cfg->state_file,
-				      app->cfg->params.snapshot_interval_ms,
-				      &app->snap_stats);
+	int r = snapshot_writer_init(&app->snap, app->loop, app->srv.route.core,
+				     app->cfg->state_file,
+				     app->cfg->params.snapshot_interval_ms,
+				     &app->snap_stats);
 	if (r < 0)
 		log_error("cannot start periodic snapshots", "error=%s",
 			  uv_err_name(r));
@@ -137,34 +120,17 @@ static void main_on_first_poll(struct runtime *rt, bool ok, void *arg)
 		main_restore(app);
 }
 
-/* Creates and starts a poller on app->cfg. With restore set, the snapshot
- * is loaded after its first poll (at once when polling is off or cannot
- * start). */
-static void main_runtime_start(struct app *app, bool restore)
+/* Creates a poller on app->cfg. With restore set, the snapshot is loaded
+ * after its first poll (at once when polling is off or cannot start). */
+static void main_runtime_create(struct app *app, bool restore)
 {
-	struct runtime *rt = calloc(1, sizeof(*rt));
-	int r = rt != NULL ? runtime_init(rt, app->loop, &app->srv.route,
-					  &app->srv.stats, app->cfg)
-			   : -ENOMEM;
-	if (r == 0 && rt->enabled) {
-		if (restore) {
-			rt->on_first_poll = main_on_first_poll;
-			rt->on_first_poll_arg = app;
-		}
-		r = runtime_start(rt);
-	}
-	if (r < 0) {
+	int r = runtime_create(&app->runtime, app->loop, &app->srv.route,
+			       &app->srv.stats, app->cfg,
+			       restore ? main_on_first_poll : NULL, app);
+	if (r < 0)
 		log_error("cannot start the runtime API poller; routing on configured endpoints",
 			  "error=%s", uv_err_name(r));
-		if (rt != NULL) {
-			runtime_stop(rt);
-			runtime_finish(rt);
-		}
-		free(rt);
-		rt = NULL;
-	}
-	app->runtime = rt;
-	if (restore && (rt == NULL || !rt->enabled))
+	if (restore && (app->runtime == NULL || !app->runtime->enabled))
 		main_restore(app);
 }
 
@@ -191,9 +157,9 @@ static void main_ctl_start(struct app *app)
 	if (cfg->command_socket_path[0] == '\0')
 		return;
 	char err[512], q[600];
-	int r = ctl_start(&app->ctl, app->loop, &app->srv,
-			  cfg->command_socket_path, cfg->command_socket_mode,
-			  app->opts.path, err, sizeof(err));
+	int r = ctl_create(&app->ctl, app->loop, &app->srv,
+			   cfg->command_socket_path, cfg->command_socket_mode,
+			   app->opts.path, err, sizeof(err));
 	if (r < 0)
 		log_warn("cannot open the command socket; warmlanectl will not reach this agent",
 			 "error=%s", log_quote(q, sizeof(q), err, strlen(err)));
@@ -209,7 +175,7 @@ static void main_ctl_reload(struct app *app)
 	if (strcmp(app->ctl_path, cfg->command_socket_path) == 0 &&
 	    app->ctl_mode == cfg->command_socket_mode)
 		return;
-	ctl_close(app->ctl);
+	ctl_destroy(app->ctl);
 	app->ctl = NULL;
 	main_ctl_start(app);
 }
@@ -221,18 +187,18 @@ static void main_on_stopped(struct server *s, void *arg)
 	struct app *app = arg;
 	(void)s;
 	/* Scrapes are answered until the SPOP side is done. */
-	reload_metrics_release(app->metrics);
+	metrics_destroy(app->metrics, NULL, NULL);
 	app->metrics = NULL;
-	main_runtime_release(app, app->runtime);
+	runtime_destroy(app->runtime, NULL, NULL);
 	app->runtime = NULL;
-	snapshot_writer_stop(&app->snap);
-	sdnotify_stop(&app->sd);
-	logsrc_stop(&app->logsrc);
-	reload_parse_stop(&app->reload);
-	engine_stop(&app->engine); /* before probe_stop: its polls are the prober's */
-	coalesce_stop(&app->coalesce);
-	probe_stop(&app->probe);
-	ctl_close(app->ctl);
+	snapshot_writer_finish(&app->snap);
+	sdnotify_finish(&app->sd);
+	logsrc_finish(&app->logsrc);
+	reload_parse_finish(&app->reload);
+	probe_finish(&app->probe); /* first: the engine's polls are the prober's */
+	engine_finish(&app->engine);
+	coalesce_finish(&app->coalesce);
+	ctl_destroy(app->ctl);
 	app->ctl = NULL;
 	/* The signal handles are what keeps the loop running now. */
 	uv_close((uv_handle_t *)&app->sig_term, NULL);
@@ -266,9 +232,9 @@ static int main_reload_apply(struct app *app, struct config *next)
 	log_set_level(cur->log_level);
 	if (p.runtime_changed) {
 		bool restore = !app->restored;
-		main_runtime_release(app, app->runtime);
+		runtime_destroy(app->runtime, NULL, NULL);
 		app->runtime = NULL;
-		main_runtime_start(app, restore);
+		main_runtime_create(app, restore);
 	}
 	if (p.snapshot_changed && app->restored) {
 		r = snapshot_writer_set(&app->snap, cur->state_file,
@@ -405,20 +371,21 @@ static int main_run(struct app *app)
 	}
 	app->srv.snapshot = &app->snap_stats;
 	/* Without a runtime API, state from the last run before the first
-	 * request; with one, after its first poll (main_runtime_start), so
+	 * request; with one, after its first poll (main_runtime_create), so
 	 * that entries of servers only HAProxy names are not dropped as
 	 * unknown. */
 	bool polling = cfg->runtime_socket != NULL && cfg->runtime_socket[0] != '\0';
 	if (!polling)
 		main_restore(app);
 	int r = server_listen(&app->srv, err, sizeof(err));
-	if (r == 0)
-		app->metrics = reload_metrics_start(&app->srv, cfg, &r, err, sizeof(err));
+	if (r == 0 && cfg->metrics_listen != NULL && cfg->metrics_listen[0] != '\0')
+		r = metrics_create(&app->metrics, app->loop, &cfg->metrics,
+				   &app->srv, err, sizeof(err));
 	if (r < 0) {
 		char q[600];
 		log_error("cannot listen", "error=%s",
 			  log_quote(q, sizeof(q), err, strlen(err)));
-		snapshot_writer_stop(&app->snap);
+		snapshot_writer_finish(&app->snap);
 		server_stop(&app->srv, 0, NULL, NULL);
 		uv_run(app->loop, UV_RUN_DEFAULT);
 		server_finish(&app->srv);
@@ -428,15 +395,15 @@ static int main_run(struct app *app)
 	}
 	/* The poller starts once the agent is reachable: until its first
 	 * answer the configured endpoints are the pool. */
-	main_runtime_start(app, true);
-	r = coalesce_start(&app->coalesce, &app->srv);
+	main_runtime_create(app, true);
+	r = coalesce_init(&app->coalesce, &app->srv);
 	if (r < 0)
 		log_error("cannot start spop.coalesce; every frame wakes the loop",
 			  "error=%s", uv_err_name(r));
 	/* HAProxy's log lines: without them, in-flight counts fall at
 	 * non-streamed feedback and at polls, as before (logsrc.h). */
-	if (logsrc_start(&app->logsrc, app->loop, &app->srv.route, cfg, err,
-			 sizeof(err)) < 0) {
+	if (logsrc_init(&app->logsrc, app->loop, &app->srv.route, cfg, err,
+			sizeof(err)) < 0) {
 		char q[600];
 		log_warn("cannot open the log input; HAProxy's log lines are not read",
 			 "error=%s", log_quote(q, sizeof(q), err, strlen(err)));
@@ -449,7 +416,7 @@ static int main_run(struct app *app)
 			  main_reload_parsed, app);
 	main_ctl_start(app);
 	/* Key probes: the only evidence that kills an upstream key. */
-	r = probe_start(&app->probe, app->loop, &app->srv.route, cfg);
+	r = probe_init(&app->probe, app->loop, &app->srv.route, cfg);
 	if (r < 0)
 		log_error("cannot start key probes; no 401/403 will exclude a key",
 			  "error=%s", strerror(-r));
@@ -463,8 +430,8 @@ static int main_run(struct app *app)
 	/* Engine load: started even with no engine_metrics yet, so that a
 	 * reload adding some applies. */
 	if (r == 0) {
-		r = engine_start(&app->engine, app->loop, &app->srv.route, cfg,
-				 &app->probe);
+		r = engine_init(&app->engine, app->loop, &app->srv.route, cfg,
+				&app->probe);
 		if (r < 0)
 			log_error("cannot start engine metrics polls; in-flight counts stay HAProxy's",
 				  "error=%s", uv_err_name(r));
@@ -484,7 +451,7 @@ static int main_run(struct app *app)
 		log_info("started", "version=%s endpoints=%zu max_frame_size=%u mode=%s",
 			 WARMLANE_VERSION, cfg->n_endpoints,
 			 (unsigned)cfg->max_frame_size, config_mode_name(cfg->mode));
-		r = sdnotify_start(&app->sd, app->loop, &app->srv.stats);
+		r = sdnotify_init(&app->sd, app->loop, &app->srv.stats);
 		if (r < 0)
 			log_error("cannot start systemd notifications", "error=%s",
 				  uv_err_name(r));
@@ -497,7 +464,6 @@ static int main_run(struct app *app)
 		snapshot_save(app->srv.route.core, app->cfg->state_file,
 			      uv_now(app->loop), &app->snap_stats);
 	}
-	engine_finish(&app->engine);
 	server_finish(&app->srv);
 	/* EBUSY after a stop: SIGHUP's handle stays open (main_on_stopped);
 	 * the default loop's memory is libuv's own. */

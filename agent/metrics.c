@@ -91,7 +91,7 @@ static enum MHD_Result metrics_on_request(void *cls,
 			     m->text.p, m->text.len);
 }
 
-/* MHD's own complaints: kept for metrics_start's error while starting,
+/* MHD's own complaints: kept for metrics_create's error while starting,
  * logged afterwards. */
 static void metrics_on_mhd_log(void *cls, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
@@ -268,9 +268,10 @@ static int metrics_sockaddr(const struct config_hostport *addr,
 	return 0;
 }
 
-int metrics_start(struct metrics *m, uv_loop_t *loop,
-		  const struct config_hostport *addr, struct server *srv,
-		  char *err, size_t errlen)
+/* metrics_create's work on m; on failure m still needs metrics_destroy. */
+static int metrics_open(struct metrics *m, uv_loop_t *loop,
+			const struct config_hostport *addr, struct server *srv,
+			char *err, size_t errlen)
 {
 	*m = (struct metrics){ .loop = loop, .srv = srv,
 			       .timeout_ms = srv->cfg->metrics_conn_timeout_ms };
@@ -348,17 +349,48 @@ int metrics_start(struct metrics *m, uv_loop_t *loop,
 	return 0;
 }
 
+int metrics_create(struct metrics **out, uv_loop_t *loop,
+		   const struct config_hostport *addr, struct server *srv,
+		   char *err, size_t errlen)
+{
+	*out = NULL;
+	struct metrics *m = malloc(sizeof(*m));
+	if (m == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	int r = metrics_open(m, loop, addr, srv, err, errlen);
+	if (r < 0) {
+		metrics_destroy(m, NULL, NULL);
+		return r;
+	}
+	*out = m;
+	return 0;
+}
+
+/* The last handle closed: m goes, then its owner is told. */
+static void metrics_free(struct metrics *m)
+{
+	metrics_destroyed_cb done = m->on_destroyed;
+	void *arg = m->on_destroyed_arg;
+	free(m);
+	if (done != NULL)
+		done(arg);
+}
+
 static void metrics_on_closed(uv_handle_t *h)
 {
 	struct metrics *m = h->data;
-	if (--m->closing == 0 && m->on_stopped != NULL)
-		m->on_stopped(m, m->on_stopped_arg);
+	if (--m->closing == 0)
+		metrics_free(m);
 }
 
-void metrics_stop(struct metrics *m, metrics_stopped_cb cb, void *arg)
+void metrics_destroy(struct metrics *m, metrics_destroyed_cb done, void *arg)
 {
-	m->on_stopped = cb;
-	m->on_stopped_arg = arg;
+	if (m == NULL)
+		return;
+	m->on_destroyed = done;
+	m->on_destroyed_arg = arg;
 	/* The poll goes first: libuv drops the epoll fd from its own set at
 	 * once, before MHD_stop_daemon closes it. */
 	if (m->poll_init) {
@@ -386,6 +418,6 @@ void metrics_stop(struct metrics *m, metrics_stopped_cb cb, void *arg)
 		m->daemon = NULL;
 	}
 	metrics_text_finish(&m->text);
-	if (m->closing == 0 && cb != NULL)
-		cb(m, arg);
+	if (m->closing == 0)
+		metrics_free(m);
 }

@@ -25,7 +25,7 @@ struct metrics_conn {
 	bool cut;          /* shut down by the sweep, close pending */
 };
 
-typedef void (*metrics_stopped_cb)(struct metrics *m, void *arg);
+typedef void (*metrics_destroyed_cb)(void *arg);
 
 /* The HTTP server. Caller-owned memory; libmicrohttpd runs without a
  * thread of its own, driven by poll and timer on the server's loop. */
@@ -53,27 +53,25 @@ struct metrics {
 	struct metrics_text text; /* reused from scrape to scrape */
 	char mhd_err[256];        /* MHD's last error line, for start-up */
 	uint64_t scrapes;         /* /metrics answered */
-	metrics_stopped_cb on_stopped;
-	void *on_stopped_arg;
+	metrics_destroyed_cb on_destroyed;
+	void *on_destroyed_arg;
 };
 
-/* Starts serving GET/HEAD /metrics and /healthz on addr (that address
- * only; port 0 picks a free port, see m->port) from srv's counters and
- * core, on loop. m is zeroed first; srv must outlive m. On failure err
- * names the address and says why, and metrics_stop must still be called
- * (it finishes at once when nothing was started). Returns 0 or -errno
- * (-EADDRINUSE, -EACCES, -EADDRNOTAVAIL from bind; -EIO when
- * libmicrohttpd refuses without saying why). */
-int metrics_start(struct metrics *m, uv_loop_t *loop,
-		  const struct config_hostport *addr, struct server *srv,
-		  char *err, size_t errlen);
+/* Allocates a server of GET/HEAD /metrics and /healthz on addr (that
+ * address only; port 0 picks a free port, see m->port) from srv's
+ * counters and core, on loop; srv must outlive it. On failure *out is
+ * NULL (nothing to destroy) and err names the address and says why.
+ * Returns 0 or -errno (-EADDRINUSE, -EACCES, -EADDRNOTAVAIL from bind;
+ * -ENOMEM; -EIO when libmicrohttpd refuses without saying why). */
+int metrics_create(struct metrics **out, uv_loop_t *loop,
+		   const struct config_hostport *addr, struct server *srv,
+		   char *err, size_t errlen);
 
-/* Closes the HTTP server and its connections, then its libuv handles;
- * cb (may be NULL) runs once they are all closed, from a close callback,
- * or before metrics_stop returns when no handle was open. The text buffer
- * is freed. Safe on a zeroed m and on a second call (cb then replaces the
- * pending one). */
-void metrics_stop(struct metrics *m, metrics_stopped_cb cb, void *arg);
+/* Closes the HTTP server and its connections, then its libuv handles; m
+ * is freed once they are all closed, then done(arg) runs (done may be
+ * NULL), from a close callback or before metrics_destroy returns when no
+ * handle was open. Accepts NULL (done not called). */
+void metrics_destroy(struct metrics *m, metrics_destroyed_cb done, void *arg);
 
 /* Renders the Prometheus text format 0.0.4 of srv's counters and core at
  * now_ms (uv_now) into t (appended; t may be zeroed). It first drops up to

@@ -410,8 +410,8 @@ static void probe_on_tick(uv_timer_t *t)
 	}
 }
 
-int probe_start(struct probe *p, uv_loop_t *loop, struct route *route,
-		const struct config *cfg)
+int probe_init(struct probe *p, uv_loop_t *loop, struct route *route,
+	       const struct config *cfg)
 {
 	*p = (struct probe){ .loop = loop, .route = route, .cfg = cfg };
 	if (probe_curl_users == 0 && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
@@ -443,7 +443,7 @@ int probe_start(struct probe *p, uv_loop_t *loop, struct route *route,
 	return uv_timer_start(&p->tick, probe_on_tick, PROBE_TICK_MS, PROBE_TICK_MS);
 }
 
-void probe_stop(struct probe *p)
+void probe_finish(struct probe *p)
 {
 	if (!p->started || p->stopping)
 		return;

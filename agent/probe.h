@@ -29,7 +29,7 @@ struct route;
 
 struct probe_req;
 
-/* The prober. Zeroed, probe_stop is a no-op; it must not move once
+/* The prober. Zeroed, probe_finish is a no-op; it must not move once
  * started. */
 struct probe {
 	uv_loop_t *loop;
@@ -56,13 +56,13 @@ enum core_probe probe_classify(long status);
  * PROBE_HEADER_* headers and nothing a client sent, then reports the
  * result (core_key_probe_result). cfg and route must outlive p. Returns 0
  * or -errno (nothing to stop then). */
-int probe_start(struct probe *p, uv_loop_t *loop, struct route *route,
-		const struct config *cfg);
+int probe_init(struct probe *p, uv_loop_t *loop, struct route *route,
+	       const struct config *cfg);
 
 /* Cancels the probes out (their keys stay as they were: the core is not
  * told) and the fetches out (their callbacks are not called), and closes
  * p's handles; the loop then ends them. */
-void probe_stop(struct probe *p);
+void probe_finish(struct probe *p);
 
 /* The end of a probe_fetch: status the HTTP status (0: no answer, err
  * then says why, else "-"), buf[0..len) the body as far as it was read,
@@ -75,7 +75,7 @@ typedef void (*probe_fetch_cb)(void *arg, long status, const char *err,
  * key probes (engine.c: engines' /metrics): GET url (http:// only, no
  * proxy, no redirect) within timeout_ms, connect included, the body
  * copied into buf up to cap bytes. cb is called once, from the loop,
- * unless probe_stop comes first; buf and arg must live until then.
+ * unless probe_finish comes first; buf and arg must live until then.
  * Returns 0, or -ESHUTDOWN (p not started or stopping), -ENOMEM, -EINVAL
  * (libcurl refused an option): then cb is never called. */
 int probe_fetch(struct probe *p, const char *url, uint64_t timeout_ms,

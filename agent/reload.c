@@ -9,41 +9,6 @@
 #include "route.h"
 #include "server.h"
 
-/* ---- the metrics server, replaceable by a reload ------------------------- */
-
-static void reload_metrics_free(struct metrics *m, void *arg)
-{
-	(void)arg;
-	free(m);
-}
-
-void reload_metrics_release(struct metrics *m)
-{
-	if (m != NULL)
-		metrics_stop(m, reload_metrics_free, NULL);
-}
-
-struct metrics *reload_metrics_start(struct server *srv,
-				     const struct config *cfg, int *rc,
-				     char *err, size_t errlen)
-{
-	*rc = 0;
-	if (cfg->metrics_listen == NULL || cfg->metrics_listen[0] == '\0')
-		return NULL;
-	struct metrics *m = calloc(1, sizeof(*m));
-	if (m == NULL) {
-		snprintf(err, errlen, "out of memory");
-		*rc = -ENOMEM;
-		return NULL;
-	}
-	*rc = metrics_start(m, srv->loop, &cfg->metrics, srv, err, errlen);
-	if (*rc < 0) {
-		reload_metrics_release(m);
-		return NULL;
-	}
-	return m;
-}
-
 /* ---- what changed --------------------------------------------------------- */
 
 static bool reload_str_eq(const char *a, const char *b)
@@ -51,7 +16,7 @@ static bool reload_str_eq(const char *a, const char *b)
 	return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0;
 }
 
-/* Whether the poller must be made anew for b: what runtime_init reads
+/* Whether the poller must be made anew for b: what runtime_create reads
  * once (socket, interval) or sizes by (the endpoint count). */
 static bool reload_runtime_changed(const struct config *a,
 				   const struct config *b)
@@ -136,8 +101,10 @@ int reload_prepare(struct reload_plan *p, struct server *srv,
 		cur->params.snapshot_interval_ms != next->params.snapshot_interval_ms;
 
 	r = server_relisten_prepare(srv, next, &p->pending, err, sizeof(err));
-	if (r == 0 && p->metrics_changed)
-		p->metrics = reload_metrics_start(srv, next, &r, err, sizeof(err));
+	if (r == 0 && p->metrics_changed && next->metrics_listen != NULL &&
+	    next->metrics_listen[0] != '\0')
+		r = metrics_create(&p->metrics, srv->loop, &next->metrics, srv,
+				   err, sizeof(err));
 	if (r == 0) {
 		r = core_set_params(srv->route.core, &next->params);
 		if (r < 0)
@@ -153,7 +120,7 @@ int reload_prepare(struct reload_plan *p, struct server *srv,
 			  log_quote(q, sizeof(q), err, strlen(err)));
 		server_relisten_abort(srv, p->pending);
 		/* Only what this reload started: the running server stays. */
-		reload_metrics_release(p->metrics);
+		metrics_destroy(p->metrics, NULL, NULL);
 		config_finish(&p->next);
 		memset(p, 0, sizeof(*p));
 		return r;
@@ -277,7 +244,7 @@ void reload_commit(struct reload_plan *p, struct server *srv,
 	memset(ch, 0, sizeof(*ch));
 	server_relisten_commit(srv, &p->next, p->pending);
 	if (p->metrics_changed) {
-		reload_metrics_release(*metrics);
+		metrics_destroy(*metrics, NULL, NULL);
 		*metrics = p->metrics;
 	}
 	/* In place: the server, the route, the poller and the log input
@@ -367,7 +334,7 @@ int reload_parse_request(struct reload_parse *rp)
 	return reload_parse_queue(rp);
 }
 
-void reload_parse_stop(struct reload_parse *rp)
+void reload_parse_finish(struct reload_parse *rp)
 {
 	rp->stopped = true;
 	rp->again = false;

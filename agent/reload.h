@@ -39,16 +39,6 @@ struct reload_changes {
 	unsigned added, updated, removed, failed;
 };
 
-/* A metrics server on cfg's address for srv, or NULL with *rc 0 when
- * metrics.listen is "". On failure NULL, *rc -errno and err set. Stop it
- * with reload_metrics_release. */
-struct metrics *reload_metrics_start(struct server *srv,
-				     const struct config *cfg, int *rc,
-				     char *err, size_t errlen);
-
-/* Stops m and frees it once its handles are closed. Accepts NULL. */
-void reload_metrics_release(struct metrics *m);
-
 /* Reads and checks o->path with o's overrides (--listen, --log-level)
  * into next, which it initialises. Touches nothing but its arguments, so
  * it may run on any thread. Returns 0, or -errno with next finished and
@@ -111,13 +101,13 @@ void reload_parse_init(struct reload_parse *rp, uv_loop_t *loop,
 
 /* Asks for a parse of o->path. Returns 0 when one was queued, 1 when one
  * is running already (it is superseded, see above), -ECANCELED after
- * reload_parse_stop, or uv_queue_work's -errno (no callback then). */
+ * reload_parse_finish, or uv_queue_work's -errno (no callback then). */
 int reload_parse_request(struct reload_parse *rp);
 
 /* No parse starts and no callback is called after this; a parse running
  * ends on its thread and its result is dropped (the loop runs until it
  * has). */
-void reload_parse_stop(struct reload_parse *rp);
+void reload_parse_finish(struct reload_parse *rp);
 
 /* Makes p's configuration the running one, in place in *cur (everyone
  * holds that pointer): listeners closed, kept or adopted, the metrics

@@ -160,48 +160,44 @@ struct runtime {
 	uv_write_t write_req;
 	/* Counters beyond stats: */
 	uint64_t servers_added, servers_removed, rows_unknown_status;
-	/* Called once, when the first poll ends (ok: a complete answer was
-	 * applied; false: it failed), for what must wait for HAProxy's view
-	 * of the servers (the snapshot load). Set after runtime_init; NULL:
-	 * nothing. Not called when polling is disabled. */
+	/* See runtime_create; NULL: nothing. */
 	void (*on_first_poll)(struct runtime *rt, bool ok, void *arg);
 	void *on_first_poll_arg;
 	bool first_poll_done;
-	/* Handles runtime_stop closed whose close callbacks are still due,
-	 * and what to call once there are none (runtime_release). */
+	/* Handles runtime_destroy closed whose close callbacks are still due,
+	 * and what to call once there are none and rt is freed. */
 	unsigned closing;
-	void (*on_released)(struct runtime *rt);
+	void (*on_destroyed)(void *arg);
+	void *on_destroyed_arg;
 	struct runtime_csv csv;
 	char rbuf[65536];
 };
 
-/* Prepares rt to poll cfg->runtime_socket every params.poll_interval_ms
- * into route's core, counting into stats. No handle is started. An empty
- * socket disables polling; so does a "tcp:" address (unix sockets only),
- * with a warning. Returns 0 or -ENOMEM. */
-int runtime_init(struct runtime *rt, uv_loop_t *loop, struct route *route,
-		 struct stats *stats, const struct config *cfg);
+/* Called once, when a poller's first poll ends (ok: a complete answer was
+ * applied; false: it failed). */
+typedef void (*runtime_first_poll_fn)(struct runtime *rt, bool ok, void *arg);
 
-/* Starts polling at once (nothing when disabled). Never blocks: a socket
- * that is missing or refuses is logged once and retried, at the poll
- * interval RUNTIME_FAST_RETRIES times, then with a backoff doubling up to
- * RUNTIME_BACKOFF_MAX_MS, while routing goes on with config endpoints and
- * local in-flight counts.
- * Returns 0 or -errno from uv_timer_init. */
-int runtime_start(struct runtime *rt);
+/* Allocates a poller of cfg->runtime_socket, every params.poll_interval_ms
+ * into route's core, counting into stats, and starts its first poll at
+ * once. An empty socket disables polling (*out still set, rt->enabled
+ * false); so does a "tcp:" address (unix sockets only), with a warning.
+ * Never blocks: a socket that is missing or refuses is logged once and
+ * retried, at the poll interval RUNTIME_FAST_RETRIES times, then with a
+ * backoff doubling up to RUNTIME_BACKOFF_MAX_MS, while routing goes on
+ * with config endpoints and local in-flight counts. on_first_poll (may be
+ * NULL) is for what must wait for HAProxy's view of the servers (the
+ * snapshot load); it is not called when polling is disabled. loop, route,
+ * stats and cfg must outlive rt. Returns 0, or -ENOMEM or a libuv error
+ * with *out NULL (nothing to destroy then). */
+int runtime_create(struct runtime **out, uv_loop_t *loop, struct route *route,
+		   struct stats *stats, const struct config *cfg,
+		   runtime_first_poll_fn on_first_poll, void *arg);
 
-/* Closes every handle of rt (a poll in progress is abandoned); the loop
- * then has nothing of rt left once the close callbacks ran. Idempotent. */
-void runtime_stop(struct runtime *rt);
-
-/* Frees what runtime_init allocated; after runtime_stop and the loop has
- * run the close callbacks. Accepts a zeroed rt. */
-void runtime_finish(struct runtime *rt);
-
-/* runtime_stop, then done(rt) once libuv has run the close callbacks of
- * rt's handles (at once when none is open): where a poller replaced by a
- * reload is finished and freed. */
-void runtime_release(struct runtime *rt, void (*done)(struct runtime *rt));
+/* Abandons a poll in progress and closes rt's handles; rt is freed once
+ * libuv has run their close callbacks (at once when none is open), then
+ * done(arg) is called (done may be NULL). Accepts NULL (done not called).
+ * A poller replaced by a reload goes this way. */
+void runtime_destroy(struct runtime *rt, void (*done)(void *arg), void *arg);
 
 /* Applies one parsed server row to the core at now_ms (what each poll does
  * for every line; for tests): a watched backend's server new to the core

@@ -42,8 +42,8 @@ static void sdnotify_on_watchdog(uv_timer_t *t)
 	sd_notify(0, "WATCHDOG=1");
 }
 
-int sdnotify_start(struct sdnotify *n, uv_loop_t *loop,
-		   const struct stats *stats)
+int sdnotify_init(struct sdnotify *n, uv_loop_t *loop,
+		  const struct stats *stats)
 {
 	*n = (struct sdnotify){ .loop = loop, .stats = stats };
 	n->enabled = getenv("NOTIFY_SOCKET") != NULL;
@@ -65,7 +65,7 @@ int sdnotify_start(struct sdnotify *n, uv_loop_t *loop,
 	if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
 		r = uv_timer_init(loop, &n->watchdog_timer);
 		if (r < 0) {
-			sdnotify_stop(n);
+			sdnotify_finish(n);
 			return r;
 		}
 		n->watchdog_init = true;
@@ -111,7 +111,7 @@ void sdnotify_reloaded(struct sdnotify *n)
 	}
 }
 
-void sdnotify_stop(struct sdnotify *n)
+void sdnotify_finish(struct sdnotify *n)
 {
 	if (n->status_init) {
 		uv_timer_stop(&n->status_timer);

@@ -30,11 +30,11 @@ struct sdnotify {
  * SDNOTIFY_STATUS_MS) and, when the unit sets WatchdogSec=, WATCHDOG=1
  * keep-alives at half of that interval. stats must outlive n. Returns 0 or
  * -errno from uv_timer_init (nothing left started then). */
-int sdnotify_start(struct sdnotify *n, uv_loop_t *loop,
-		   const struct stats *stats);
+int sdnotify_init(struct sdnotify *n, uv_loop_t *loop,
+		  const struct stats *stats);
 
 /* STOPPING=1 (SIGTERM received). The keep-alives go on until
- * sdnotify_stop: a slow drain is not a hang. */
+ * sdnotify_finish: a slow drain is not a hang. */
 void sdnotify_stopping(struct sdnotify *n);
 
 /* RELOADING=1 with MONOTONIC_USEC= before a configuration reload (SIGHUP),
@@ -43,6 +43,6 @@ void sdnotify_reloading(struct sdnotify *n);
 void sdnotify_reloaded(struct sdnotify *n);
 
 /* Closes the timers. Idempotent; accepts a zeroed n. */
-void sdnotify_stop(struct sdnotify *n);
+void sdnotify_finish(struct sdnotify *n);
 
 #endif

@@ -104,9 +104,9 @@ struct snapshot_writer {
 /* Starts w: the first write after interval_ms, counted into st (may be
  * NULL; must outlive w). An empty path or an interval of 0 starts nothing
  * (and returns 0). Returns 0, -ENOMEM or -errno from uv_timer_init. */
-int snapshot_writer_start(struct snapshot_writer *w, uv_loop_t *loop,
-			  const struct core *c, const char *path,
-			  uint64_t interval_ms, struct snapshot_stats *st);
+int snapshot_writer_init(struct snapshot_writer *w, uv_loop_t *loop,
+			 const struct core *c, const char *path,
+			 uint64_t interval_ms, struct snapshot_stats *st);
 
 /* Changes the path and the interval of a started writer (SIGHUP): the
  * next write goes to the new path (a write in flight finishes with the
@@ -120,6 +120,6 @@ int snapshot_writer_set(struct snapshot_writer *w, const char *path,
  * flight finishes on the loop. Idempotent; accepts a zeroed w. Frees w's
  * memory once nothing is pending (the path at once if idle, else in the
  * work's callback). */
-void snapshot_writer_stop(struct snapshot_writer *w);
+void snapshot_writer_finish(struct snapshot_writer *w);
 
 #endif

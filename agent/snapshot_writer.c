@@ -170,9 +170,9 @@ static void snapshot_tick(uv_timer_t *t)
 	w->capturing = true;
 }
 
-int snapshot_writer_start(struct snapshot_writer *w, uv_loop_t *loop,
-			  const struct core *c, const char *path,
-			  uint64_t interval_ms, struct snapshot_stats *st)
+int snapshot_writer_init(struct snapshot_writer *w, uv_loop_t *loop,
+			 const struct core *c, const char *path,
+			 uint64_t interval_ms, struct snapshot_stats *st)
 {
 	*w = (struct snapshot_writer){ .loop = loop, .core = c, .st = st,
 				       .slice = SNAPSHOT_SLICE };
@@ -214,7 +214,7 @@ int snapshot_writer_set(struct snapshot_writer *w, const char *path,
 	return uv_timer_start(&w->timer, snapshot_tick, interval_ms, interval_ms);
 }
 
-void snapshot_writer_stop(struct snapshot_writer *w)
+void snapshot_writer_finish(struct snapshot_writer *w)
 {
 	snapshot_capture_stop(w);
 	if (w->idle_init) {

@@ -185,7 +185,7 @@ START_TEST(frames_in_window_share_a_pass)
 	 * so that a loaded machine's scheduling delays stay inside it. */
 	h.cfg.coalesce_us = 400000;
 	struct coalesce co = { 0 };
-	ck_assert_int_eq(coalesce_start(&co, &h.srv), 0);
+	ck_assert_int_eq(coalesce_init(&co, &h.srv), 0);
 	unsigned conclusive = 0;
 	for (int i = 0; i < 5 && conclusive < 2; i++) {
 		unsigned first;
@@ -198,7 +198,7 @@ START_TEST(frames_in_window_share_a_pass)
 	}
 	ck_assert_uint_ge(conclusive, 1);
 	ck_assert_uint_ge(co.sleeps, 1);
-	coalesce_stop(&co);
+	coalesce_finish(&co);
 	harness_finish(&h);
 }
 END_TEST
@@ -208,12 +208,12 @@ START_TEST(off_never_sleeps)
 	struct harness h;
 	harness_init(&h, "spop: { coalesce_us: 0 }\n");
 	struct coalesce co = { 0 };
-	ck_assert_int_eq(coalesce_start(&co, &h.srv), 0);
+	ck_assert_int_eq(coalesce_init(&co, &h.srv), 0);
 	unsigned first;
 	bool c_early;
 	round_run(&h, 400000000ull, false, &first, &c_early);
 	ck_assert_uint_eq(co.sleeps, 0);
-	coalesce_stop(&co);
+	coalesce_finish(&co);
 	harness_finish(&h);
 }
 END_TEST
@@ -224,14 +224,14 @@ START_TEST(sparse_frames_never_wait)
 	harness_init(&h, "spop: { coalesce_us: 1000 }\n");
 	ck_assert_uint_eq(h.cfg.coalesce_us, 1000);
 	struct coalesce co = { 0 };
-	ck_assert_int_eq(coalesce_start(&co, &h.srv), 0);
+	ck_assert_int_eq(coalesce_init(&co, &h.srv), 0);
 	/* Each frame comes 30 ms after the last was answered: the poll that
 	 * reads it began more than the window before, so no pass waits. */
 	unsigned first;
 	bool c_early;
 	round_run(&h, 0, true, &first, &c_early);
 	ck_assert_uint_eq(co.sleeps, 0);
-	coalesce_stop(&co);
+	coalesce_finish(&co);
 	harness_finish(&h);
 }
 END_TEST

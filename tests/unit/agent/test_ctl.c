@@ -37,14 +37,14 @@ static void fix_init(struct fix *f, const char *yaml)
 	make_temp_dir(f->dir, sizeof(f->dir));
 	snprintf(f->path, sizeof(f->path), "%s/ctl.sock", f->dir);
 	char err[512];
-	int r = ctl_start(&f->ctl, &f->h.loop, &f->h.srv, f->path, 0600,
-			  "/etc/warmlane/test.yaml", err, sizeof(err));
-	ck_assert_msg(r == 0, "ctl_start: %s", err);
+	int r = ctl_create(&f->ctl, &f->h.loop, &f->h.srv, f->path, 0600,
+			   "/etc/warmlane/test.yaml", err, sizeof(err));
+	ck_assert_msg(r == 0, "ctl_create: %s", err);
 }
 
 static void fix_finish(struct fix *f)
 {
-	ctl_close(f->ctl);
+	ctl_destroy(f->ctl);
 	harness_finish(&f->h);
 	rmdir(f->dir);
 }
@@ -684,11 +684,11 @@ START_TEST(test_prompt_and_socket_file)
 	/* A second agent on the same socket is refused; the file stays. */
 	struct ctl *other = NULL;
 	char err[512];
-	ck_assert_int_eq(ctl_start(&other, &f.h.loop, &f.h.srv, f.path, 0600, NULL,
-				   err, sizeof(err)), -EADDRINUSE);
+	ck_assert_int_eq(ctl_create(&other, &f.h.loop, &f.h.srv, f.path, 0600, NULL,
+				    err, sizeof(err)), -EADDRINUSE);
 	ck_assert_ptr_null(other);
 	ck_assert_int_eq(stat(f.path, &st), 0);
-	ctl_close(f.ctl);
+	ctl_destroy(f.ctl);
 	f.ctl = NULL;
 	ck_assert_int_eq(stat(f.path, &st), -1); /* removed at close */
 	fix_finish(&f);

@@ -216,8 +216,8 @@ START_TEST(polls_and_failures)
 	ck_assert_int_eq(route_init(&r, &cfg), 0);
 	struct probe p;
 	struct engine en;
-	ck_assert_int_eq(probe_start(&p, &loop, &r, &cfg), 0);
-	ck_assert_int_eq(engine_start(&en, &loop, &r, &cfg, &p), 0);
+	ck_assert_int_eq(probe_init(&p, &loop, &r, &cfg), 0);
+	ck_assert_int_eq(engine_init(&en, &loop, &r, &cfg, &p), 0);
 	/* A bounded wait: two polls of each, the hanging one included (300 ms
 	 * each), well within 10 s. */
 	struct run w = { .r = &r, .deadline = uv_now(&loop) + 10000 };
@@ -252,8 +252,7 @@ START_TEST(polls_and_failures)
 	/* The hanging engine's polls overlapped ticks: not sent again. */
 	ck_assert_uint_ge(r.engine.polls_overlapped, 1);
 
-	engine_stop(&en);
-	probe_stop(&p);
+	probe_finish(&p);
 	engine_finish(&en);
 	uv_walk(&loop, close_all, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);

@@ -544,7 +544,7 @@ START_TEST(forged_lines_never_insert)
 	/* The same over the socket. */
 	uv_loop_t loop;
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
-	ck_assert_int_eq(logsrc_start(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
+	ck_assert_int_eq(logsrc_init(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
 	uint64_t before = r.log.parsed;
 	for (int i = 0; i < 500; i++) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -555,7 +555,7 @@ START_TEST(forged_lines_never_insert)
 		uv_run(&loop, UV_RUN_NOWAIT);
 	ck_assert_uint_eq(r.log.parsed, before + 500);
 	ck_assert_uint_eq(map_entries(&r), 1);
-	logsrc_stop(&ls);
+	logsrc_finish(&ls);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 
@@ -592,7 +592,7 @@ START_TEST(socket_input)
 	load_std(&cfg, path);
 	ck_assert_int_eq(route_init(&r, &cfg), 0);
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
-	ck_assert_int_eq(logsrc_start(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
+	ck_assert_int_eq(logsrc_init(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
 	ck_assert(r.log_input);
 	struct stat st;
 	ck_assert_int_eq(stat(path, &st), 0);
@@ -601,7 +601,7 @@ START_TEST(socket_input)
 	/* a second reader on the same path is refused, and changes nothing */
 	struct route r2;
 	ck_assert_int_eq(route_init(&r2, &cfg), 0);
-	ck_assert_int_eq(logsrc_start(&other, &loop, &r2, &cfg, err, sizeof(err)),
+	ck_assert_int_eq(logsrc_init(&other, &loop, &r2, &cfg, err, sizeof(err)),
 			 -EADDRINUSE);
 	ck_assert_ptr_nonnull(strstr(err, "another process"));
 	ck_assert(!r2.log_input);
@@ -647,9 +647,9 @@ START_TEST(socket_input)
 	fclose(logs);
 	ck_assert_uint_eq(shown, LOGSRC_LOG_BURST);
 
-	logsrc_stop(&ls);
-	logsrc_stop(&ls); /* twice is fine */
-	logsrc_stop(&other);
+	logsrc_finish(&ls);
+	logsrc_finish(&ls); /* twice is fine */
+	logsrc_finish(&other);
 	ck_assert(!r.log_input);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
@@ -679,7 +679,7 @@ START_TEST(socket_born_narrow)
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
 	mode_t old = umask(0);
 	mode_before_chmod = -1;
-	int rc = logsrc_start(&ls, &loop, &r, &cfg, err, sizeof(err));
+	int rc = logsrc_init(&ls, &loop, &r, &cfg, err, sizeof(err));
 	mode_t during = umask(old);
 	ck_assert_msg(rc == 0, "%s", err);
 	ck_assert_int_eq((int)during, 0); /* the process umask is put back */
@@ -689,7 +689,7 @@ START_TEST(socket_born_narrow)
 	struct stat st;
 	ck_assert_int_eq(stat(path, &st), 0);
 	ck_assert_uint_eq(st.st_mode & 0777, 0640);
-	logsrc_stop(&ls);
+	logsrc_finish(&ls);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 	route_finish(&r);
@@ -709,9 +709,9 @@ START_TEST(udp_and_none)
 	load(&cfg, "log_input: { path: \"\" }\n");
 	ck_assert_int_eq(route_init(&r, &cfg), 0);
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
-	ck_assert_int_eq(logsrc_start(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
+	ck_assert_int_eq(logsrc_init(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
 	ck_assert(!r.log_input);
-	logsrc_stop(&ls);
+	logsrc_finish(&ls);
 
 	/* a free port: bind, read it, close */
 	int probe = socket(AF_INET, SOCK_DGRAM, 0);
@@ -722,7 +722,7 @@ START_TEST(udp_and_none)
 	ck_assert_int_eq(getsockname(probe, (struct sockaddr *)&sa, &sl), 0);
 	close(probe);
 	cfg.log_input_udp_port = ntohs(sa.sin_port);
-	ck_assert_int_eq(logsrc_start(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
+	ck_assert_int_eq(logsrc_init(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
 	ck_assert(r.log_input);
 	/* 150 datagrams queued (UDP: the 1 MiB receive buffer holds them):
 	 * one loop iteration reads LOGSRC_BATCH of them, no more */
@@ -741,7 +741,7 @@ START_TEST(udp_and_none)
 		uv_run(&loop, UV_RUN_NOWAIT);
 	ck_assert_uint_eq(r.log.parsed, 150);
 	ck_assert_uint_eq(r.log.unrouted, 150);
-	logsrc_stop(&ls);
+	logsrc_finish(&ls);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 	route_finish(&r);
@@ -775,7 +775,7 @@ START_TEST(poll_error_turns_input_off)
 	cfg.log_input_udp_port = ntohs(sa.sin_port);
 	ck_assert_int_eq(route_init(&r, &cfg), 0);
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
-	ck_assert_int_eq(logsrc_start(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
+	ck_assert_int_eq(logsrc_init(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
 	ck_assert(r.log_input);
 
 	FILE *logs = tmpfile();
@@ -790,7 +790,7 @@ START_TEST(poll_error_turns_input_off)
 	log_set_stream(NULL);
 	fclose(logs);
 
-	logsrc_stop(&ls);
+	logsrc_finish(&ls);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 	route_finish(&r);

@@ -123,16 +123,17 @@ static void http_do(struct harness *h, uint16_t port, const char *method,
 
 /* A harness on yml (NULL: the defaults) and m serving it on a free
  * loopback port. */
-static void start_serving(struct harness *h, const char *yml,
-			  struct metrics *m)
+static struct metrics *start_serving(struct harness *h, const char *yml)
 {
 	harness_init(h, yml);
 	struct config_hostport a;
 	char err[512];
 	loopback(&a, 0);
-	ck_assert_int_eq(metrics_start(m, &h->loop, &a, &h->srv, err,
-				       sizeof(err)), 0);
+	struct metrics *m;
+	ck_assert_int_eq(metrics_create(&m, &h->loop, &a, &h->srv, err,
+					sizeof(err)), 0);
 	ck_assert_uint_gt(m->port, 0);
+	return m;
 }
 
 /* The status of one request; the body is dropped. */
@@ -202,16 +203,15 @@ static void check_families(const char *body)
 	ck_assert_uint_ge(families, 30);
 }
 
-static void stopped(struct metrics *m, void *arg)
+static void stopped(void *arg)
 {
-	(void)m;
 	*(bool *)arg = true;
 }
 
 static void stop_metrics(struct harness *h, struct metrics *m)
 {
 	bool done = false;
-	metrics_stop(m, stopped, &done);
+	metrics_destroy(m, stopped, &done);
 	for (int i = 0; i < 100 && !done; i++)
 		harness_pump(h);
 	ck_assert(done);
@@ -265,8 +265,7 @@ static void send_feedback(struct harness *h, struct client *c, uint64_t sid,
 START_TEST(scrape_after_traffic)
 {
 	struct harness h;
-	struct metrics m;
-	start_serving(&h, yaml, &m);
+	struct metrics *m = start_serving(&h, yaml);
 
 	struct client *c = harness_client(&h, 0);
 	do_hello(&h, c);
@@ -289,7 +288,7 @@ START_TEST(scrape_after_traffic)
 	send_feedback(&h, c, 13, "llm/gpu2", NULL, 429, 5);
 
 	struct http_answer r;
-	http_do(&h, m.port, "GET", "/metrics", &r);
+	http_do(&h, m->port, "GET", "/metrics", &r);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_msg(strstr(r.head, "Content-Type: text/plain; version=0.0.4; charset=utf-8") != NULL,
 		      "%s", r.head);
@@ -363,14 +362,14 @@ START_TEST(scrape_after_traffic)
 	free(r.body);
 
 	/* A second scrape reuses the buffer and sees the same counts. */
-	http_do(&h, m.port, "GET", "/metrics", &r);
+	http_do(&h, m->port, "GET", "/metrics", &r);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_double_eq(sample(r.body, "warmlane_decision_duration_seconds_count"), 5);
 	free(r.body);
-	ck_assert_uint_eq(m.scrapes, 2);
+	ck_assert_uint_eq(m->scrapes, 2);
 
 	client_free(c);
-	stop_metrics(&h, &m);
+	stop_metrics(&h, m);
 	harness_finish(&h);
 }
 END_TEST
@@ -378,40 +377,39 @@ END_TEST
 START_TEST(routes_and_methods)
 {
 	struct harness h;
-	struct metrics m;
-	start_serving(&h, NULL, &m);
+	struct metrics *m = start_serving(&h, NULL);
 
 	struct http_answer r;
-	http_do(&h, m.port, "GET", "/healthz", &r);
+	http_do(&h, m->port, "GET", "/healthz", &r);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_str_eq(r.body, "ok\n");
 	free(r.body);
 
-	ck_assert_int_eq(http_status(&h, m.port, "GET", "/nope"), 404);
-	ck_assert_int_eq(http_status(&h, m.port, "GET", "/metrics/"), 404);
+	ck_assert_int_eq(http_status(&h, m->port, "GET", "/nope"), 404);
+	ck_assert_int_eq(http_status(&h, m->port, "GET", "/metrics/"), 404);
 	/* The query string is not part of the path. */
-	ck_assert_int_eq(http_status(&h, m.port, "GET", "/healthz?x=1"), 200);
+	ck_assert_int_eq(http_status(&h, m->port, "GET", "/healthz?x=1"), 200);
 
-	http_do(&h, m.port, "POST", "/metrics", &r);
+	http_do(&h, m->port, "POST", "/metrics", &r);
 	ck_assert_int_eq(r.status, 405);
 	ck_assert(strstr(r.head, "Allow: GET, HEAD") != NULL);
 	free(r.body);
 
 	/* HEAD: the headers of GET, no body. */
-	http_do(&h, m.port, "HEAD", "/metrics", &r);
+	http_do(&h, m->port, "HEAD", "/metrics", &r);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_uint_eq(r.body_len, 0);
 	ck_assert(strstr(r.head, "version=0.0.4") != NULL);
 	free(r.body);
 
 	/* Defaults: no endpoints, yet every family is announced. */
-	http_do(&h, m.port, "GET", "/metrics", &r);
+	http_do(&h, m->port, "GET", "/metrics", &r);
 	check_families(r.body);
 	ck_assert_double_eq(sample(r.body, "warmlane_endpoints"), 0);
 	ck_assert(strstr(r.body, "# TYPE warmlane_endpoint_in_flight gauge\n") != NULL);
 	free(r.body);
 
-	stop_metrics(&h, &m);
+	stop_metrics(&h, m);
 	harness_finish(&h);
 }
 END_TEST
@@ -421,14 +419,13 @@ END_TEST
 START_TEST(bound_address)
 {
 	struct harness h;
-	struct metrics m;
-	start_serving(&h, NULL, &m);
+	struct metrics *m = start_serving(&h, NULL);
 	struct config_hostport a;
 	char err[512];
 
 	/* Any 127/8 address reaches loopback on Linux: a wildcard bind
 	 * would accept this connection. */
-	int fd = connect_to("127.0.0.2", m.port);
+	int fd = connect_to("127.0.0.2", m->port);
 	if (fd >= 0) {
 		/* The kernel completes the handshake with a listening
 		 * socket by itself, and refuses at once when there is none. */
@@ -443,22 +440,19 @@ START_TEST(bound_address)
 		ck_assert_int_ne(errno, 0);
 	}
 
-	struct metrics m2;
-	loopback(&a, m.port);
-	int r = metrics_start(&m2, &h.loop, &a, &h.srv, err, sizeof(err));
+	struct metrics *m2;
+	loopback(&a, m->port);
+	int r = metrics_create(&m2, &h.loop, &a, &h.srv, err, sizeof(err));
 	ck_assert_int_eq(r, -EADDRINUSE);
 	char want[64];
-	snprintf(want, sizeof(want), "127.0.0.1:%u", (unsigned)m.port);
+	snprintf(want, sizeof(want), "127.0.0.1:%u", (unsigned)m->port);
 	ck_assert_msg(strstr(err, want) != NULL, "%s", err);
-	bool done = false;
-	metrics_stop(&m2, stopped, &done);
-	ck_assert(done); /* nothing to close: at once */
+	ck_assert_ptr_null(m2);
 
 	/* The first one still serves. */
-	ck_assert_int_eq(http_status(&h, m.port, "GET", "/healthz"), 200);
+	ck_assert_int_eq(http_status(&h, m->port, "GET", "/healthz"), 200);
 
-	stop_metrics(&h, &m);
-	metrics_stop(&m, NULL, NULL); /* a second stop is harmless */
+	stop_metrics(&h, m);
 	harness_finish(&h);
 }
 END_TEST
@@ -556,11 +550,10 @@ START_TEST(slow_clients_default_limit)
 {
 	enum { N = 20 };
 	struct harness h;
-	struct metrics m;
-	start_serving(&h, NULL, &m);
+	struct metrics *m = start_serving(&h, NULL);
 	struct loris l[N];
 	for (int i = 0; i < N; i++)
-		loris_open(&l[i], m.port);
+		loris_open(&l[i], m->port);
 	for (int k = 0; k < 3; k++) {
 		uint64_t end = mono_ms() + 1000;
 		while (mono_ms() < end) {
@@ -570,9 +563,9 @@ START_TEST(slow_clients_default_limit)
 		for (int i = 0; i < N; i++)
 			loris_tick(&l[i], true);
 	}
-	ck_assert_uint_eq(m.n_conns, N);
+	ck_assert_uint_eq(m->n_conns, N);
 	uint64_t t0 = mono_ms();
-	int st = http_try(&h, m.port, "/metrics", 3000);
+	int st = http_try(&h, m->port, "/metrics", 3000);
 	fprintf(stderr, "# %d slow clients, default limit: scrape status %d "
 		"in %" PRIu64 " ms\n", N, st, mono_ms() - t0);
 	ck_assert_int_eq(st, 200);
@@ -580,7 +573,7 @@ START_TEST(slow_clients_default_limit)
 		ck_assert(!l[i].closed);
 		close(l[i].fd);
 	}
-	stop_metrics(&h, &m);
+	stop_metrics(&h, m);
 	harness_finish(&h);
 }
 END_TEST
@@ -595,11 +588,10 @@ START_TEST(slow_clients_over_limit)
 {
 	enum { N = 12, LIMIT = 8 };
 	struct harness h;
-	struct metrics m;
-	start_serving(&h, "metrics: { max_connections: 8, connection_timeout: 2s }\n", &m);
+	struct metrics *m = start_serving(&h, "metrics: { max_connections: 8, connection_timeout: 2s }\n");
 	struct loris l[N];
 	for (int i = 0; i < N; i++)
-		loris_open(&l[i], m.port);
+		loris_open(&l[i], m->port);
 	uint64_t t0 = mono_ms(), next_byte = t0, next_try = t0 + 100;
 	uint64_t first_ok = 0;
 	unsigned tries = 0, failed = 0;
@@ -618,7 +610,7 @@ START_TEST(slow_clients_over_limit)
 		}
 		if (first_ok == 0 && mono_ms() >= next_try) {
 			tries++;
-			if (http_try(&h, m.port, "/metrics", 1000) == 200)
+			if (http_try(&h, m->port, "/metrics", 1000) == 200)
 				first_ok = mono_ms() - t0;
 			else
 				failed++;
@@ -645,17 +637,17 @@ START_TEST(slow_clients_over_limit)
 		"2s: first scrape answered after %" PRIu64 " ms (%u tries, %u "
 		"refused); %u slow clients closed, %" PRIu64 " cut for their age, "
 		"ages %" PRIu64 "-%" PRIu64 " ms\n", N, LIMIT, first_ok, tries,
-		failed, closed, m.cut_total, min_age, max_age);
+		failed, closed, m->cut_total, min_age, max_age);
 	ck_assert_msg(first_ok > 0, "no scrape answered in 8 s");
 	/* every slow client was cut for its age: the first LIMIT at once,
 	 * the rest after waiting in the backlog for a free connection */
-	ck_assert_uint_eq(m.cut_total, N);
+	ck_assert_uint_eq(m->cut_total, N);
 	ck_assert_uint_eq(closed, N);
 	ck_assert_uint_ge(min_age, 1900);
 	for (int i = 0; i < N; i++)
 		if (!l[i].closed)
 			close(l[i].fd);
-	stop_metrics(&h, &m);
+	stop_metrics(&h, m);
 	harness_finish(&h);
 }
 END_TEST

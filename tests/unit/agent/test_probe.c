@@ -200,13 +200,13 @@ static void run_probes(const char *sock, bool listen_there, struct config *cfg,
 		ck_assert_int_eq(core_observe(r->core, &fb, uv_now(&loop)), 0);
 	}
 	struct probe p;
-	ck_assert_int_eq(probe_start(&p, &loop, r, cfg), 0);
+	ck_assert_int_eq(probe_init(&p, &loop, r, cfg), 0);
 	struct wait w = { .r = r, .want = N_KEYS, .deadline = uv_now(&loop) + 5000 };
 	uv_timer_init(&loop, &w.t);
 	uv_timer_start(&w.t, on_check, 5, 5);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ck_assert_uint_eq(r->probe.active, 0);
-	probe_stop(&p);
+	probe_finish(&p);
 	uv_walk(&loop, close_all, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);

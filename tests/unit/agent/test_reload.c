@@ -240,7 +240,7 @@ static void fixture_init(struct fixture *x)
 static void fixture_finish(struct fixture *x)
 {
 	char sock[128];
-	reload_parse_stop(&x->rp);
+	reload_parse_finish(&x->rp);
 	client_free(x->c);
 	harness_finish(&x->h);
 	snprintf(sock, sizeof(sock), "%s/s.sock", x->dir);
@@ -357,7 +357,7 @@ START_TEST(stop_during_parse)
 	struct writer w;
 	writer_start(&w, x.fifo, a, NULL);
 	ck_assert_int_eq(reload_parse_request(&x.rp), 0);
-	reload_parse_stop(&x.rp);
+	reload_parse_finish(&x.rp);
 	ck_assert_int_eq(reload_parse_request(&x.rp), -ECANCELED);
 	writer_go(&w);
 	uint64_t deadline = now_ms() + 20000;

@@ -397,14 +397,13 @@ START_TEST(poller_syncs_core)
 	ck_assert_int_eq(uv_pipe_bind(&ls, sock), 0);
 	ck_assert_int_eq(uv_listen((uv_stream_t *)&ls, 8, fake_accept), 0);
 
-	struct runtime *rt = malloc(sizeof(*rt));
-	ck_assert_int_eq(runtime_init(rt, &h.loop, &h.srv.route, &h.srv.stats,
-				      &h.cfg), 0);
+	struct runtime *rt;
+	ck_assert_int_eq(runtime_create(&rt, &h.loop, &h.srv.route, &h.srv.stats,
+					&h.cfg, NULL, NULL), 0);
 	ck_assert(rt->enabled);
 	/* Before any poll: the configured endpoints, one per key. */
 	ck_assert(has_ep(&h, "llm/s1", "k1") && has_ep(&h, "llm/s1", "k2") &&
 		  has_ep(&h, "llm/gone", NULL));
-	ck_assert_int_eq(runtime_start(rt), 0);
 
 	/* Poll 1 (a poll is counted when it starts: wait for the next). */
 	run_until(&h, &rt->servers_removed, 1);
@@ -466,11 +465,8 @@ START_TEST(poller_syncs_core)
 	route_decide(&h.srv.route, &req, &d);
 	ck_assert_ptr_nonnull(d.server);
 
-	runtime_stop(rt);
-	runtime_stop(rt);
+	runtime_destroy(rt, NULL, NULL);
 	harness_finish(&h);
-	runtime_finish(rt);
-	free(rt);
 	rmdir(dir);
 }
 END_TEST
@@ -513,10 +509,9 @@ START_TEST(poller_backup_tiers)
 	ck_assert_int_eq(uv_pipe_init(&h.loop, &ls, 0), 0);
 	ck_assert_int_eq(uv_pipe_bind(&ls, sock), 0);
 	ck_assert_int_eq(uv_listen((uv_stream_t *)&ls, 8, fake_accept), 0);
-	struct runtime *rt = malloc(sizeof(*rt));
-	ck_assert_int_eq(runtime_init(rt, &h.loop, &h.srv.route, &h.srv.stats,
-				      &h.cfg), 0);
-	ck_assert_int_eq(runtime_start(rt), 0);
+	struct runtime *rt;
+	ck_assert_int_eq(runtime_create(&rt, &h.loop, &h.srv.route, &h.srv.stats,
+					&h.cfg, NULL, NULL), 0);
 	/* Poll 1 applied: b1 and p1 joined (s1 and b2 are configured). */
 	run_until(&h, &rt->servers_added, 2);
 
@@ -553,10 +548,8 @@ START_TEST(poller_backup_tiers)
 
 	uv_close((uv_handle_t *)&ls, NULL);
 	unlink(sock);
-	runtime_stop(rt);
+	runtime_destroy(rt, NULL, NULL);
 	harness_finish(&h);
-	runtime_finish(rt);
-	free(rt);
 	rmdir(dir);
 }
 END_TEST
@@ -568,42 +561,34 @@ START_TEST(poller_unreachable)
 	struct harness h;
 	harness_init(&h, "runtime_api: {socket: /nonexistent/warmlane.sock, poll_interval: 10ms}\n"
 			 "endpoints:\n  - {backend: llm, server: s1}\n");
-	struct runtime *rt = malloc(sizeof(*rt));
-	ck_assert_int_eq(runtime_init(rt, &h.loop, &h.srv.route, &h.srv.stats,
-				      &h.cfg), 0);
-	ck_assert_int_eq(runtime_start(rt), 0);
+	struct runtime *rt;
+	ck_assert_int_eq(runtime_create(&rt, &h.loop, &h.srv.route, &h.srv.stats,
+					&h.cfg, NULL, NULL), 0);
 	run_until(&h, &h.srv.stats.runtime_poll_failures, 3);
 	ck_assert(rt->warned);
 	ck_assert(has_ep(&h, "llm/s1", NULL));
-	runtime_stop(rt);
+	runtime_destroy(rt, NULL, NULL);
 	harness_finish(&h);
-	runtime_finish(rt);
-	free(rt);
 
 	/* Disabled: no handle, nothing to stop. */
 	harness_init(&h, "runtime_api: {socket: \"\"}\n");
-	rt = malloc(sizeof(*rt));
-	ck_assert_int_eq(runtime_init(rt, &h.loop, &h.srv.route, &h.srv.stats,
-				      &h.cfg), 0);
+	ck_assert_int_eq(runtime_create(&rt, &h.loop, &h.srv.route, &h.srv.stats,
+					&h.cfg, NULL, NULL), 0);
 	ck_assert(!rt->enabled);
-	ck_assert_int_eq(runtime_start(rt), 0);
-	runtime_stop(rt);
+	runtime_destroy(rt, NULL, NULL);
 	harness_finish(&h);
-	runtime_finish(rt);
-	free(rt);
 }
 END_TEST
 
 static unsigned released;
 
-static void release_done(struct runtime *rt)
+static void release_done(void *arg)
 {
+	(void)arg;
 	released++;
-	runtime_finish(rt);
-	free(rt);
 }
 
-/* runtime_release: done once libuv has closed the poller's handles (its
+/* runtime_destroy: done once libuv has closed the poller's handles (its
  * timer, a pipe in the middle of a poll), never before; at once for a
  * poller with no handle. */
 START_TEST(release_after_close_callbacks)
@@ -611,13 +596,12 @@ START_TEST(release_after_close_callbacks)
 	struct harness h;
 	harness_init(&h, "runtime_api: {socket: /nonexistent/warmlane.sock, poll_interval: 10ms}\n"
 			 "endpoints:\n  - {backend: llm, server: s1}\n");
-	struct runtime *rt = malloc(sizeof(*rt));
-	ck_assert_int_eq(runtime_init(rt, &h.loop, &h.srv.route, &h.srv.stats,
-				      &h.cfg), 0);
-	ck_assert_int_eq(runtime_start(rt), 0);
+	struct runtime *rt;
+	ck_assert_int_eq(runtime_create(&rt, &h.loop, &h.srv.route, &h.srv.stats,
+					&h.cfg, NULL, NULL), 0);
 	run_until(&h, &h.srv.stats.runtime_poll_failures, 2);
 	released = 0;
-	runtime_release(rt, release_done);
+	runtime_destroy(rt, release_done, NULL);
 	ck_assert_uint_eq(released, 0); /* its timer is still closing */
 	for (int i = 0; i < 100 && released == 0; i++)
 		uv_run(&h.loop, UV_RUN_NOWAIT);
@@ -625,11 +609,9 @@ START_TEST(release_after_close_callbacks)
 	harness_finish(&h);
 
 	harness_init(&h, "runtime_api: {socket: \"\"}\n");
-	rt = malloc(sizeof(*rt));
-	ck_assert_int_eq(runtime_init(rt, &h.loop, &h.srv.route, &h.srv.stats,
-				      &h.cfg), 0);
-	ck_assert_int_eq(runtime_start(rt), 0);
-	runtime_release(rt, release_done);
+	ck_assert_int_eq(runtime_create(&rt, &h.loop, &h.srv.route, &h.srv.stats,
+					&h.cfg, NULL, NULL), 0);
+	runtime_destroy(rt, release_done, NULL);
 	ck_assert_uint_eq(released, 2);
 	harness_finish(&h);
 }
@@ -641,9 +623,9 @@ START_TEST(apply_every_http_backend)
 {
 	struct harness h;
 	harness_init(&h, NULL);
-	struct runtime *rt = malloc(sizeof(*rt));
-	ck_assert_int_eq(runtime_init(rt, &h.loop, &h.srv.route, &h.srv.stats,
-				      &h.cfg), 0);
+	struct runtime *rt;
+	ck_assert_int_eq(runtime_create(&rt, &h.loop, &h.srv.route, &h.srv.stats,
+					&h.cfg, NULL, NULL), 0);
 	struct runtime_row row = {
 		.pxname = core_str_c("llm"),
 		.svname = core_str_c("a"),
@@ -664,10 +646,8 @@ START_TEST(apply_every_http_backend)
 	ck_assert(has_ep(&h, "llm/a", NULL));
 	runtime_apply_end(rt); /* a poll without it */
 	ck_assert(!has_ep(&h, "llm/a", NULL));
-	runtime_stop(rt);
+	runtime_destroy(rt, NULL, NULL);
 	harness_finish(&h);
-	runtime_finish(rt);
-	free(rt);
 }
 END_TEST
 
@@ -775,10 +755,9 @@ START_TEST(poller_50k_servers)
 	ck_assert_int_eq(uv_timer_init(&h.loop, &g.t), 0);
 	ck_assert_int_eq(uv_timer_start(&g.t, gap_tick, 1, 1), 0);
 
-	struct runtime *rt = malloc(sizeof(*rt));
-	ck_assert_int_eq(runtime_init(rt, &h.loop, &h.srv.route, &h.srv.stats,
-				      &h.cfg), 0);
-	ck_assert_int_eq(runtime_start(rt), 0);
+	struct runtime *rt;
+	ck_assert_int_eq(runtime_create(&rt, &h.loop, &h.srv.route, &h.srv.stats,
+					&h.cfg, NULL, NULL), 0);
 	uint64_t t0 = uv_hrtime();
 	run_for(&h, rt, all_joined);
 	uint64_t t1 = uv_hrtime();
@@ -815,12 +794,10 @@ START_TEST(poller_50k_servers)
 	log_set_stream(NULL);
 	fclose(logs);
 
-	runtime_stop(rt);
+	runtime_destroy(rt, NULL, NULL);
 	uv_close((uv_handle_t *)&g.t, NULL);
 	uv_close((uv_handle_t *)&ls, NULL);
 	harness_finish(&h);
-	runtime_finish(rt);
-	free(rt);
 	free(a1);
 	free(a2);
 	unlink(sock);
@@ -835,9 +812,9 @@ START_TEST(long_server_name_rate_limited)
 {
 	struct harness h;
 	harness_init(&h, NULL);
-	struct runtime *rt = malloc(sizeof(*rt));
-	ck_assert_int_eq(runtime_init(rt, &h.loop, &h.srv.route, &h.srv.stats,
-				      &h.cfg), 0);
+	struct runtime *rt;
+	ck_assert_int_eq(runtime_create(&rt, &h.loop, &h.srv.route, &h.srv.stats,
+					&h.cfg, NULL, NULL), 0);
 	FILE *logf = tmpfile();
 	ck_assert_ptr_nonnull(logf);
 	log_set_stream(logf);
@@ -868,10 +845,8 @@ START_TEST(long_server_name_rate_limited)
 	ck_assert_uint_eq(rt->servers_added, 0);
 	log_set_stream(NULL);
 	fclose(logf);
-	runtime_stop(rt);
+	runtime_destroy(rt, NULL, NULL);
 	harness_finish(&h);
-	runtime_finish(rt);
-	free(rt);
 }
 END_TEST
 

@@ -67,7 +67,7 @@ START_TEST(notifies)
 	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
 	setenv("WATCHDOG_PID", pid, 1);
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
-	ck_assert_int_eq(sdnotify_start(&n, &loop, &st), 0);
+	ck_assert_int_eq(sdnotify_init(&n, &loop, &st), 0);
 	ck_assert(n.enabled);
 	ck_assert_uint_eq(n.watchdog_usec, 40000);
 
@@ -78,8 +78,8 @@ START_TEST(notifies)
 	uv_run(&loop, UV_RUN_DEFAULT);
 	sdnotify_stopping(&n);
 	sdnotify_reloading(&n);
-	sdnotify_stop(&n);
-	sdnotify_stop(&n);
+	sdnotify_finish(&n);
+	sdnotify_finish(&n);
 	uv_close((uv_handle_t *)&t, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
@@ -104,10 +104,10 @@ START_TEST(disabled)
 	char got[1024] = "";
 	memset(&st, 0, sizeof(st));
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
-	ck_assert_int_eq(sdnotify_start(&n, &loop, &st), 0);
+	ck_assert_int_eq(sdnotify_init(&n, &loop, &st), 0);
 	ck_assert(!n.enabled);
 	sdnotify_stopping(&n);
-	sdnotify_stop(&n);
+	sdnotify_finish(&n);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 	drain(got, sizeof(got));

@@ -559,11 +559,11 @@ START_TEST(periodic_writer)
 	struct core *a = make_core(1024, -1, false);
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
 	fill(a, 30, uv_now(&loop));
-	ck_assert_int_eq(snapshot_writer_start(&w, &loop, a, path, 5, &st), 0);
+	ck_assert_int_eq(snapshot_writer_init(&w, &loop, a, path, 5, &st), 0);
 	w.slice = 7; /* 30 entries: several loop turns */
 	while (w.writes < 2)
 		uv_run(&loop, UV_RUN_ONCE);
-	snapshot_writer_stop(&w);
+	snapshot_writer_finish(&w);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 	ck_assert_uint_eq(w.failures, 0);
@@ -582,8 +582,8 @@ START_TEST(periodic_writer)
 	core_destroy(b);
 
 	/* An empty path starts nothing. */
-	ck_assert_int_eq(snapshot_writer_start(&w, &loop, a, "", 5, NULL), 0);
-	snapshot_writer_stop(&w);
+	ck_assert_int_eq(snapshot_writer_init(&w, &loop, a, "", 5, NULL), 0);
+	snapshot_writer_finish(&w);
 }
 END_TEST
 
@@ -608,7 +608,7 @@ START_TEST(writer_abandons_after_resize)
 		};
 		ck_assert_int_eq(core_affinity_import(a, &rec, uv_now(&loop)), 0);
 	}
-	ck_assert_int_eq(snapshot_writer_start(&w, &loop, a, path, 5, &st), 0);
+	ck_assert_int_eq(snapshot_writer_init(&w, &loop, a, path, 5, &st), 0);
 	w.slice = 16;
 	while (!w.capturing || snapshot_capture_slices(w.cap) < 2)
 		uv_run(&loop, UV_RUN_ONCE);
@@ -625,7 +625,7 @@ START_TEST(writer_abandons_after_resize)
 	ck_assert_uint_eq(st.captures_abandoned, 1);
 	while (w.writes < 1)
 		uv_run(&loop, UV_RUN_ONCE);
-	snapshot_writer_stop(&w);
+	snapshot_writer_finish(&w);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 	ck_assert_uint_eq(w.failures, 0);
@@ -653,11 +653,11 @@ START_TEST(writer_stop_mid_capture)
 	struct core *a = make_core(1024, -1, false);
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
 	fill(a, 300, uv_now(&loop));
-	ck_assert_int_eq(snapshot_writer_start(&w, &loop, a, path, 5, &st), 0);
+	ck_assert_int_eq(snapshot_writer_init(&w, &loop, a, path, 5, &st), 0);
 	w.slice = 16;
 	while (!w.capturing || snapshot_capture_slices(w.cap) < 2)
 		uv_run(&loop, UV_RUN_ONCE);
-	snapshot_writer_stop(&w);
+	snapshot_writer_finish(&w);
 	ck_assert(!w.capturing);
 	ck_assert_ptr_null(w.cap);
 	ck_assert_ptr_null(w.path);
