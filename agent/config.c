@@ -1,7 +1,7 @@
 /* config.c - YAML configuration: libcyaml's schema, read by one bounded libyaml pass, semantic checks. */
 #include "config.h"
+#include "config_parse.h"
 
-#include <arpa/inet.h>
 #include <cyaml/cyaml.h>
 #include <errno.h>
 #include <math.h>
@@ -154,238 +154,6 @@ static void errs_flush(struct config_errs *e)
 	e->n = e->alloc = 0;
 }
 
-/* Copies a one-line message into a caller buffer (snprintf semantics). */
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (errlen == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
-/* ---- durations and addresses ------------------------------------------ */
-
-int config_parse_duration(const char *s, uint64_t *ms)
-{
-	const char *p = s;
-	uint64_t whole = 0, frac = 0, scale = 1;
-	bool digits = false;
-
-	while (*p >= '0' && *p <= '9') {
-		if (whole > (UINT64_MAX - 9) / 10)
-			return -EINVAL;
-		whole = whole * 10 + (uint64_t)(*p - '0');
-		p++;
-		digits = true;
-	}
-	if (*p == '.') {
-		p++;
-		bool fdigits = false;
-		while (*p >= '0' && *p <= '9') {
-			if (scale >= 1000000000u)
-				return -EINVAL;
-			frac = frac * 10 + (uint64_t)(*p - '0');
-			scale *= 10;
-			p++;
-			fdigits = true;
-		}
-		if (!fdigits)
-			return -EINVAL;
-	}
-	if (!digits)
-		return -EINVAL;
-
-	uint64_t unit;
-	if (strcmp(p, "ms") == 0)
-		unit = 1;
-	else if (strcmp(p, "s") == 0)
-		unit = 1000;
-	else if (strcmp(p, "m") == 0)
-		unit = 60 * 1000;
-	else if (strcmp(p, "h") == 0)
-		unit = 3600 * 1000;
-	else
-		return -EINVAL;
-
-	if (whole > UINT64_MAX / unit)
-		return -EINVAL;
-	/* frac < scale <= 1e9 and unit <= 3.6e6: the product fits. */
-	if (frac * unit % scale != 0)
-		return -ERANGE; /* not a whole number of milliseconds */
-	uint64_t v = whole * unit, f = frac * unit / scale;
-	if (v > UINT64_MAX - f)
-		return -EINVAL;
-	*ms = v + f;
-	return 0;
-}
-
-/* Renders a duration in the largest unit that divides it ("5m", "200ms"). */
-static const char *fmt_duration(char *buf, size_t cap, uint64_t ms)
-{
-	if (ms != 0 && ms % 3600000 == 0)
-		snprintf(buf, cap, "%lluh", (unsigned long long)(ms / 3600000));
-	else if (ms != 0 && ms % 60000 == 0)
-		snprintf(buf, cap, "%llum", (unsigned long long)(ms / 60000));
-	else if (ms != 0 && ms % 1000 == 0)
-		snprintf(buf, cap, "%llus", (unsigned long long)(ms / 1000));
-	else
-		snprintf(buf, cap, "%llums", (unsigned long long)ms);
-	return buf;
-}
-
-int config_parse_hostport(const char *s, struct config_hostport *out,
-			  char *err, size_t errlen)
-{
-	struct config_hostport hp = { 0 };
-	const char *host, *colon;
-	size_t hlen;
-
-	if (s[0] == '[') {
-		const char *close = strchr(s, ']');
-		if (close == NULL) {
-			set_err(err, errlen, "missing ']' after the IPv6 address");
-			return -EINVAL;
-		}
-		host = s + 1;
-		hlen = (size_t)(close - host);
-		if (close[1] != ':') {
-			set_err(err, errlen, "expected :PORT after ']'");
-			return -EINVAL;
-		}
-		colon = close + 1;
-		hp.ipv6 = true;
-	} else {
-		colon = strrchr(s, ':');
-		if (colon == NULL) {
-			set_err(err, errlen, "expected HOST:PORT");
-			return -EINVAL;
-		}
-		host = s;
-		hlen = (size_t)(colon - s);
-		if (memchr(host, ':', hlen) != NULL) {
-			set_err(err, errlen,
-				"an IPv6 address needs brackets: [ADDR]:PORT");
-			return -EINVAL;
-		}
-	}
-	if (hlen == 0) {
-		set_err(err, errlen, "missing host before the port");
-		return -EINVAL;
-	}
-	if (hlen >= sizeof(hp.host)) {
-		set_err(err, errlen, "host too long");
-		return -EINVAL;
-	}
-	memcpy(hp.host, host, hlen);
-	hp.host[hlen] = '\0';
-
-	/* Only numeric addresses (and two spellings for the obvious ones):
-	 * the agent binds at start-up and a resolver there would block. */
-	if (!hp.ipv6 && strcmp(hp.host, "localhost") == 0)
-		strcpy(hp.host, "127.0.0.1");
-	else if (!hp.ipv6 && strcmp(hp.host, "*") == 0)
-		strcpy(hp.host, "0.0.0.0");
-	unsigned char addr[16];
-	if (inet_pton(hp.ipv6 ? AF_INET6 : AF_INET, hp.host, addr) != 1) {
-		set_err(err, errlen, "\"%s\" is not a numeric %s address",
-			hp.host, hp.ipv6 ? "IPv6" : "IPv4");
-		return -EINVAL;
-	}
-
-	const char *p = colon + 1;
-	unsigned long port = 0;
-	if (*p == '\0') {
-		set_err(err, errlen, "missing port");
-		return -EINVAL;
-	}
-	for (; *p != '\0'; p++) {
-		if (*p < '0' || *p > '9' || port > 65535) {
-			set_err(err, errlen, "bad port \"%s\"", colon + 1);
-			return -EINVAL;
-		}
-		port = port * 10 + (unsigned long)(*p - '0');
-	}
-	if (port == 0 || port > 65535) {
-		set_err(err, errlen, "port must be between 1 and 65535");
-		return -EINVAL;
-	}
-	hp.port = (uint16_t)port;
-	*out = hp;
-	return 0;
-}
-
-int config_parse_listen(const char *s, struct config_listen *out, char *err,
-			size_t errlen)
-{
-	struct config_listen l = { 0 };
-
-	if (strncmp(s, "unix:", 5) == 0) {
-		const char *p = s + 5;
-		const char *comma = strchr(p, ',');
-		size_t plen = comma != NULL ? (size_t)(comma - p) : strlen(p);
-		if (plen == 0) {
-			set_err(err, errlen, "unix: needs a socket path");
-			return -EINVAL;
-		}
-		if (plen > CONFIG_UNIX_PATH_MAX) {
-			set_err(err, errlen,
-				"socket path longer than %d bytes",
-				CONFIG_UNIX_PATH_MAX);
-			return -EINVAL;
-		}
-		l.kind = CONFIG_LISTEN_UNIX;
-		memcpy(l.path, p, plen);
-		l.mode = CONFIG_DEFAULT_SOCKET_MODE;
-		while (comma != NULL) {
-			const char *opt = comma + 1;
-			comma = strchr(opt, ',');
-			size_t olen = comma != NULL ? (size_t)(comma - opt)
-						    : strlen(opt);
-			if (olen <= 5 || memcmp(opt, "mode=", 5) != 0) {
-				set_err(err, errlen,
-					"unknown option \"%.*s\" (expected mode=0660)",
-					(int)olen, opt);
-				return -EINVAL;
-			}
-			unsigned mode = 0;
-			bool ok = olen - 5 <= 4;
-			for (size_t i = 5; i < olen && ok; i++) {
-				ok = opt[i] >= '0' && opt[i] <= '7';
-				mode = mode * 8 + (unsigned)(opt[i] - '0');
-			}
-			if (!ok || mode > 0777) {
-				set_err(err, errlen,
-					"mode must be octal permission bits, e.g. mode=0660");
-				return -EINVAL;
-			}
-			l.mode = mode;
-		}
-		snprintf(l.text, sizeof(l.text), "unix:%s,mode=%04o", l.path,
-			 l.mode);
-	} else if (strncmp(s, "tcp:", 4) == 0) {
-		struct config_hostport hp;
-		int r = config_parse_hostport(s + 4, &hp, err, errlen);
-		if (r < 0)
-			return r;
-		l.kind = CONFIG_LISTEN_TCP;
-		memcpy(l.host, hp.host, sizeof(l.host));
-		l.port = hp.port;
-		l.ipv6 = hp.ipv6;
-		snprintf(l.text, sizeof(l.text), hp.ipv6 ? "tcp:[%s]:%u" : "tcp:%s:%u",
-			 l.host, (unsigned)l.port);
-	} else {
-		set_err(err, errlen,
-			"expected unix:PATH[,mode=0660] or tcp:HOST:PORT");
-		return -EINVAL;
-	}
-	*out = l;
-	return 0;
-}
-
 /* ---- defaults and ownership ------------------------------------------- */
 
 static void free_strv(char **v, size_t n)
@@ -482,18 +250,18 @@ int config_set_listen(struct config *cfg, const char *const *addrs, size_t n,
 		      char *err, size_t errlen)
 {
 	if (n == 0) {
-		set_err(err, errlen, "no listen address");
+		config_set_err(err, errlen, "no listen address");
 		return -EINVAL;
 	}
 	struct config_listen *l = calloc(n, sizeof(*l));
 	if (l == NULL) {
-		set_err(err, errlen, "out of memory");
+		config_set_err(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++) {
 		char why[160];
 		if (config_parse_listen(addrs[i], &l[i], why, sizeof(why)) < 0) {
-			set_err(err, errlen, "%s: %s", addrs[i], why);
+			config_set_err(err, errlen, "%s: %s", addrs[i], why);
 			free(l);
 			return -EINVAL;
 		}
@@ -1563,8 +1331,8 @@ static void sem_duration(struct sem *s, const char *path, const char *raw,
 	}
 	if (ms < min_ms || ms > max_ms) {
 		sem_err(s, path, "must be between %s and %s, got %s",
-			fmt_duration(a, sizeof(a), min_ms),
-			fmt_duration(b, sizeof(b), max_ms), raw);
+			config_fmt_duration(a, sizeof(a), min_ms),
+			config_fmt_duration(b, sizeof(b), max_ms), raw);
 		return;
 	}
 	*dst = ms;
@@ -1602,34 +1370,6 @@ static void sem_double(struct sem *s, const char *path, const double *raw,
 	}
 	*dst = v;
 }
-
-/* HAProxy's own charset for proxy and server names. */
-static bool name_is_haproxy(const char *v)
-{
-	if (v[0] == '\0')
-		return false;
-	for (const char *p = v; *p != '\0'; p++) {
-		char c = *p;
-		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			  (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-			  c == '.' || c == ':';
-		if (!ok)
-			return false;
-	}
-	return true;
-}
-
-/* Printable ASCII without spaces: key ids end up as HAProxy map keys. */
-static bool name_is_printable(const char *v)
-{
-	if (v[0] == '\0')
-		return false;
-	for (const char *p = v; *p != '\0'; p++)
-		if (*p <= 0x20 || *p >= 0x7f)
-			return false;
-	return true;
-}
-
 /* Copies a list of names into an owned array, checking each one. */
 static char **sem_names(struct sem *s, const char *base, char **raw,
 			unsigned n, bool haproxy_charset, size_t *n_out)
@@ -1651,11 +1391,11 @@ static char **sem_names(struct sem *s, const char *base, char **raw,
 			sem_err(s, path, "must not be empty");
 		else if (strlen(x) > CONFIG_NAME_MAX)
 			sem_err(s, path, "longer than %d bytes", CONFIG_NAME_MAX);
-		else if (haproxy_charset && !name_is_haproxy(x))
+		else if (haproxy_charset && !config_name_is_haproxy(x))
 			sem_err(s, path,
 				"\"%s\" may contain only letters, digits, '-', '_', '.' and ':'",
 				x);
-		else if (!haproxy_charset && !name_is_printable(x))
+		else if (!haproxy_charset && !config_name_is_printable(x))
 			sem_err(s, path,
 				"must be printable ASCII without spaces");
 		for (unsigned j = 0; j < i; j++) {
@@ -1802,38 +1542,6 @@ static void sem_policy(struct sem *s, const struct raw_policy *rp,
 	}
 }
 
-/* Whether u is an http:// URL libcurl is given as it is: an authority
- * (a host, an optional port) and a path, printable ASCII, no blank, at
- * most CONFIG_URL_MAX bytes. Engines are polled in the clear on a private
- * network or loopback, like HAProxy's own server lines. */
-static bool url_is_http(const char *u, char *why, size_t whylen)
-{
-	static const char scheme[] = "http://";
-	size_t n = strlen(u);
-	if (n > CONFIG_URL_MAX) {
-		snprintf(why, whylen, "longer than %d bytes", CONFIG_URL_MAX);
-		return false;
-	}
-	if (n < sizeof(scheme) || memcmp(u, scheme, sizeof(scheme) - 1) != 0) {
-		snprintf(why, whylen, "not an http:// URL");
-		return false;
-	}
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)u[i];
-		if (c <= 0x20 || c >= 0x7f) {
-			snprintf(why, whylen, "byte %zu is a blank or not printable ASCII",
-				 i + 1);
-			return false;
-		}
-	}
-	const char *host = u + sizeof(scheme) - 1;
-	if (*host == '/' || *host == ':' || *host == '@' || strchr(host, '@') != NULL) {
-		snprintf(why, whylen, "no host, or credentials in the URL");
-		return false;
-	}
-	return true;
-}
-
 const char *config_mode_name(enum config_mode m)
 {
 	switch (m) {
@@ -1893,7 +1601,7 @@ static void sem_endpoints(struct sem *s, const struct raw_config *raw,
 			else if (strlen(v) > CONFIG_NAME_MAX)
 				sem_err(s, path, "longer than %d bytes",
 					CONFIG_NAME_MAX);
-			else if (!name_is_haproxy(v))
+			else if (!config_name_is_haproxy(v))
 				sem_err(s, path,
 					"\"%s\" may contain only letters, digits, '-', '_', '.' and ':'",
 					v);
@@ -1920,7 +1628,7 @@ static void sem_endpoints(struct sem *s, const struct raw_config *raw,
 				continue;
 			snprintf(path, sizeof(path), "%s.%s", base, urls[k]);
 			char why[96];
-			if (!url_is_http(u, why, sizeof(why)))
+			if (!config_url_is_http(u, why, sizeof(why)))
 				sem_err(s, path, "\"%s\": %s", u, why);
 			else
 				*udsts[k] = sem_strdup(s, u);
@@ -1981,7 +1689,7 @@ static void sem_backends(struct sem *s, const struct raw_config *raw,
 			sem_err(s, path, "required");
 		else if (strlen(v) > CONFIG_NAME_MAX)
 			sem_err(s, path, "longer than %d bytes", CONFIG_NAME_MAX);
-		else if (!name_is_haproxy(v))
+		else if (!config_name_is_haproxy(v))
 			sem_err(s, path,
 				"\"%s\" may contain only letters, digits, '-', '_', '.' and ':'",
 				v);
@@ -2277,8 +1985,8 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 			       : "policy.breaker_cooldown_max",
 			   "policy.breaker_cooldown",
 			   "%s must not exceed policy.breaker_cooldown_max (%s)",
-			fmt_duration(a, sizeof(a), cfg->params.breaker_cooldown_ms),
-			fmt_duration(b, sizeof(b),
+			config_fmt_duration(a, sizeof(a), cfg->params.breaker_cooldown_ms),
+			config_fmt_duration(b, sizeof(b),
 				     cfg->params.breaker_cooldown_max_ms));
 	}
 	if (cfg->params.rate_limit_cooldown_ms >
@@ -2286,8 +1994,8 @@ static void sem_run(struct sem *s, const struct raw_config *raw,
 		char a[32], b[32];
 		sem_err(s, "policy.rate_limit_cooldown",
 			"%s must not exceed policy.rate_limit_cooldown_max (%s)",
-			fmt_duration(a, sizeof(a), cfg->params.rate_limit_cooldown_ms),
-			fmt_duration(b, sizeof(b),
+			config_fmt_duration(a, sizeof(a), cfg->params.rate_limit_cooldown_ms),
+			config_fmt_duration(b, sizeof(b),
 				     cfg->params.rate_limit_cooldown_max_ms));
 	}
 
@@ -2309,7 +2017,7 @@ int config_load_data(struct config *cfg, const char *name, const char *data,
 	struct config_errs errs;
 	errs_init(&errs, err, errlen);
 	if (len > CONFIG_FILE_MAX) {
-		set_err(err, errlen, "%s: larger than %d bytes\n", name,
+		config_set_err(err, errlen, "%s: larger than %d bytes\n", name,
 			CONFIG_FILE_MAX);
 		return -EFBIG;
 	}
@@ -2356,13 +2064,13 @@ int config_load_file(struct config *cfg, const char *path, char *err,
 	FILE *f = fopen(path, "rb");
 	if (f == NULL) {
 		int e = errno;
-		set_err(err, errlen, "%s: %s\n", path, strerror(e));
+		config_set_err(err, errlen, "%s: %s\n", path, strerror(e));
 		return -e;
 	}
 	char *data = malloc(CONFIG_FILE_MAX + 1);
 	if (data == NULL) {
 		fclose(f);
-		set_err(err, errlen, "%s: out of memory\n", path);
+		config_set_err(err, errlen, "%s: out of memory\n", path);
 		return -ENOMEM;
 	}
 	size_t len = fread(data, 1, CONFIG_FILE_MAX + 1, f);
@@ -2370,7 +2078,7 @@ int config_load_file(struct config *cfg, const char *path, char *err,
 	fclose(f);
 	int r;
 	if (rerr != 0) {
-		set_err(err, errlen, "%s: %s\n", path, strerror(rerr));
+		config_set_err(err, errlen, "%s: %s\n", path, strerror(rerr));
 		r = -rerr;
 	} else {
 		/* A file over the bound is refused by config_load_data
