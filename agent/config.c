@@ -1,5 +1,6 @@
 /* config.c - YAML configuration: libcyaml's schema, read by one bounded libyaml pass, semantic checks. */
 #include "config.h"
+#include "config_errs.h"
 #include "config_parse.h"
 
 #include <cyaml/cyaml.h>
@@ -14,145 +15,6 @@
 
 /* The largest file read; a bigger one is refused before any parsing. */
 #define CONFIG_FILE_MAX (1024 * 1024)
-
-/* ---- error lines ---------------------------------------------------- */
-
-/* Problems are collected with their position, then written in file order
- * (the semantic pass visits fields in its own order). At most
- * CONFIG_ERRS_KEEP are kept: past that they are counted, not shown. */
-#define CONFIG_ERRS_KEEP 10000u
-
-struct config_err {
-	unsigned line, col; /* 1-based; 0: no position, sorts first */
-	unsigned seq;       /* arrival order, for equal positions */
-	char *text;         /* one line, no newline */
-};
-
-struct config_errs {
-	char *buf;
-	size_t cap;
-	struct config_err *v;
-	size_t n, alloc;
-	unsigned count; /* every problem, shown or not */
-	bool lost;      /* one was not kept (memory, CONFIG_ERRS_KEEP) */
-};
-
-static void errs_init(struct config_errs *e, char *buf, size_t cap)
-{
-	*e = (struct config_errs){ .buf = buf, .cap = cap };
-	if (cap > 0)
-		buf[0] = '\0';
-}
-
-static void errs_vadd_at(struct config_errs *e, unsigned line, unsigned col,
-			 const char *fmt, va_list ap)
-	__attribute__((format(printf, 4, 0)));
-static void errs_vadd_at(struct config_errs *e, unsigned line, unsigned col,
-			 const char *fmt, va_list ap)
-{
-	e->count++;
-	if (e->cap == 0)
-		return;
-	char line_txt[512];
-	int n = vsnprintf(line_txt, sizeof(line_txt), fmt, ap);
-	if (n < 0)
-		return;
-	/* Values from the file are quoted into messages: one problem must
-	 * stay one line whatever they hold. */
-	for (char *p = line_txt; *p != '\0'; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
-	if (e->n == e->alloc) {
-		size_t na = e->alloc == 0 ? 16 : e->alloc * 2;
-		struct config_err *nv = NULL;
-		if (e->alloc < CONFIG_ERRS_KEEP)
-			nv = realloc(e->v, na * sizeof(*nv));
-		if (nv == NULL) {
-			e->lost = true;
-			return;
-		}
-		e->v = nv;
-		e->alloc = na;
-	}
-	char *t = strdup(line_txt);
-	if (t == NULL) {
-		e->lost = true;
-		return;
-	}
-	e->v[e->n] = (struct config_err){ line, col, (unsigned)e->n, t };
-	e->n++;
-}
-
-static void errs_add_at(struct config_errs *e, unsigned line, unsigned col,
-			const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static void errs_add_at(struct config_errs *e, unsigned line, unsigned col,
-			const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	errs_vadd_at(e, line, col, fmt, ap);
-	va_end(ap);
-}
-
-/* A problem without a position (memory, the file as a whole). */
-static void errs_add(struct config_errs *e, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void errs_add(struct config_errs *e, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	errs_vadd_at(e, 0, 0, fmt, ap);
-	va_end(ap);
-}
-
-/* Forgets every problem collected so far. */
-static void errs_clear(struct config_errs *e)
-{
-	for (size_t i = 0; i < e->n; i++)
-		free(e->v[i].text);
-	e->n = 0;
-	e->count = 0;
-	e->lost = false;
-}
-
-static int errs_cmp(const void *a, const void *b)
-{
-	const struct config_err *x = a, *y = b;
-	if (x->line != y->line)
-		return x->line < y->line ? -1 : 1;
-	if (x->col != y->col)
-		return x->col < y->col ? -1 : 1;
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* Writes the kept lines into the caller's buffer in file order; once it
- * is full, or when some were not kept, the last line says so. Frees them. */
-static void errs_flush(struct config_errs *e)
-{
-	static const char more[] = "(more errors not shown)\n";
-	size_t len = 0;
-	bool full = false;
-	if (e->n > 1)
-		qsort(e->v, e->n, sizeof(*e->v), errs_cmp);
-	for (size_t i = 0; i < e->n; i++) {
-		size_t ln = strlen(e->v[i].text);
-		if (!full && ln + 1 + sizeof(more) <= e->cap - len) {
-			memcpy(e->buf + len, e->v[i].text, ln);
-			len += ln;
-			e->buf[len++] = '\n';
-			e->buf[len] = '\0';
-		} else {
-			full = true;
-		}
-		free(e->v[i].text);
-	}
-	if ((full || e->lost) && e->cap > 0 && sizeof(more) <= e->cap - len)
-		memcpy(e->buf + len, more, sizeof(more));
-	free(e->v);
-	e->v = NULL;
-	e->n = e->alloc = 0;
-}
 
 /* ---- defaults and ownership ------------------------------------------- */
 
@@ -671,7 +533,7 @@ static void cl_err(struct cfg_load *l, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	const yaml_mark_t *m = &l->ev.start_mark;
-	errs_add_at(l->errs, cl_line(m), cl_col(m), "%s:%u:%u: %s%s%s", l->name,
+	config_errs_add_at(l->errs, cl_line(m), cl_col(m), "%s:%u:%u: %s%s%s", l->name,
 		    cl_line(m), cl_col(m), l->path, l->plen > 0 ? ": " : "",
 		    msg);
 }
@@ -752,16 +614,16 @@ static bool cl_next(struct cfg_load *l)
 		/* What came before is dropped: a syntax error makes the
 		 * events before it doubtful (a line indented one space too
 		 * far turns into part of the previous value). */
-		errs_clear(l->errs);
+		config_errs_clear(l->errs);
 		if (p->error == YAML_MEMORY_ERROR) {
 			l->oom = true;
 		} else if (p->context != NULL) {
-			errs_add_at(l->errs, line, col,
+			config_errs_add_at(l->errs, line, col,
 				    "%s:%u:%u: %s (%s at line %lu; nothing after a YAML syntax error is checked)",
 				    l->name, line, col, problem, p->context,
 				    (unsigned long)p->context_mark.line + 1);
 		} else {
-			errs_add_at(l->errs, line, col,
+			config_errs_add_at(l->errs, line, col,
 				    "%s:%u:%u: %s (nothing after a YAML syntax error is checked)",
 				    l->name, line, col, problem);
 		}
@@ -771,7 +633,7 @@ static bool cl_next(struct cfg_load *l)
 	l->have_ev = true;
 	const yaml_mark_t *m = &l->ev.start_mark;
 	if (++l->events > CONFIG_EVENTS_MAX) {
-		errs_add_at(l->errs, cl_line(m), cl_col(m),
+		config_errs_add_at(l->errs, cl_line(m), cl_col(m),
 			    "%s:%u:%u: more than %u YAML nodes, not read further",
 			    l->name, cl_line(m), cl_col(m), CONFIG_EVENTS_MAX);
 		l->fatal = true;
@@ -781,7 +643,7 @@ static bool cl_next(struct cfg_load *l)
 	case YAML_MAPPING_START_EVENT:
 	case YAML_SEQUENCE_START_EVENT:
 		if (++l->depth > CONFIG_DEPTH_MAX) {
-			errs_add_at(l->errs, cl_line(m), cl_col(m),
+			config_errs_add_at(l->errs, cl_line(m), cl_col(m),
 				    "%s:%u:%u: nested deeper than %u levels, not read further",
 				    l->name, cl_line(m), cl_col(m),
 				    CONFIG_DEPTH_MAX);
@@ -795,7 +657,7 @@ static bool cl_next(struct cfg_load *l)
 		break;
 	case YAML_DOCUMENT_START_EVENT:
 		if (++l->docs > 1) {
-			errs_add_at(l->errs, cl_line(m), cl_col(m),
+			config_errs_add_at(l->errs, cl_line(m), cl_col(m),
 				    "%s:%u:%u: a second YAML document: the file must hold one",
 				    l->name, cl_line(m), cl_col(m));
 			l->fatal = true;
@@ -1274,9 +1136,9 @@ static void sem_verr(struct sem *s, const char *where_path, const char *path,
 	if (at != NULL && at->bad)
 		return;
 	if (at == NULL)
-		errs_add(s->errs, "%s: %s: %s", s->name, path, msg);
+		config_errs_add(s->errs, "%s: %s: %s", s->name, path, msg);
 	else
-		errs_add_at(s->errs, at->line, at->col, "%s:%u:%u: %s: %s",
+		config_errs_add_at(s->errs, at->line, at->col, "%s:%u:%u: %s: %s",
 			    s->name, at->line, at->col, path, msg);
 }
 
@@ -2015,7 +1877,7 @@ int config_load_data(struct config *cfg, const char *name, const char *data,
 		     size_t len, char *err, size_t errlen)
 {
 	struct config_errs errs;
-	errs_init(&errs, err, errlen);
+	config_errs_init(&errs, err, errlen);
 	if (len > CONFIG_FILE_MAX) {
 		config_set_err(err, errlen, "%s: larger than %d bytes\n", name,
 			CONFIG_FILE_MAX);
@@ -2031,8 +1893,8 @@ int config_load_data(struct config *cfg, const char *name, const char *data,
 	if (r < 0) {
 		cyaml_free(&cy_config, &top_schema, raw, 0);
 		cl_finish(&l);
-		errs_add(&errs, "%s: out of memory", name);
-		errs_flush(&errs);
+		config_errs_add(&errs, "%s: out of memory", name);
+		config_errs_flush(&errs);
 		return r;
 	}
 	cl_index(&l);
@@ -2046,9 +1908,9 @@ int config_load_data(struct config *cfg, const char *name, const char *data,
 	cl_finish(&l);
 
 	if (s.oom)
-		errs_add(&errs, "%s: out of memory", name);
+		config_errs_add(&errs, "%s: out of memory", name);
 	unsigned count = errs.count;
-	errs_flush(&errs);
+	config_errs_flush(&errs);
 	if (count > 0) {
 		config_finish(&next);
 		return s.oom ? -ENOMEM : -EINVAL;
