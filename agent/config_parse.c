@@ -180,8 +180,8 @@ int config_parse_listen(const char *s, struct config_listen *out, char *err,
 		}
 		if (plen > CONFIG_UNIX_PATH_MAX) {
 			config_set_err(err, errlen,
-				"socket path longer than %d bytes",
-				CONFIG_UNIX_PATH_MAX);
+				       "socket path longer than %d bytes",
+				       CONFIG_UNIX_PATH_MAX);
 			return -EINVAL;
 		}
 		l.kind = CONFIG_LISTEN_UNIX;
