@@ -371,20 +371,10 @@ static void check_replace(struct config_check *s, char **dst, const char *raw)
 static void check_mode(struct config_check *s, const char *field, const char *m,
 		       unsigned *out)
 {
-	if (m == NULL)
-		return;
-	unsigned v = 0;
-	bool ok = m[0] != '\0' && strlen(m) <= 4;
-	for (const char *q = m; ok && *q != '\0'; q++) {
-		ok = *q >= '0' && *q <= '7';
-		v = v * 8 + (unsigned)(*q - '0');
-	}
-	if (!ok || v > 0777)
+	if (m != NULL && config_parse_mode(m, strlen(m), out) < 0)
 		config_check_err(s, field,
 			"\"%s\" is not octal permission bits (e.g. \"0660\")",
 			m);
-	else
-		*out = v;
 }
 
 /* key_probe: where and how warmlane probes its upstream keys. The target

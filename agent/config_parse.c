@@ -198,13 +198,8 @@ int config_parse_listen(const char *s, struct config_listen *out, char *err,
 					(int)olen, opt);
 				return -EINVAL;
 			}
-			unsigned mode = 0;
-			bool ok = olen - 5 <= 4;
-			for (size_t i = 5; i < olen && ok; i++) {
-				ok = opt[i] >= '0' && opt[i] <= '7';
-				mode = mode * 8 + (unsigned)(opt[i] - '0');
-			}
-			if (!ok || mode > 0777) {
+			unsigned mode;
+			if (config_parse_mode(opt + 5, olen - 5, &mode) < 0) {
 				config_set_err(err, errlen,
 					"mode must be octal permission bits, e.g. mode=0660");
 				return -EINVAL;
@@ -230,6 +225,22 @@ int config_parse_listen(const char *s, struct config_listen *out, char *err,
 		return -EINVAL;
 	}
 	*out = l;
+	return 0;
+}
+
+int config_parse_mode(const char *s, size_t len, unsigned *mode)
+{
+	unsigned v = 0;
+	if (len == 0 || len > 4)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '7')
+			return -EINVAL;
+		v = v * 8 + (unsigned)(s[i] - '0');
+	}
+	if (v > 0777)
+		return -EINVAL;
+	*mode = v;
 	return 0;
 }
 

@@ -20,6 +20,10 @@ void config_set_err(char *err, size_t errlen, const char *fmt, ...)
  * into buf; returns buf. */
 const char *config_fmt_duration(char *buf, size_t cap, uint64_t ms);
 
+/* A socket's permission bits: 1 to 4 octal digits (len bytes of s), at
+ * most 0777. Returns 0, or -EINVAL with *mode untouched. */
+int config_parse_mode(const char *s, size_t len, unsigned *mode);
+
 /* HAProxy's own charset for proxy and server names: non-empty, letters,
  * digits, '-', '_', '.' and ':'. */
 bool config_name_is_haproxy(const char *v);
