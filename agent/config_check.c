@@ -125,6 +125,26 @@ void config_check_double(struct config_check *s, const char *path,
 	}
 	*dst = v;
 }
+/* One name at path: if_empty when empty, else its length and charset
+ * (HAProxy's, else printable ASCII without spaces). */
+static void check_name(struct config_check *s, const char *path,
+		       const char *v, bool haproxy_charset,
+		       const char *if_empty)
+{
+	if (v[0] == '\0')
+		config_check_err(s, path, "%s", if_empty);
+	else if (strlen(v) > CONFIG_NAME_MAX)
+		config_check_err(s, path, "longer than %d bytes",
+				 CONFIG_NAME_MAX);
+	else if (haproxy_charset && !config_name_is_haproxy(v))
+		config_check_err(s, path,
+			"\"%s\" may contain only letters, digits, '-', '_', '.' and ':'",
+			v);
+	else if (!haproxy_charset && !config_name_is_printable(v))
+		config_check_err(s, path,
+				 "must be printable ASCII without spaces");
+}
+
 /* Copies a list of names into an owned array, checking each one. */
 static char **check_names(struct config_check *s, const char *base, char **raw,
 			  unsigned n, bool haproxy_charset, size_t *n_out)
@@ -142,18 +162,7 @@ static char **check_names(struct config_check *s, const char *base, char **raw,
 	for (unsigned i = 0; i < n; i++) {
 		snprintf(path, sizeof(path), "%s[%u]", base, i);
 		const char *x = raw[i] != NULL ? raw[i] : "";
-		if (x[0] == '\0')
-			config_check_err(s, path, "must not be empty");
-		else if (strlen(x) > CONFIG_NAME_MAX)
-			config_check_err(s, path, "longer than %d bytes",
-					 CONFIG_NAME_MAX);
-		else if (haproxy_charset && !config_name_is_haproxy(x))
-			config_check_err(s, path,
-				"\"%s\" may contain only letters, digits, '-', '_', '.' and ':'",
-				x);
-		else if (!haproxy_charset && !config_name_is_printable(x))
-			config_check_err(s, path,
-				"must be printable ASCII without spaces");
+		check_name(s, path, x, haproxy_charset, "must not be empty");
 		for (unsigned j = 0; j < i; j++) {
 			if (raw[j] != NULL && strcmp(raw[j], x) == 0 &&
 			    x[0] != '\0') {
@@ -192,19 +201,10 @@ static void check_endpoints(struct config_check *s,
 		char *const *vals[] = { &re->backend, &re->server };
 		char **dsts[] = { &ep->backend, &ep->server };
 		for (int k = 0; k < 2; k++) {
-			const char *v = *vals[k];
+			const char *v = *vals[k] != NULL ? *vals[k] : "";
 			snprintf(path, sizeof(path), "%s.%s", base, which[k]);
-			if (v == NULL || v[0] == '\0')
-				config_check_err(s, path, "required");
-			else if (strlen(v) > CONFIG_NAME_MAX)
-				config_check_err(s, path,
-						 "longer than %d bytes",
-						 CONFIG_NAME_MAX);
-			else if (!config_name_is_haproxy(v))
-				config_check_err(s, path,
-					"\"%s\" may contain only letters, digits, '-', '_', '.' and ':'",
-					v);
-			*dsts[k] = config_check_strdup(s, v != NULL ? v : "");
+			check_name(s, path, v, true, "required");
+			*dsts[k] = config_check_strdup(s, v);
 		}
 
 		snprintf(path, sizeof(path), "%s.models", base);
@@ -286,15 +286,7 @@ static void check_backends(struct config_check *s, const struct raw_config *raw,
 		b->tier = 1;
 		snprintf(path, sizeof(path), "backends[%u].name", i);
 		const char *v = rb->name != NULL ? rb->name : "";
-		if (v[0] == '\0')
-			config_check_err(s, path, "required");
-		else if (strlen(v) > CONFIG_NAME_MAX)
-			config_check_err(s, path, "longer than %d bytes",
-					 CONFIG_NAME_MAX);
-		else if (!config_name_is_haproxy(v))
-			config_check_err(s, path,
-				"\"%s\" may contain only letters, digits, '-', '_', '.' and ':'",
-				v);
+		check_name(s, path, v, true, "required");
 		for (unsigned j = 0; j < i && v[0] != '\0'; j++) {
 			if (raw->backends[j].name != NULL &&
 			    strcmp(raw->backends[j].name, v) == 0) {
@@ -365,6 +357,16 @@ static void check_replace(struct config_check *s, char **dst, const char *raw)
 		return;
 	free(*dst);
 	*dst = d;
+}
+
+/* A unix socket's path ("" disables it) into *dst when raw is set. */
+static void check_socket(struct config_check *s, const char *field,
+			 const char *raw, char **dst)
+{
+	if (raw != NULL && strlen(raw) > CONFIG_UNIX_PATH_MAX)
+		config_check_err(s, field, "socket path longer than %d bytes",
+				 CONFIG_UNIX_PATH_MAX);
+	check_replace(s, dst, raw);
 }
 
 /* A socket's permission bits: 1 to 4 octal digits, at most 0777. */
@@ -484,11 +486,8 @@ void config_check_run(struct config_check *s, const struct raw_config *raw,
 
 	if (raw->runtime_api != NULL) {
 		const struct raw_runtime *rt = raw->runtime_api;
-		if (rt->socket != NULL && strlen(rt->socket) > CONFIG_UNIX_PATH_MAX)
-			config_check_err(s, "runtime_api.socket",
-					 "socket path longer than %d bytes",
-					 CONFIG_UNIX_PATH_MAX);
-		check_replace(s, &cfg->runtime_socket, rt->socket);
+		check_socket(s, "runtime_api.socket", rt->socket,
+			     &cfg->runtime_socket);
 		cfg->runtime_backends =
 			check_names(s, "runtime_api.backends", rt->backends,
 				    rt->backends_count, true,
@@ -508,11 +507,8 @@ void config_check_run(struct config_check *s, const struct raw_config *raw,
 
 	if (raw->log_input != NULL) {
 		const struct raw_log_input *li = raw->log_input;
-		if (li->path != NULL && strlen(li->path) > CONFIG_UNIX_PATH_MAX)
-			config_check_err(s, "log_input.path",
-					 "socket path longer than %d bytes",
-					 CONFIG_UNIX_PATH_MAX);
-		check_replace(s, &cfg->log_input_path, li->path);
+		check_socket(s, "log_input.path", li->path,
+			     &cfg->log_input_path);
 		check_mode(s, "log_input.mode", li->mode, &cfg->log_input_mode);
 		uint32_t port = 0;
 		config_check_u32(s, "log_input.udp_port", li->udp_port, 0,
@@ -522,11 +518,8 @@ void config_check_run(struct config_check *s, const struct raw_config *raw,
 
 	if (raw->command_socket != NULL) {
 		const struct raw_command_socket *cs = raw->command_socket;
-		if (cs->path != NULL && strlen(cs->path) > CONFIG_UNIX_PATH_MAX)
-			config_check_err(s, "command_socket.path",
-					 "socket path longer than %d bytes",
-					 CONFIG_UNIX_PATH_MAX);
-		check_replace(s, &cfg->command_socket_path, cs->path);
+		check_socket(s, "command_socket.path", cs->path,
+			     &cfg->command_socket_path);
 		check_mode(s, "command_socket.mode", cs->mode,
 			   &cfg->command_socket_mode);
 	}
