@@ -6,6 +6,52 @@
 
 #include "config_parse.h"
 
+/* The names of the enums set by name, by index, for name_index. */
+static const char *rung_name(int k)
+{
+	return core_rung_name((enum core_rung)k);
+}
+
+static const char *score_name(int k)
+{
+	return core_score_by_name((enum core_score_by)k);
+}
+
+static const char *scope_name(int k)
+{
+	return core_session_scope_name((enum core_session_scope)k);
+}
+
+static const char *mode_name(int k)
+{
+	return config_mode_name((enum config_mode)k);
+}
+
+/* The index of v among name(0) .. name(n - 1), or -1. */
+static int name_index(const char *v, int n, const char *(*name)(int))
+{
+	for (int k = 0; k < n; k++)
+		if (strcmp(v, name(k)) == 0)
+			return k;
+	return -1;
+}
+
+/* v's index among name(0) .. name(n - 1) into *k; unknown, an error at
+ * path listing the known names. False when v is absent or unknown. */
+static bool check_enum(struct config_check *s, const char *path,
+		       const char *v, int n, const char *(*name)(int),
+		       const char *known, int *k)
+{
+	if (v == NULL)
+		return false;
+	*k = name_index(v, n, name);
+	if (*k < 0) {
+		config_check_err(s, path, "\"%s\" is not one of %s", v, known);
+		return false;
+	}
+	return true;
+}
+
 void config_check_policy(struct config_check *s, const struct raw_policy *rp,
 			 struct core_params *p)
 {
@@ -28,10 +74,7 @@ void config_check_policy(struct config_check *s, const struct raw_policy *rp,
 			const char *name = rp->identity_ladder[i] != NULL
 						   ? rp->identity_ladder[i]
 						   : "";
-			int r = -1;
-			for (int k = 0; k < CORE_RUNG_COUNT; k++)
-				if (strcmp(name, core_rung_name((enum core_rung)k)) == 0)
-					r = k;
+			int r = name_index(name, CORE_RUNG_COUNT, rung_name);
 			if (r < 0) {
 				config_check_err(s, path,
 					"unknown rung \"%s\" (known: session, prefix, install, caller, src)",
@@ -118,52 +161,26 @@ void config_check_policy(struct config_check *s, const struct raw_policy *rp,
 			    1e6, &p->tier_spill);
 	config_check_duration(s, "policy.tier_return", rp->tier_return, 0,
 			      1 * D, &p->tier_return_ms);
-	if (rp->score_by != NULL) {
-		int k = -1;
-		for (int i = 0; i < CORE_SCORE_COUNT; i++)
-			if (strcmp(rp->score_by,
-				   core_score_by_name((enum core_score_by)i)) == 0)
-				k = i;
-		if (k < 0)
-			config_check_err(s, "policy.score_by",
-				"\"%s\" is not one of headers, end_to_end, both",
-				rp->score_by);
-		else
-			p->score_by = (enum core_score_by)k;
-	}
+	int k;
+	if (check_enum(s, "policy.score_by", rp->score_by, CORE_SCORE_COUNT,
+		       score_name, "headers, end_to_end, both", &k))
+		p->score_by = (enum core_score_by)k;
 	if (rp->artefact_affinity != NULL)
 		p->artefact_affinity = *rp->artefact_affinity;
-	if (rp->session_scope != NULL) {
-		int k = -1;
-		for (int i = 0; i < CORE_SESSION_SCOPE_COUNT; i++)
-			if (strcmp(rp->session_scope,
-				   core_session_scope_name((enum core_session_scope)i)) == 0)
-				k = i;
-		if (k < 0)
-			config_check_err(s, "policy.session_scope",
-					 "\"%s\" is not one of global, caller",
-					 rp->session_scope);
-		else
-			p->session_scope = (enum core_session_scope)k;
-	}
+	if (check_enum(s, "policy.session_scope", rp->session_scope,
+		       CORE_SESSION_SCOPE_COUNT, scope_name, "global, caller",
+		       &k))
+		p->session_scope = (enum core_session_scope)k;
 }
 
 /* policy.mode: the agent's, not the core's (the core decides the same). */
 void config_check_policy_mode(struct config_check *s,
 			      const struct raw_policy *rp, struct config *cfg)
 {
-	if (rp->mode != NULL) {
-		int k = -1;
-		for (int i = 0; i < CONFIG_MODE_COUNT; i++)
-			if (strcmp(rp->mode, config_mode_name((enum config_mode)i)) == 0)
-				k = i;
-		if (k < 0)
-			config_check_err(s, "policy.mode",
-					 "\"%s\" is not one of route, shadow",
-					 rp->mode);
-		else
-			cfg->mode = (enum config_mode)k;
-	}
+	int k;
+	if (check_enum(s, "policy.mode", rp->mode, CONFIG_MODE_COUNT, mode_name,
+		       "route, shadow", &k))
+		cfg->mode = (enum config_mode)k;
 }
 
 void config_check_policy_order(struct config_check *s,

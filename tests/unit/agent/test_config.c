@@ -648,6 +648,12 @@ START_TEST(semantic_session_scope)
 	assert_has(err, "t.yaml:1:25: policy.session_scope: \"Caller\" is not one of global, caller\n");
 	ck_assert_int_eq(load(&cfg, "policy: {session_scope: callerx}\n"), -EINVAL);
 	ck_assert_int_eq(cfg.params.session_scope, CORE_SESSION_CALLER);
+	/* score_by, read by the same rule, names its own choices. */
+	ck_assert_int_eq(load(&cfg, "policy: {score_by: both}\n"), 0);
+	ck_assert_int_eq(cfg.params.score_by, CORE_SCORE_BOTH);
+	ck_assert_int_eq(load(&cfg, "policy: {score_by: fast}\n"), -EINVAL);
+	ck_assert_str_eq(err, "t.yaml:1:20: policy.score_by: \"fast\" is not one of headers, end_to_end, both\n");
+	ck_assert_int_eq(cfg.params.score_by, CORE_SCORE_BOTH);
 	config_finish(&cfg);
 }
 END_TEST
