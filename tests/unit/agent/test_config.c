@@ -67,6 +67,23 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert_uint_eq(a->snapshot_interval_ms, b->snapshot_interval_ms);
 }
 
+/* A file refused with exactly these lines. */
+struct refusal {
+	const char *yaml, *line;
+};
+
+static void expect_refusals(const struct refusal *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct config cfg;
+		ck_assert_int_eq(config_init(&cfg), 0);
+		ck_assert_int_eq(load(&cfg, cases[i].yaml), -EINVAL);
+		ck_assert_msg(strcmp(err, cases[i].line) == 0,
+			      "case %zu: expected %s, got %s", i, cases[i].line, err);
+		config_finish(&cfg);
+	}
+}
+
 #define assert_has(text, needle) \
 	ck_assert_msg(strstr((text), (needle)) != NULL, \
 		      "expected \"%s\" in:\n%s", (needle), (text))
@@ -257,9 +274,7 @@ END_TEST
  * path. */
 START_TEST(schema_error_position)
 {
-	static const struct {
-		const char *yaml, *line;
-	} cases[] = {
+	static const struct refusal cases[] = {
 		{ "log_level: info\npolicy:\n  ewma_alpha: 0.3\n  bogus: 4\n",
 		  "t.yaml:4:3: policy: unknown key \"bogus\"\n" },
 		{ "log_level: info\nlisten_on: x\n",
@@ -278,14 +293,7 @@ START_TEST(schema_error_position)
 		{ "policy: {ewma_alpha: 0.1, ewma_alpha: 0.2}\n",
 		  "t.yaml:1:27: policy.ewma_alpha: duplicate key \"ewma_alpha\"\n" },
 	};
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct config cfg;
-		ck_assert_int_eq(config_init(&cfg), 0);
-		ck_assert_int_eq(load(&cfg, cases[i].yaml), -EINVAL);
-		ck_assert_msg(strcmp(err, cases[i].line) == 0,
-			      "case %zu: expected %s, got %s", i, cases[i].line, err);
-		config_finish(&cfg);
-	}
+	expect_refusals(cases, sizeof(cases) / sizeof(cases[0]));
 }
 END_TEST
 
@@ -584,9 +592,7 @@ END_TEST
 /* "did you mean" only for a near key, among those valid at that place. */
 START_TEST(unknown_key_suggestion)
 {
-	static const struct {
-		const char *yaml, *line;
-	} cases[] = {
+	static const struct refusal cases[] = {
 		{ "policy: {stick_tolerance: 2}\n",
 		  "t.yaml:1:10: policy: unknown key \"stick_tolerance\" (did you mean \"sticky_tolerance\"?)\n" },
 		{ "endpoints: [{backend: a, server: b, wieght: 2}]\n",
@@ -599,14 +605,7 @@ START_TEST(unknown_key_suggestion)
 		{ "state: {fil: x}\n",
 		  "t.yaml:1:9: state: unknown key \"fil\" (did you mean \"file\"?)\n" },
 	};
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct config cfg;
-		ck_assert_int_eq(config_init(&cfg), 0);
-		ck_assert_int_eq(load(&cfg, cases[i].yaml), -EINVAL);
-		ck_assert_msg(strcmp(err, cases[i].line) == 0,
-			      "case %zu: expected %s, got %s", i, cases[i].line, err);
-		config_finish(&cfg);
-	}
+	expect_refusals(cases, sizeof(cases) / sizeof(cases[0]));
 }
 END_TEST
 
