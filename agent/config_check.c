@@ -58,6 +58,15 @@ char *config_check_strdup(struct config_check *s, const char *v)
 	return d;
 }
 
+/* calloc, noting a failure in s->oom. */
+static void *check_calloc(struct config_check *s, size_t n, size_t size)
+{
+	void *p = calloc(n, size);
+	if (p == NULL)
+		s->oom = true;
+	return p;
+}
+
 void config_check_duration(struct config_check *s, const char *path,
 			   const char *raw, uint64_t min_ms, uint64_t max_ms,
 			   uint64_t *dst)
@@ -154,11 +163,9 @@ static char **check_names(struct config_check *s, const char *base, char **raw,
 	*n_out = 0;
 	if (n == 0)
 		return NULL;
-	v = calloc(n, sizeof(*v));
-	if (v == NULL) {
-		s->oom = true;
+	v = check_calloc(s, n, sizeof(*v));
+	if (v == NULL)
 		return NULL;
-	}
 	for (unsigned i = 0; i < n; i++) {
 		snprintf(path, sizeof(path), "%s[%u]", base, i);
 		const char *x = raw[i] != NULL ? raw[i] : "";
@@ -183,11 +190,10 @@ static void check_endpoints(struct config_check *s,
 {
 	if (raw->endpoints_count == 0)
 		return;
-	cfg->endpoints = calloc(raw->endpoints_count, sizeof(*cfg->endpoints));
-	if (cfg->endpoints == NULL) {
-		s->oom = true;
+	cfg->endpoints = check_calloc(s, raw->endpoints_count,
+				      sizeof(*cfg->endpoints));
+	if (cfg->endpoints == NULL)
 		return;
-	}
 	for (unsigned i = 0; i < raw->endpoints_count; i++) {
 		const struct raw_endpoint *re = &raw->endpoints[i];
 		struct config_endpoint *ep = &cfg->endpoints[i];
@@ -273,11 +279,10 @@ static void check_backends(struct config_check *s, const struct raw_config *raw,
 {
 	if (raw->backends_count == 0)
 		return;
-	cfg->backends = calloc(raw->backends_count, sizeof(*cfg->backends));
-	if (cfg->backends == NULL) {
-		s->oom = true;
+	cfg->backends = check_calloc(s, raw->backends_count,
+				     sizeof(*cfg->backends));
+	if (cfg->backends == NULL)
 		return;
-	}
 	for (unsigned i = 0; i < raw->backends_count; i++) {
 		const struct raw_backend *rb = &raw->backends[i];
 		struct config_backend *b = &cfg->backends[i];
@@ -307,11 +312,9 @@ static void check_listen(struct config_check *s, const struct raw_config *raw,
 {
 	if (raw->listen_count == 0)
 		return; /* absent or [] keeps the default */
-	struct config_listen *l = calloc(raw->listen_count, sizeof(*l));
-	if (l == NULL) {
-		s->oom = true;
+	struct config_listen *l = check_calloc(s, raw->listen_count, sizeof(*l));
+	if (l == NULL)
 		return;
-	}
 	bool bad = false;
 	for (unsigned i = 0; i < raw->listen_count; i++) {
 		char path[32], why[160];
