@@ -134,14 +134,11 @@ int config_set_listen(struct config *cfg, const char *const *addrs, size_t n,
 
 const char *config_mode_name(enum config_mode m)
 {
-	switch (m) {
-	case CONFIG_MODE_ROUTE:
-		return "route";
-	case CONFIG_MODE_SHADOW:
-		return "shadow";
-	default:
-		return NULL;
-	}
+	static const char *const names[CONFIG_MODE_COUNT] = {
+		[CONFIG_MODE_ROUTE] = "route",
+		[CONFIG_MODE_SHADOW] = "shadow",
+	};
+	return (unsigned)m < CONFIG_MODE_COUNT ? names[m] : NULL;
 }
 
 unsigned config_tier(const struct config *cfg, const char *backend,
