@@ -65,17 +65,28 @@ int config_init(struct config *cfg)
 		.metrics_conn_timeout_ms = CONFIG_DEFAULT_METRICS_CONN_TIMEOUT_MS,
 	};
 	core_params_defaults(&cfg->params);
+	/* The owned strings, each replaced by the file's value if it has one. */
+	const struct {
+		char **dst;
+		const char *v;
+	} strs[] = {
+		{ &cfg->metrics_listen, CONFIG_DEFAULT_METRICS },
+		{ &cfg->runtime_socket, CONFIG_DEFAULT_RUNTIME_SOCKET },
+		{ &cfg->state_file, CONFIG_DEFAULT_STATE_FILE },
+		{ &cfg->log_input_path, CONFIG_DEFAULT_LOG_INPUT },
+		{ &cfg->command_socket_path, CONFIG_DEFAULT_COMMAND_SOCKET },
+		{ &cfg->key_probe_target, "" },
+		{ &cfg->key_probe_method, CONFIG_DEFAULT_PROBE_METHOD },
+		{ &cfg->key_probe_path, CONFIG_DEFAULT_PROBE_PATH },
+	};
+	bool oom = false;
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		*strs[i].dst = strdup(strs[i].v);
+		oom = oom || *strs[i].dst == NULL;
+	}
 	cfg->listen = calloc(1, sizeof(*cfg->listen));
-	cfg->metrics_listen = strdup(CONFIG_DEFAULT_METRICS);
-	cfg->runtime_socket = strdup(CONFIG_DEFAULT_RUNTIME_SOCKET);
-	cfg->state_file = strdup(CONFIG_DEFAULT_STATE_FILE);
-	cfg->log_input_path = strdup(CONFIG_DEFAULT_LOG_INPUT);
 	cfg->log_input_mode = CONFIG_DEFAULT_SOCKET_MODE;
-	cfg->command_socket_path = strdup(CONFIG_DEFAULT_COMMAND_SOCKET);
 	cfg->command_socket_mode = CONFIG_DEFAULT_SOCKET_MODE;
-	cfg->key_probe_target = strdup("");
-	cfg->key_probe_method = strdup(CONFIG_DEFAULT_PROBE_METHOD);
-	cfg->key_probe_path = strdup(CONFIG_DEFAULT_PROBE_PATH);
 	cfg->key_probe_timeout_ms = CONFIG_DEFAULT_PROBE_TIMEOUT_MS;
 	cfg->engine_poll_interval_ms = CONFIG_DEFAULT_ENGINE_POLL_MS;
 	cfg->engine_timeout_ms = CONFIG_DEFAULT_ENGINE_TIMEOUT_MS;
@@ -86,11 +97,7 @@ int config_init(struct config *cfg)
 		.min_per_s = CONFIG_DEFAULT_RETRY_MIN_PER_S,
 		.window_ms = CONFIG_DEFAULT_RETRY_WINDOW_MS,
 	};
-	if (cfg->listen == NULL || cfg->metrics_listen == NULL ||
-	    cfg->runtime_socket == NULL || cfg->state_file == NULL ||
-	    cfg->log_input_path == NULL || cfg->command_socket_path == NULL ||
-	    cfg->key_probe_target == NULL ||
-	    cfg->key_probe_method == NULL || cfg->key_probe_path == NULL) {
+	if (oom || cfg->listen == NULL) {
 		config_finish(cfg);
 		return -ENOMEM;
 	}
