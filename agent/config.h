@@ -180,8 +180,8 @@ void config_finish(struct config *cfg);
  * only line, the parser cannot go past it) and the return is -EINVAL,
  * -EFBIG over 1 MiB, or -errno when the file cannot be read. Bounded
  * whatever the file holds: nesting, documents, aliases and list lengths
- * are refused past their limits (see config.c). Touches no global state:
- * safe on any thread. */
+ * are refused past their limits (see config_yaml.c). Touches no global
+ * state: safe on any thread. */
 int config_load_file(struct config *cfg, const char *path, char *err,
 		     size_t errlen);
 

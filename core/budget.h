@@ -9,7 +9,7 @@
  * a count ages out at most one bucket late, never early. */
 #define BUDGET_BUCKETS 10
 
-/* What the budget allows (config.c checks the ranges). */
+/* What the budget allows (agent/config_check.c checks the ranges). */
 struct budget_params {
 	double ratio;        /* retries per first attempt, >= 0 (0.2) */
 	double min_per_s;    /* retries per second whatever the traffic, >= 0 */

@@ -1,4 +1,4 @@
-/* fuzz_config.c - libFuzzer harness: arbitrary bytes as a configuration file (agent/config.c). */
+/* fuzz_config.c - libFuzzer harness: arbitrary bytes as a configuration file (agent/config*.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
