@@ -1,5 +1,5 @@
 /* core.c - decide() and observe(): the routing policy of docs/architecture.md over the pool, map, hash and breakers. */
-#include "core.h"
+#include "core_impl.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,127 +9,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "affinity.h"
-#include "breaker.h"
-#include "owned.h"
-#include "pool.h"
-#include "rendezvous.h"
-#include "tier.h"
-#include "trace.h"
-
-/* Candidate sets cached: one per model in use; with failover tiers, a
- * model's decisions restricted to its better tiers use one more (2 models
- * then fit). With 8, bench-core's untiered decisions were 3-7% slower
- * at 64-512 endpoints. */
-#define VIEW_SLOTS 4
-#define MODEL_NONE (-1) /* the request names no model */
-#define MODEL_ANY  (-2) /* a model no endpoint lists: all-model ones only */
-
-/* The candidate set of one model and its aggregates. Built by a pass over
- * the pool, then reused until something that decides candidacy changes
- * (core.version) or a time-based exclusion ends (horizon_ms): a warm hit
- * then costs O(1) plus, when some EWMA changed, half a walk of the EWMA
- * order, instead of a pass over every endpoint. */
-struct view {
-	bool valid;
-	int model;
-	/* The worst tier among the candidates (key with model): CORE_TIER_MAX
-	 * for every tier, less for the set core_decide restricts to. */
-	uint8_t tier_max;
-	uint8_t tier_lo, tier_hi; /* best and worst tier serving the model */
-	uint64_t version;        /* core.version when built */
-	uint64_t horizon_ms;     /* rebuild at or after this time */
-	uint64_t used;           /* for replacement */
-	uint32_t n;              /* candidates */
-	uint32_t serving;        /* endpoints serving the model */
-	uint32_t fallback;       /* breaker-only exclusion reopening first */
-	uint32_t key_fallback;   /* dead key refused least recently */
-	uint32_t n_warm[POOL_SIGNALS];
-	double total_w;
-	uint64_t total_if;       /* kept current by set_in_flight */
-	uint64_t median_version[POOL_SIGNALS];
-	double median[POOL_SIGNALS];
-	uint32_t *cand;          /* n slot indices */
-	uint64_t *member;        /* bitset over slots */
-	struct tier_sums tiers;  /* the candidates by tier (in flight kept
-				  * current by set_in_flight) */
-	struct tier_state tstate; /* tier_max CORE_TIER_MAX: kept across
-				   * rebuilds of the same model */
-};
-
-/* A decision of warmlane's that no feedback has confirmed yet. A success
- * in a log line inserts an affinity entry only when it names one of these
- * (same akey, endpoint and generation): whoever can write to the log
- * socket chooses akey, so a line alone must never grow the map, but on
- * HAProxy 2.6 (haproxy-2.6.cfg sends no feedback message) and whenever a
- * feedback exchange timed out, the log line is the only word of a
- * success. 16384 slots (256 KiB) hold far more decisions than are in
- * flight at once; a slot lost to a later decision costs that session one
- * more turn before it is homed. */
-#define CORE_PENDING_SLOTS 16384u
-struct pending {
-	uint64_t akey;
-	uint32_t endpoint;       /* index + 1; 0: empty; PENDING_ANY */
-	uint32_t gen;
-};
-
-/* A shadow decision (core_decision_shadow): HAProxy picks the endpoint,
- * so a line from any endpoint confirms it. */
-#define PENDING_ANY UINT32_MAX
-
-/* The in-flight count of the endpoint a keyed decision chose, as it
- * found it, for that answer's time to be judged against its queue
- * (queue_judge). Direct-mapped by akey like struct pending, a later
- * decision overwriting an earlier one in its slot (that answer is then not
- * judged). */
-struct asked {
-	uint64_t akey;
-	uint32_t endpoint;       /* index + 1; 0: empty */
-	uint32_t in_flight;
-};
-
-struct core {
-	struct core_params p;
-	struct pool pool;
-	struct affinity aff;
-	uint64_t version;        /* bumped by anything that changes candidacy */
-	uint64_t map_rebuilds;   /* core_set_params rebuilt the map: walks restart */
-	/* Bumped by every change of an EWMA of that signal (pool_sig): a
-	 * cached median is stale only when its own signal moved, so the log
-	 * input's end-to-end samples leave the headers median cached. */
-	uint64_t ewma_version[POOL_SIGNALS];
-	uint64_t view_clock;
-	/* Per-decision scratch and views, sized to the pool's slots. */
-	uint32_t scratch_cap;
-	struct rdv_item *items;
-	struct view views[VIEW_SLOTS];
-	struct view art_view;    /* one decision's candidates of one artefact */
-	/* Slots sorted by EWMA, per signal (pool_sig), kept so by observe
-	 * and complete: the median of the candidates is then a partial walk,
-	 * not a selection. */
-	uint32_t *order[POOL_SIGNALS];
-	uint32_t *rank[POOL_SIGNALS]; /* position of a slot in order */
-	uint32_t order_n;
-	uint64_t decisions[CORE_REASON_COUNT];
-	uint64_t tier_decisions[CORE_TIER_MAX];
-	/* The best tier serving the model of the decision under way: commit
-	 * names a choice in a worse one `failover`. */
-	uint8_t decide_tier_lo;
-	/* Bit t: some live endpoint is in tier t (tier_recount). With one
-	 * bit set, views skip every tier sum: an untiered pool's decision
-	 * costs what it did before tiers. */
-	uint16_t tier_mask;
-	bool tiered;             /* more than one bit in tier_mask */
-	uint64_t outcomes[CORE_OUTCOME_COUNT];
-	uint64_t completions[CORE_END_COUNT];
-	uint64_t hints[CORE_HINT_COUNT];
-	uint32_t probe_cursor;   /* where core_key_probe_next goes on */
-	/* Decisions a log line may confirm (learn): direct-mapped by akey,
-	 * a later decision overwriting an earlier one in its slot. */
-	struct pending pending[CORE_PENDING_SLOTS];
-	struct asked asked[CORE_PENDING_SLOTS];
-	struct owned_clock owned; /* the scale of pool_endpoint.owned */
-};
+#include "pick.h"
 
 void core_rng_seed(struct core_rng *rng, uint64_t seed)
 {
@@ -255,11 +135,6 @@ enum core_outcome core_status_class(int status)
 	}
 }
 
-static bool finite_ge(double v, double min)
-{
-	return isfinite(v) && v >= min;
-}
-
 static int check_params(const struct core_params *p)
 {
 	if (p->affinity_max_entries == 0 || p->affinity_max_entries > (1u << 30))
@@ -360,7 +235,7 @@ const struct core_params *core_params(const struct core *c)
 }
 
 /* Every cached median is stale (parameters or a restored snapshot). */
-static void ewma_moved_all(struct core *c)
+void ewma_moved_all(struct core *c)
 {
 	for (unsigned k = 0; k < POOL_SIGNALS; k++)
 		c->ewma_version[k]++;
@@ -438,7 +313,7 @@ static int scratch_fit(struct core *c)
 }
 
 /* Moves slot i to its place in the EWMA order of signal k. */
-static void order_fix(struct core *c, unsigned k, uint32_t i)
+void order_fix(struct core *c, unsigned k, uint32_t i)
 {
 	uint32_t *o = c->order[k], *r = c->rank[k];
 	const struct pool_endpoint *ep = c->pool.ep;
@@ -479,72 +354,12 @@ static void order_rebuild(struct core *c)
 	}
 }
 
-static inline bool view_has(const struct view *v, uint32_t i)
-{
-	return (v->member[i / 64] >> (i % 64)) & 1u;
-}
-
-/* In flight. An endpoint's load has two views. local_if is one HAProxy's:
- * its runtime API's scur + qcur (core_endpoint_sync), or without it this
- * agent's own decisions minus ends; it only ever sees the requests of the
- * HAProxy this agent serves. The engine's view (core_endpoint_engine) is
- * every HAProxy's: the engine's own running + waiting at its last
- * sample, plus what this agent sent and saw end since (the others'
- * changes since are unknown until the next sample). in_flight, which
- * decisions read, is the engine's view while its sample is fresh, else
- * local_if; both are kept at every step, so either can take over. */
-
-/* Sets slot i's in_flight, keeping the views' totals current. inline:
- * with the tier sums it outgrew the compiler's default, and the call cost
- * every decision (bench-core). */
-static inline void set_in_flight(struct core *c, uint32_t i, uint32_t value)
-{
-	struct pool_endpoint *e = &c->pool.ep[i];
-	for (int k = 0; k < VIEW_SLOTS; k++) {
-		struct view *v = &c->views[k];
-		if (v->valid && view_has(v, i)) {
-			v->total_if = v->total_if - e->in_flight + value;
-			if (c->tiered)
-				v->tiers.in_flight[e->tier - 1] += (uint64_t)value - e->in_flight;
-		}
-	}
-	e->in_flight = value;
-}
-
 /* Whether e's engine sample is past engine_max_age_ms at now_ms. */
 static bool engine_old(const struct core *c, const struct pool_endpoint *e,
 		       uint64_t now_ms)
 {
 	return now_ms > e->engine_at_ms &&
 	       now_ms - e->engine_at_ms > c->p.engine_max_age_ms;
-}
-
-static uint32_t engine_view(const struct pool_endpoint *e)
-{
-	int64_t v = (int64_t)e->engine_if + e->engine_delta;
-	return v < 0 ? 0 : v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
-}
-
-/* Sets in_flight from whichever view is in force. */
-static void in_flight_apply(struct core *c, uint32_t i)
-{
-	struct pool_endpoint *e = &c->pool.ep[i];
-	set_in_flight(c, i, e->engine_fresh ? engine_view(e) : e->local_if);
-}
-
-/* One more (d = 1: a decision) or one fewer (d = -1: an end) of this
- * agent's requests on slot i, in both views; neither goes below 0. */
-static void in_flight_step(struct core *c, uint32_t i, int d)
-{
-	struct pool_endpoint *e = &c->pool.ep[i];
-	if (d > 0 && e->local_if < UINT32_MAX)
-		e->local_if++;
-	else if (d < 0 && e->local_if > 0)
-		e->local_if--;
-	if (e->engine_fresh && ((d > 0 && e->engine_delta < INT32_MAX) ||
-				(d < 0 && e->engine_delta > INT32_MIN)))
-		e->engine_delta += d;
-	in_flight_apply(c, i);
 }
 
 /* Recomputes tier_mask after a pool change (pool changes only: O(n)). */
@@ -704,15 +519,6 @@ int core_endpoint_complete(struct core *c, int idx)
 	return 0;
 }
 
-/* Whether e's key is excluded at now_ms: refused by a probe, until a
- * probe accepts it; without probes (none will come), until
- * dead_key_retry has passed. */
-static inline bool key_excluded(const struct core *c,
-				const struct pool_endpoint *e, uint64_t now_ms)
-{
-	return e->key_dead && (c->p.key_probe || now_ms < e->dead_until_ms);
-}
-
 int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		       struct core_endpoint_info *out)
 {
@@ -812,78 +618,6 @@ bool core_identity(const struct core *c, const struct core_request *req,
 	return false;
 }
 
-/* At most 2^RETRIAL_MAX_SHIFT idle_reset periods between the re-trials of
- * an endpoint found slow again and again (16 min with the default 60 s). */
-#define RETRIAL_MAX_SHIFT 4u
-
-/* The silence after which e's latency is unknown again: idle_reset, doubled
- * for each re-trial in a row that found it too slow (idleness forgives a
- * scaled-to-zero backend its first answer, not a slow one its slowness). */
-static inline uint64_t idle_after(const struct core *c,
-				  const struct pool_endpoint *e)
-{
-	uint64_t t = c->p.idle_reset_ms;
-	/* Saturates: a huge idle_reset (set by a reload after re-trials
-	 * doubled it) must not wrap to a short one. */
-	return t > (UINT64_MAX >> e->retrials) ? UINT64_MAX : t << e->retrials;
-}
-
-/* Silent for idle_after at at_ms: its latency is unknown again (a
- * scaled-to-zero backend, or one that was left because it was slow). */
-static inline bool idle(const struct core *c, const struct pool_endpoint *e,
-			uint64_t at_ms)
-{
-	return e->seen && c->p.idle_reset_ms > 0 && at_ms >= e->last_seen_ms &&
-	       at_ms - e->last_seen_ms >= idle_after(c, e);
-}
-
-/* Samples that make an endpoint warm again after idle_reset once it has
- * been warm: a re-trial. A slow endpoint that was left gets no feedback, so
- * idle_reset comes; with the full cold_start_samples it would then take
- * about that many requests each idle_reset before being judged again (a 5x
- * slow endpoint kept 3.5% of the Mooncake trace's requests, a fair share
- * being 12.5%). A few samples judge it again, as they would judge a
- * recovered one fit (docs/routing-quality.md). */
-#define RETRIAL_SAMPLES 4u
-
-/* Whether e's own EWMA of signal sig counts: cold_start_samples successes,
- * or RETRIAL_SAMPLES after idle_reset once it was warm. */
-static inline bool warm(const struct core *c, const struct pool_endpoint *e,
-			unsigned sig)
-{
-	uint32_t need = c->p.cold_start_samples;
-	if (((e->veteran >> sig) & 1u) && need > RETRIAL_SAMPLES)
-		need = RETRIAL_SAMPLES;
-	return e->samples[sig] > 0 && e->samples[sig] >= need;
-}
-
-static inline bool any_samples(const struct pool_endpoint *e)
-{
-	uint32_t any = 0;
-	for (int k = 0; k < POOL_SIGNALS; k++)
-		any |= e->samples[k];
-	return any != 0;
-}
-
-/* Forgets e's samples (idle_reset): it starts cold again, for a re-trial
- * of RETRIAL_SAMPLES if it was warm once. If it was left as too slow since
- * the last reset, the next reset waits twice as long. */
-static inline void forget_samples(struct pool_endpoint *e)
-{
-	if (e->suspect != POOL_FIT) {
-		if (e->retrials < RETRIAL_MAX_SHIFT)
-			e->retrials++;
-	} else {
-		e->retrials = 0;
-	}
-	e->suspect = POOL_FIT;
-	e->slow_run = 0;
-	e->run_answers = 0;
-	e->run_sq = 0;
-	for (int k = 0; k < POOL_SIGNALS; k++)
-		e->samples[k] = 0;
-}
-
 static inline uint64_t min_u64(uint64_t a, uint64_t b)
 {
 	return a < b ? a : b;
@@ -892,8 +626,8 @@ static inline uint64_t min_u64(uint64_t a, uint64_t b)
 /* Builds v, the candidate set of model at now_ms: step 1 of the decision
  * (exclusions, cheapest and most permanent first), and the earliest time
  * at which one of its time-based exclusions or warm states ends. */
-static void view_build(struct core *c, struct view *v, int model,
-		       unsigned tier_max, uint64_t now_ms)
+void view_build(struct core *c, struct view *v, int model,
+		unsigned tier_max, uint64_t now_ms)
 {
 	struct pool *pool = &c->pool;
 	bool changed = false;
@@ -1024,36 +758,10 @@ static void view_build(struct core *c, struct view *v, int model,
 	v->valid = true;
 }
 
-/* The view of model at now_ms with the tiers up to tier_max
- * (CORE_TIER_MAX: all), rebuilt when stale. inline: with two callers
- * (core_decide, tier_view) the compiler stopped inlining it into the
- * decision, which made untiered decisions 3-7% slower (bench-core). */
-static inline struct view *view_get(struct core *c, int model, unsigned tier_max,
-				    uint64_t now_ms)
-{
-	struct view *v = NULL, *victim = &c->views[0];
-	for (int k = 0; k < VIEW_SLOTS; k++) {
-		struct view *w = &c->views[k];
-		if (w->valid && w->model == model && w->tier_max == tier_max) {
-			v = w;
-			break;
-		}
-		if (!w->valid || (victim->valid && w->used < victim->used))
-			victim = w;
-	}
-	if (v == NULL)
-		v = victim;
-	if (!v->valid || v->model != model || v->tier_max != tier_max ||
-	    v->version != c->version || now_ms >= v->horizon_ms)
-		view_build(c, v, model, tier_max, now_ms);
-	v->used = ++c->view_clock;
-	return v;
-}
-
 /* The median EWMA of signal sig over the warm candidates of v: a walk of
  * the EWMA order up to its middle, cached until an EWMA of sig changes.
  * With no warm candidate, the prior. */
-static double view_median(struct core *c, struct view *v, unsigned sig)
+double view_median(struct core *c, struct view *v, unsigned sig)
 {
 	uint32_t n = v->n_warm[sig];
 	if (n == 0)
@@ -1080,160 +788,12 @@ static double view_median(struct core *c, struct view *v, unsigned sig)
 	return med;
 }
 
-/* What one decision reads besides the view: per latency signal in use
- * (0 time to headers, 1 end to end; core_params.score_by), its median and
- * sticky_tolerance x median. */
-struct pick {
-	const struct view *v;
-	unsigned kind;
-	bool use[2];
-	unsigned sig[2];   /* pool_sig of each */
-	double median[2];
-	double tolerated[2];
-};
-
-/* The EWMA of signal s the decision uses: its own once warm, else the
- * median. */
-static inline double eff_ewma(const struct core *c, const struct pool_endpoint *e,
-			      const struct pick *k, unsigned s)
-{
-	return warm(c, e, k->sig[s]) ? e->ewma[k->sig[s]] : k->median[s];
-}
-
-/* Successes after which power of two choices weighs an endpoint's own
- * EWMA rather than the median. p2c's wrong guess costs one request, the
- * sticky tolerance's a session's warm cache: p2c can believe a few samples
- * where leaving a session waits for cold_start_samples. Without it, a
- * fleet that has not yet seen cold_start_samples answers from any endpoint
- * (deploy/quickstart.sh: 76 requests over 4 endpoints) sends a 5x slow one
- * its full share of anonymous requests (docs/routing-quality.md). */
-#define P2C_OWN_SAMPLES 3u
-
-/* eff_ewma as p2c sees it: the endpoint's own from P2C_OWN_SAMPLES on. */
-static inline double p2c_ewma(const struct core *c, const struct pool_endpoint *e,
-			      const struct pick *k, unsigned s)
-{
-	unsigned sig = k->sig[s];
-	return e->samples[sig] >= P2C_OWN_SAMPLES || warm(c, e, sig) ?
-	       e->ewma[sig] : k->median[s];
-}
-
-/* Step 5: in_flight + 1 <= ceil(load_factor x (total + 1) x w / W), or
- * in_flight < load_floor (a floor so that light load never scatters keys). */
-static inline bool within_bound(const struct core *c,
-				const struct pool_endpoint *e,
-				const struct pick *k)
-{
-	if (e->in_flight < c->p.load_floor)
-		return true;
-	double cap = c->p.load_factor * ((double)k->v->total_if + 1) *
-		     e->weight / k->v->total_w;
-	/* The tiny shrink keeps a product that should be an integer from
-	 * rounding up to the next one. */
-	return (double)e->in_flight + 1 <= ceil(cap * (1 - 1e-12));
-}
-
-/* Step 3's bound, for a key's warm entry: within_bound, or in_flight + 1
- * <= ceil(fair share + warm_slack), the fair share being
- * (total + 1) x w / W (core_params.warm_slack: leaving throws the
- * cache away, so a warm entry tolerates a few requests of load noise). */
-static inline bool within_warm_bound(const struct core *c,
-				     const struct pool_endpoint *e,
-				     const struct pick *k)
-{
-	if (within_bound(c, e, k))
-		return true;
-	double fair = ((double)k->v->total_if + 1) * e->weight / k->v->total_w;
-	return (double)e->in_flight + 1 <=
-	       ceil((fair + c->p.warm_slack) * (1 - 1e-12));
-}
-
-/* Whether e is fit to keep or take a key: on every signal in use, its
- * EWMA is within sticky_tolerance of the candidates' median; for the time
- * to headers, or within sticky_tolerance of its own long-run EWMA (base).
- * Times to headers of different servers are not comparable (headers sent
- * before prefill or with the first token: a hundredfold apart), so
- * there only an endpoint slower than both its peers and its own past is
- * left: a slowdown. End-to-end times per KiB are comparable: the median
- * alone judges them. An endpoint over the median's tolerance is a suspect
- * (POOL_KEPT, or POOL_LEFT when left): if it goes idle, its next
- * idle_reset comes later, and while left its base does not learn (it keeps
- * the endpoint's usual latency, against which the slowdown shows). A
- * decision that finds it within the tolerance on its own samples clears
- * that. Called on the decision path: it writes only those marks (and bumps
- * version when a re-trial's doubling ends). */
-static inline bool fast_enough(struct core *c, struct pool_endpoint *e,
-			       const struct pick *k)
-{
-	bool all_warm = true, suspect = false;
-	if (c->p.slow_run > 0 && e->slow_run >= c->p.slow_run) {
-		e->suspect = POOL_LEFT; /* queue_judge's run */
-		return false;
-	}
-	for (unsigned s = 0; s < 2; s++) {
-		if (!k->use[s])
-			continue;
-		unsigned sig = k->sig[s];
-		bool w = warm(c, e, sig);
-		all_warm &= w;
-		if (eff_ewma(c, e, k, s) <= k->tolerated[s])
-			continue;
-		suspect = true;
-		if (s == 0 && w &&
-		    e->ewma[sig] <= c->p.sticky_tolerance * e->base[sig])
-			continue;
-		e->suspect = POOL_LEFT;
-		return false;
-	}
-	if (suspect) {
-		e->suspect = POOL_KEPT;
-	} else if (all_warm && (e->suspect != POOL_FIT || e->retrials)) {
-		e->suspect = POOL_FIT;
-		if (e->retrials) {
-			e->retrials = 0;
-			c->version++; /* its idle horizon moved */
-		}
-	}
-	return true;
-}
-
-/* The latency p2c weighs, in ms to headers (the unit cost_weight_per_ms
- * exchanges): the headers EWMA, or the end-to-end EWMA relative to its
- * median, or the mean of the two relative to their medians, each scaled by
- * the headers median. */
-static inline double p2c_latency(const struct core *c,
-				 const struct pool_endpoint *e,
-				 const struct pick *k)
-{
-	if (!k->use[1])
-		return p2c_ewma(c, e, k, 0);
-	double r1 = k->median[1] > 0 ? p2c_ewma(c, e, k, 1) / k->median[1] : 1;
-	if (!k->use[0])
-		return k->median[0] * r1;
-	double r0 = k->median[0] > 0 ? p2c_ewma(c, e, k, 0) / k->median[0] : 1;
-	return k->median[0] * (r0 + r1) / 2;
-}
-
-/* Predicted cost for power of two choices. */
-static double p2c_cost(const struct core *c, const struct pool_endpoint *e,
-		       const struct pick *k, uint64_t now_ms)
-{
-	uint32_t ok, fail;
-	breaker_counts(&e->br, &c->p, now_ms, &ok, &fail);
-	double rate = (ok + 1.0) / (ok + fail + 1.0);
-	double cost = (e->in_flight + 1.0) * p2c_latency(c, e, k) /
-		      (e->weight * rate);
-	if (c->p.cost_weight_per_ms > 0)
-		cost += e->cost_per_mtok / c->p.cost_weight_per_ms;
-	return cost;
-}
-
 /* ---- explain's trace (core_explain; t is NULL on every other call) ---- */
 
 /* Step 1 for t: each endpoint of the pool, a candidate when v holds it,
  * else the first exclusion of view_build's order that applies now. */
-static void trace_candidates(const struct core *c, const struct view *v,
-			     int model, uint64_t now_ms, struct core_trace *t)
+void trace_candidates(const struct core *c, const struct view *v,
+		      int model, uint64_t now_ms, struct core_trace *t)
 {
 	const struct pool *pool = &c->pool;
 	t->serving = v->serving;
@@ -1275,7 +835,7 @@ static void trace_candidates(const struct core *c, const struct view *v,
 
 /* Steps 4-5 for t: the whole ranking of c->items[0..n), best first (an
  * insertion sort of at most CORE_TRACE_MAX: explain only). */
-static void trace_rank(const struct core *c, uint32_t n, struct core_trace *t)
+void trace_rank(const struct core *c, uint32_t n, struct core_trace *t)
 {
 	t->ranked = true;
 	t->load_factor = c->p.load_factor;
@@ -1307,9 +867,9 @@ static void trace_rank(const struct core *c, uint32_t n, struct core_trace *t)
 
 /* fast_enough and within_bound of a ranked endpoint, as the walk found
  * them. */
-static void trace_walked(const struct core *c, const struct pick *k,
-			 uint32_t idx, bool fast, uint64_t now_ms,
-			 struct core_trace *t)
+void trace_walked(const struct core *c, const struct pick *k,
+		  uint32_t idx, bool fast, uint64_t now_ms,
+		  struct core_trace *t)
 {
 	const struct pool_endpoint *e = &c->pool.ep[idx];
 	for (uint32_t i = 0; i < t->n_rank; i++) {
@@ -1324,8 +884,8 @@ static void trace_walked(const struct core *c, const struct pick *k,
 	}
 }
 
-static void trace_p2c(const struct core *c, const struct pick *k, uint32_t a,
-		      uint32_t b, uint64_t now_ms, struct core_trace *t)
+void trace_p2c(const struct core *c, const struct pick *k, uint32_t a,
+	       uint32_t b, uint64_t now_ms, struct core_trace *t)
 {
 	t->p2c = true;
 	t->p2c_a = (int)a;
@@ -1529,8 +1089,8 @@ static inline bool warm_usable(struct core *c, const struct view *v,
 }
 
 /* Step 3 for t: warm_usable's conditions one by one. */
-static void trace_entry(struct core *c, const struct view *v, uint32_t idx,
-			const struct pick *k, struct core_trace *t)
+void trace_entry(struct core *c, const struct view *v, uint32_t idx,
+		 const struct pick *k, struct core_trace *t)
 {
 	struct pool_endpoint *e = &c->pool.ep[idx];
 	if (!view_has(v, idx))
@@ -1576,7 +1136,7 @@ static enum core_hint_use hint_step(struct core *c, const struct core_hint *h,
  * known) into c->art_view, its totals recomputed and its medians left to
  * be computed again. Returns the filtered view (its n may be 0), or v when
  * none differs. O(candidates), no allocation. */
-static struct view *artefact_view(struct core *c, struct view *v, uint64_t a)
+struct view *artefact_view(struct core *c, struct view *v, uint64_t a)
 {
 	struct view *f = &c->art_view;
 	uint32_t *cand = f->cand;
@@ -1617,8 +1177,8 @@ static struct view *artefact_view(struct core *c, struct view *v, uint64_t a)
 /* Step 1b, failover tiers (tier.h): the view of the tiers all's
  * decision may use, all itself when that is every tier it has. Notes
  * which tiers are up for tier_stays. */
-static struct view *tier_view(struct core *c, struct view *all, int model,
-			      uint64_t now_ms)
+struct view *tier_view(struct core *c, struct view *all, int model,
+		       uint64_t now_ms)
 {
 	tier_note(&all->tstate, &all->tiers, c->p.tier_spill, now_ms);
 	unsigned lim = tier_limit(&all->tiers, c->p.tier_spill);
@@ -1672,9 +1232,9 @@ static void place_commit(struct core *c, uint32_t idx, enum core_reason reason,
 
 /* core_decide; t is NULL but for core_explain, which restores the state
  * afterwards: then the map is only peeked at, and each step is noted. */
-static void decide(struct core *c, const struct core_request *req,
-		   uint64_t now_ms, struct core_rng *rng,
-		   struct core_decision *out, struct core_trace *t)
+void decide(struct core *c, const struct core_request *req,
+	    uint64_t now_ms, struct core_rng *rng,
+	    struct core_decision *out, struct core_trace *t)
 {
 	*out = (struct core_decision){ .endpoint = -1, .reason = CORE_REASON_NONE };
 	out->has_akey = core_identity(c, req, &out->akey);
