@@ -9,6 +9,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "names.h"
 #include "pick.h"
 
 void core_rng_seed(struct core_rng *rng, uint64_t seed)
@@ -34,86 +35,93 @@ struct core_str core_str_c(const char *s)
 	return (struct core_str){ s, s ? strlen(s) : 0 };
 }
 
+static const char *const hint_names[CORE_HINT_COUNT] = {
+	[CORE_HINT_ABSENT] = "absent",	   [CORE_HINT_USED] = "used",
+	[CORE_HINT_AGREES] = "agrees",	   [CORE_HINT_OLDER] = "older",
+	[CORE_HINT_REFUSED] = "refused",   [CORE_HINT_MISMATCH] = "mismatch",
+};
+
 const char *core_hint_name(enum core_hint_use u)
 {
-	static const char *const names[CORE_HINT_COUNT] = {
-		[CORE_HINT_ABSENT] = "absent",	   [CORE_HINT_USED] = "used",
-		[CORE_HINT_AGREES] = "agrees",	   [CORE_HINT_OLDER] = "older",
-		[CORE_HINT_REFUSED] = "refused",   [CORE_HINT_MISMATCH] = "mismatch",
-	};
-	return (unsigned)u < CORE_HINT_COUNT ? names[u] : "unknown";
+	return NAMES_GET(hint_names, u, "unknown");
 }
+
+static const char *const reason_names[CORE_REASON_COUNT] = {
+	[CORE_REASON_AFFINITY] = "affinity",
+	[CORE_REASON_HASH] = "hash",
+	[CORE_REASON_SPILL] = "spill",
+	[CORE_REASON_P2C] = "p2c",
+	[CORE_REASON_COOLDOWN_FALLBACK] = "cooldown_fallback",
+	[CORE_REASON_KEY_FALLBACK] = "key_fallback",
+	[CORE_REASON_NO_MODEL] = "no_model",
+	[CORE_REASON_NONE] = "none",
+	[CORE_REASON_FAILOVER] = "failover",
+};
 
 const char *core_reason_name(enum core_reason r)
 {
-	static const char *const names[CORE_REASON_COUNT] = {
-		[CORE_REASON_AFFINITY] = "affinity",
-		[CORE_REASON_HASH] = "hash",
-		[CORE_REASON_SPILL] = "spill",
-		[CORE_REASON_P2C] = "p2c",
-		[CORE_REASON_COOLDOWN_FALLBACK] = "cooldown_fallback",
-		[CORE_REASON_KEY_FALLBACK] = "key_fallback",
-		[CORE_REASON_NO_MODEL] = "no_model",
-		[CORE_REASON_NONE] = "none",
-		[CORE_REASON_FAILOVER] = "failover",
-	};
-	return (unsigned)r < CORE_REASON_COUNT ? names[r] : "unknown";
+	return NAMES_GET(reason_names, r, "unknown");
 }
+
+static const char *const outcome_names[CORE_OUTCOME_COUNT] = {
+	[CORE_OUTCOME_SUCCESS] = "success",
+	[CORE_OUTCOME_NEUTRAL] = "neutral",
+	[CORE_OUTCOME_FAILURE] = "failure",
+	[CORE_OUTCOME_RATE_LIMITED] = "rate_limited",
+	[CORE_OUTCOME_KEY_DEAD] = "key_dead",
+	[CORE_OUTCOME_INVALID] = "invalid",
+};
 
 const char *core_outcome_name(enum core_outcome o)
 {
-	static const char *const names[CORE_OUTCOME_COUNT] = {
-		[CORE_OUTCOME_SUCCESS] = "success",
-		[CORE_OUTCOME_NEUTRAL] = "neutral",
-		[CORE_OUTCOME_FAILURE] = "failure",
-		[CORE_OUTCOME_RATE_LIMITED] = "rate_limited",
-		[CORE_OUTCOME_KEY_DEAD] = "key_dead",
-		[CORE_OUTCOME_INVALID] = "invalid",
-	};
-	return (unsigned)o < CORE_OUTCOME_COUNT ? names[o] : "unknown";
+	return NAMES_GET(outcome_names, o, "unknown");
 }
+
+static const char *const probe_names[CORE_PROBE_COUNT] = {
+	[CORE_PROBE_ACCEPTED] = "accepted",
+	[CORE_PROBE_REFUSED] = "refused",
+	[CORE_PROBE_INCONCLUSIVE] = "inconclusive",
+};
 
 const char *core_probe_name(enum core_probe r)
 {
-	static const char *const names[CORE_PROBE_COUNT] = {
-		[CORE_PROBE_ACCEPTED] = "accepted",
-		[CORE_PROBE_REFUSED] = "refused",
-		[CORE_PROBE_INCONCLUSIVE] = "inconclusive",
-	};
-	return (unsigned)r < CORE_PROBE_COUNT ? names[r] : "unknown";
+	return NAMES_GET(probe_names, r, "unknown");
 }
+
+static const char *const end_names[CORE_END_COUNT] = {
+	[CORE_END_COMPLETE] = "complete",
+	[CORE_END_CLIENT_ABORT] = "client_abort",
+	[CORE_END_SERVER_CUT] = "server_cut",
+	[CORE_END_SERVER_FAIL] = "server_fail",
+};
 
 const char *core_end_name(enum core_end e)
 {
-	static const char *const names[CORE_END_COUNT] = {
-		[CORE_END_COMPLETE] = "complete",
-		[CORE_END_CLIENT_ABORT] = "client_abort",
-		[CORE_END_SERVER_CUT] = "server_cut",
-		[CORE_END_SERVER_FAIL] = "server_fail",
-	};
-	return (unsigned)e < CORE_END_COUNT ? names[e] : "unknown";
+	return NAMES_GET(end_names, e, "unknown");
 }
+
+static const char *const breaker_names[CORE_BREAKER_COUNT] = {
+	[CORE_BREAKER_CLOSED] = "closed",
+	[CORE_BREAKER_OPEN] = "open",
+	[CORE_BREAKER_HALF_OPEN] = "half_open",
+};
 
 const char *core_breaker_name(enum core_breaker b)
 {
-	static const char *const names[CORE_BREAKER_COUNT] = {
-		[CORE_BREAKER_CLOSED] = "closed",
-		[CORE_BREAKER_OPEN] = "open",
-		[CORE_BREAKER_HALF_OPEN] = "half_open",
-	};
-	return (unsigned)b < CORE_BREAKER_COUNT ? names[b] : "unknown";
+	return NAMES_GET(breaker_names, b, "unknown");
 }
+
+static const char *const admin_names[CORE_ADMIN_COUNT] = {
+	[CORE_ADMIN_ENABLED] = "enabled",
+	[CORE_ADMIN_MAINT] = "maint",
+	[CORE_ADMIN_DRAIN] = "drain",
+	[CORE_ADMIN_DOWN] = "down",
+	[CORE_ADMIN_NOLB] = "nolb",
+};
 
 const char *core_admin_name(enum core_admin a)
 {
-	static const char *const names[CORE_ADMIN_COUNT] = {
-		[CORE_ADMIN_ENABLED] = "enabled",
-		[CORE_ADMIN_MAINT] = "maint",
-		[CORE_ADMIN_DRAIN] = "drain",
-		[CORE_ADMIN_DOWN] = "down",
-		[CORE_ADMIN_NOLB] = "nolb",
-	};
-	return (unsigned)a < CORE_ADMIN_COUNT ? names[a] : "unknown";
+	return NAMES_GET(admin_names, a, "unknown");
 }
 
 enum core_outcome core_status_class(int status)
