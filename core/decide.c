@@ -1,4 +1,4 @@
-/* decide.c - core_decide: the affinity key, the warm entry or hint, the rendezvous walk and the spill, in that order. */
+/* decide.c - core_decide's steps in the order they run: the affinity key, the candidates, the warm entry or hint, the rendezvous walk, the spill. */
 #include "pick.h"
 
 #include <string.h>
@@ -58,7 +58,7 @@ bool core_identity(const struct core *c, const struct core_request *req,
 }
 
 /* Whether the ranked endpoint idx can take the key: fast enough and within
- * the load bound (steps 4-5), noted in t when set. */
+ * the load bound (step 4), noted in t when set. */
 static inline bool placeable(struct core *c, uint32_t idx, const struct pick *k,
 			     uint64_t now_ms, struct core_trace *t)
 {
@@ -70,7 +70,7 @@ static inline bool placeable(struct core *c, uint32_t idx, const struct pick *k,
 	return ok;
 }
 
-/* Step 6: two distinct candidates at random, the cheaper. t (explain
+/* Step 5: two distinct candidates at random, the cheaper. t (explain
  * only, else NULL) gets both and their costs. */
 static uint32_t p2c(const struct core *c, const struct pick *k,
 		    struct core_rng *rng, uint64_t now_ms, struct core_trace *t)
@@ -194,7 +194,7 @@ static inline bool owned_ok(const struct core *c, const struct owned_view *o,
 			   o->inc);
 }
 
-/* Steps 4-5 with place_choices > 1: the rendezvous ranking of c->items
+/* Step 4 with place_choices > 1: the rendezvous ranking of c->items
  * (v->n of them, best at index best) walked until place_choices candidates
  * are healthy and within the load bound; the cheapest of them (p2c_cost),
  * the first in rendezvous order on a tie so that idle agents agree. Returns
@@ -318,6 +318,7 @@ void decide(struct core *c, const struct core_request *req,
 	    struct core_decision *out, struct core_trace *t)
 {
 	*out = (struct core_decision){ .endpoint = -1, .reason = CORE_REASON_NONE };
+	/* 1. The affinity key. */
 	out->has_akey = core_identity(c, req, &out->akey);
 
 	struct pool *pool = &c->pool;
@@ -338,7 +339,7 @@ void decide(struct core *c, const struct core_request *req,
 			model = MODEL_ANY;
 	}
 
-	/* 1. Candidates. */
+	/* 2. Candidates. */
 	struct view *v = view_get(c, model, CORE_TIER_MAX, now_ms);
 	c->decide_tier_lo = v->tier_lo;
 	if (t != NULL)
@@ -351,7 +352,7 @@ void decide(struct core *c, const struct core_request *req,
 		return;
 	}
 	if (v->n == 0) {
-		/* 7. Only breakers exclude them all: the first to reopen.
+		/* 2a. Only breakers exclude them all: the first to reopen.
 		 * Else, if only dead keys are left, the one refused least
 		 * recently: HAProxy must not go without a credential (it would
 		 * balance on its own and send none). */
@@ -363,13 +364,13 @@ void decide(struct core *c, const struct core_request *req,
 			c->decisions[CORE_REASON_NONE]++;
 		return;
 	}
-	/* 1b. Failover tiers: the best tier with a candidate (and the next
+	/* 2b. Failover tiers: the best tier with a candidate (and the next
 	 * while it is full), before everything else. */
 	struct view *all = v;
 	if (v->tier_lo != v->tier_hi)
 		v = tier_view(c, v, model, now_ms);
 
-	/* 8. Cold endpoints borrow the median of the warm ones (p2c trusts
+	/* 2c. Cold endpoints borrow the median of the warm ones (p2c trusts
 	 * its own EWMA sooner: p2c_ewma). */
 	struct pick k = { .v = v, .kind = req->stream ? CORE_KIND_STREAM : CORE_KIND_PLAIN };
 	pick_signals(c, v, &k);
@@ -379,12 +380,12 @@ void decide(struct core *c, const struct core_request *req,
 		memcpy(t->tolerated, k.tolerated, sizeof(t->tolerated));
 	}
 
-	if (!out->has_akey) {
+	if (!out->has_akey) { /* step 5 alone */
 		commit(c, p2c(c, &k, rng, now_ms, t), CORE_REASON_P2C, now_ms, out);
 		return;
 	}
 
-	/* 2-3. The key's warm entry, if any, and whether it is a warm hit. */
+	/* 3. The key's warm entry, if any. */
 	uint32_t warm_idx = UINT32_MAX;
 	uint32_t ep, gen;
 	uint64_t warm_ms = 0;
@@ -416,6 +417,7 @@ void decide(struct core *c, const struct core_request *req,
 			return;
 		}
 	}
+	/* 3b. A warm hit: the entry's endpoint can take the request. */
 	if (warm_idx != UINT32_MAX && t != NULL)
 		trace_entry(c, v, warm_idx, &k, t);
 	if (warm_idx != UINT32_MAX && warm_usable(c, v, warm_idx, &k)) {
@@ -445,7 +447,7 @@ void decide(struct core *c, const struct core_request *req,
 		}
 	}
 
-	/* 4-5. Rendezvous ranking, walked until one is healthy and within
+	/* 4. Rendezvous ranking, walked until one is healthy and within
 	 * the load bound (with place_choices > 1, place_cheapest). */
 	struct owned_view ov = { 0 }, *o = NULL;
 	if (c->p.owned_bound >= 0) {
@@ -517,7 +519,7 @@ void decide(struct core *c, const struct core_request *req,
 		}
 	}
 
-	/* 6. Spill. */
+	/* 5. Spill. */
 	place_commit(c, p2c(c, &k, rng, now_ms, t), CORE_REASON_SPILL, o, now_ms,
 		     out);
 }

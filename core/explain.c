@@ -9,7 +9,7 @@
 
 /* ---- explain's trace (core_explain; t is NULL on every other call) ---- */
 
-/* Step 1 for t: each endpoint of the pool, a candidate when v holds it,
+/* Step 2 for t: each endpoint of the pool, a candidate when v holds it,
  * else the first exclusion of view_build's order that applies now. */
 void trace_candidates(const struct core *c, const struct view *v,
 		      int model, uint64_t now_ms, struct core_trace *t)
@@ -52,7 +52,7 @@ void trace_candidates(const struct core *c, const struct view *v,
 	}
 }
 
-/* Steps 4-5 for t: the whole ranking of c->items[0..n), best first (an
+/* Step 4 for t: the whole ranking of c->items[0..n), best first (an
  * insertion sort of at most CORE_TRACE_MAX: explain only). */
 void trace_rank(const struct core *c, uint32_t n, struct core_trace *t)
 {

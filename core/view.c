@@ -8,7 +8,7 @@ static inline uint64_t min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
-/* Builds v, the candidate set of model at now_ms: step 1 of the decision
+/* Builds v, the candidate set of model at now_ms: step 2 of the decision
  * (exclusions, cheapest and most permanent first), and the earliest time
  * at which one of its time-based exclusions or warm states ends. */
 void view_build(struct core *c, struct view *v, int model,
@@ -215,7 +215,7 @@ struct view *artefact_view(struct core *c, struct view *v, uint64_t a)
 	return f;
 }
 
-/* Step 1b, failover tiers (tier.h): the view of the tiers all's
+/* Step 2b, failover tiers (tier.h): the view of the tiers all's
  * decision may use, all itself when that is every tier it has. Notes
  * which tiers are up for tier_stays. */
 struct view *tier_view(struct core *c, struct view *all, int model,
