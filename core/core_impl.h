@@ -231,10 +231,9 @@ static inline bool idle(const struct core *c, const struct pool_endpoint *e,
 /* Samples that make an endpoint warm again after idle_reset once it has
  * been warm: a re-trial. A slow endpoint that was left gets no feedback, so
  * idle_reset comes; with the full cold_start_samples it would then take
- * about that many requests each idle_reset before being judged again (a 5x
- * slow endpoint kept 3.5% of the Mooncake trace's requests, a fair share
- * being 12.5%). A few samples judge it again, as they would judge a
- * recovered one fit (docs/routing-quality.md). */
+ * about that many requests each idle_reset before being judged again. A
+ * few samples judge it again, as they would judge a recovered one fit
+ * (docs/routing-quality.md, "idle_reset no longer forgives slowness"). */
 #define RETRIAL_SAMPLES 4u
 
 /* Whether e's own EWMA of signal sig counts: cold_start_samples successes,

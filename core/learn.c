@@ -164,17 +164,13 @@ static void run_end(struct core *c, struct pool_endpoint *e, unsigned kind)
  * slow_run slow answers, within 2 x slow_run answers, and e is left as
  * slow (fast_enough) until idle_reset re-tries it; an answer within the
  * tolerance ends a run, one that only its queue explains neither counts
- * nor ends it. Under load tr is mostly queue wait: measured on the
- * simulator's Mooncake trace at speed 3, leaving on a run of raw times
- * (r = 3, 5, 8) raised the TTFT p90 from 2,580 ms to 4,323, 2,708 and
- * 2,617 ms (docs/routing-quality.md). The run also needs answers regular
- * enough for one of them to say something: the spread (root mean square
- * distance to b) under b. Mooncake-like prompts, where one endpoint's
- * times to headers range from 30 ms (a cache hit) to 17 s (a long cold
- * prompt), are judged by the EWMA alone: with the queue correction but
- * without that condition, a run of 4 raised the speed-3 p90 to 2,687 ms.
- * Answers in a run, or while e is left, do not teach the spread; a run
- * that ends without leaving teaches it its answers (run_end). */
+ * nor ends it: under load tr is mostly queue wait. The run also needs
+ * answers regular enough for one of them to say something: the spread
+ * (root mean square distance to b) under b; an endpoint whose times to
+ * headers range from a cache hit's to a long cold prompt's is judged by
+ * the EWMA alone. Answers in a run, or while e is left, do not teach the
+ * spread; a run that ends without leaving teaches it its answers
+ * (run_end). docs/policy-v2.md, section 2, has the measurements. */
 static void queue_judge(struct core *c, struct pool_endpoint *e,
 			const struct lesson *l, uint64_t now_ms)
 {
@@ -312,12 +308,9 @@ int core_observe(struct core *c, const struct core_feedback *fb,
  * the same quantity whether the server sends its headers before prefill or
  * with the first token. Below about 100 streamed tokens prefill dominates
  * and bytes measure nothing: the floor keeps a 3-token answer from counting
- * as 50 times slower than a long one. Measured on the simulator's Mooncake
- * trace (docs/routing-quality.md): the hit rate with the end-to-end signal
- * is 0.90 of the oracle's per byte with a 1 KiB floor, 0.93 with 4 KiB,
- * 0.94 with 16 KiB (as without normalisation), and per KiB of request body
- * 0.79; unnormalised, the mixed workload's classifications and summaries
- * are different quantities. */
+ * as 50 times slower than a long one. The floor and the normalisation
+ * were measured against the alternatives: docs/routing-quality.md, "How
+ * the end-to-end sample is normalised". */
 #define E2E_MIN_BYTES 16384u
 
 int core_complete(struct core *c, const struct core_completion *cc,

@@ -33,8 +33,8 @@ static inline double eff_ewma(const struct core *c, const struct pool_endpoint *
  * sticky tolerance's a session's warm cache: p2c can believe a few samples
  * where leaving a session waits for cold_start_samples. Without it, a
  * fleet that has not yet seen cold_start_samples answers from any endpoint
- * (deploy/quickstart.sh: 76 requests over 4 endpoints) sends a 5x slow one
- * its full share of anonymous requests (docs/routing-quality.md). */
+ * sends a slow one its full share of anonymous requests
+ * (docs/routing-quality.md). */
 #define P2C_OWN_SAMPLES 3u
 
 /* eff_ewma as p2c sees it: the endpoint's own from P2C_OWN_SAMPLES on. */
