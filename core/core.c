@@ -1,4 +1,4 @@
-/* core.c - the core's creation, parameters and endpoint administration, and the names of its enums. */
+/* core.c - the core's creation, parameters and endpoint administration. */
 #include "core_impl.h"
 
 #include <errno.h>
@@ -9,7 +9,6 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "names.h"
 #include "pick.h"
 
 void core_rng_seed(struct core_rng *rng, uint64_t seed)
@@ -33,95 +32,6 @@ uint64_t core_hash_bytes(const void *p, size_t len)
 struct core_str core_str_c(const char *s)
 {
 	return (struct core_str){ s, s ? strlen(s) : 0 };
-}
-
-static const char *const hint_names[CORE_HINT_COUNT] = {
-	[CORE_HINT_ABSENT] = "absent",	   [CORE_HINT_USED] = "used",
-	[CORE_HINT_AGREES] = "agrees",	   [CORE_HINT_OLDER] = "older",
-	[CORE_HINT_REFUSED] = "refused",   [CORE_HINT_MISMATCH] = "mismatch",
-};
-
-const char *core_hint_name(enum core_hint_use u)
-{
-	return NAMES_GET(hint_names, u, "unknown");
-}
-
-static const char *const reason_names[CORE_REASON_COUNT] = {
-	[CORE_REASON_AFFINITY] = "affinity",
-	[CORE_REASON_HASH] = "hash",
-	[CORE_REASON_SPILL] = "spill",
-	[CORE_REASON_P2C] = "p2c",
-	[CORE_REASON_COOLDOWN_FALLBACK] = "cooldown_fallback",
-	[CORE_REASON_KEY_FALLBACK] = "key_fallback",
-	[CORE_REASON_NO_MODEL] = "no_model",
-	[CORE_REASON_NONE] = "none",
-	[CORE_REASON_FAILOVER] = "failover",
-};
-
-const char *core_reason_name(enum core_reason r)
-{
-	return NAMES_GET(reason_names, r, "unknown");
-}
-
-static const char *const outcome_names[CORE_OUTCOME_COUNT] = {
-	[CORE_OUTCOME_SUCCESS] = "success",
-	[CORE_OUTCOME_NEUTRAL] = "neutral",
-	[CORE_OUTCOME_FAILURE] = "failure",
-	[CORE_OUTCOME_RATE_LIMITED] = "rate_limited",
-	[CORE_OUTCOME_KEY_DEAD] = "key_dead",
-	[CORE_OUTCOME_INVALID] = "invalid",
-};
-
-const char *core_outcome_name(enum core_outcome o)
-{
-	return NAMES_GET(outcome_names, o, "unknown");
-}
-
-static const char *const probe_names[CORE_PROBE_COUNT] = {
-	[CORE_PROBE_ACCEPTED] = "accepted",
-	[CORE_PROBE_REFUSED] = "refused",
-	[CORE_PROBE_INCONCLUSIVE] = "inconclusive",
-};
-
-const char *core_probe_name(enum core_probe r)
-{
-	return NAMES_GET(probe_names, r, "unknown");
-}
-
-static const char *const end_names[CORE_END_COUNT] = {
-	[CORE_END_COMPLETE] = "complete",
-	[CORE_END_CLIENT_ABORT] = "client_abort",
-	[CORE_END_SERVER_CUT] = "server_cut",
-	[CORE_END_SERVER_FAIL] = "server_fail",
-};
-
-const char *core_end_name(enum core_end e)
-{
-	return NAMES_GET(end_names, e, "unknown");
-}
-
-static const char *const breaker_names[CORE_BREAKER_COUNT] = {
-	[CORE_BREAKER_CLOSED] = "closed",
-	[CORE_BREAKER_OPEN] = "open",
-	[CORE_BREAKER_HALF_OPEN] = "half_open",
-};
-
-const char *core_breaker_name(enum core_breaker b)
-{
-	return NAMES_GET(breaker_names, b, "unknown");
-}
-
-static const char *const admin_names[CORE_ADMIN_COUNT] = {
-	[CORE_ADMIN_ENABLED] = "enabled",
-	[CORE_ADMIN_MAINT] = "maint",
-	[CORE_ADMIN_DRAIN] = "drain",
-	[CORE_ADMIN_DOWN] = "down",
-	[CORE_ADMIN_NOLB] = "nolb",
-};
-
-const char *core_admin_name(enum core_admin a)
-{
-	return NAMES_GET(admin_names, a, "unknown");
 }
 
 enum core_outcome core_status_class(int status)
@@ -546,12 +456,8 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		.artefact = e->artefact,
 		.artefact_mismatch = e->artefact_mismatch,
 	};
-	for (unsigned k = 0; k < CORE_KIND_COUNT; k++) {
-		out->ewma_ms[k] = e->ewma[pool_sig(false, k)];
-		out->samples[k] = e->samples[pool_sig(false, k)];
-		out->e2e_ewma_ms[k] = e->ewma[pool_sig(true, k)];
-		out->e2e_samples[k] = e->samples[pool_sig(true, k)];
-	}
+	latency_out(e, out->ewma_ms, out->samples, out->e2e_ewma_ms,
+		    out->e2e_samples);
 	out->breaker = breaker_state(&e->br, now_ms, &out->cooldown_left_ms);
 	out->dead_key_left_ms = e->key_dead && e->dead_until_ms > now_ms ?
 				e->dead_until_ms - now_ms : 0;

@@ -5,8 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "names.h"
-
 /* ---- explain's trace (core_explain; t is NULL on every other call) ---- */
 
 /* Step 2 for t: each endpoint of the pool, a candidate when v holds it,
@@ -124,22 +122,6 @@ void trace_entry(struct core *c, const struct view *v, uint32_t idx,
 	t->entry_closed = e->br.state == CORE_BREAKER_CLOSED;
 	t->entry_fast = t->entry_closed && fast_enough(c, e, k);
 	t->entry_bounded = within_warm_bound(c, e, k);
-}
-
-static const char *const trace_excl_names[CORE_TRACE_EXCL_COUNT] = {
-	[CORE_TRACE_CANDIDATE] = "candidate",
-	[CORE_TRACE_NOT_SERVING] = "not_serving",
-	[CORE_TRACE_DISABLED] = "disabled",
-	[CORE_TRACE_DRAINED] = "drained",
-	[CORE_TRACE_ADMIN] = "admin",
-	[CORE_TRACE_MODEL_404] = "model_404",
-	[CORE_TRACE_KEY_DEAD] = "key_dead",
-	[CORE_TRACE_BREAKER] = "breaker",
-};
-
-const char *core_trace_excl_name(enum core_trace_excl e)
-{
-	return NAMES_GET(trace_excl_names, e, "unknown");
 }
 
 /* Everything decide can change, but the map (only peeked at with a trace)

@@ -3,8 +3,6 @@
 
 #include <stddef.h>
 
-#include "names.h"
-
 void core_params_defaults(struct core_params *p)
 {
 	*p = (struct core_params){
@@ -48,36 +46,3 @@ void core_params_defaults(struct core_params *p)
 	};
 }
 
-static const char *const rung_names[CORE_RUNG_COUNT] = {
-	[CORE_RUNG_SESSION] = "session",
-	[CORE_RUNG_PREFIX] = "prefix",
-	[CORE_RUNG_INSTALL] = "install",
-	[CORE_RUNG_CALLER] = "caller",
-	[CORE_RUNG_SRC] = "src",
-};
-
-const char *core_rung_name(enum core_rung r)
-{
-	return NAMES_GET(rung_names, r, NULL);
-}
-
-static const char *const score_by_names[CORE_SCORE_COUNT] = {
-	[CORE_SCORE_HEADERS] = "headers",
-	[CORE_SCORE_END_TO_END] = "end_to_end",
-	[CORE_SCORE_BOTH] = "both",
-};
-
-const char *core_score_by_name(enum core_score_by s)
-{
-	return NAMES_GET(score_by_names, s, NULL);
-}
-
-static const char *const session_scope_names[CORE_SESSION_SCOPE_COUNT] = {
-	[CORE_SESSION_GLOBAL] = "global",
-	[CORE_SESSION_CALLER] = "caller",
-};
-
-const char *core_session_scope_name(enum core_session_scope s)
-{
-	return NAMES_GET(session_scope_names, s, NULL);
-}
