@@ -274,6 +274,20 @@ static inline void forget_samples(struct pool_endpoint *e)
 		e->samples[k] = 0;
 }
 
+/* e's EWMAs and their sample counts per kind, for core_endpoint_info and
+ * the snapshot's endpoint statistics. */
+static inline void latency_out(const struct pool_endpoint *e, double *ewma_ms,
+			       uint32_t *samples, double *e2e_ewma_ms,
+			       uint32_t *e2e_samples)
+{
+	for (unsigned k = 0; k < CORE_KIND_COUNT; k++) {
+		ewma_ms[k] = e->ewma[pool_sig(false, k)];
+		samples[k] = e->samples[pool_sig(false, k)];
+		e2e_ewma_ms[k] = e->ewma[pool_sig(true, k)];
+		e2e_samples[k] = e->samples[pool_sig(true, k)];
+	}
+}
+
 /* core.c: the EWMA order and the cached medians. */
 void order_fix(struct core *c, unsigned k, uint32_t i);
 void ewma_moved_all(struct core *c);

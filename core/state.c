@@ -135,12 +135,8 @@ int core_endpoint_stats_export(const struct core *c, int idx, uint64_t now_ms,
 	if (e == NULL)
 		return -ENOENT;
 	*out = (struct core_endpoint_stats){ .trips = e->br.trips };
-	for (unsigned k = 0; k < CORE_KIND_COUNT; k++) {
-		out->ewma_ms[k] = e->ewma[pool_sig(false, k)];
-		out->samples[k] = e->samples[pool_sig(false, k)];
-		out->e2e_ewma_ms[k] = e->ewma[pool_sig(true, k)];
-		out->e2e_samples[k] = e->samples[pool_sig(true, k)];
-	}
+	latency_out(e, out->ewma_ms, out->samples, out->e2e_ewma_ms,
+		    out->e2e_samples);
 	out->breaker = breaker_state(&e->br, now_ms, &out->cooldown_left_ms);
 	/* A dead key awaiting its re-probe stays dead across a restart. */
 	out->dead_key_left_ms = !e->key_dead ? 0 :

@@ -8,6 +8,18 @@ static inline uint64_t min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
+/* Adds slot i, endpoint e, to v's candidates and their totals. */
+static inline void view_add(const struct core *c, struct view *v, uint32_t i,
+			    const struct pool_endpoint *e)
+{
+	v->cand[v->n++] = i;
+	v->member[i / 64] |= 1ull << (i % 64);
+	v->total_w += e->weight;
+	v->total_if += e->in_flight;
+	for (int k = 0; k < POOL_SIGNALS; k++)
+		v->n_warm[k] += warm(c, e, (unsigned)k);
+}
+
 /* Builds v, the candidate set of model at now_ms: step 2 of the decision
  * (exclusions, cheapest and most permanent first), and the earliest time
  * at which one of its time-based exclusions or warm states ends. */
@@ -130,12 +142,7 @@ void view_build(struct core *c, struct view *v, int model,
 			v->tiers.w[t] += e->weight;
 			v->tiers.in_flight[t] += e->in_flight;
 		}
-		v->cand[v->n++] = i;
-		v->member[i / 64] |= 1ull << (i % 64);
-		v->total_w += e->weight;
-		v->total_if += e->in_flight;
-		for (int k = 0; k < POOL_SIGNALS; k++)
-			v->n_warm[k] += warm(c, e, (unsigned)k);
+		view_add(c, v, i, e);
 	}
 	if (changed)
 		c->version++; /* other views saw the old states */
@@ -204,12 +211,7 @@ struct view *artefact_view(struct core *c, struct view *v, uint64_t a)
 		const struct pool_endpoint *e = &c->pool.ep[s];
 		if (e->artefact != 0 && e->artefact != a)
 			continue;
-		f->cand[f->n++] = s;
-		f->member[s / 64] |= 1ull << (s % 64);
-		f->total_w += e->weight;
-		f->total_if += e->in_flight;
-		for (int k = 0; k < POOL_SIGNALS; k++)
-			f->n_warm[k] += warm(c, e, (unsigned)k);
+		view_add(c, f, s, e);
 	}
 	f->valid = false; /* not a cached view: set_in_flight leaves it */
 	return f;
