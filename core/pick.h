@@ -46,8 +46,9 @@ static inline double p2c_ewma(const struct core *c, const struct pool_endpoint *
 	       e->ewma[sig] : k->median[s];
 }
 
-/* Step 4's bound: in_flight + 1 <= ceil(load_factor x (total + 1) x w / W), or
- * in_flight < load_floor (a floor so that light load never scatters keys). */
+/* Step 4's bound: in_flight + 1 <= ceil(load_factor x (total + 1) x w /
+ * W), or in_flight < load_floor (a floor so that light load never scatters
+ * keys). */
 static inline bool within_bound(const struct core *c,
 				const struct pool_endpoint *e,
 				const struct pick *k)
