@@ -8,6 +8,7 @@
 #include "names.h"
 #include "params.h"
 #include "trace.h"
+#include "../run.h"
 
 /* One core_*_name over all of its values as an unsigned. */
 struct table {
@@ -96,9 +97,5 @@ int main(void)
 	tcase_add_loop_test(tc, out_of_range_is_the_fallback, 0, n);
 	tcase_add_test(tc, names_get_skips_gaps);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return unit_run(s);
 }
