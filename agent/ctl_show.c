@@ -262,7 +262,7 @@ void ctl_cmd_set_endpoint(struct ctl_cmd *cmd)
 
 /* ---- explain ------------------------------------------------------------ */
 
-/* The load bound of an endpoint as within_bound (core.c) states it, for
+/* The load bound of an endpoint as within_bound (core/pick.h) states it, for
  * display: the largest in-flight count it may reach with this request. */
 static double bound_cap(const struct core_trace *t, double weight)
 {

@@ -46,33 +46,3 @@ void core_params_defaults(struct core_params *p)
 	};
 }
 
-const char *core_rung_name(enum core_rung r)
-{
-	static const char *const names[CORE_RUNG_COUNT] = {
-		[CORE_RUNG_SESSION] = "session",
-		[CORE_RUNG_PREFIX] = "prefix",
-		[CORE_RUNG_INSTALL] = "install",
-		[CORE_RUNG_CALLER] = "caller",
-		[CORE_RUNG_SRC] = "src",
-	};
-	return (unsigned)r < CORE_RUNG_COUNT ? names[r] : NULL;
-}
-
-const char *core_score_by_name(enum core_score_by s)
-{
-	static const char *const names[CORE_SCORE_COUNT] = {
-		[CORE_SCORE_HEADERS] = "headers",
-		[CORE_SCORE_END_TO_END] = "end_to_end",
-		[CORE_SCORE_BOTH] = "both",
-	};
-	return (unsigned)s < CORE_SCORE_COUNT ? names[s] : NULL;
-}
-
-const char *core_session_scope_name(enum core_session_scope s)
-{
-	static const char *const names[CORE_SESSION_SCOPE_COUNT] = {
-		[CORE_SESSION_GLOBAL] = "global",
-		[CORE_SESSION_CALLER] = "caller",
-	};
-	return (unsigned)s < CORE_SESSION_SCOPE_COUNT ? names[s] : NULL;
-}

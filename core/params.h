@@ -27,7 +27,7 @@ enum core_rung {
 /* Which latency the scoring (the sticky tolerance and the p2c cost) uses.
  * HEADERS: the EWMA of time to response headers (SPOE feedback, or the log
  * line when feedback was not sent), judged against the candidates' median
- * and the endpoint's own past (core.c, fast_enough). END_TO_END: the EWMA
+ * and the endpoint's own past (pick.h, fast_enough). END_TO_END: the EWMA
  * of the whole request per KiB sent, from HAProxy's log line
  * (core_complete), judged against the median; while no candidate has
  * enough end-to-end samples (no log input) it falls back to HEADERS. BOTH:
@@ -79,7 +79,7 @@ struct core_params {
 	 * is the mean of the samples until there are 1/alpha of them. */
 	double ewma_alpha;                 /* 0.05 */
 	/* Successes before the sticky tolerance judges an endpoint by its own
-	 * EWMA. Power of two choices believes it from 3 on (core.c,
+	 * EWMA. Power of two choices believes it from 3 on (pick.h,
 	 * P2C_OWN_SAMPLES): a wrong guess there costs one request, not a
 	 * session's warm cache. */
 	uint32_t cold_start_samples;       /* 20 */
@@ -94,7 +94,7 @@ struct core_params {
 	double sticky_tolerance;           /* 2.5 */
 	/* Answers in a row after which an endpoint is left as slow, each
 	 * over sticky_tolerance x its base and x the candidates' median
-	 * though its queue does not explain it (core.c, queue_judge): a
+	 * though its queue does not explain it (learn.c, queue_judge): a
 	 * faster detector than the EWMA (about 10 answers for a 5x
 	 * slowdown), for endpoints whose times to headers are regular
 	 * enough (spread under their mean) for one answer to say something.
@@ -127,7 +127,7 @@ struct core_params {
 	 * of 2,817-2,822 ms against 2,580. 0: the bound alone. */
 	uint32_t warm_slack;               /* 6 */
 	/* A key without a warm entry (new, expired, or its endpoint left)
-	 * goes to the cheapest (core.c, p2c_cost: in flight x latency /
+	 * goes to the cheapest (pick.h, p2c_cost: in flight x latency /
 	 * weight) of the first place_choices rendezvous candidates that are
 	 * fast enough and within the bound, the rendezvous order breaking
 	 * ties. 1, the default: the first of them, blind to load below the

@@ -29,7 +29,7 @@ static inline bool pool_sig_e2e(unsigned sig)
 }
 
 /* pool_endpoint.suspect: over sticky_tolerance x the median at some
- * decision since it was last found within it (core.c, fast_enough). */
+ * decision since it was last found within it (pick.h, fast_enough). */
 enum pool_suspect {
 	POOL_FIT = 0,   /* within, or not judged since */
 	POOL_KEPT,      /* over, but kept by its own past (time to headers) */
@@ -58,17 +58,17 @@ struct pool_endpoint {
 				 * row that found it slow */
 	uint8_t woke;           /* samples forgotten for idleness by a
 				 * decision: the next answer is a wake-up */
-	uint8_t key_dead;       /* a probe of its key was refused (core.c,
-				 * "Upstream keys") */
+	uint8_t key_dead;       /* a probe of its key was refused (learn.c,
+				 * "upstream key probes") */
 	uint8_t slow_run;       /* answers of a run slower than their queue
-				 * explains (core.c, queue_judge) */
+				 * explains (learn.c, queue_judge) */
 	uint8_t run_answers;    /* answers since that run began */
 	uint8_t drained;        /* `set endpoint ... drain` on the command
 				 * socket: excluded, whatever HAProxy says */
 	uint8_t tier;           /* 1..CORE_TIER_MAX (tier.h) */
 	uint32_t in_flight;     /* the view decisions read: engine_if +
 				 * engine_delta while the engine's sample is
-				 * fresh, else local_if (core.c, "In flight") */
+				 * fresh, else local_if (core_impl.h, "In flight") */
 	uint32_t samples[POOL_SIGNALS]; /* indexed by pool_sig */
 	double weight;
 	double ewma[POOL_SIGNALS];
@@ -111,7 +111,7 @@ struct pool_endpoint {
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT];
 	uint64_t decisions;
-	/* In flight, the two views (core.c, "In flight"). */
+	/* In flight, the two views (core_impl.h, "In flight"). */
 	uint32_t local_if;      /* runtime API scur+qcur, or this agent's own
 				 * count, kept with every decision and end */
 	uint32_t engine_if;     /* the engine's running + waiting, last sample */

@@ -11,7 +11,7 @@
  * counts (n_* fields) and the lists say how many were left out. */
 #define CORE_TRACE_MAX 64
 
-/* Why an endpoint is not a candidate (step 1), in view_build's order. */
+/* Why an endpoint is not a candidate (step 2), in view_build's order. */
 enum core_trace_excl {
 	CORE_TRACE_CANDIDATE = 0,
 	CORE_TRACE_NOT_SERVING,     /* does not serve the request's model */
@@ -36,7 +36,7 @@ struct core_trace_endpoint {
 
 /* One endpoint of the rendezvous ranking, best first. walked: the
  * decision looked at it (the walk stops at the first that qualifies, or
- * after place_choices qualify); then fast (within sticky_tolerance, core.c
+ * after place_choices qualify); then fast (within sticky_tolerance, pick.h
  * fast_enough) and bounded (the load bound). */
 struct core_trace_rank {
 	int endpoint;
@@ -52,28 +52,28 @@ struct core_trace {
 	int model;                 /* model id, -1 none, -2 unknown to all */
 	bool has_akey;
 	uint64_t akey;
-	/* Step 1. */
+	/* Step 2. */
 	uint32_t n_endpoints, serving, candidates;
 	uint64_t total_in_flight;  /* over the candidates */
 	double total_weight;
 	struct core_trace_endpoint ep[CORE_TRACE_MAX];
 	uint32_t n_ep;             /* listed (<= CORE_TRACE_MAX) */
-	/* Step 8: the latency medians in use (0 headers, 1 end to end). */
+	/* Step 2c: the latency medians in use (0 headers, 1 end to end). */
 	bool use[2];
 	double median[2], tolerated[2];
-	/* Steps 2-3: the map entry. */
+	/* Step 3: the map entry. */
 	bool entry;                /* a live entry exists */
 	int entry_endpoint;
 	uint64_t entry_idle_ms;
 	bool entry_stale;          /* its endpoint was removed since */
 	bool entry_candidate, entry_closed, entry_fast, entry_bounded;
-	/* Steps 4-5. */
+	/* Step 4. */
 	bool ranked;
 	uint32_t n_rank;
 	struct core_trace_rank rank[CORE_TRACE_MAX];
 	double load_factor;
 	uint32_t load_floor, place_choices;
-	/* Step 6: the two random choices and their costs. */
+	/* Step 5: the two random choices and their costs. */
 	bool p2c;
 	int p2c_a, p2c_b;
 	double p2c_cost_a, p2c_cost_b;

@@ -1,0 +1,532 @@
+/* decide.c - core_decide's steps in the order they run: the affinity key, the candidates, the warm entry or hint, the rendezvous walk, the spill. */
+#include "pick.h"
+
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+bool core_identity(const struct core *c, const struct core_request *req,
+		   uint64_t *akey)
+{
+	for (unsigned i = 0; i < c->p.identity_ladder_len; i++) {
+		const struct core_id *id = NULL;
+		enum core_rung r = c->p.identity_ladder[i];
+		switch (r) {
+		case CORE_RUNG_SESSION:
+			id = &req->session;
+			break;
+		case CORE_RUNG_PREFIX:
+			/* The longest window present is the most specific. */
+			for (int k = 2; k >= 0 && id == NULL; k--)
+				if (req->prefix[k].present)
+					id = &req->prefix[k];
+			break;
+		case CORE_RUNG_INSTALL:
+			id = &req->install;
+			break;
+		case CORE_RUNG_CALLER:
+			id = &req->caller;
+			break;
+		case CORE_RUNG_SRC:
+			id = &req->src;
+			break;
+		default:
+			break;
+		}
+		if (id != NULL && id->present) {
+			uint8_t b[16];
+			size_t n = 8;
+			for (int k = 0; k < 8; k++)
+				b[k] = (uint8_t)(id->hash >> (8 * k));
+			/* A session or install id is a label the client
+			 * chooses: scoped to its caller, another caller's
+			 * same label is another key (params.h). The 16-byte
+			 * input is another domain than an unscoped id's 8. */
+			if (c->p.session_scope == CORE_SESSION_CALLER &&
+			    (r == CORE_RUNG_SESSION || r == CORE_RUNG_INSTALL) &&
+			    req->caller.present) {
+				for (int k = 0; k < 8; k++)
+					b[8 + k] = (uint8_t)(req->caller.hash >> (8 * k));
+				n = 16;
+			}
+			*akey = XXH3_64bits_withSeed(b, n, (uint64_t)r + 1);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Whether the ranked endpoint idx can take the key: fast enough and within
+ * the load bound (step 4), noted in t when set. */
+static inline bool placeable(struct core *c, uint32_t idx, const struct pick *k,
+			     uint64_t now_ms, struct core_trace *t)
+{
+	struct pool_endpoint *e = &c->pool.ep[idx];
+	bool fast = fast_enough(c, e, k);
+	bool ok = fast && within_bound(c, e, k);
+	if (t != NULL)
+		trace_walked(c, k, idx, fast, now_ms, t);
+	return ok;
+}
+
+/* Step 5: two distinct candidates at random, the cheaper. t (explain
+ * only, else NULL) gets both and their costs. */
+static uint32_t p2c(const struct core *c, const struct pick *k,
+		    struct core_rng *rng, uint64_t now_ms, struct core_trace *t)
+{
+	const struct view *v = k->v;
+	if (v->n == 1) {
+		if (t != NULL)
+			trace_p2c(c, k, v->cand[0], v->cand[0], now_ms, t);
+		return v->cand[0];
+	}
+	uint32_t i = (uint32_t)(core_rng_next(rng) % v->n);
+	uint32_t j = (uint32_t)(core_rng_next(rng) % (v->n - 1));
+	if (j >= i)
+		j++;
+	const struct pool_endpoint *a = &c->pool.ep[v->cand[i]];
+	const struct pool_endpoint *b = &c->pool.ep[v->cand[j]];
+	if (t != NULL)
+		trace_p2c(c, k, v->cand[i], v->cand[j], now_ms, t);
+	return p2c_cost(c, b, k, now_ms) < p2c_cost(c, a, k, now_ms) ?
+	       v->cand[j] : v->cand[i];
+}
+
+/* Which latency signals k uses (score_by; end to end only where some
+ * candidate is warm on it), with their medians. */
+static void pick_signals(struct core *c, struct view *v, struct pick *k)
+{
+	k->sig[0] = pool_sig(false, k->kind);
+	k->sig[1] = pool_sig(true, k->kind);
+	bool e2e = v->n_warm[k->sig[1]] > 0;
+	switch (c->p.score_by) {
+	case CORE_SCORE_END_TO_END:
+		k->use[1] = e2e;
+		k->use[0] = !e2e;
+		break;
+	case CORE_SCORE_BOTH:
+		k->use[0] = true;
+		k->use[1] = e2e;
+		break;
+	default:
+		k->use[0] = true;
+		k->use[1] = false;
+		break;
+	}
+	/* The headers median always: it also scales p2c's end-to-end
+	 * latency (p2c_latency). */
+	for (unsigned s = 0; s < 2; s++) {
+		if (s == 1 && !k->use[1])
+			break;
+		k->median[s] = view_median(c, v, k->sig[s]);
+		k->tolerated[s] = c->p.sticky_tolerance * k->median[s];
+	}
+}
+
+static void commit(struct core *c, uint32_t idx, enum core_reason reason,
+		   uint64_t now_ms, struct core_decision *out)
+{
+	struct pool_endpoint *e = &c->pool.ep[idx];
+	if (out->has_akey)
+		c->asked[out->akey & (CORE_PENDING_SLOTS - 1)] =
+			(struct asked){ out->akey, idx + 1, e->in_flight };
+	in_flight_step(c, idx, 1);
+	e->decisions++;
+	if (e->br.state == CORE_BREAKER_HALF_OPEN) {
+		breaker_routed(&e->br, now_ms);
+		c->version++; /* a probe slot is taken */
+	}
+	/* Failover tiers: a choice of the usual steps in a worse tier than
+	 * the best serving the model (the fallbacks keep their names). */
+	if (e->tier > c->decide_tier_lo && reason <= CORE_REASON_P2C)
+		reason = CORE_REASON_FAILOVER;
+	c->tier_decisions[e->tier - 1]++;
+	out->endpoint = (int)idx;
+	out->reason = reason;
+	out->backend = e->backend;
+	out->server = e->server;
+	out->key_id = e->key_id;
+	out->tier = e->tier;
+	c->decisions[reason]++;
+	if (out->has_akey && reason != CORE_REASON_AFFINITY)
+		c->pending[out->akey & (CORE_PENDING_SLOTS - 1)] =
+			(struct pending){ out->akey, idx + 1, e->gen };
+}
+
+void core_decision_shadow(struct core *c, const struct core_decision *d)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, d->endpoint);
+	if (e != NULL) {
+		in_flight_step(c, (uint32_t)d->endpoint, -1); /* commit's +1 */
+		if (e->br.state == CORE_BREAKER_HALF_OPEN) {
+			breaker_neutral(&e->br); /* the probe slot commit took */
+			c->version++;
+		}
+	}
+	/* An affinity decision left no pending slot (its entry exists), but
+	 * HAProxy may serve it elsewhere: that is what the map must learn. */
+	if (d->has_akey)
+		c->pending[d->akey & (CORE_PENDING_SLOTS - 1)] =
+			(struct pending){ d->akey, PENDING_ANY, 0 };
+}
+
+/* What the candidates of one decision own (policy.owned_bound): their
+ * decayed counts' sum on the owned clock's scale, and one key's worth
+ * at the decision's time on it. */
+struct owned_view {
+	double sum;
+	double k_w;  /* the candidates' weight */
+	double inc;
+	bool count;  /* the key is new: no entry at all (or a stale one) */
+	uint32_t placed; /* its unconfirmed placement's endpoint, or UINT32_MAX */
+};
+
+/* Whether idx owns few enough keys to take a new one; o NULL: the rule
+ * is off. */
+static inline bool owned_ok(const struct core *c, const struct owned_view *o,
+			    uint32_t idx)
+{
+	if (o == NULL || idx == o->placed)
+		return true;
+	const struct pool_endpoint *e = &c->pool.ep[idx];
+	return !owned_over(e->owned, e->weight, o->sum, o->k_w, c->p.owned_bound,
+			   o->inc);
+}
+
+/* Step 4 with place_choices > 1: the rendezvous ranking of c->items
+ * (v->n of them, best at index best) walked until place_choices candidates
+ * are healthy and within the load bound; the cheapest of them (p2c_cost),
+ * the first in rendezvous order on a tie so that idle agents agree. Returns
+ * its index, or UINT32_MAX when none qualifies. Apart from core_decide so
+ * that the default (1) path stays as it was. */
+static uint32_t place_cheapest(struct core *c, const struct pick *k,
+			       uint32_t best, const struct owned_view *o,
+			       uint64_t now_ms, struct core_trace *t)
+{
+	const struct view *v = k->v;
+	struct pool *pool = &c->pool;
+	uint32_t chosen = UINT32_MAX, found = 0;
+	double chosen_cost = 0;
+	struct rdv_item it = c->items[best];
+	c->items[best] = c->items[v->n - 1];
+	struct rdv_rank rank;
+	rdv_rank_init(&rank, c->items, v->n - 1);
+	do {
+		struct pool_endpoint *e = &pool->ep[it.endpoint];
+		if (!placeable(c, it.endpoint, k, now_ms, t) ||
+		    !owned_ok(c, o, it.endpoint))
+			continue;
+		double cost = p2c_cost(c, e, k, now_ms);
+		if (found == 0 || cost < chosen_cost) {
+			chosen = it.endpoint;
+			chosen_cost = cost;
+		}
+		found++;
+	} while (found < c->p.place_choices && rdv_rank_next(&rank, &it) == 0);
+	return chosen;
+}
+
+/* Whether e may take the request as a warm entry's endpoint: the rules
+ * an affinity entry is held to (step 3), a hint's too. */
+static inline bool warm_usable(struct core *c, const struct view *v,
+			       uint32_t idx, const struct pick *k)
+{
+	struct pool_endpoint *e = &c->pool.ep[idx];
+	return view_has(v, idx) && e->br.state == CORE_BREAKER_CLOSED &&
+	       fast_enough(c, e, k) && within_warm_bound(c, e, k);
+}
+
+/* Step 3a, the shared warm hint (docs/peers.md): what becomes of it
+ * against the own entry warm_idx (UINT32_MAX: none) refreshed at warm_ms;
+ * *idx is set when it is USED. Another HAProxy's view is no better than
+ * ours: a hint the agent's own health rules refuse is dropped, never
+ * forced (HAProxy records a 200 whose stream is cut later as a success). */
+static enum core_hint_use hint_step(struct core *c, const struct core_hint *h,
+				    uint64_t akey, const struct pick *k,
+				    uint32_t warm_idx, uint64_t warm_ms,
+				    uint64_t now_ms, uint32_t *idx)
+{
+	if (h->akey32 != (uint32_t)akey)
+		return CORE_HINT_MISMATCH;
+	unsigned n = h->n < CORE_HINT_ENDPOINTS ? h->n : CORE_HINT_ENDPOINTS;
+	for (unsigned i = 0; i < n; i++)
+		if ((uint32_t)h->endpoint[i] == warm_idx)
+			return CORE_HINT_AGREES;
+	/* Both ages on one axis: the entry's from the core's clock, the
+	 * hint's from HAProxy's wall clock (the caller's). A tie keeps the
+	 * own entry: it moves nothing. */
+	if (warm_idx != UINT32_MAX && now_ms - warm_ms <= h->age_ms)
+		return CORE_HINT_OLDER;
+	for (unsigned i = 0; i < n; i++) {
+		const struct pool_endpoint *e = pool_get(&c->pool, h->endpoint[i]);
+		if (e != NULL && warm_usable(c, k->v, (uint32_t)h->endpoint[i], k)) {
+			*idx = (uint32_t)h->endpoint[i];
+			return CORE_HINT_USED;
+		}
+	}
+	return CORE_HINT_REFUSED;
+}
+
+/* Whether a key warm on slot idx, a candidate of all in a worse tier than
+ * the decision may use, stays there: the hysteresis of tier_keeps, its
+ * breaker CLOSED (no probe slot of a recovering worse endpoint is spent
+ * on it) and the load bound of all its tiers. Its speed is not judged
+ * against the better tier's: a worse tier may be slower by design. */
+static bool tier_stays(struct core *c, const struct view *all, uint32_t idx,
+		       uint64_t now_ms)
+{
+	const struct pool_endpoint *e = &c->pool.ep[idx];
+	if (!view_has(all, idx) || e->br.state != CORE_BREAKER_CLOSED)
+		return false;
+	if (!tier_keeps(&all->tstate, e->tier, c->p.tier_return_ms, now_ms))
+		return false;
+	struct pick ka = { .v = all };
+	return within_bound(c, e, &ka);
+}
+
+/* The owned clock at now_ms for o: a key placed now adds o->inc; when
+ * the clock's epoch moves, every count is rescaled first (once every 40
+ * half-lives: O(slots) then, O(1) otherwise, no allocation). */
+static void owned_start(struct core *c, struct owned_view *o, uint64_t now_ms)
+{
+	double rescale;
+	o->inc = owned_increment(&c->owned, now_ms, &rescale);
+	if (rescale != 1)
+		for (uint32_t i = 0; i < c->pool.end; i++)
+			c->pool.ep[i].owned *= rescale;
+}
+
+/* commit, and a new key is counted as idx's (o NULL: the rule is off).
+ * A key re-placed while it has an entry elsewhere (its endpoint left, or
+ * not a candidate for this request) was counted when it was new: counting
+ * it again would charge one session many times to an endpoint it keeps
+ * being sent back to. */
+static void place_commit(struct core *c, uint32_t idx, enum core_reason reason,
+			 const struct owned_view *o, uint64_t now_ms,
+			 struct core_decision *out)
+{
+	commit(c, idx, reason, now_ms, out);
+	if (o != NULL && o->count)
+		c->pool.ep[idx].owned += o->inc;
+}
+
+/* core_decide; t is NULL but for core_explain, which restores the state
+ * afterwards: then the map is only peeked at, and each step is noted. */
+void decide(struct core *c, const struct core_request *req,
+	    uint64_t now_ms, struct core_rng *rng,
+	    struct core_decision *out, struct core_trace *t)
+{
+	*out = (struct core_decision){ .endpoint = -1, .reason = CORE_REASON_NONE };
+	/* 1. The affinity key. */
+	out->has_akey = core_identity(c, req, &out->akey);
+
+	struct pool *pool = &c->pool;
+	if (pool->live == 0) {
+		c->decisions[CORE_REASON_NONE]++;
+		return;
+	}
+
+	/* The map lookup is the likely cache miss: start it now, use it
+	 * after the candidates. */
+	if (out->has_akey)
+		affinity_prefetch(&c->aff, out->akey);
+
+	int model = MODEL_NONE;
+	if (req->model.len > 0) {
+		model = pool_model_find(pool, req->model.ptr, req->model.len);
+		if (model < 0)
+			model = MODEL_ANY;
+	}
+
+	/* 2. Candidates. */
+	struct view *v = view_get(c, model, CORE_TIER_MAX, now_ms);
+	c->decide_tier_lo = v->tier_lo;
+	if (t != NULL)
+		trace_candidates(c, v, model, now_ms, t);
+	if (v->serving == 0) {
+		enum core_reason r = req->model.len > 0 ? CORE_REASON_NO_MODEL
+							: CORE_REASON_NONE;
+		out->reason = r;
+		c->decisions[r]++;
+		return;
+	}
+	if (v->n == 0) {
+		/* 2a. Only breakers exclude them all: the first to reopen.
+		 * Else, if only dead keys are left, the one refused least
+		 * recently: HAProxy must not go without a credential (it would
+		 * balance on its own and send none). */
+		if (v->fallback != UINT32_MAX)
+			commit(c, v->fallback, CORE_REASON_COOLDOWN_FALLBACK, now_ms, out);
+		else if (v->key_fallback != UINT32_MAX)
+			commit(c, v->key_fallback, CORE_REASON_KEY_FALLBACK, now_ms, out);
+		else
+			c->decisions[CORE_REASON_NONE]++;
+		return;
+	}
+	/* 2b. Failover tiers: the best tier with a candidate (and the next
+	 * while it is full), before everything else. */
+	struct view *all = v;
+	if (v->tier_lo != v->tier_hi)
+		v = tier_view(c, v, model, now_ms);
+
+	/* 2c. Cold endpoints borrow the median of the warm ones (p2c trusts
+	 * its own EWMA sooner: p2c_ewma). */
+	struct pick k = { .v = v, .kind = req->stream ? CORE_KIND_STREAM : CORE_KIND_PLAIN };
+	pick_signals(c, v, &k);
+	if (t != NULL) {
+		memcpy(t->use, k.use, sizeof(t->use));
+		memcpy(t->median, k.median, sizeof(t->median));
+		memcpy(t->tolerated, k.tolerated, sizeof(t->tolerated));
+	}
+
+	if (!out->has_akey) { /* step 5 alone */
+		commit(c, p2c(c, &k, rng, now_ms, t), CORE_REASON_P2C, now_ms, out);
+		return;
+	}
+
+	/* 3. The key's warm entry, if any. */
+	uint32_t warm_idx = UINT32_MAX;
+	uint32_t ep, gen;
+	uint64_t warm_ms = 0;
+	if (t != NULL ? affinity_peek(&c->aff, out->akey, now_ms, &ep, &gen, &warm_ms)
+		      : affinity_get_last(&c->aff, out->akey, now_ms, &ep, &gen, &warm_ms)) {
+		const struct pool_endpoint *e = pool_get(pool, (int)ep);
+		if (e != NULL && e->gen == gen)
+			warm_idx = ep;
+		else if (t == NULL) /* its endpoint was removed */
+			affinity_remove(&c->aff, out->akey, ep);
+		if (t != NULL) {
+			t->entry = true;
+			t->entry_endpoint = (int)ep;
+			t->entry_idle_ms = now_ms > warm_ms ? now_ms - warm_ms : 0;
+			t->entry_stale = warm_idx == UINT32_MAX;
+		}
+	}
+	/* 3a. A newer shared hint goes first; a decision of our own, so
+	 * that its success (feedback or log line) enters the map. */
+	if (req->hint.present) {
+		uint32_t h = UINT32_MAX;
+		out->hint = hint_step(c, &req->hint, out->akey, &k, warm_idx,
+				      warm_ms, now_ms, &h);
+		c->hints[out->hint]++;
+		if (out->hint == CORE_HINT_USED) {
+			commit(c, h, CORE_REASON_AFFINITY, now_ms, out);
+			c->pending[out->akey & (CORE_PENDING_SLOTS - 1)] =
+				(struct pending){ out->akey, h + 1, pool->ep[h].gen };
+			return;
+		}
+	}
+	/* 3b. A warm hit: the entry's endpoint can take the request. */
+	if (warm_idx != UINT32_MAX && t != NULL)
+		trace_entry(c, v, warm_idx, &k, t);
+	if (warm_idx != UINT32_MAX && warm_usable(c, v, warm_idx, &k)) {
+		commit(c, warm_idx, CORE_REASON_AFFINITY, now_ms, out);
+		return;
+	}
+	/* Warm in a worse tier than this decision may use: it stays there
+	 * while the better tier's hysteresis says so (tier_stays). */
+	if (warm_idx != UINT32_MAX && v != all && !view_has(v, warm_idx) &&
+	    tier_stays(c, all, warm_idx, now_ms)) {
+		commit(c, warm_idx, CORE_REASON_FAILOVER, now_ms, out);
+		return;
+	}
+	/* The key leaves its warm endpoint: with artefact_affinity, only for
+	 * one of the same artefact, else it stays there. */
+	if (c->p.artefact_affinity && warm_idx != UINT32_MAX &&
+	    pool->ep[warm_idx].artefact != 0) {
+		struct view *f = artefact_view(c, v, pool->ep[warm_idx].artefact);
+		if (f->n == 0) { /* its own endpoint is not a candidate either */
+			c->decisions[CORE_REASON_NONE]++;
+			return;
+		}
+		if (f != v) {
+			v = f;
+			k.v = v;
+			pick_signals(c, v, &k);
+		}
+	}
+
+	/* 4. Rendezvous ranking, walked until one is healthy and within
+	 * the load bound (with place_choices > 1, place_cheapest). */
+	struct owned_view ov = { 0 }, *o = NULL;
+	if (c->p.owned_bound >= 0) {
+		o = &ov;
+		owned_start(c, o, now_ms);
+		/* Requests of a key sent together before its first answer
+		 * (no entry yet) are one key: counted once, and never passed
+		 * over where the first of them went. */
+		ov.placed = UINT32_MAX;
+		const struct pending *pd =
+			&c->pending[out->akey & (CORE_PENDING_SLOTS - 1)];
+		if (pd->akey == out->akey && pd->endpoint != 0 &&
+		    pd->endpoint != PENDING_ANY &&
+		    pool->ep[pd->endpoint - 1].gen == pd->gen)
+			ov.placed = pd->endpoint - 1;
+		ov.count = warm_idx == UINT32_MAX && ov.placed == UINT32_MAX;
+	}
+	uint32_t best = 0;
+	for (uint32_t i = 0; i < v->n; i++) {
+		const struct pool_endpoint *e = &pool->ep[v->cand[i]];
+		c->items[i] = (struct rdv_item){
+			rdv_cost(out->akey, e->rdv_seed, e->inv_weight), v->cand[i],
+		};
+		if (rdv_before(&c->items[i], &c->items[best]))
+			best = i;
+		ov.sum += e->owned;
+	}
+	ov.k_w = v->total_w;
+	if (t != NULL)
+		trace_rank(c, v->n, t);
+	if (c->p.place_choices > 1 && v->n > 1) {
+		uint32_t idx = place_cheapest(c, &k, best, o, now_ms, t);
+		if (idx != UINT32_MAX) {
+			place_commit(c, idx, CORE_REASON_HASH, o, now_ms, out);
+			return;
+		}
+	} else {
+		/* The first choice usually takes it: only then is a heap
+		 * built. One over owned_bound is passed over, but kept in
+		 * case none else can take the key (then the former rule's
+		 * choice). */
+		uint32_t spare = UINT32_MAX;
+		struct rdv_item it = c->items[best];
+		if (placeable(c, it.endpoint, &k, now_ms, t)) {
+			if (owned_ok(c, o, it.endpoint)) {
+				place_commit(c, it.endpoint, CORE_REASON_HASH, o,
+					     now_ms, out);
+				return;
+			}
+			spare = it.endpoint;
+		}
+		c->items[best] = c->items[v->n - 1];
+		struct rdv_rank rank;
+		rdv_rank_init(&rank, c->items, v->n - 1);
+		while (rdv_rank_next(&rank, &it) == 0) {
+			if (!placeable(c, it.endpoint, &k, now_ms, t))
+				continue;
+			if (owned_ok(c, o, it.endpoint)) {
+				place_commit(c, it.endpoint, CORE_REASON_HASH, o,
+					     now_ms, out);
+				return;
+			}
+			if (spare == UINT32_MAX)
+				spare = it.endpoint;
+		}
+		if (spare != UINT32_MAX) {
+			place_commit(c, spare, CORE_REASON_HASH, o, now_ms, out);
+			return;
+		}
+	}
+
+	/* 5. Spill. */
+	place_commit(c, p2c(c, &k, rng, now_ms, t), CORE_REASON_SPILL, o, now_ms,
+		     out);
+}
+
+void core_decide(struct core *c, const struct core_request *req,
+		 uint64_t now_ms, struct core_rng *rng,
+		 struct core_decision *out)
+{
+	decide(c, req, now_ms, rng, out, NULL);
+}

@@ -1,0 +1,469 @@
+/* learn.c - what answers teach: feedback (core_observe), ends of streams (core_complete), the EWMA and key probes. */
+#include "core_impl.h"
+
+#include <errno.h>
+#include <math.h>
+
+/* How long a 429 keeps an endpoint out: its Retry-After (< 0: none, then
+ * rate_limit_cooldown), never past rate_limit_cooldown_max, so that no
+ * value, however large, closes it for good (or overflows now + it). */
+static uint64_t rate_limit_ms(const struct core *c, int64_t retry_after_ms)
+{
+	uint64_t ms = retry_after_ms >= 0 ? (uint64_t)retry_after_ms
+					  : c->p.rate_limit_cooldown_ms;
+	return ms < c->p.rate_limit_cooldown_max_ms ? ms
+						    : c->p.rate_limit_cooldown_max_ms;
+}
+
+/* Whether akey -> idx (generation gen) is a decision still unconfirmed;
+ * it is then confirmed and forgotten. */
+static bool pending_take(struct core *c, uint64_t akey, uint32_t idx,
+			 uint32_t gen)
+{
+	struct pending *s = &c->pending[akey & (CORE_PENDING_SLOTS - 1)];
+	if (s->akey != akey || s->endpoint == 0)
+		return false;
+	if (s->endpoint != PENDING_ANY && (s->endpoint != idx + 1 || s->gen != gen))
+		return false;
+	*s = (struct pending){ 0 };
+	return true;
+}
+
+/* The long-run EWMA (an endpoint's own history, its base) moves this many
+ * times slower than its EWMA once past cold_start_samples (before, it is
+ * their mean): with ewma_alpha 0.05, over about the last 800 samples. A
+ * slowdown of 4x takes the EWMA past sticky_tolerance times the median and
+ * the base within about 20 samples, while the base moves by 2-3%; from
+ * then on the endpoint is left and its base does not learn. */
+#define BASE_SLOWER 40
+
+/* Adds sample x (ms) to e's EWMA of signal sig. */
+static void ewma_add(struct core *c, struct pool_endpoint *e, uint32_t idx,
+		     unsigned sig, double x)
+{
+	bool was_warm = warm(c, e, sig);
+	if (e->samples[sig] < UINT32_MAX)
+		e->samples[sig]++;
+	/* The mean of the samples until there are 1/alpha of them, then the
+	 * EWMA: its start is not the first sample's alone. */
+	double a = 1.0 / e->samples[sig];
+	if (a < c->p.ewma_alpha)
+		a = c->p.ewma_alpha;
+	e->ewma[sig] += a * (x - e->ewma[sig]);
+	/* The base of the time to headers: the same, BASE_SLOWER times
+	 * slower, and not while the endpoint is left as slow or re-tried. */
+	if (!pool_sig_e2e(sig) && e->suspect != POOL_LEFT && !e->retrials) {
+		if (e->base_n[sig] < UINT32_MAX)
+			e->base_n[sig]++;
+		a = e->base_n[sig] <= c->p.cold_start_samples ?
+		    1.0 / e->base_n[sig] : c->p.ewma_alpha / BASE_SLOWER;
+		e->base[sig] += a * (x - e->base[sig]);
+	}
+	if (warm(c, e, sig) != was_warm) {
+		e->veteran |= (uint8_t)(1u << sig);
+		c->version++; /* it just became warm: views count it */
+	} else if (e->samples[sig] == 1) {
+		c->version++; /* its idle horizon begins: views track it */
+	}
+	c->ewma_version[sig]++;
+	order_fix(c, sig, idx);
+}
+
+/* Notes an answer from e at now_ms to a request that started at start_ms
+ * (idleness is judged there, so that a long request on a quiet endpoint
+ * does not look like a wake-up). Returns whether it ends an idle_reset
+ * period: the endpoint starts cold again, and this first answer (a
+ * scaled-to-zero backend waking up) says nothing; nor does the end-to-end
+ * time of a request that started before it (awake_ms). */
+static bool touch(struct core *c, struct pool_endpoint *e, uint64_t start_ms,
+		  uint64_t now_ms)
+{
+	/* Samples forgotten by a decision count as idleness too: the wait
+	 * that forgetting doubled was measured before. */
+	bool after_idle = e->woke || idle(c, e, start_ms);
+	e->woke = 0;
+	if (after_idle) {
+		e->awake_ms = now_ms;
+		if (any_samples(e)) {
+			forget_samples(e);
+			c->version++;
+		}
+	}
+	e->seen = true;
+	e->last_seen_ms = now_ms;
+	return after_idle;
+}
+
+/* What one response teaches (core_observe's rules), outcome o already
+ * classed and counted. */
+struct lesson {
+	int status;
+	int64_t tr_ms;
+	int64_t retry_after_ms;
+	bool stream;
+	bool has_akey;
+	uint64_t akey;
+	int model;                 /* pool model id, -1 none */
+	bool after_idle;
+	/* A success may add akey's entry (feedback: HAProxy echoes the akey
+	 * warmlane set). A log line may not: whoever can write to the log
+	 * socket writes any akey, and 46k forged lines grew the map (and
+	 * RSS) by 17 MB. It only refreshes an entry that already points to
+	 * this endpoint, or confirms a decision warmlane made (struct
+	 * pending). */
+	bool may_insert;
+	bool provisional;          /* a success the breaker counts at the end */
+	int64_t queued;            /* in flight at its decision; < 0: unknown */
+};
+
+/* The in-flight count the decision akey -> idx found (struct asked),
+ * forgotten once read; -1 when its slot holds another decision. */
+static int64_t asked_take(struct core *c, uint64_t akey, uint32_t idx)
+{
+	struct asked *s = &c->asked[akey & (CORE_PENDING_SLOTS - 1)];
+	if (s->akey != akey || s->endpoint != idx + 1)
+		return -1;
+	int64_t q = s->in_flight;
+	*s = (struct asked){ 0 };
+	return q;
+}
+
+/* Adds squared distance d2 to e's spread of kind (an EWMA, the mean of
+ * the samples for the first cold_start_samples). */
+static void spread_add(struct core *c, struct pool_endpoint *e, unsigned kind,
+		       double d2)
+{
+	if (e->spread_n[kind] < UINT32_MAX)
+		e->spread_n[kind]++;
+	double a = e->spread_n[kind] <= c->p.cold_start_samples ?
+		   1.0 / e->spread_n[kind] : c->p.ewma_alpha;
+	e->spread[kind] += a * (d2 - e->spread[kind]);
+}
+
+/* Ends e's run without leaving: its slow answers were the endpoint's
+ * usual irregularity after all, and teach the spread. */
+static void run_end(struct core *c, struct pool_endpoint *e, unsigned kind)
+{
+	if (e->slow_run > 0 && e->slow_run < c->p.slow_run) {
+		double d2 = e->run_sq / e->slow_run;
+		for (unsigned i = 0; i < e->slow_run; i++)
+			spread_add(c, e, kind, d2);
+	}
+	e->slow_run = 0;
+	e->run_sq = 0;
+}
+
+/* The fast slowdown detector beside the EWMA (core_params.slow_run): a
+ * success's time to headers tr, with the in-flight count q its decision
+ * found, against e's base b (its usual time) and the candidates' median.
+ * An answer is slow when tr > sticky_tolerance x b and x the median, and
+ * its queue does not explain it: tr x (1 + qm) / (1 + q) is still over
+ * the tolerance, qm being the in-flight count e's decisions usually find
+ * (a request behind q others of a server that served them one by one,
+ * the most a queue can explain; batching servers suffer less from it).
+ * slow_run slow answers, within 2 x slow_run answers, and e is left as
+ * slow (fast_enough) until idle_reset re-tries it; an answer within the
+ * tolerance ends a run, one that only its queue explains neither counts
+ * nor ends it: under load tr is mostly queue wait. The run also needs
+ * answers regular enough for one of them to say something: the spread
+ * (root mean square distance to b) under b; an endpoint whose times to
+ * headers range from a cache hit's to a long cold prompt's is judged by
+ * the EWMA alone. Answers in a run, or while e is left, do not teach the
+ * spread; a run that ends without leaving teaches it its answers
+ * (run_end). docs/policy-v2.md, section 2, has the measurements. */
+static void queue_judge(struct core *c, struct pool_endpoint *e,
+			const struct lesson *l, uint64_t now_ms)
+{
+	if (c->p.slow_run == 0 || l->queued < 0 || l->tr_ms < 0 || l->after_idle)
+		return;
+	unsigned kind = l->stream ? CORE_KIND_STREAM : CORE_KIND_PLAIN;
+	unsigned sig = pool_sig(false, kind);
+	double q = (double)l->queued, qm = e->queue_mean;
+	e->queue_mean += c->p.ewma_alpha * (q - qm);
+	if (e->base_n[sig] < c->p.cold_start_samples ||
+	    e->suspect == POOL_LEFT || e->slow_run >= c->p.slow_run)
+		return;
+	double tr = (double)l->tr_ms, b = e->base[sig];
+	double d2 = (tr - b) * (tr - b);
+	double limit = c->p.sticky_tolerance * b;
+	if (e->slow_run > 0 && ++e->run_answers >= 2 * c->p.slow_run)
+		run_end(c, e, kind); /* too few slow answers: no run */
+	if (tr <= limit) {
+		run_end(c, e, kind);
+		spread_add(c, e, kind, d2);
+		return;
+	}
+	if (q > qm && tr * (1 + qm) / (1 + q) <= limit)
+		return; /* its queue may explain it */
+	struct view *v = view_get(c, MODEL_NONE, CORE_TIER_MAX, now_ms);
+	if (e->spread_n[kind] < c->p.cold_start_samples ||
+	    sqrt(e->spread[kind]) > b ||
+	    tr <= c->p.sticky_tolerance * view_median(c, v, sig)) {
+		/* too irregular for one answer to say much, or its peers
+		 * are as slow (load, not e) */
+		run_end(c, e, kind);
+		spread_add(c, e, kind, d2);
+		return;
+	}
+	if (e->slow_run == 0)
+		e->run_answers = 0;
+	e->slow_run++;
+	e->run_sq += d2;
+}
+
+static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
+		  enum core_outcome o, const struct lesson *l, uint64_t now_ms)
+{
+	uint8_t state = e->br.state;
+
+	switch (o) {
+	case CORE_OUTCOME_SUCCESS:
+		if (!l->provisional)
+			breaker_success(&e->br, &c->p, now_ms);
+		queue_judge(c, e, l, now_ms);
+		if (l->tr_ms >= 0 && !l->after_idle)
+			ewma_add(c, e, idx, pool_sig(false, l->stream),
+				 (double)l->tr_ms);
+		if (l->has_akey && l->may_insert)
+			affinity_put(&c->aff, l->akey, idx, e->gen, now_ms);
+		else if (l->has_akey &&
+			 !affinity_refresh(&c->aff, l->akey, idx, e->gen, now_ms) &&
+			 pending_take(c, l->akey, idx, e->gen))
+			/* a line confirming a decision of warmlane's own */
+			affinity_put(&c->aff, l->akey, idx, e->gen, now_ms);
+		if (e->has_mismatch && l->model >= 0) {
+			pool_note_served(e, l->model);
+			c->version++;
+		}
+		break;
+	case CORE_OUTCOME_NEUTRAL:
+		breaker_neutral(&e->br);
+		if (l->status == 404 && l->model >= 0) {
+			pool_note_404(e, l->model, c->p.model_mismatch_404s,
+				      c->p.dead_key_retry_ms, now_ms);
+			c->version++;
+		}
+		break;
+	case CORE_OUTCOME_FAILURE:
+		breaker_failure(&e->br, &c->p, now_ms);
+		if (l->has_akey)
+			affinity_remove(&c->aff, l->akey, idx);
+		break;
+	case CORE_OUTCOME_RATE_LIMITED:
+		breaker_rate_limited(&e->br, rate_limit_ms(c, l->retry_after_ms),
+				     now_ms);
+		c->version++; /* even OPEN to OPEN: the cooldown moved */
+		break;
+	case CORE_OUTCOME_KEY_DEAD:
+		/* The client shaped the request (path, model, headers) that
+		 * the upstream refused: a suspicion only, for the agent's own
+		 * probe to settle (core_key_probe_next). A keyless endpoint's
+		 * 401/403 judged the client's own credential. */
+		breaker_neutral(&e->br);
+		if (e->key_id != NULL)
+			e->key_suspect = true;
+		break;
+	default:
+		break;
+	}
+	/* Any breaker change, or a probe slot freed or taken. */
+	if (e->br.state != state || state == CORE_BREAKER_HALF_OPEN)
+		c->version++;
+}
+
+int core_observe(struct core *c, const struct core_feedback *fb,
+		 uint64_t now_ms)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, fb->endpoint);
+	if (e == NULL)
+		return -ENOENT;
+	enum core_outcome o = core_status_class(fb->status);
+	if (o == CORE_OUTCOME_INVALID)
+		return -EINVAL;
+	c->outcomes[o]++;
+	e->outcomes[o]++;
+	struct lesson l = {
+		.status = fb->status, .tr_ms = fb->tr_ms,
+		.retry_after_ms = fb->retry_after_ms, .stream = fb->stream,
+		.has_akey = fb->has_akey, .akey = fb->akey,
+		.model = fb->model.len > 0 ?
+			 pool_model_find(&c->pool, fb->model.ptr, fb->model.len) : -1,
+		.after_idle = touch(c, e, now_ms, now_ms),
+		.may_insert = true,
+		.provisional = o == CORE_OUTCOME_SUCCESS && fb->stream &&
+			       fb->end_follows,
+		.queued = fb->has_akey ?
+			  asked_take(c, fb->akey, (uint32_t)fb->endpoint) : -1,
+	};
+	if (l.provisional && e->provisional < UINT32_MAX)
+		e->provisional++;
+	learn(c, e, (uint32_t)fb->endpoint, o, &l, now_ms);
+	return 0;
+}
+
+/* The end-to-end sample is the whole request's time per KiB sent, a
+ * response under E2E_MIN_BYTES counting as that many. An LLM request's time
+ * is mostly decoding, in proportion to what it sends; per KiB, the time
+ * measures the endpoint's speed rather than the answer's length, and it is
+ * the same quantity whether the server sends its headers before prefill or
+ * with the first token. Below about 100 streamed tokens prefill dominates
+ * and bytes measure nothing: the floor keeps a 3-token answer from counting
+ * as 50 times slower than a long one. The floor and the normalisation
+ * were measured against the alternatives: docs/routing-quality.md, "How
+ * the end-to-end sample is normalised". */
+#define E2E_MIN_BYTES 16384u
+
+int core_complete(struct core *c, const struct core_completion *cc,
+		  uint64_t now_ms)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, cc->endpoint);
+	if (e == NULL)
+		return -ENOENT;
+	if ((unsigned)cc->end >= CORE_END_COUNT)
+		return -EINVAL;
+	enum core_outcome o = cc->status == -1 ? CORE_OUTCOME_NEUTRAL :
+			      core_status_class(cc->status);
+	if (o == CORE_OUTCOME_INVALID)
+		return -EINVAL;
+	uint32_t idx = (uint32_t)cc->endpoint;
+	if (!cc->shadow)
+		in_flight_step(c, idx, -1);
+	c->completions[cc->end]++;
+	e->completions[cc->end]++;
+
+	bool cut = cc->end == CORE_END_SERVER_CUT ||
+		   cc->end == CORE_END_SERVER_FAIL;
+	uint64_t start = cc->total_ms >= 0 && (uint64_t)cc->total_ms <= now_ms ?
+			 now_ms - (uint64_t)cc->total_ms : now_ms;
+	struct lesson l = {
+		.status = cc->status, .tr_ms = cc->tr_ms,
+		.retry_after_ms = cc->has_retry_after && cc->retry_after_ms >= 0 ?
+				  cc->retry_after_ms : -1,
+		.stream = cc->stream, .has_akey = cc->has_akey, .akey = cc->akey,
+		.model = -1,
+		/* Without feedback (HAProxy 2.6) the line is the answer. */
+		.queued = !cc->feedback_seen && cc->has_akey ?
+			  asked_take(c, cc->akey, (uint32_t)cc->endpoint) : -1,
+	};
+	if (cc->feedback_seen) {
+		/* core_observe took the status (and the idle check, at the
+		 * headers): only the end is news, and only when the status
+		 * was not already a failure (a 5xx whose body is then cut is
+		 * one failed request). A long stream is activity, not
+		 * idleness. */
+		e->seen = true;
+		e->last_seen_ms = now_ms;
+		/* A provisional success (core_feedback.end_follows) is
+		 * settled: a cut fails it, a normal end makes it a success
+		 * for the breaker, a client's abort frees its probe slot. */
+		bool pending = cc->stream && o == CORE_OUTCOME_SUCCESS &&
+			       e->provisional > 0;
+		if (pending)
+			e->provisional--;
+		if (cut && o != CORE_OUTCOME_FAILURE) {
+			learn(c, e, idx, CORE_OUTCOME_FAILURE, &l, now_ms);
+		} else if (pending) {
+			uint8_t state = e->br.state;
+			if (cc->end == CORE_END_COMPLETE)
+				breaker_success(&e->br, &c->p, now_ms);
+			else
+				breaker_neutral(&e->br);
+			if (e->br.state != state || state == CORE_BREAKER_HALF_OPEN)
+				c->version++;
+		}
+	} else {
+		l.after_idle = touch(c, e, start, now_ms);
+		enum core_outcome t = o;
+		if (cut)
+			t = CORE_OUTCOME_FAILURE;
+		else if (cc->end == CORE_END_CLIENT_ABORT &&
+			 t == CORE_OUTCOME_FAILURE)
+			t = CORE_OUTCOME_NEUTRAL;
+		if (cut || cc->status != -1) {
+			c->outcomes[t]++;
+			e->outcomes[t]++;
+		}
+		/* Status -1 without a cut: no response to learn from, but a
+		 * HALF_OPEN probe slot is freed (neutral). */
+		learn(c, e, idx, t, &l, now_ms);
+	}
+	/* Status -1 is neutral: only a known success is timed; not the
+	 * wake-up, told here or earlier by feedback (awake_ms). */
+	if (cc->end == CORE_END_COMPLETE && o == CORE_OUTCOME_SUCCESS &&
+	    cc->total_ms >= 0 && !l.after_idle && start >= e->awake_ms) {
+		double kib = (double)(cc->bytes > E2E_MIN_BYTES ? cc->bytes : E2E_MIN_BYTES) / 1024;
+		ewma_add(c, e, idx, pool_sig(true, cc->stream),
+			 (double)cc->total_ms / kib);
+	}
+	return 0;
+}
+
+/* ---- upstream key probes ------------------------------------------------ */
+
+/* Whether e is due for a probe at now_ms (core_key_probe_next). */
+static inline bool probe_due(const struct pool_endpoint *e, uint64_t now_ms)
+{
+	if (!e->live || e->key_id == NULL || e->key_probing ||
+	    now_ms < e->probe_after_ms)
+		return false;
+	return e->key_suspect || (e->key_dead && now_ms >= e->dead_until_ms);
+}
+
+int core_key_probe_next(struct core *c, uint64_t now_ms)
+{
+	struct pool *pool = &c->pool;
+	if (!c->p.key_probe || pool->end == 0)
+		return -1;
+	uint32_t start = c->probe_cursor < pool->end ? c->probe_cursor : 0;
+	for (uint32_t n = 0; n < pool->end; n++) {
+		uint32_t i = (start + n) % pool->end;
+		struct pool_endpoint *e = &pool->ep[i];
+		if (!probe_due(e, now_ms))
+			continue;
+		/* The rate limit counts from the start: whatever callers
+		 * send, one probe per key per interval. */
+		e->key_probing = true;
+		e->key_suspect = false;
+		e->probe_after_ms = now_ms + c->p.key_probe_interval_ms;
+		c->probe_cursor = i + 1;
+		return (int)i;
+	}
+	return -1;
+}
+
+int core_key_probe_result(struct core *c, int idx, enum core_probe result,
+			  uint64_t now_ms)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	if (e->key_id == NULL || (unsigned)result >= CORE_PROBE_COUNT)
+		return -EINVAL;
+	e->key_probing = false;
+	e->probes[result]++;
+	switch (result) {
+	case CORE_PROBE_ACCEPTED:
+		/* 401/403s that came while it was out were answered by it. */
+		e->key_suspect = false;
+		if (e->key_dead) {
+			e->key_dead = 0;
+			e->dead_until_ms = 0;
+			c->version++;
+		}
+		break;
+	case CORE_PROBE_REFUSED:
+		e->key_suspect = false;
+		c->version++; /* excluded, or moved in the fallback order */
+		e->key_dead = 1;
+		e->dead_until_ms = now_ms + c->p.dead_key_retry_ms;
+		e->key_failed_ms = now_ms;
+		break;
+	default:
+		/* Nothing learnt: a suspect stays one (probed again after
+		 * the interval), a dead key stays dead. */
+		if (!e->key_dead)
+			e->key_suspect = true;
+		break;
+	}
+	return 0;
+}

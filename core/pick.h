@@ -1,0 +1,171 @@
+/* pick.h - how one decision judges its candidates: the medians it reads, the load bounds, speed and p2c's cost. */
+#ifndef WARMLANE_CORE_PICK_H
+#define WARMLANE_CORE_PICK_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core_impl.h"
+
+/* What one decision reads besides the view: per latency signal in use
+ * (0 time to headers, 1 end to end; core_params.score_by), its median and
+ * sticky_tolerance x median. */
+struct pick {
+	const struct view *v;
+	unsigned kind;
+	bool use[2];
+	unsigned sig[2];   /* pool_sig of each */
+	double median[2];
+	double tolerated[2];
+};
+
+/* The EWMA of signal s the decision uses: its own once warm, else the
+ * median. */
+static inline double eff_ewma(const struct core *c, const struct pool_endpoint *e,
+			      const struct pick *k, unsigned s)
+{
+	return warm(c, e, k->sig[s]) ? e->ewma[k->sig[s]] : k->median[s];
+}
+
+/* Successes after which power of two choices weighs an endpoint's own
+ * EWMA rather than the median. p2c's wrong guess costs one request, the
+ * sticky tolerance's a session's warm cache: p2c can believe a few samples
+ * where leaving a session waits for cold_start_samples. Without it, a
+ * fleet that has not yet seen cold_start_samples answers from any endpoint
+ * sends a slow one its full share of anonymous requests
+ * (docs/routing-quality.md). */
+#define P2C_OWN_SAMPLES 3u
+
+/* eff_ewma as p2c sees it: the endpoint's own from P2C_OWN_SAMPLES on. */
+static inline double p2c_ewma(const struct core *c, const struct pool_endpoint *e,
+			      const struct pick *k, unsigned s)
+{
+	unsigned sig = k->sig[s];
+	return e->samples[sig] >= P2C_OWN_SAMPLES || warm(c, e, sig) ?
+	       e->ewma[sig] : k->median[s];
+}
+
+/* Step 4's bound: in_flight + 1 <= ceil(load_factor x (total + 1) x w /
+ * W), or in_flight < load_floor (a floor so that light load never scatters
+ * keys). */
+static inline bool within_bound(const struct core *c,
+				const struct pool_endpoint *e,
+				const struct pick *k)
+{
+	if (e->in_flight < c->p.load_floor)
+		return true;
+	double cap = c->p.load_factor * ((double)k->v->total_if + 1) *
+		     e->weight / k->v->total_w;
+	/* The tiny shrink keeps a product that should be an integer from
+	 * rounding up to the next one. */
+	return (double)e->in_flight + 1 <= ceil(cap * (1 - 1e-12));
+}
+
+/* Step 3's bound, for a key's warm entry: within_bound, or in_flight + 1
+ * <= ceil(fair share + warm_slack), the fair share being
+ * (total + 1) x w / W (core_params.warm_slack: leaving throws the
+ * cache away, so a warm entry tolerates a few requests of load noise). */
+static inline bool within_warm_bound(const struct core *c,
+				     const struct pool_endpoint *e,
+				     const struct pick *k)
+{
+	if (within_bound(c, e, k))
+		return true;
+	double fair = ((double)k->v->total_if + 1) * e->weight / k->v->total_w;
+	return (double)e->in_flight + 1 <=
+	       ceil((fair + c->p.warm_slack) * (1 - 1e-12));
+}
+
+/* Whether e is fit to keep or take a key: on every signal in use, its
+ * EWMA is within sticky_tolerance of the candidates' median; for the time
+ * to headers, or within sticky_tolerance of its own long-run EWMA (base).
+ * Times to headers of different servers are not comparable (headers sent
+ * before prefill or with the first token: a hundredfold apart), so
+ * there only an endpoint slower than both its peers and its own past is
+ * left: a slowdown. End-to-end times per KiB are comparable: the median
+ * alone judges them. An endpoint over the median's tolerance is a suspect
+ * (POOL_KEPT, or POOL_LEFT when left): if it goes idle, its next
+ * idle_reset comes later, and while left its base does not learn (it keeps
+ * the endpoint's usual latency, against which the slowdown shows). A
+ * decision that finds it within the tolerance on its own samples clears
+ * that. Called on the decision path: it writes only those marks (and bumps
+ * version when a re-trial's doubling ends). */
+static inline bool fast_enough(struct core *c, struct pool_endpoint *e,
+			       const struct pick *k)
+{
+	bool all_warm = true, suspect = false;
+	if (c->p.slow_run > 0 && e->slow_run >= c->p.slow_run) {
+		e->suspect = POOL_LEFT; /* queue_judge's run */
+		return false;
+	}
+	for (unsigned s = 0; s < 2; s++) {
+		if (!k->use[s])
+			continue;
+		unsigned sig = k->sig[s];
+		bool w = warm(c, e, sig);
+		all_warm &= w;
+		if (eff_ewma(c, e, k, s) <= k->tolerated[s])
+			continue;
+		suspect = true;
+		if (s == 0 && w &&
+		    e->ewma[sig] <= c->p.sticky_tolerance * e->base[sig])
+			continue;
+		e->suspect = POOL_LEFT;
+		return false;
+	}
+	if (suspect) {
+		e->suspect = POOL_KEPT;
+	} else if (all_warm && (e->suspect != POOL_FIT || e->retrials)) {
+		e->suspect = POOL_FIT;
+		if (e->retrials) {
+			e->retrials = 0;
+			c->version++; /* its idle horizon moved */
+		}
+	}
+	return true;
+}
+
+/* The latency p2c weighs, in ms to headers (the unit cost_weight_per_ms
+ * exchanges): the headers EWMA, or the end-to-end EWMA relative to its
+ * median, or the mean of the two relative to their medians, each scaled by
+ * the headers median. */
+static inline double p2c_latency(const struct core *c,
+				 const struct pool_endpoint *e,
+				 const struct pick *k)
+{
+	if (!k->use[1])
+		return p2c_ewma(c, e, k, 0);
+	double r1 = k->median[1] > 0 ? p2c_ewma(c, e, k, 1) / k->median[1] : 1;
+	if (!k->use[0])
+		return k->median[0] * r1;
+	double r0 = k->median[0] > 0 ? p2c_ewma(c, e, k, 0) / k->median[0] : 1;
+	return k->median[0] * (r0 + r1) / 2;
+}
+
+/* Predicted cost for power of two choices. */
+static inline double p2c_cost(const struct core *c, const struct pool_endpoint *e,
+			      const struct pick *k, uint64_t now_ms)
+{
+	uint32_t ok, fail;
+	breaker_counts(&e->br, &c->p, now_ms, &ok, &fail);
+	double rate = (ok + 1.0) / (ok + fail + 1.0);
+	double cost = (e->in_flight + 1.0) * p2c_latency(c, e, k) /
+		      (e->weight * rate);
+	if (c->p.cost_weight_per_ms > 0)
+		cost += e->cost_per_mtok / c->p.cost_weight_per_ms;
+	return cost;
+}
+
+/* explain.c: each step noted in core_explain's trace (t never NULL). */
+void trace_candidates(const struct core *c, const struct view *v, int model,
+		      uint64_t now_ms, struct core_trace *t);
+void trace_rank(const struct core *c, uint32_t n, struct core_trace *t);
+void trace_walked(const struct core *c, const struct pick *k, uint32_t idx,
+		  bool fast, uint64_t now_ms, struct core_trace *t);
+void trace_p2c(const struct core *c, const struct pick *k, uint32_t a,
+	       uint32_t b, uint64_t now_ms, struct core_trace *t);
+void trace_entry(struct core *c, const struct view *v, uint32_t idx,
+		 const struct pick *k, struct core_trace *t);
+
+#endif
