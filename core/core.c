@@ -14,6 +14,7 @@
 #include "owned.h"
 #include "pool.h"
 #include "rendezvous.h"
+#include "stall.h"
 #include "tier.h"
 #include "trace.h"
 
@@ -2077,6 +2078,8 @@ struct lesson {
 	bool may_insert;
 	bool provisional;          /* a success the breaker counts at the end */
 	int64_t queued;            /* in flight at its decision; < 0: unknown */
+	uint64_t start_ms;         /* the request's start (stall.h) */
+	uint64_t headers_ms;       /* its response headers */
 };
 
 /* The in-flight count the decision akey -> idx found (struct asked),
@@ -2172,6 +2175,9 @@ static void queue_judge(struct core *c, struct pool_endpoint *e,
 		spread_add(c, e, kind, d2);
 		return;
 	}
+	if (stall_note(e, l->start_ms, l->headers_ms, tr - b,
+		       sqrt(e->spread[kind])) < 2 && e->slow_run + 1u >= c->p.slow_run)
+		return; /* one pause may explain them all: a stall */
 	if (e->slow_run == 0)
 		e->run_answers = 0;
 	e->slow_run++;
@@ -2261,6 +2267,9 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 			       fb->end_follows,
 		.queued = fb->has_akey ?
 			  asked_take(c, fb->akey, (uint32_t)fb->endpoint) : -1,
+		.start_ms = fb->tr_ms >= 0 && (uint64_t)fb->tr_ms <= now_ms ?
+			    now_ms - (uint64_t)fb->tr_ms : now_ms,
+		.headers_ms = now_ms,
 	};
 	if (l.provisional && e->provisional < UINT32_MAX)
 		e->provisional++;
@@ -2314,6 +2323,11 @@ int core_complete(struct core *c, const struct core_completion *cc,
 		/* Without feedback (HAProxy 2.6) the line is the answer. */
 		.queued = !cc->feedback_seen && cc->has_akey ?
 			  asked_take(c, cc->akey, (uint32_t)cc->endpoint) : -1,
+		.start_ms = cc->total_ms < 0 && cc->tr_ms >= 0 &&
+			    (uint64_t)cc->tr_ms <= now_ms ?
+			    now_ms - (uint64_t)cc->tr_ms : start,
+		.headers_ms = cc->tr_ms >= 0 && start + (uint64_t)cc->tr_ms < now_ms ?
+			      start + (uint64_t)cc->tr_ms : now_ms,
 	};
 	if (cc->feedback_seen) {
 		/* core_observe took the status (and the idle check, at the

@@ -1213,9 +1213,9 @@ def _slow_phase(env, version, binary):
 def slowleave(binary, version):
     """Issue 12: a warm server turning 5x slower is left within 10 of its
     requests: it gets at most 10 once slow (no new session starts, and
-    idle_reset's re-trial is a minute away). Counts, not times. With
-    policy.slow_run 4 (off by default: docs/policy-v2.md)."""
-    with fe.FleetEnv("slowleave", version, policy={"slow_run": 4}) as env:
+    idle_reset's re-trial is a minute away). Counts, not times. The
+    default policy (slow_run 4: docs/policy-v2.md)."""
+    with fe.FleetEnv("slowleave", version) as env:
         victim, sent, _ = _slow_phase(env, version, binary)
         env.stop_agent_checked()
         assert sent <= 10, f"{victim} (5x slower) got {sent} requests once slow, not at most 10"
