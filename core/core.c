@@ -2155,7 +2155,9 @@ static void queue_judge(struct core *c, struct pool_endpoint *e,
 		return;
 	double tr = (double)l->tr_ms, b = e->base[sig];
 	double d2 = (tr - b) * (tr - b);
-	double limit = c->p.sticky_tolerance * b;
+	/* over the tolerance of its usual range, not of its mean: the
+	 * jitter of a server answering in 2 ms is not a slowdown */
+	double limit = c->p.sticky_tolerance * (b + sqrt(e->spread[kind]));
 	if (e->slow_run > 0 && ++e->run_answers >= 2 * c->p.slow_run)
 		run_end(c, e, kind); /* too few slow answers: no run */
 	if (tr <= limit) {
