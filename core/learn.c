@@ -1,5 +1,6 @@
 /* learn.c - what answers teach: feedback (core_observe), ends of streams (core_complete), the EWMA and key probes. */
 #include "core_impl.h"
+#include "stall.h"
 
 #include <errno.h>
 #include <math.h>
@@ -114,6 +115,8 @@ struct lesson {
 	bool may_insert;
 	bool provisional;          /* a success the breaker counts at the end */
 	int64_t queued;            /* in flight at its decision; < 0: unknown */
+	uint64_t start_ms;         /* the request's start (stall.h) */
+	uint64_t headers_ms;       /* its response headers */
 };
 
 /* The in-flight count the decision akey -> idx found (struct asked),
@@ -185,7 +188,9 @@ static void queue_judge(struct core *c, struct pool_endpoint *e,
 		return;
 	double tr = (double)l->tr_ms, b = e->base[sig];
 	double d2 = (tr - b) * (tr - b);
-	double limit = c->p.sticky_tolerance * b;
+	/* over the tolerance of its usual range, not of its mean: the
+	 * jitter of a server answering in 2 ms is not a slowdown */
+	double limit = c->p.sticky_tolerance * (b + sqrt(e->spread[kind]));
 	if (e->slow_run > 0 && ++e->run_answers >= 2 * c->p.slow_run)
 		run_end(c, e, kind); /* too few slow answers: no run */
 	if (tr <= limit) {
@@ -205,6 +210,9 @@ static void queue_judge(struct core *c, struct pool_endpoint *e,
 		spread_add(c, e, kind, d2);
 		return;
 	}
+	if (stall_note(e, l->start_ms, l->headers_ms, tr - b,
+		       sqrt(e->spread[kind])) < 2 && e->slow_run + 1u >= c->p.slow_run)
+		return; /* one pause may explain them all: a stall */
 	if (e->slow_run == 0)
 		e->run_answers = 0;
 	e->slow_run++;
@@ -294,6 +302,9 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 			       fb->end_follows,
 		.queued = fb->has_akey ?
 			  asked_take(c, fb->akey, (uint32_t)fb->endpoint) : -1,
+		.start_ms = fb->tr_ms >= 0 && (uint64_t)fb->tr_ms <= now_ms ?
+			    now_ms - (uint64_t)fb->tr_ms : now_ms,
+		.headers_ms = now_ms,
 	};
 	if (l.provisional && e->provisional < UINT32_MAX)
 		e->provisional++;
@@ -344,6 +355,11 @@ int core_complete(struct core *c, const struct core_completion *cc,
 		/* Without feedback (HAProxy 2.6) the line is the answer. */
 		.queued = !cc->feedback_seen && cc->has_akey ?
 			  asked_take(c, cc->akey, (uint32_t)cc->endpoint) : -1,
+		.start_ms = cc->total_ms < 0 && cc->tr_ms >= 0 &&
+			    (uint64_t)cc->tr_ms <= now_ms ?
+			    now_ms - (uint64_t)cc->tr_ms : start,
+		.headers_ms = cc->tr_ms >= 0 && start + (uint64_t)cc->tr_ms < now_ms ?
+			      start + (uint64_t)cc->tr_ms : now_ms,
 	};
 	if (cc->feedback_seen) {
 		/* core_observe took the status (and the idle check, at the

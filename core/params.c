@@ -16,7 +16,7 @@ void core_params_defaults(struct core_params *p)
 		.prior_ttfb_ms = 500,
 		.idle_reset_ms = 60 * 1000,
 		.sticky_tolerance = 2.5,
-		.slow_run = 0, /* opt-in: docs/policy-v2.md, section 2 */
+		.slow_run = 4,
 		.score_by = CORE_SCORE_BOTH,
 		.session_scope = CORE_SESSION_CALLER,
 		.load_factor = 1.5,

@@ -98,8 +98,10 @@ struct core_params {
 	 * faster detector than the EWMA (about 10 answers for a 5x
 	 * slowdown), for endpoints whose times to headers are regular
 	 * enough (spread under their mean) for one answer to say something.
-	 * 0: off. */
-	uint32_t slow_run;                 /* 0 (off; 4 when on) */
+	 * The answers must need two separate pauses of the server (stall.h):
+	 * one stall delaying every request in flight at once is not a
+	 * slowdown. 0: off. */
+	uint32_t slow_run;                 /* 4 */
 	/* What sticky_tolerance and p2c compare (enum
 	 * core_score_by; config names "headers", "end_to_end", "both"). */
 	enum core_score_by score_by;       /* both */

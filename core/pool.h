@@ -63,6 +63,7 @@ struct pool_endpoint {
 	uint8_t slow_run;       /* answers of a run slower than their queue
 				 * explains (learn.c, queue_judge) */
 	uint8_t run_answers;    /* answers since that run began */
+	uint8_t run_pauses;     /* separate pauses its answers need (stall.h) */
 	uint8_t drained;        /* `set endpoint ... drain` on the command
 				 * socket: excluded, whatever HAProxy says */
 	uint8_t tier;           /* 1..CORE_TIER_MAX (tier.h) */
@@ -83,6 +84,9 @@ struct pool_endpoint {
 				 * slow answers, for the spread if it ends */
 	double queue_mean;      /* EWMA of the in-flight requests its keyed
 				 * decisions found (queue_judge) */
+	uint64_t run_lo_ms;     /* the run's latest pause: its answers' */
+	uint64_t run_hi_ms;     /* intersection (stall.h) */
+	double run_excess;      /* and their largest excess over base */
 	uint64_t dead_until_ms; /* key_dead: re-probed from then on */
 	uint64_t last_seen_ms;
 	uint64_t awake_ms;      /* the last wake-up answer after idleness */

@@ -32,7 +32,8 @@ Scenarios:
                open); after a restart the agent decides again
   slowleave    issue 12: a warm server turning 5x slower (prefill and
                decode, headers with the first token) is left within 10 of
-               its requests (not met yet: 12-14; expected to fail)
+               its requests (8-10 with the default slow_run 4; not in CI:
+               no margin on 3.2)
   recover      issue 12: that server, recovered, is back within 20% of
                its fair share of anonymous traffic within 30 s
   tiers        failover tiers (issue 21): s1, s2 are tier 1, t1 tier 2;
@@ -1213,9 +1214,9 @@ def _slow_phase(env, version, binary):
 def slowleave(binary, version):
     """Issue 12: a warm server turning 5x slower is left within 10 of its
     requests: it gets at most 10 once slow (no new session starts, and
-    idle_reset's re-trial is a minute away). Counts, not times. With
-    policy.slow_run 4 (off by default: docs/policy-v2.md)."""
-    with fe.FleetEnv("slowleave", version, policy={"slow_run": 4}) as env:
+    idle_reset's re-trial is a minute away). Counts, not times. The
+    default policy (slow_run 4: docs/policy-v2.md)."""
+    with fe.FleetEnv("slowleave", version) as env:
         victim, sent, _ = _slow_phase(env, version, binary)
         env.stop_agent_checked()
         assert sent <= 10, f"{victim} (5x slower) got {sent} requests once slow, not at most 10"
