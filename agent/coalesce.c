@@ -15,12 +15,15 @@ static void coalesce_on_prepare(uv_prepare_t *h)
 	struct coalesce *c = h->data;
 	uint64_t w = (uint64_t)c->srv->cfg->coalesce_us * 1000;
 	uint64_t frames = c->srv->stats.frames[STATS_FRAME_NOTIFY];
-	/* Only after a pass that served frames: a wake-up for a timer or a
-	 * scrape says nothing of the next frame. */
-	bool served = frames != c->notify_at_poll;
+	/* Only after a pass that served a few frames: a wake-up for a timer
+	 * or a scrape says nothing of the next frame, and a pass of
+	 * COALESCE_FULL_PASS frames has paid for its wake-up already (so a
+	 * saturated loop never sleeps). */
+	uint64_t served = frames - c->notify_at_poll;
 	c->notify_at_poll = frames;
 	uint64_t now = uv_hrtime();
-	if (w != 0 && served && now - c->poll_ns < w) {
+	if (w != 0 && served > 0 && served < COALESCE_FULL_PASS &&
+	    now - c->poll_ns < w) {
 #if defined(__linux__)
 		/* The thread's timer slack (50 us by default) would stretch
 		 * every window by as much. */

@@ -13,10 +13,12 @@ struct server;
  * With a window W, a loop iteration that served NOTIFY frames less than W
  * after its previous poll began sleeps out the rest of W before it polls
  * again, so the frames that arrive meanwhile are read and answered in
- * one pass. A frame waits at most W more; frames further apart than W,
- * and a loop busy for W already, never wait. Throughput is then at most
- * the frames in flight per W. The window is read from the server's running
- * configuration at every iteration (a reload changes it); 0 is off. */
+ * one pass. A frame waits at most W more; frames further apart than W, a
+ * loop busy for W already and a pass of COALESCE_FULL_PASS frames or more
+ * (its wake-up is paid for: a saturated loop never sleeps) never wait.
+ * The window is read from the server's running configuration at every
+ * iteration (a reload changes it); 0 is off. */
+#define COALESCE_FULL_PASS 16
 struct coalesce {
 	uv_prepare_t prepare;     /* runs just before each poll */
 	struct server *srv;

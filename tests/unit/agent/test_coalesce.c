@@ -236,6 +236,38 @@ START_TEST(sparse_frames_never_wait)
 }
 END_TEST
 
+START_TEST(full_pass_never_waits)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	h.cfg.coalesce_us = 400000;
+	struct coalesce co = { 0 };
+	ck_assert_int_eq(coalesce_init(&co, &h.srv), 0);
+	struct client *c = harness_client(&h, 0);
+	static uint8_t buf[4096];
+	struct fb *f = calloc(1, sizeof(*f));
+	fb_hello(f, 16380);
+	client_send(&h, c, f->b, f->len);
+	ck_assert_int_gt(client_frame(&h, c, buf, sizeof(buf), 2000), 0);
+	/* COALESCE_FULL_PASS frames in one write, read in one pass: the
+	 * pass paid for its wake-up, the next poll does not wait. */
+	f->len = 0;
+	const char *const kv[] = { "model", "m", NULL };
+	for (uint64_t i = 0; i < COALESCE_FULL_PASS; i++)
+		fb_route(f, i + 1, 1, kv);
+	client_send(&h, c, f->b, f->len);
+	for (int i = 0; i < COALESCE_FULL_PASS; i++)
+		ck_assert_int_gt(client_frame(&h, c, buf, sizeof(buf), 2000), 0);
+	harness_pump(&h);
+	ck_assert_uint_eq(h.srv.stats.frames[STATS_FRAME_NOTIFY], COALESCE_FULL_PASS);
+	ck_assert_uint_eq(co.sleeps, 0);
+	free(f);
+	client_free(c);
+	coalesce_finish(&co);
+	harness_finish(&h);
+}
+END_TEST
+
 static Suite *coalesce_suite(void)
 {
 	Suite *s = suite_create("coalesce");
@@ -244,6 +276,7 @@ static Suite *coalesce_suite(void)
 	tcase_add_test(tc, frames_in_window_share_a_pass);
 	tcase_add_test(tc, off_never_sleeps);
 	tcase_add_test(tc, sparse_frames_never_wait);
+	tcase_add_test(tc, full_pass_never_waits);
 	suite_add_tcase(s, tc);
 	return s;
 }
