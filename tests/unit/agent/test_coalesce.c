@@ -10,6 +10,7 @@
 
 #include "coalesce.h"
 #include "harness.h"
+#include "../run.h"
 
 static uint64_t mono_ns(void)
 {
@@ -268,24 +269,12 @@ START_TEST(full_pass_never_waits)
 }
 END_TEST
 
-static Suite *coalesce_suite(void)
-{
-	Suite *s = suite_create("coalesce");
-	TCase *tc = tcase_create("window");
-	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, frames_in_window_share_a_pass);
-	tcase_add_test(tc, off_never_sleeps);
-	tcase_add_test(tc, sparse_frames_never_wait);
-	tcase_add_test(tc, full_pass_never_waits);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
 int main(void)
 {
-	SRunner *sr = srunner_create(coalesce_suite());
-	srunner_run_all(sr, CK_SILENT);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	const TTest *const tests[] = {
+		frames_in_window_share_a_pass, off_never_sleeps,
+		sparse_frames_never_wait, full_pass_never_waits,
+	};
+	return unit_run(unit_suite("agent-coalesce", "window", tests,
+				   sizeof(tests) / sizeof(tests[0])));
 }
