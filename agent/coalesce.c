@@ -14,35 +14,34 @@ static void coalesce_on_prepare(uv_prepare_t *h)
 {
 	struct coalesce *c = h->data;
 	uint64_t w = (uint64_t)c->srv->cfg->coalesce_us * 1000;
+	if (w == 0)
+		return; /* off: no clock read per iteration */
 	uint64_t frames = c->srv->stats.frames[STATS_FRAME_NOTIFY];
+	uint64_t served = frames - c->notify_at_poll;
+	uint64_t now = uv_hrtime();
+	uint64_t since = now - c->poll_ns;
+	c->notify_at_poll = frames;
+	c->poll_ns = now;
 	/* Only after a pass that served a few frames: a wake-up for a timer
 	 * or a scrape says nothing of the next frame, and a pass of
 	 * COALESCE_FULL_PASS frames has paid for its wake-up already (so a
 	 * saturated loop never sleeps). */
-	uint64_t served = frames - c->notify_at_poll;
-	c->notify_at_poll = frames;
-	uint64_t now = uv_hrtime();
-	if (w != 0 && served > 0 && served < COALESCE_FULL_PASS &&
-	    now - c->poll_ns < w) {
+	if (served == 0 || served >= COALESCE_FULL_PASS || since >= w)
+		return;
 #if defined(__linux__)
-		/* The thread's timer slack (50 us by default) would stretch
-		 * every window by as much. */
-		if (!c->slack_set)
-			(void)prctl(PR_SET_TIMERSLACK, 1000UL);
+	/* The thread's timer slack (50 us by default) would stretch every
+	 * window by as much. */
+	if (!c->slack_set)
+		(void)prctl(PR_SET_TIMERSLACK, 1000UL);
 #endif
-		c->slack_set = 1;
-		uint64_t left = w - (now - c->poll_ns);
-		struct timespec ts = { (time_t)(left / 1000000000u),
-				       (long)(left % 1000000000u) };
-		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-			;
-		uint64_t after = uv_hrtime();
-		c->sleeps++;
-		c->srv->stats.coalesce_waits++;
-		c->slept_ns += after - now;
-		now = after;
-	}
-	c->poll_ns = now;
+	c->slack_set = 1;
+	uint64_t left = w - since;
+	struct timespec ts = { (time_t)(left / 1000000000u),
+			       (long)(left % 1000000000u) };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	c->srv->stats.coalesce_waits++;
+	c->poll_ns = uv_hrtime();
 }
 
 int coalesce_init(struct coalesce *c, struct server *srv)

@@ -24,8 +24,6 @@ struct coalesce {
 	struct server *srv;
 	uint64_t poll_ns;         /* uv_hrtime when the last poll began */
 	uint64_t notify_at_poll;  /* NOTIFY frames received by then */
-	uint64_t sleeps;          /* polls delayed (also the server's stats) */
-	uint64_t slept_ns;        /* by how long in all */
 	int started;
 	int slack_set;            /* the thread's timer slack lowered */
 };
