@@ -1,5 +1,5 @@
 /* stall.h - telling one stall from a change of regime in the slow-run
- * detector (core.c queue_judge; docs/policy-v2.md, section 2). */
+ * detector (learn.c queue_judge; docs/policy-v2.md, section 2). */
 #ifndef WARMLANE_CORE_STALL_H
 #define WARMLANE_CORE_STALL_H
 
