@@ -589,6 +589,27 @@ START_TEST(connection_limits)
 }
 END_TEST
 
+/* spop.coalesce_us: off by default, microseconds up to 1000. */
+START_TEST(coalesce_window)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert_uint_eq(cfg.coalesce_us, 0);
+	ck_assert_int_eq(load(&cfg, "spop: { coalesce_us: 250 }\n"), 0);
+	ck_assert_uint_eq(cfg.coalesce_us, 250);
+	config_finish(&cfg);
+	static const struct refusal cases[] = {
+		{ "spop: { coalesce_us: 1001 }\n",
+		  "t.yaml:1:22: spop.coalesce_us: must be between 0 and 1000, got 1001\n" },
+		{ "spop: { coalesce_us: 2.5 }\n",
+		  "t.yaml:1:22: spop.coalesce_us: must be a whole number, got 2.5\n" },
+		{ "spop: { coalesce_us: -1 }\n",
+		  "t.yaml:1:22: spop.coalesce_us: must be between 0 and 1000, got -1\n" },
+	};
+	expect_refusals(cases, sizeof(cases) / sizeof(cases[0]));
+}
+END_TEST
+
 /* "did you mean" only for a near key, among those valid at that place. */
 START_TEST(unknown_key_suggestion)
 {
@@ -949,6 +970,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, command_socket_section);
 	tcase_add_test(tc, semantic_cooldown_order);
 	tcase_add_test(tc, connection_limits);
+	tcase_add_test(tc, coalesce_window);
 	tcase_add_test(tc, retry_budget_section);
 	tcase_add_test(tc, semantic_session_scope);
 	tcase_add_test(tc, tiers_section);
