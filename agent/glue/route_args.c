@@ -182,46 +182,6 @@ static struct core_id route_arg_id(const struct spop_data *d)
 	return id;
 }
 
-struct core_str route_arg_str(const struct spop_data *d)
-{
-	if ((d->type == SPOP_DATA_STRING || d->type == SPOP_DATA_BINARY) &&
-	    d->u.str.len > 0)
-		return (struct core_str){ (const char *)d->u.str.ptr,
-					  d->u.str.len };
-	return (struct core_str){ NULL, 0 };
-}
-
-/* Integers of any width as int64; false for other types. */
-bool route_arg_int(const struct spop_data *d, int64_t *v)
-{
-	switch (d->type) {
-	case SPOP_DATA_INT32:
-		*v = d->u.i32;
-		return true;
-	case SPOP_DATA_UINT32:
-		*v = d->u.u32;
-		return true;
-	case SPOP_DATA_INT64:
-		*v = d->u.i64;
-		return true;
-	case SPOP_DATA_UINT64:
-		*v = d->u.u64 > INT64_MAX ? INT64_MAX : (int64_t)d->u.u64;
-		return true;
-	default:
-		return false;
-	}
-}
-
-bool route_arg_bool(const struct spop_data *d)
-{
-	int64_t v;
-	if (d->type == SPOP_DATA_BOOL)
-		return d->u.b;
-	if (route_arg_int(d, &v))
-		return v != 0;
-	return route_str_is(route_arg_str(d), "true");
-}
-
 void route_request_core(const struct route_request *req,
 			struct core_request *out)
 {
