@@ -354,26 +354,43 @@ static void conn_on_hello(struct conn *c, const struct spop_frame *f)
 	}
 }
 
-static void conn_on_notify(struct conn *c, const struct spop_frame *f)
+/* A frame decoded ahead of its answer (conn_process). */
+struct conn_next {
+	ptrdiff_t len;          /* bytes of the frame; < 0: refused, st says why */
+	int parsed;             /* a NOTIFY: 0, or SPOP_EPROTO (st) */
+	bool fetch;             /* prefetch steps left (notify_prefetch) */
+	enum spop_status st;
+	struct notify_frame nf; /* the frame; a NOTIFY's messages parsed */
+};
+
+static struct notify_ctx conn_notify_ctx(const struct conn *c)
 {
-	if (c->state != CONN_READY) {
-		conn_fail(c, SPOP_ERR_INVALID, "NOTIFY before HELLO");
-		return;
-	}
 	uint64_t now = uv_now(c->srv->loop);
-	struct notify_ctx ctx = {
+	return (struct notify_ctx){
 		.route = &c->srv->route,
 		.stats = &c->srv->stats,
 		.now_ms = now,
 		.now_unix_s = route_wall_s(&c->srv->route, now),
 		.conn_id = c->id,
+		.prefetch = core_prefetch_pays(c->srv->route.core),
 	};
+}
+
+static void conn_on_notify(struct conn *c, struct notify_ctx *ctx,
+			   const struct conn_next *x)
+{
+	if (c->state != CONN_READY) {
+		conn_fail(c, SPOP_ERR_INVALID, "NOTIFY before HELLO");
+		return;
+	}
 	struct notify_deferred later;
-	enum spop_status st = SPOP_ERR_INVALID;
+	enum spop_status st = x->st;
 	/* Built whole in scratch with the single-frame limit, then appended
 	 * to the batch: the room left in the batch never cuts an ACK down. */
-	ptrdiff_t n = notify_handle(&ctx, f, c->scratch, conn_out_cap(c),
-				    &later, &st);
+	ptrdiff_t n = x->parsed < 0
+		? SPOP_EPROTO
+		: notify_answer(ctx, &x->nf, c->scratch, conn_out_cap(c),
+				&later, &st);
 	if (n <= 0) {
 		conn_fail(c, st, st == SPOP_ERR_INVALID ? "malformed NOTIFY payload"
 							: NULL);
@@ -383,7 +400,7 @@ static void conn_on_notify(struct conn *c, const struct spop_frame *f)
 		return;
 	/* After the ACK is batched and before the read buffer moves: the
 	 * deferred feedback holds views into this frame. */
-	notify_run_deferred(&ctx, &later);
+	notify_run_deferred(ctx, &later);
 }
 
 static void conn_on_disconnect(struct conn *c, const struct spop_frame *f)
@@ -403,8 +420,11 @@ static void conn_on_disconnect(struct conn *c, const struct spop_frame *f)
 	conn_disconnect(c, SPOP_ERR_NONE, NULL);
 }
 
-static void conn_on_frame(struct conn *c, const struct spop_frame *f)
+static void conn_on_frame(struct conn *c, struct notify_ctx *ctx,
+			  const struct conn_next *x)
 {
+	const struct spop_frame *f = &x->nf.frame;
+
 	/* Whole frames, not bytes, keep a connection from idling out: one
 	 * trickling a frame byte by byte does not hold its buffer for ever. */
 	server_tq_touch(c->srv, c, uv_now(c->srv->loop));
@@ -415,7 +435,7 @@ static void conn_on_frame(struct conn *c, const struct spop_frame *f)
 		break;
 	case SPOP_FRAME_NOTIFY:
 		c->srv->stats.frames[STATS_FRAME_NOTIFY]++;
-		conn_on_notify(c, f);
+		conn_on_notify(c, ctx, x);
 		break;
 	case SPOP_FRAME_HAPROXY_DISCONNECT:
 		c->srv->stats.frames[STATS_FRAME_HAPROXY_DISCONNECT]++;
@@ -428,11 +448,49 @@ static void conn_on_frame(struct conn *c, const struct spop_frame *f)
 	}
 }
 
+/* Frames decoded ahead of the one answered (a power of two). What a
+ * NOTIFY will read in the affinity map takes three steps, each needing the
+ * one before (index slot, entry, the entry's LRU neighbours): at 10^6 keys
+ * each is a cache miss. Issued one answer apart for the frames waiting,
+ * they overlap with the answers before theirs instead of stalling each
+ * decision in turn (notify_prefetch). */
+#define CONN_AHEAD 4
+
+/* Decodes the frame at *scan into x, parses a NOTIFY's messages and takes
+ * their first prefetch step. Returns false when no whole frame is left. */
+static bool conn_decode(struct conn *c, struct notify_ctx *ctx, size_t *scan,
+			struct conn_next *x)
+{
+	struct spop_frame f;
+	x->st = SPOP_ERR_INVALID;
+	x->len = spop_frame_decode(c->rbuf + *scan, c->rlen - *scan,
+				   c->max_frame, &f, &x->st);
+	if (x->len == SPOP_NEED_MORE)
+		return false;
+	x->nf.frame = f;
+	if (x->len < 0)
+		return true;
+	*scan += (size_t)x->len;
+	x->parsed = 0;
+	x->fetch = false;
+	if (f.type == SPOP_FRAME_NOTIFY) {
+		x->parsed = notify_parse_frame(ctx, &f, &x->nf, &x->st);
+		x->fetch = x->parsed == 0 && ctx->prefetch &&
+			   notify_prefetch(ctx, &x->nf);
+	}
+	return true;
+}
+
 /* Handles every complete frame in the read buffer, keeps the partial tail,
  * and decides whether to keep reading. */
 static void conn_process(struct conn *c)
 {
-	size_t off = 0;
+	struct conn_next next[CONN_AHEAD];
+	unsigned head = 0, tail = 0; /* decoded, not answered: [head, tail) */
+	size_t off = 0;              /* bytes answered */
+	size_t scan = 0;             /* bytes decoded */
+	bool whole = true;           /* a whole frame may follow scan */
+	struct notify_ctx ctx = conn_notify_ctx(c);
 
 	while (c->state != CONN_CLOSING) {
 		/* Every frame is answered by one frame: without room for it,
@@ -443,20 +501,33 @@ static void conn_process(struct conn *c)
 			c->stalled = true;
 			break;
 		}
-		struct spop_frame f;
-		enum spop_status st = SPOP_ERR_INVALID;
-		ptrdiff_t n = spop_frame_decode(c->rbuf + off, c->rlen - off,
-						c->max_frame, &f, &st);
-		if (n == SPOP_NEED_MORE)
+		/* Nothing is decoded past a refused frame, nor past one that
+		 * is not a NOTIFY until it is answered: a HELLO sets the
+		 * frame size the next are decoded with. */
+		while (whole && tail - head < CONN_AHEAD) {
+			const struct conn_next *last = &next[(tail - 1) % CONN_AHEAD];
+			if (tail > head &&
+			    (last->len < 0 || last->nf.frame.type != SPOP_FRAME_NOTIFY))
+				break;
+			whole = conn_decode(c, &ctx, &scan, &next[tail % CONN_AHEAD]);
+			tail += whole;
+		}
+		if (head == tail)
 			break;
-		if (n < 0) {
+		for (unsigned i = head + 1; ctx.prefetch && i < tail; i++) {
+			struct conn_next *x = &next[i % CONN_AHEAD];
+			if (x->fetch)
+				x->fetch = notify_prefetch(&ctx, &x->nf);
+		}
+		const struct conn_next *x = &next[head++ % CONN_AHEAD];
+		if (x->len < 0) {
 			/* Oversized frames are refused from their length
 			 * field alone: their body is never read. */
-			conn_fail(c, st, NULL);
+			conn_fail(c, x->st, NULL);
 			break;
 		}
-		conn_on_frame(c, &f);
-		off += (size_t)n;
+		conn_on_frame(c, &ctx, x);
+		off += (size_t)x->len;
 	}
 	/* One write for the ACKs of the whole pass; a stalled pass writes
 	 * its batch too. A stall means every buffer but the batch is in a

@@ -81,6 +81,47 @@ static inline void affinity_prefetch(const struct affinity *a, uint64_t key)
 #endif
 }
 
+/* The later, dependent steps of a lookup, for a caller that overlaps the
+ * lookups of several keys (core_prefetch): the entry key's home slot
+ * points to (this reads the slot: issue it once affinity_prefetch has had
+ * time), then that entry's LRU neighbours, which a refresh relinks (reads
+ * the entry). A key past its home slot is not followed: at most half the
+ * slots are full, so most keys are in theirs. */
+static inline void affinity_prefetch_entry(const struct affinity *a,
+					   uint64_t key)
+{
+#if defined(__GNUC__)
+	uint64_t h = mix64(key);
+	const struct affinity_slot *s = &a->slots[(uint32_t)h & a->mask];
+	if (s->ref != 0 && s->tag == (uint32_t)(h >> 32))
+		__builtin_prefetch(&a->e[s->ref - 1], 1);
+#else
+	(void)a;
+	(void)key;
+#endif
+}
+
+static inline void affinity_prefetch_links(const struct affinity *a,
+					   uint64_t key)
+{
+#if defined(__GNUC__)
+	uint64_t h = mix64(key);
+	const struct affinity_slot *s = &a->slots[(uint32_t)h & a->mask];
+	if (s->ref == 0 || s->tag != (uint32_t)(h >> 32))
+		return;
+	const struct affinity_entry *x = &a->e[s->ref - 1];
+	if (x->key != key)
+		return;
+	if (x->prev != AFFINITY_NIL)
+		__builtin_prefetch(&a->e[x->prev], 1);
+	if (x->next != AFFINITY_NIL)
+		__builtin_prefetch(&a->e[x->next], 1);
+#else
+	(void)a;
+	(void)key;
+#endif
+}
+
 /* Maps key to endpoint/gen, fresh at last_ms, most recently used. A full
  * map first drops its least recently used entry. Never allocates. */
 void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,

@@ -509,6 +509,28 @@ void core_decision_shadow(struct core *c, const struct core_decision *d);
 bool core_identity(const struct core *c, const struct core_request *req,
 		   uint64_t *akey);
 
+/* Starts loading into the cache what a lookup of akey in the affinity map
+ * will read, one dependent step per stage: CORE_PREFETCH_SLOT its index
+ * slot, CORE_PREFETCH_ENTRY the entry the slot points to (reads the slot),
+ * CORE_PREFETCH_LINKS that entry's LRU neighbours, which a feedback's
+ * refresh relinks (reads the entry). For a caller holding several requests
+ * at once (a read pass of the agent): each stage issued a request's worth
+ * of work before the next, the misses of a large map overlap instead of
+ * following each other. Changes nothing; never allocates. */
+enum core_prefetch {
+	CORE_PREFETCH_SLOT,
+	CORE_PREFETCH_ENTRY,
+	CORE_PREFETCH_LINKS,
+};
+void core_prefetch(const struct core *c, uint64_t akey,
+		   enum core_prefetch stage);
+
+/* Whether core_prefetch is worth its instructions: the map (index and
+ * entries) is larger than CORE_PREFETCH_MIN_BYTES, so that its lookups
+ * miss a core's cache. Below it they hit, and the steps only cost. */
+#define CORE_PREFETCH_MIN_BYTES ((size_t)1 << 20)
+bool core_prefetch_pays(const struct core *c);
+
 /* Takes one response into account (see docs/architecture.md, "What answers teach"):
  * - success: the EWMA of fb->stream's kind (when tr_ms >= 0), the map entry
  *   akey -> endpoint refreshed; the first answer after idle_reset without

@@ -57,6 +57,29 @@ bool core_identity(const struct core *c, const struct core_request *req,
 	return false;
 }
 
+void core_prefetch(const struct core *c, uint64_t akey,
+		   enum core_prefetch stage)
+{
+	switch (stage) {
+	case CORE_PREFETCH_SLOT:
+		affinity_prefetch(&c->aff, akey);
+		break;
+	case CORE_PREFETCH_ENTRY:
+		affinity_prefetch_entry(&c->aff, akey);
+		break;
+	case CORE_PREFETCH_LINKS:
+		affinity_prefetch_links(&c->aff, akey);
+		break;
+	}
+}
+
+bool core_prefetch_pays(const struct core *c)
+{
+	size_t bytes = (size_t)c->aff.cap * sizeof(struct affinity_entry) +
+		       ((size_t)c->aff.mask + 1) * sizeof(struct affinity_slot);
+	return bytes > CORE_PREFETCH_MIN_BYTES;
+}
+
 /* Whether the ranked endpoint idx can take the key: fast enough and within
  * the load bound (step 4), noted in t when set. */
 static inline bool placeable(struct core *c, uint32_t idx, const struct pick *k,

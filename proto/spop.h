@@ -282,11 +282,41 @@ bool spop_list_has(struct spop_str list, const char *token);
  * so "max" never matches "max-frame-size". */
 bool spop_str_eq(struct spop_str v, const char *s);
 
+/* Whether a[0..len) equals s[0..len). For the short names compared per
+ * frame (message and argument names): two overlapping loads of 8 or 4
+ * bytes from each side cover 4 to 16 bytes whatever the length, inside
+ * both strings, where memcmp is a call and a loop. */
+static inline bool spop_bytes_eq(const uint8_t *a, const char *s, size_t len)
+{
+	uint64_t x0, x1, y0, y1;
+	uint32_t u0, u1, v0, v1;
+	if (len > 16)
+		return memcmp(a, s, len) == 0;
+	if (len >= 8) {
+		memcpy(&x0, a, 8);
+		memcpy(&y0, s, 8);
+		memcpy(&x1, a + len - 8, 8);
+		memcpy(&y1, s + len - 8, 8);
+		return ((x0 ^ y0) | (x1 ^ y1)) == 0;
+	}
+	if (len >= 4) {
+		memcpy(&u0, a, 4);
+		memcpy(&v0, s, 4);
+		memcpy(&u1, a + len - 4, 4);
+		memcpy(&v1, s + len - 4, 4);
+		return ((u0 ^ v0) | (u1 ^ v1)) == 0;
+	}
+	for (size_t i = 0; i < len; i++)
+		if (a[i] != (uint8_t)s[i])
+			return false;
+	return true;
+}
+
 /* The same against s[0..len) (not NUL-terminated); SPOP_STR_EQ_LIT takes
  * a literal's length from sizeof, for the compares made per frame. */
 static inline bool spop_str_eqn(struct spop_str v, const char *s, size_t len)
 {
-	return v.len == len && (len == 0 || memcmp(v.ptr, s, len) == 0);
+	return v.len == len && spop_bytes_eq(v.ptr, s, len);
 }
 #define SPOP_STR_EQ_LIT(v, lit) spop_str_eqn((v), "" lit, sizeof(lit) - 1)
 

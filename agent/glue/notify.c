@@ -46,10 +46,17 @@ struct notify_preset {
 	uint8_t b[64];
 };
 static struct notify_preset notify_reason_var[2][ROUTE_REASON_COUNT];
+static struct notify_preset notify_ack_var; /* `ack` true */
 static bool notify_reason_ready;
 
 static void notify_reason_init(void)
 {
+	struct spop_data t = spop_data_bool(true);
+	struct spop_writer aw;
+	spop_writer_init(&aw, notify_ack_var.b, sizeof(notify_ack_var.b));
+	spop_ack_set_var(&aw, SPOP_SCOPE_TXN, NOTIFY_ACK_VAR,
+			 sizeof(NOTIFY_ACK_VAR) - 1, &t);
+	notify_ack_var.len = aw.overflow ? 0 : (uint8_t)aw.len;
 	static const char *const var[2] = { "reason", "shadow_reason" };
 	for (unsigned v = 0; v < 2; v++) {
 		for (unsigned i = 0; i < ROUTE_REASON_COUNT; i++) {
@@ -87,13 +94,14 @@ static void ack_set_reason(struct notify_ack *ack, unsigned shadow,
 		ack_set_str(ack, "reason", name, strlen(name));
 }
 
+/* Sets `ack`, from its bytes encoded once (every feedback's answer). */
 static void ack_set_ack(struct notify_ack *ack)
 {
 	if (ack->acked)
 		return;
-	struct spop_data d = spop_data_bool(true);
-	spop_ack_set_var(&ack->w, SPOP_SCOPE_TXN, NOTIFY_ACK_VAR,
-			 sizeof(NOTIFY_ACK_VAR) - 1, &d);
+	if (!notify_reason_ready)
+		notify_reason_init();
+	spop_put_bytes(&ack->w, notify_ack_var.b, notify_ack_var.len);
 	ack->has_action = true;
 	ack->acked = true;
 }
@@ -105,6 +113,7 @@ static int notify_parse_route(struct notify_ctx *ctx, struct spop_reader *r,
 {
 	unsigned pos = 0;
 	req->now_ms = ctx->now_ms;
+	req->has_core = false;
 	memset(req->args, 0, sizeof(req->args)); /* SPOP_DATA_NULL */
 	for (unsigned i = 0; i < nargs; i++) {
 		struct spop_str name;
@@ -119,17 +128,26 @@ static int notify_parse_route(struct notify_ctx *ctx, struct spop_reader *r,
 }
 
 /* akey as 16 lower-case hex digits (what haplog_akey_parse and the
- * feedback read back), from a table rather than snprintf. */
+ * feedback read back), a byte at a time from a table of digit pairs. */
 static void ack_set_akey(struct notify_ack *ack, const struct route_decision *d)
 {
-	static const char hex[16] = "0123456789abcdef";
+	static char pairs[256][2];
+	static bool pairs_ready;
 	char akey[16];
 	if (!d->has_akey)
 		return;
+	if (!pairs_ready) {
+		static const char hex[16] = "0123456789abcdef";
+		for (unsigned b = 0; b < 256; b++) {
+			pairs[b][0] = hex[b >> 4];
+			pairs[b][1] = hex[b & 15];
+		}
+		pairs_ready = true;
+	}
 	uint64_t v = d->akey;
-	for (int i = 15; i >= 0; i--) {
-		akey[i] = hex[v & 15];
-		v >>= 4;
+	for (int i = 7; i >= 0; i--) {
+		memcpy(&akey[2 * i], pairs[v & 0xff], 2);
+		v >>= 8;
 	}
 	ack_set_str(ack, "akey", akey, sizeof(akey));
 }
@@ -218,6 +236,7 @@ static int notify_parse_feedback(struct notify_ctx *ctx,
 {
 	fb->now_ms = ctx->now_ms;
 	fb->now_unix_s = ctx->now_unix_s;
+	fb->akey_read = 0;
 	memset(fb->args, 0, sizeof(fb->args)); /* SPOP_DATA_NULL */
 	unsigned pos = 0;
 	for (unsigned i = 0; i < nargs; i++) {
@@ -263,21 +282,6 @@ static void notify_unknown(struct notify_ctx *ctx, struct spop_str name,
 	ack_set_ack(ack);
 }
 
-/* One message of a NOTIFY, parsed and not yet acted on. */
-struct notify_msg {
-	enum { NOTIFY_ROUTE, NOTIFY_FEEDBACK, NOTIFY_UNKNOWN } kind;
-	struct spop_str name;
-	union {
-		struct route_request route;
-		struct route_feedback fb;
-	} u;
-};
-
-/* Messages of one frame parsed before any acts: HAProxy sends one per
- * group (warmlane.spoe.conf), so this holds every frame it sends; the
- * messages of a larger frame past these are parsed a second time. */
-#define NOTIFY_MAX_MSGS 8
-
 /* Reads the next message of r, arguments included, into m (the dispatch
  * by exact name). Returns 1, 0 at the end of the payload, or SPOP_EPROTO
  * with *status. */
@@ -319,18 +323,15 @@ static void notify_act(struct notify_ctx *ctx, const struct notify_msg *m,
 	}
 }
 
-ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
-			uint8_t *out, size_t cap, struct notify_deferred *later,
-			enum spop_status *status)
+int notify_parse_frame(struct notify_ctx *ctx, const struct spop_frame *f,
+		       struct notify_frame *nf, enum spop_status *status)
 {
-	int decided[NOTIFY_MAX_DECIDED];
-	struct notify_ack ack = { .frame = f, .later = later,
-				  .decided = decided };
-	struct notify_msg msgs[NOTIFY_MAX_MSGS], extra;
-	struct spop_reader r, rest;
-	unsigned nmsg = 0;
-	bool more = false;
-	later->n = 0;
+	struct notify_msg extra;
+	struct spop_reader r;
+	nf->frame = *f;
+	nf->nmsg = 0;
+	nf->more = false;
+	nf->stage = CORE_PREFETCH_SLOT;
 
 	/* The whole payload is parsed before any message acts: a frame is
 	 * taken whole or refused whole. A `route` decided before a malformed
@@ -338,26 +339,53 @@ ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
 	 * log line ever lowers; feedback applied before it would count again
 	 * if HAProxy sent it anew. */
 	spop_reader_init(&r, f->payload, f->payload_len);
+	nf->rest = r;
 	for (;;) {
-		if (nmsg == NOTIFY_MAX_MSGS && !more) {
-			rest = r;
-			more = true;
+		if (nf->nmsg == NOTIFY_MAX_MSGS && !nf->more) {
+			nf->rest = r;
+			nf->more = true;
 		}
-		int m = notify_parse(ctx, &r, more ? &extra : &msgs[nmsg],
+		int m = notify_parse(ctx, &r, nf->more ? &extra : &nf->msgs[nf->nmsg],
 				     status);
 		if (m == 0)
-			break;
+			return 0;
 		if (m < 0)
 			return SPOP_EPROTO;
-		if (!more)
-			nmsg++;
+		if (!nf->more)
+			nf->nmsg++;
 	}
+}
+
+bool notify_prefetch(struct notify_ctx *ctx, struct notify_frame *nf)
+{
+	for (unsigned i = 0; i < nf->nmsg; i++) {
+		struct notify_msg *m = &nf->msgs[i];
+		if (m->kind == NOTIFY_ROUTE)
+			route_prefetch(ctx->route, &m->u.route, nf->stage);
+		else if (m->kind == NOTIFY_FEEDBACK)
+			route_fb_prefetch(ctx->route, &m->u.fb, nf->stage);
+	}
+	return nf->stage++ < CORE_PREFETCH_LINKS;
+}
+
+ptrdiff_t notify_answer(struct notify_ctx *ctx, const struct notify_frame *nf,
+			uint8_t *out, size_t cap, struct notify_deferred *later,
+			enum spop_status *status)
+{
+	const struct spop_frame *f = &nf->frame;
+	int decided[NOTIFY_MAX_DECIDED];
+	struct notify_ack ack = { .frame = f, .later = later,
+				  .decided = decided };
+	struct notify_msg extra;
+	struct spop_reader rest = nf->rest;
+	later->n = 0;
 
 	spop_ack_begin(&ack.w, out, cap, f->stream_id, f->frame_id);
-	for (unsigned i = 0; i < nmsg; i++)
-		notify_act(ctx, &msgs[i], &ack);
-	/* Checked whole above: parsing the same bytes again cannot fail. */
-	while (more && notify_parse(ctx, &rest, &extra, status) == 1)
+	for (unsigned i = 0; i < nf->nmsg; i++)
+		notify_act(ctx, &nf->msgs[i], &ack);
+	/* Checked whole by notify_parse_frame: parsing the same bytes again
+	 * cannot fail. */
+	while (nf->more && notify_parse(ctx, &rest, &extra, status) == 1)
 		notify_act(ctx, &extra, &ack);
 	if (!ack.has_action)
 		ack_set_ack(&ack);
@@ -390,6 +418,17 @@ ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
 		return n;
 	*status = SPOP_ERR_RES;
 	return SPOP_EPROTO;
+}
+
+ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
+			uint8_t *out, size_t cap, struct notify_deferred *later,
+			enum spop_status *status)
+{
+	struct notify_frame nf;
+	later->n = 0;
+	if (notify_parse_frame(ctx, f, &nf, status) < 0)
+		return SPOP_EPROTO;
+	return notify_answer(ctx, &nf, out, cap, later, status);
 }
 
 void notify_run_deferred(struct notify_ctx *ctx,

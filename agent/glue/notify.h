@@ -31,6 +31,33 @@ struct notify_ctx {
 	uint64_t now_ms;  /* uv_now */
 	int64_t now_unix_s; /* wall clock (route_wall_s), for Retry-After */
 	uint64_t conn_id; /* for log lines */
+	bool prefetch;    /* core_prefetch_pays: the map is larger than a cache */
+};
+
+/* One message of a NOTIFY, parsed and not yet acted on. */
+struct notify_msg {
+	enum { NOTIFY_ROUTE, NOTIFY_FEEDBACK, NOTIFY_UNKNOWN } kind;
+	struct spop_str name;
+	union {
+		struct route_request route;
+		struct route_feedback fb;
+	} u;
+};
+
+/* Messages of one frame parsed before any acts: HAProxy sends one per
+ * group (warmlane.spoe.conf), so this holds every frame it sends; the
+ * messages of a larger frame past these are parsed a second time. */
+#define NOTIFY_MAX_MSGS 8
+
+/* A NOTIFY frame parsed whole (notify_parse_frame), not yet answered:
+ * views into the frame's payload. */
+struct notify_frame {
+	struct spop_frame frame;
+	struct notify_msg msgs[NOTIFY_MAX_MSGS];
+	unsigned nmsg;
+	bool more;              /* messages past msgs[], from rest */
+	struct spop_reader rest;
+	enum core_prefetch stage; /* notify_prefetch's next step */
 };
 
 /* Handles the NOTIFY frame f: each message is dispatched by exact name
@@ -44,6 +71,22 @@ struct notify_ctx {
  * leaves *later empty. Feedback is stored in *later for
  * notify_run_deferred. No allocation. */
 ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
+			uint8_t *out, size_t cap, struct notify_deferred *later,
+			enum spop_status *status);
+
+/* notify_handle in its three steps, for a caller that holds several
+ * frames at once (conn.c): notify_parse_frame checks and parses the whole
+ * payload into nf (0, or SPOP_EPROTO with *status: nothing changed);
+ * notify_prefetch takes each message's next step of loading what it will
+ * read in the affinity map (route_prefetch; a step per call, the first
+ * at parse time is the caller's; false once the last is taken), so that
+ * the misses of frames parsed ahead overlap with the answers before
+ * theirs (worth it only when ctx->prefetch); notify_answer acts and
+ * builds the ACK as notify_handle. */
+int notify_parse_frame(struct notify_ctx *ctx, const struct spop_frame *f,
+		       struct notify_frame *nf, enum spop_status *status);
+bool notify_prefetch(struct notify_ctx *ctx, struct notify_frame *nf);
+ptrdiff_t notify_answer(struct notify_ctx *ctx, const struct notify_frame *nf,
 			uint8_t *out, size_t cap, struct notify_deferred *later,
 			enum spop_status *status);
 

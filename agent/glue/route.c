@@ -295,15 +295,22 @@ void route_decide(struct route *r, const struct route_request *req,
 {
 	struct core_request cr;
 	struct core_decision d;
-	route_request_core(req, &cr);
+	const struct core_request *in = &cr;
+	if (req->has_core)
+		in = &req->core;
+	else
+		route_request_core(req, &cr);
 	/* The clock only for a message that has hint arguments. */
 	for (int i = ROUTE_ARG_HINT_SRV; i <= ROUTE_ARG_HINT_NAME; i++) {
 		if (req->args[i].type != SPOP_DATA_NULL) {
+			if (in != &cr)
+				cr = *in;
+			in = &cr;
 			route_hint(r, req, route_wall_ms(r, req->now_ms), &cr.hint);
 			break;
 		}
 	}
-	core_decide(r->core, &cr, req->now_ms, &r->rng, &d);
+	core_decide(r->core, in, req->now_ms, &r->rng, &d);
 	*out = (struct route_decision){
 		.reason = (enum route_reason)d.reason,
 		.backend = d.backend,
@@ -329,6 +336,19 @@ void route_decide(struct route *r, const struct route_request *req,
 	}
 	if (d.endpoint >= 0)
 		out->noretry = route_budget_spent(r, d.backend, req->now_ms);
+}
+
+void route_prefetch(struct route *r, struct route_request *req,
+		    enum core_prefetch stage)
+{
+	if (stage == CORE_PREFETCH_SLOT) {
+		route_request_core(req, &req->core);
+		req->has_core = true;
+		req->has_akey = core_identity(r->core, &req->core, &req->akey);
+	}
+	/* A decision reads the entry and leaves the LRU list alone. */
+	if (req->has_core && req->has_akey && stage != CORE_PREFETCH_LINKS)
+		core_prefetch(r->core, req->akey, stage);
 }
 
 void route_take_back(struct route *r, int endpoint)

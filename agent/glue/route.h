@@ -76,6 +76,13 @@ enum route_fb_arg {
 struct route_request {
 	struct spop_data args[ROUTE_ARG_COUNT];
 	uint64_t now_ms; /* uv_now of the loop */
+	/* Set by route_prefetch: the arguments as the core reads them and
+	 * the affinity key, so that route_decide does not convert them
+	 * again. The parser clears has_core. */
+	bool has_core;
+	bool has_akey;
+	uint64_t akey;
+	struct core_request core;
 };
 
 /* The answer. Names are the core's (valid until that endpoint is updated
@@ -106,6 +113,10 @@ struct route_feedback {
 	struct spop_data args[ROUTE_FB_COUNT];
 	uint64_t now_ms;
 	int64_t now_unix_s; /* wall clock, for Retry-After dates only */
+	/* The akey argument read once (route_fb_akey): 0 not yet, 1 read
+	 * into akey, -1 absent or malformed. The parser clears it. */
+	int akey_read;
+	uint64_t akey;
 };
 
 /* Feedback that taught the core nothing, by cause. */
@@ -232,6 +243,17 @@ void route_finish(struct route *r);
 void route_decide(struct route *r, const struct route_request *req,
 		  struct route_decision *out);
 
+/* Starts loading what route_decide (req) or route_feedback (fb) will read
+ * in the core's affinity map, one dependent step per stage
+ * (core_prefetch); route_prefetch's first stage also converts req's
+ * arguments for route_decide. A decision reads the slot and the entry, a
+ * feedback also relinks the entry: stages past those do nothing. For a
+ * read pass holding several messages (conn.c). Never allocates. */
+void route_prefetch(struct route *r, struct route_request *req,
+		    enum core_prefetch stage);
+void route_fb_prefetch(struct route *r, struct route_feedback *fb,
+		       enum core_prefetch stage);
+
 /* Takes back a decision for endpoint (route_decision.endpoint; -1 does
  * nothing) whose answer never reached HAProxy (an ACK cut down to fit the
  * frame size): its in-flight count falls again, as no feedback or log line
@@ -354,9 +376,45 @@ int route_fb_arg_lookup(struct spop_str name);
 /* The same, for the arguments of one message read in turn: *pos starts at
  * 0 for each message. The name HAProxy sends next when it follows
  * haproxy/warmlane.spoe.conf is tried first, then every name, so any
- * order and any subset give the same indexes as the lookups above. */
-int route_arg_lookup_next(struct spop_str name, unsigned *pos);
-int route_fb_arg_lookup_next(struct spop_str name, unsigned *pos);
+ * order and any subset give the same indexes as the lookups above. The
+ * first try is inline (24 arguments per decision with its feedback): the
+ * name tables and the wire order below, the rest in route_lookup_any. */
+struct route_name {
+	const char *s;
+	size_t len;
+};
+extern const struct route_name route_arg_names[ROUTE_ARG_COUNT];
+extern const struct route_name route_fb_names[ROUTE_FB_COUNT];
+extern const uint8_t route_arg_order[ROUTE_ARG_COUNT];
+extern const uint8_t route_fb_order[ROUTE_FB_COUNT];
+int route_lookup_any(struct spop_str name, const struct route_name *names,
+		     const uint8_t *order, unsigned count, unsigned *pos);
+
+static inline int route_lookup_next(struct spop_str name,
+				    const struct route_name *names,
+				    const uint8_t *order, unsigned count,
+				    unsigned *pos)
+{
+	if (*pos < count) {
+		const struct route_name *n = &names[order[*pos]];
+		if (name.len == n->len && spop_bytes_eq(name.ptr, n->s, n->len))
+			return order[(*pos)++];
+	}
+	return route_lookup_any(name, names, order, count, pos);
+}
+
+static inline int route_arg_lookup_next(struct spop_str name, unsigned *pos)
+{
+	return route_lookup_next(name, route_arg_names, route_arg_order,
+				 ROUTE_ARG_COUNT, pos);
+}
+
+static inline int route_fb_arg_lookup_next(struct spop_str name,
+					   unsigned *pos)
+{
+	return route_lookup_next(name, route_fb_names, route_fb_order,
+				 ROUTE_FB_COUNT, pos);
+}
 
 /* The reason's name ("affinity", "no_model", ...), or "unknown". */
 const char *route_reason_name(enum route_reason reason);

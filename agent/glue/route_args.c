@@ -10,13 +10,9 @@ _Static_assert((int)ROUTE_REASON_COUNT == (int)CORE_REASON_COUNT,
 
 /* Argument names with their lengths, so that a lookup compares lengths
  * first and never strlen's a literal per frame. */
-struct route_name {
-	const char *s;
-	size_t len;
-};
 #define ROUTE_NAME(x) { x, sizeof(x) - 1 }
 
-static const struct route_name route_arg_names[ROUTE_ARG_COUNT] = {
+const struct route_name route_arg_names[ROUTE_ARG_COUNT] = {
 	[ROUTE_ARG_SESSION] = ROUTE_NAME("session"),
 	[ROUTE_ARG_PREFIX1] = ROUTE_NAME("prefix1"),
 	[ROUTE_ARG_PREFIX2] = ROUTE_NAME("prefix2"),
@@ -33,7 +29,7 @@ static const struct route_name route_arg_names[ROUTE_ARG_COUNT] = {
 	[ROUTE_ARG_HINT_NAME] = ROUTE_NAME("hint_name"),
 };
 
-static const struct route_name route_fb_names[ROUTE_FB_COUNT] = {
+const struct route_name route_fb_names[ROUTE_FB_COUNT] = {
 	[ROUTE_FB_SERVER] = ROUTE_NAME("server"),
 	[ROUTE_FB_STATUS] = ROUTE_NAME("status"),
 	[ROUTE_FB_TR] = ROUTE_NAME("tr"),
@@ -50,7 +46,7 @@ static const struct route_name route_fb_names[ROUTE_FB_COUNT] = {
 /* The order of the `args` lines of haproxy/warmlane.spoe.conf, in which
  * HAProxy sends them; arguments the file does not send (model in
  * feedback) come last. */
-static const uint8_t route_arg_order[ROUTE_ARG_COUNT] = {
+const uint8_t route_arg_order[ROUTE_ARG_COUNT] = {
 	ROUTE_ARG_SESSION, ROUTE_ARG_PREFIX1, ROUTE_ARG_PREFIX2,
 	ROUTE_ARG_PREFIX3, ROUTE_ARG_INSTALL, ROUTE_ARG_CALLER,
 	ROUTE_ARG_SRC, ROUTE_ARG_MODEL, ROUTE_ARG_STREAM, ROUTE_ARG_ID,
@@ -58,7 +54,7 @@ static const uint8_t route_arg_order[ROUTE_ARG_COUNT] = {
 	ROUTE_ARG_HINT_NAME,
 };
 
-static const uint8_t route_fb_order[ROUTE_FB_COUNT] = {
+const uint8_t route_fb_order[ROUTE_FB_COUNT] = {
 	ROUTE_FB_SERVER, ROUTE_FB_STATUS, ROUTE_FB_TR, ROUTE_FB_RETRY_AFTER,
 	ROUTE_FB_KEY, ROUTE_FB_AKEY, ROUTE_FB_STREAM, ROUTE_FB_SHADOW,
 	ROUTE_FB_SHADOW_REASON, ROUTE_FB_ID, ROUTE_FB_MODEL,
@@ -66,21 +62,16 @@ static const uint8_t route_fb_order[ROUTE_FB_COUNT] = {
 
 static bool route_name_is(struct spop_str v, const struct route_name *n)
 {
-	return v.len == n->len && memcmp(v.ptr, n->s, n->len) == 0;
+	return v.len == n->len && spop_bytes_eq(v.ptr, n->s, n->len);
 }
 
-/* The name expected at *pos of order first (one compare for a frame sent
- * by the SPOE file), then every name (another config's order, an older
- * one's fewer arguments); *pos moves past the match, so the arguments
- * after a missing or reordered one are found first time again. An
- * unknown name leaves *pos as it was. */
-static int route_lookup_next(struct spop_str name,
-			     const struct route_name *names,
-			     const uint8_t *order, unsigned count,
-			     unsigned *pos)
+/* Every name, for a name not where the SPOE file puts it (another
+ * config's order, an older one's fewer arguments); *pos moves past the
+ * match, so the arguments after a missing or reordered one are found
+ * first time again. An unknown name leaves *pos as it was. */
+int route_lookup_any(struct spop_str name, const struct route_name *names,
+		     const uint8_t *order, unsigned count, unsigned *pos)
 {
-	if (*pos < count && route_name_is(name, &names[order[*pos]]))
-		return order[(*pos)++];
 	for (unsigned i = 0; i < count; i++) {
 		if (route_name_is(name, &names[order[i]])) {
 			*pos = i + 1;
@@ -88,18 +79,6 @@ static int route_lookup_next(struct spop_str name,
 		}
 	}
 	return -1;
-}
-
-int route_arg_lookup_next(struct spop_str name, unsigned *pos)
-{
-	return route_lookup_next(name, route_arg_names, route_arg_order,
-				 ROUTE_ARG_COUNT, pos);
-}
-
-int route_fb_arg_lookup_next(struct spop_str name, unsigned *pos)
-{
-	return route_lookup_next(name, route_fb_names, route_fb_order,
-				 ROUTE_FB_COUNT, pos);
 }
 
 int route_arg_lookup(struct spop_str name)

@@ -30,6 +30,27 @@ static int parse_status(const struct spop_data *d)
 	return x;
 }
 
+/* fb's akey argument: true with *akey when present and 16 hex digits;
+ * read once when route_fb_prefetch has read it. */
+static bool fb_akey(const struct route_feedback *fb, uint64_t *akey)
+{
+	if (fb->akey_read != 0) {
+		*akey = fb->akey;
+		return fb->akey_read > 0;
+	}
+	struct core_str s = route_arg_str(&fb->args[ROUTE_FB_AKEY]);
+	return s.len > 0 && haplog_akey_parse((const uint8_t *)s.ptr, s.len, akey);
+}
+
+void route_fb_prefetch(struct route *r, struct route_feedback *fb,
+		       enum core_prefetch stage)
+{
+	if (fb->akey_read == 0)
+		fb->akey_read = fb_akey(fb, &fb->akey) ? 1 : -1;
+	if (fb->akey_read > 0)
+		core_prefetch(r->core, fb->akey, stage);
+}
+
 void route_feedback(struct route *r, const struct route_feedback *fb)
 {
 	const struct spop_data *a = fb->args;
@@ -114,9 +135,8 @@ void route_feedback(struct route *r, const struct route_feedback *fb)
 		cf.retry_after_ms = v > INT64_MAX / 1000 ? INT64_MAX : v * 1000;
 	}
 
-	if ((s = route_arg_str(&a[ROUTE_FB_AKEY])).len > 0) {
-		cf.has_akey = haplog_akey_parse((const uint8_t *)s.ptr, s.len,
-						&cf.akey);
+	if (route_arg_str(&a[ROUTE_FB_AKEY]).len > 0) {
+		cf.has_akey = fb_akey(fb, &cf.akey);
 		if (!cf.has_akey)
 			r->fb.bad_akey++;
 	}

@@ -627,6 +627,69 @@ START_TEST(error_malformed_after_route)
 }
 END_TEST
 
+/* Frames are decoded ahead of their answers (conn.c, CONN_AHEAD), but
+ * never past a HELLO: the NOTIFY behind it in the same read is held to the
+ * frame size the HELLO negotiated, not to the agent's own. */
+START_TEST(hello_and_notify_in_one_read)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	struct client *c = harness_client(&h, 0);
+	struct fb *f = calloc(1, sizeof(*f)), *n = calloc(1, sizeof(*n));
+	fb_hello(f, 1024);
+	fb_blob_notify(n, 1, 1, 1100);
+	fb_bytes(f, n->b, n->len);
+	client_send(&h, c, f->b, f->len);
+
+	ptrdiff_t k = client_frame(&h, c, frame_buf, sizeof(frame_buf), 2000);
+	ck_assert_int_gt(k, 0);
+	struct spop_frame fr;
+	answer_decode(frame_buf, (size_t)k, &fr);
+	ck_assert_int_eq(fr.type, SPOP_FRAME_AGENT_HELLO);
+	expect_disconnect(&h, c, SPOP_ERR_TOO_BIG);
+	free(f);
+	free(n);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
+/* Keyed NOTIFYs in one read, a malformed one among them: those before it
+ * are decided and answered in order, itself and those after it are not
+ * (parsed ahead, they act only in their turn). */
+START_TEST(notify_ahead_until_malformed)
+{
+	struct harness h;
+	struct client *c = hello_client(&h, two_endpoints, 16380, 16380);
+	struct fb *f = calloc(1, sizeof(*f)), *p = calloc(1, sizeof(*p));
+	char session[32];
+	for (uint64_t i = 1; i <= 9; i++) {
+		if (i == 7) {
+			fb_str(p, "route");
+			fb_u8(p, 2); /* announces 2 arguments, carries 1 */
+			fb_kv_str(p, "session", "broken");
+			fb_frame(f, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, i, 1, p);
+			continue;
+		}
+		snprintf(session, sizeof(session), "conversation-%" PRIu64, i);
+		const char *const kv[] = { "session", session, "model", "m1", NULL };
+		fb_route(f, i, 1, kv);
+	}
+	client_send(&h, c, f->b, f->len);
+	for (uint64_t i = 1; i <= 6; i++) {
+		struct ack_vars v;
+		read_ack(&h, c, i, 1, &v);
+		ck_assert_str_eq(ack_str(&v, "reason"), "hash");
+	}
+	expect_disconnect(&h, c, SPOP_ERR_INVALID);
+	ck_assert_uint_eq(h.srv.stats.msgs_route, 6);
+	free(f);
+	free(p);
+	client_free(c);
+	harness_finish(&h);
+}
+END_TEST
+
 START_TEST(haproxy_disconnect)
 {
 	struct harness h;
@@ -1250,6 +1313,8 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, error_notify_before_hello);
 	tcase_add_test(tc, error_malformed_notify);
 	tcase_add_test(tc, error_malformed_after_route);
+	tcase_add_test(tc, hello_and_notify_in_one_read);
+	tcase_add_test(tc, notify_ahead_until_malformed);
 	tcase_add_test(tc, haproxy_disconnect);
 	tcase_add_test(tc, error_isolated);
 	tcase_add_test(tc, route_session_sticks);

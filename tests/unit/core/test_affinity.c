@@ -141,11 +141,46 @@ START_TEST(map_random_ops_match_model)
 }
 END_TEST
 
+/* The prefetch steps read the map and change nothing in it: present,
+ * absent, removed and evicted keys, a map whose slots hold other keys at
+ * their home (tags that differ), the head and tail of the LRU list (a NIL
+ * neighbour). Under ASan a step that reads past the arrays fails. */
+START_TEST(map_prefetch_changes_nothing)
+{
+	struct affinity a, before;
+	ck_assert_int_eq(affinity_init(&a, 64, 300000), 0);
+	for (uint64_t k = 0; k < 100; k++) /* 36 evicted */
+		affinity_put(&a, k * 7919, (uint32_t)(k % 5), 1, 10 + k);
+	ck_assert(affinity_remove(&a, 50 * 7919, AFFINITY_NIL));
+	struct affinity_entry e[64];
+	struct affinity_slot sl[128];
+	ck_assert_uint_eq(a.mask + 1, 128);
+	memcpy(e, a.e, sizeof(e));
+	memcpy(sl, a.slots, sizeof(sl));
+	before = a;
+	for (uint64_t k = 0; k < 2000; k++) {
+		affinity_prefetch(&a, k * 7919);
+		affinity_prefetch_entry(&a, k * 7919);
+		affinity_prefetch_links(&a, k * 7919);
+		affinity_prefetch_links(&a, k);
+	}
+	affinity_prefetch_links(&a, a.e[a.lru_head].key);
+	affinity_prefetch_links(&a, a.e[a.lru_tail].key);
+	ck_assert(memcmp(e, a.e, sizeof(e)) == 0);
+	ck_assert(memcmp(sl, a.slots, sizeof(sl)) == 0);
+	ck_assert_uint_eq(a.hits, before.hits);
+	ck_assert_uint_eq(a.misses, before.misses);
+	ck_assert_uint_eq(a.lru_head, before.lru_head);
+	ck_assert_uint_eq(a.lru_tail, before.lru_tail);
+	affinity_finish(&a);
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *const tests[] = {
 		map_put_get_remove, map_ttl_expiry, map_lru_eviction, map_bytes_per_entry,
-		map_random_ops_match_model
+		map_random_ops_match_model, map_prefetch_changes_nothing
 	};
 
 	return unit_run(unit_suite("core-affinity", "map", tests,
