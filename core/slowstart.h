@@ -30,11 +30,16 @@ void slowstart_add(struct slowstart *s, double tr_ms, uint32_t first, double alp
  * by log k and keeps the variance, which is the prompt mix's; a server
  * that sends its headers before prefill (vLLM) answers in about the
  * same time whatever the prompt: a variance near 0. Variances within a
- * factor SLOWSTART_ALIKE of each other are the same kind. */
+ * factor SLOWSTART_ALIKE of each other are the same kind, each with
+ * SLOWSTART_JITTER added: two servers answering every request alike (a
+ * log standard deviation under 0.1, 10% jitter) are alike whatever the
+ * ratio of their jitters. */
 #define SLOWSTART_ALIKE 4.0
+#define SLOWSTART_JITTER 0.01
 static inline bool slowstart_alike(const struct slowstart *x, const struct slowstart *y)
 {
-	return y->var * SLOWSTART_ALIKE >= x->var && x->var * SLOWSTART_ALIKE >= y->var;
+	double vx = x->var + SLOWSTART_JITTER, vy = y->var + SLOWSTART_JITTER;
+	return vy * SLOWSTART_ALIKE >= vx && vx * SLOWSTART_ALIKE >= vy;
 }
 
 /* One candidate x judged against its peers: the slowest of the alike
