@@ -510,7 +510,7 @@ void decide(struct core *c, const struct core_request *req,
 		 * passed over, but kept in case none else can take the key
 		 * (then the former rule's choice). */
 		uint32_t spare = UINT32_MAX;
-			struct rdv_item it = c->items[best];
+		struct rdv_item it = c->items[best];
 		if (placeable(c, it.endpoint, &k, now_ms, t)) {
 			if (owned_ok(c, o, it.endpoint) &&
 			    start_ok(c, &k, o, it.endpoint)) {

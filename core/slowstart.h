@@ -11,10 +11,13 @@
 #define SLOWSTART_ANSWERS 5u
 
 /* One endpoint's times to headers of one kind, in the log domain: their
- * mean and variance (the mean of the first answers, then an EWMA at the
- * policy's alpha, like the EWMA the other rules read). The log because
- * times to headers are a product (prompt length x speed): a server k
- * times slower adds log k to every answer, whatever the prompt. */
+ * mean and variance, learnt as its base is (the mean of its first
+ * cold_start_samples answers, then an EWMA 40 times slower than the
+ * latency EWMA's, not while it is left or re-tried): what the endpoint
+ * was from its start, which a later slowdown barely moves (that one is
+ * the sticky rule's and the slow-run detector's). The log because times
+ * to headers are a product (prompt length x speed): a server k times
+ * slower adds log k to every answer, whatever the prompt. */
 struct slowstart {
 	double mean;
 	double var;
