@@ -101,6 +101,7 @@ static const cyaml_schema_field_t policy_fields[] = {
 	INT("warm_slack", struct raw_policy, warm_slack),
 	INT("place_choices", struct raw_policy, place_choices),
 	FLT("owned_bound", struct raw_policy, owned_bound),
+	FLT("slow_start", struct raw_policy, slow_start),
 	STR("owned_half_life", struct raw_policy, owned_half_life),
 	FLT("cost_weight_per_ms", struct raw_policy, cost_weight_per_ms),
 	STR("breaker_window", struct raw_policy, breaker_window),

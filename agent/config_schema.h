@@ -91,6 +91,7 @@ struct raw_policy {
 	double *warm_slack;
 	double *place_choices;
 	double *owned_bound;
+	double *slow_start;
 	char *owned_half_life;
 	double *cost_weight_per_ms;
 	char *breaker_window;

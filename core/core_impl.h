@@ -272,6 +272,8 @@ static inline void forget_samples(struct pool_endpoint *e)
 	e->run_sq = 0;
 	for (int k = 0; k < POOL_SIGNALS; k++)
 		e->samples[k] = 0;
+	for (int k = 0; k < CORE_KIND_COUNT; k++)
+		e->first[k].n = 0; /* a re-trial judges its next answers */
 }
 
 /* e's EWMAs and their sample counts per kind, for core_endpoint_info and

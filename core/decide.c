@@ -217,6 +217,25 @@ static inline bool owned_ok(const struct core *c, const struct owned_view *o,
 			   o->inc);
 }
 
+/* Whether idx may take a key placed by the ranking for its speed from its
+ * first answers against the other candidates' (policy.slow_start,
+ * slowstart.h): O(candidates) when it has answered enough. A key's
+ * unconfirmed placement is kept, as owned_ok keeps it. */
+static bool start_ok(const struct core *c, const struct pick *k,
+		     const struct owned_view *o, uint32_t idx)
+{
+	struct slowstart_judge j = { .x = &c->pool.ep[idx].first[k->kind] };
+	if (c->p.slow_start <= 0 || j.x->n < SLOWSTART_ANSWERS ||
+	    (o != NULL && idx == o->placed))
+		return true;
+	const struct pool_endpoint *x = &c->pool.ep[idx];
+	for (uint32_t i = 0; i < k->v->n; i++) {
+		const struct pool_endpoint *y = &c->pool.ep[k->v->cand[i]];
+		slowstart_judge_peer(&j, &y->first[k->kind], y->weight * x->inv_weight);
+	}
+	return !slowstart_slow(&j, c->p.sticky_tolerance, c->p.slow_start);
+}
+
 /* Step 4 with place_choices > 1: the rendezvous ranking of c->items
  * (v->n of them, best at index best) walked until place_choices candidates
  * are healthy and within the load bound; the cheapest of them (p2c_cost),
@@ -238,7 +257,8 @@ static uint32_t place_cheapest(struct core *c, const struct pick *k,
 	do {
 		struct pool_endpoint *e = &pool->ep[it.endpoint];
 		if (!placeable(c, it.endpoint, k, now_ms, t) ||
-		    !owned_ok(c, o, it.endpoint))
+		    !owned_ok(c, o, it.endpoint) ||
+		    !start_ok(c, k, o, it.endpoint))
 			continue;
 		double cost = p2c_cost(c, e, k, now_ms);
 		if (found == 0 || cost < chosen_cost) {
@@ -509,13 +529,14 @@ void decide(struct core *c, const struct core_request *req,
 		}
 	} else {
 		/* The first choice usually takes it: only then is a heap
-		 * built. One over owned_bound is passed over, but kept in
-		 * case none else can take the key (then the former rule's
-		 * choice). */
+		 * built. One over owned_bound, or slow from its start, is
+		 * passed over, but kept in case none else can take the key
+		 * (then the former rule's choice). */
 		uint32_t spare = UINT32_MAX;
 		struct rdv_item it = c->items[best];
 		if (placeable(c, it.endpoint, &k, now_ms, t)) {
-			if (owned_ok(c, o, it.endpoint)) {
+			if (owned_ok(c, o, it.endpoint) &&
+			    start_ok(c, &k, o, it.endpoint)) {
 				place_commit(c, it.endpoint, CORE_REASON_HASH, o,
 					     now_ms, out);
 				return;
@@ -528,7 +549,8 @@ void decide(struct core *c, const struct core_request *req,
 		while (rdv_rank_next(&rank, &it) == 0) {
 			if (!placeable(c, it.endpoint, &k, now_ms, t))
 				continue;
-			if (owned_ok(c, o, it.endpoint)) {
+			if (owned_ok(c, o, it.endpoint) &&
+			    start_ok(c, &k, o, it.endpoint)) {
 				place_commit(c, it.endpoint, CORE_REASON_HASH, o,
 					     now_ms, out);
 				return;

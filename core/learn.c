@@ -229,9 +229,14 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		if (!l->provisional)
 			breaker_success(&e->br, &c->p, now_ms);
 		queue_judge(c, e, l, now_ms);
-		if (l->tr_ms >= 0 && !l->after_idle)
+		if (l->tr_ms >= 0 && !l->after_idle) {
 			ewma_add(c, e, idx, pool_sig(false, l->stream),
 				 (double)l->tr_ms);
+			if (e->suspect != POOL_LEFT && !e->retrials)
+				slowstart_add(&e->first[pool_sig(false, l->stream)],
+					      (double)l->tr_ms, c->p.cold_start_samples,
+					      c->p.ewma_alpha / BASE_SLOWER);
+		}
 		if (l->has_akey && l->may_insert)
 			affinity_put(&c->aff, l->akey, idx, e->gen, now_ms);
 		else if (l->has_akey &&

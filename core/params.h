@@ -160,6 +160,15 @@ struct core_params {
 	 * spread; 0 spreads a few sessions best but costs independent agents
 	 * their agreement (Mooncake, 2 agents: 0.283 -> 0.252 at 0). */
 	double owned_bound;                /* 0.5 */
+	/* A key placed by the rendezvous ranking passes over a candidate
+	 * whose times to headers, from its 5th answer on, are over
+	 * sticky_tolerance x those of its alike peers (the same header
+	 * behaviour: slowstart.h) in the log domain, by slow_start standard
+	 * errors of its own mean: an endpoint slow from its first request
+	 * has no past of its own to be slower than (the sticky rule) and
+	 * would take its hash's share of new keys until cold_start_samples.
+	 * 0: off. docs/policy-v2.md, section 4. */
+	double slow_start;                 /* 2 */
 	/* About half the affinity TTL: a session older than that has either
 	 * sent its turns or is on its own warm entry. */
 	uint64_t owned_half_life_ms;       /* 150 s */

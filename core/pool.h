@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "breaker.h"
+#include "slowstart.h"
 #include "core.h"
 
 #define POOL_MAX_MODELS     256   /* distinct model names in a pool */
@@ -80,6 +81,8 @@ struct pool_endpoint {
 	double spread[CORE_KIND_COUNT];   /* time to headers: EWMA of the
 					   * squared distance to base */
 	uint32_t spread_n[CORE_KIND_COUNT];
+	struct slowstart first[CORE_KIND_COUNT]; /* time to headers, log
+						  * domain (slowstart.h) */
 	double run_sq;          /* squared distances to base of the run's
 				 * slow answers, for the spread if it ends */
 	double queue_mean;      /* EWMA of the in-flight requests its keyed

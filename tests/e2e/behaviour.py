@@ -36,6 +36,9 @@ Scenarios:
                no margin on 3.2)
   recover      issue 12: that server, recovered, is back within 20% of
                its fair share of anonymous traffic within 30 s
+  slowstart    issue 12: a server 5x slower from its first request gets at
+               most half its fair share of the new sessions after its 5th
+               answer (policy.slow_start)
   tiers        failover tiers (issue 21): s1, s2 are tier 1, t1 tier 2;
                t1 gets nothing while tier 1 serves, takes the traffic
                (reason failover) while s1 and s2 answer 429 +
@@ -1248,11 +1251,58 @@ def recover(binary, version):
             "not within 20% of its fair share (25%)"
 
 
+def slowstart(binary, version):
+    """Issue 12: one of four servers (40 ms to the first token, headers
+    with it) is 5x slower from its first request; 50 sessions of 2 turns
+    sent by 4 clients, a new session every 2 requests (100 requests: low
+    volume, the slow one under cold_start_samples answers). Its share of
+    the new sessions (a session's first request) sent after its 5th
+    answer came back is at most half its fair share (12.5%). Counts, not
+    times. WARMLANE_SLOW_START overrides policy.slow_start (0: the rule
+    off: 23.7% on 2.6, a quarter, the hash's share)."""
+    pol = {}
+    if os.environ.get("WARMLANE_SLOW_START"):
+        pol["slow_start"] = float(os.environ["WARMLANE_SLOW_START"])
+    with fe.FleetEnv("slowstart", version, policy=pol) as env:
+        names = ("s1", "s2", "s3", "s4")
+        env.start([fe.instance(n, fast=False, base_ms=40.0, prefill_ms_per_block=0.0,
+                               decode_ms_per_token=0.0) for n in names], binary)
+        victim = "s4"
+        env.fault(victim, mode="slow", factor=5)
+
+        def keyed(i):
+            return (fe.chat_body(short(i, "ss"), max_tokens=2, stream=True),
+                    {"x-session-id": f"ss-{version}-{i // 2}"}, f"s{i // 2}")
+        recs = fe.drive(env.port, keyed, n=100, concurrency=4)
+        fe.assert_all_ok(recs, "sessions")
+        summary(env, recs, f"{victim} 5x slower from the start")
+        answers = sorted(r.t1 for r in recs if r.served == victim)
+        assert len(answers) >= 5, f"{victim} answered {len(answers)} times, not 5"
+        fifth = answers[4]
+        seen, new = set(), []
+        for r in sorted(recs, key=lambda r: r.t0):
+            if r.tag in seen:
+                continue
+            seen.add(r.tag)
+            if r.t0 >= fifth:
+                new.append(r)
+        got = sum(r.served == victim for r in new)
+        share = got / max(1, len(new))
+        log(f"{victim}: {len(answers)} requests; of the {len(new)} new sessions after its 5th "
+            f"answer it got {got} ({100 * share:.1f}%, fair 25%, bound 12.5%); first turns "
+            f"{fe.fmt_counts(fe.by(new, 'served'))}, reasons {fe.fmt_counts(fe.by(new, 'reason'))}")
+        env.stop_agent_checked()
+        assert len(new) >= 20, f"only {len(new)} new sessions after {victim}'s 5th answer"
+        assert share <= 0.5 * 0.25, \
+            f"{victim} (5x slower from the start) got {100 * share:.1f}% of the new sessions " \
+            "after its 5th answer, not at most half its fair share (12.5%)"
+
+
 SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimit, "breaker": breaker,
              "deadkey": deadkey, "maint": maint, "haproxyown": haproxyown, "models": models,
              "sessionscope": sessionscope,
              "killrestart": killrestart, "metrics": metrics, "slowleave": slowleave,
-             "recover": recover, "tiers": tiers}
+             "recover": recover, "tiers": tiers, "slowstart": slowstart}
 
 if __name__ == "__main__":
     sys.exit(h.main(SCENARIOS))

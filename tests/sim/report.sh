@@ -103,6 +103,11 @@ if [ $have_trace = 1 ]; then
 	for sc in slow fast-failure; do
 		run "anon-$sc" --trace "$trace" --keys none --scenario "$sc"
 	done
+	# a server slow from its first request, at low volume (issue 12)
+	for n in 300 1000; do
+		run "slowstart$n" --trace "$trace" --keys session --config tests/sim/examples/quickstart.conf \
+			--limit "$n" --scenario slow-start
+	done
 fi
 # policy changes tried on the real core (--set) and on the design model
 variants=(
@@ -119,6 +124,7 @@ variants=(
 	"warmlane|place_choices 8 (leastconn below the bound)|--set place_choices=8"
 	"warmlane|warm_slack 0 (the bound alone, before issue 12)|--set warm_slack=0"
 	"warmlane|slow_run 0 (no slow-run detector)|--set slow_run=0"
+	"warmlane|slow_start 0 (new keys not judged by their first answers)|--set slow_start=0"
 	"warmlane-model|model of the first design's defaults|"
 	"warmlane-model|model: tr per KiB, bound +2|--set norm=1 --set slack=2"
 )
@@ -390,6 +396,12 @@ MD
 		scen_md <"$tmp/anon-slow.txt"
 		printf '\n'
 		scen_md <"$tmp/anon-fast-failure.txt"
+		printf '\n'
+		printf '### A server slow from its first request (`--scenario slow-start`)\n\n'
+		printf 'The quick start'"'"'s fleet again (slow at speed 0.2 from the start), session ids, the first 300 and 1,000 requests of the trace: the share of new sessions (a key'"'"'s first request) the slow endpoint got after its 5th answer came back (issue 12: at most half its fair share, 12.5%%; policy.slow_start, docs/policy-v2.md section 4). 300 requests: `%s`\n\n' "$(sed 's/^# //' "$tmp/slowstart300.info")"
+		scen_md <"$tmp/slowstart300.txt"
+		printf '\n1,000 requests:\n\n'
+		scen_md <"$tmp/slowstart1000.txt"
 		printf '\n'
 		[ $plots = 1 ] && printf '![TTFT CDF, Mooncake](sim-ttft-cdf-mooncake.png)\n\n![TTFT CDF, Mooncake 3x](sim-ttft-cdf-mooncake-speed3.png)\n\n'
 	else

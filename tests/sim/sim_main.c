@@ -420,7 +420,7 @@ int main(int argc, char **argv)
 	char *full = NULL;
 	if (rc == 0 && sc) {
 		char add[1024];
-		sim_scen_faults(sc, &w, cfg0.nep, add, sizeof(add));
+		sim_scen_faults(sc, &w, &cfg0, add, sizeof(add));
 		full = malloc(strlen(base) + strlen(add) + 1);
 		if (!full) {
 			rc = -ENOMEM;

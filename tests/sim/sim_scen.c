@@ -30,6 +30,9 @@ static const struct sim_scen scens[] = {
 	  "(retries 2, redispatch) unless warmlane's retry budget marks the request noretry (--log-ingest)",
 	  1, SIM_REF_NONE, -1 },
 	{ "recover", "gpu2 (index 1) is 5x slower from 20% to 40% of the requests, then recovers", 1, SIM_REF_NONE, 1 },
+	{ "slow-start", "gpu4 (index 3) is 5x slower from its first request (on a fleet whose speeds differ, "
+	  "as examples/quickstart.conf: no fault added, index 3 is the slow one); its share of the new keys "
+	  "after its 5th answer", 1, SIM_REF_NONE, 3 },
 	{ "tiers", "failover tiers (run with examples/tiers.conf): tier 1 (@0..@3) answers 429 Retry-After 20 "
 	  "from 20% to 35% of the requests, 503 from 60% to 70%; tier 2 is slower and costlier", 1, SIM_REF_NONE, -1 },
 	{ "agents-2", "2 independent agents behind a random spray", 2, SIM_REF_ONEAGENT, -1 },
@@ -54,10 +57,11 @@ const struct sim_scen *sim_scen_find(const char *name)
 	return NULL;
 }
 
-/* The slow scenarios: "slow" and "slow-prefill". */
+/* The slow scenarios: "slow" and "slow-prefill" (not "slow-start": its
+ * own figures). */
 static int is_slow(const struct sim_scen *sc)
 {
-	return strncmp(sc->name, "slow", 4) == 0;
+	return strcmp(sc->name, "slow") == 0 || strcmp(sc->name, "slow-prefill") == 0;
 }
 
 /* Arrival time, in seconds, of the request at fraction x of the workload
@@ -70,10 +74,20 @@ static double span_at(const struct sim_workload *w, double x)
 	return (double)w->req[i].arrival_us / 1e6;
 }
 
-void sim_scen_faults(const struct sim_scen *sc, const struct sim_workload *w, uint32_t nep, char *buf,
-		     size_t len)
+/* Whether the fleet's endpoints all run at one speed. */
+static int same_speed(const struct sim_fleet_cfg *cfg)
+{
+	for (uint32_t e = 1; e < cfg->nep; e++)
+		if (cfg->ep[e].speed != cfg->ep[0].speed)
+			return 0;
+	return 1;
+}
+
+void sim_scen_faults(const struct sim_scen *sc, const struct sim_workload *w, const struct sim_fleet_cfg *cfg,
+		     char *buf, size_t len)
 {
 	buf[0] = '\0';
+	uint32_t nep = cfg->nep;
 	uint32_t t = sc->target >= 0 ? (uint32_t)sc->target % (nep ? nep : 1) : 0;
 	if (strcmp(sc->name, "fast-failure") == 0)
 		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = 500\nstart = %.3f\n", t, span_at(w, 0.2));
@@ -89,6 +103,8 @@ void sim_scen_faults(const struct sim_scen *sc, const struct sim_workload *w, ui
 	else if (strcmp(sc->name, "recover") == 0)
 		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = slow\nfactor = 5\nstart = %.3f\nend = %.3f\n",
 			 t, span_at(w, 0.2), span_at(w, 0.4));
+	else if (strcmp(sc->name, "slow-start") == 0 && same_speed(cfg))
+		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = slow\nfactor = 5\nstart = 0\n", t);
 	else if (strcmp(sc->name, "cut") == 0)
 		snprintf(buf, len, "\n[fault]\nendpoint = @%u\nkind = cut\nstart = %.3f\n", t, span_at(w, 0.2));
 	else if (strcmp(sc->name, "down") == 0)
@@ -218,6 +234,60 @@ static void analyse_tiers(const struct sim_run *run, struct sim_scen_result *res
 	}
 }
 
+/* slow-start: the new keys (first request of each affinity key) arriving
+ * after the target's SLOW_START_ANSWERS-th successful answer came back
+ * (its feedback: arrival + tr), and those of them it got. */
+#define SLOW_START_ANSWERS 5
+static void analyse_slow_start(const struct sim_run *run, int32_t tgt, struct sim_scen_result *res)
+{
+	const struct sim_workload *w = run->w;
+	int64_t at[SLOW_START_ANSWERS];
+	size_t n = 0;
+	for (size_t i = 0; i < w->n; i++) {
+		const struct sim_rec *r = &run->rec[i];
+		if (r->ep != tgt || !r->admitted || !r->fb_sent || r->status / 100 != 2 || r->fb_tr_ms < 0)
+			continue;
+		int64_t t = w->req[i].arrival_us + r->fb_tr_ms * 1000;
+		/* keep the SLOW_START_ANSWERS earliest, sorted */
+		size_t k = n < SLOW_START_ANSWERS ? n++ : SLOW_START_ANSWERS;
+		if (k == SLOW_START_ANSWERS && t >= at[k - 1])
+			continue;
+		if (k == SLOW_START_ANSWERS)
+			k--;
+		while (k > 0 && at[k - 1] > t) {
+			at[k] = at[k - 1];
+			k--;
+		}
+		at[k] = t;
+	}
+	res->fair_share = 1.0 / (run->cfg->nep ? run->cfg->nep : 1);
+	double wsum = 0;
+	for (uint32_t e = 0; e < run->cfg->nep; e++)
+		wsum += run->cfg->ep[e].weight;
+	if (wsum > 0 && tgt >= 0)
+		res->fair_share = run->cfg->ep[tgt].weight / wsum;
+	if (n < SLOW_START_ANSWERS)
+		return; /* never answered 5 times: nothing to judge after */
+	int64_t from = at[SLOW_START_ANSWERS - 1];
+	struct sim_map seen;
+	sim_map_init(&seen);
+	size_t total = 0, hit = 0;
+	for (size_t i = 0; i < w->n; i++) {
+		uint64_t key = sim_trace_affinity_key(&w->req[i]);
+		if (!key || sim_map_get(&seen, key))
+			continue;
+		(void)sim_map_put(&seen, key, 1);
+		if (w->req[i].arrival_us < from || run->rec[i].ep < 0)
+			continue;
+		total++;
+		hit += run->rec[i].ep == tgt;
+	}
+	sim_map_finish(&seen);
+	res->new_keys = total;
+	res->target_count = hit;
+	res->target_share = total ? (double)hit / (double)total : 0;
+}
+
 void sim_scen_analyse(const struct sim_scen *sc, const struct sim_run *run, const struct sim_run *ref,
 		      const struct sim_summary *sum, const struct sim_summary *ref_sum,
 		      struct sim_scen_result *res)
@@ -286,6 +356,8 @@ void sim_scen_analyse(const struct sim_scen *sc, const struct sim_run *run, cons
 			if (run->cfg->ep[e].start_us <= end && run->cfg->ep[e].stop_us > end)
 				wsum += run->cfg->ep[e].weight;
 		res->fair_share = wsum > 0 && tgt >= 0 ? run->cfg->ep[tgt].weight / wsum : 0;
+	} else if (strcmp(sc->name, "slow-start") == 0) {
+		analyse_slow_start(run, tgt, res);
 	} else if (strcmp(sc->name, "rate-limit") == 0) {
 		int64_t from = (int64_t)(span_at(w, 0.2) * 1e6), to = (int64_t)(span_at(w, 0.6) * 1e6);
 		for (size_t i = 0; i < w->n; i++)
@@ -355,6 +427,9 @@ void sim_scen_print_header(FILE *out, const struct sim_scen *sc)
 			"hit%_nofault");
 	else if (strcmp(sc->name, "rate-limit") == 0)
 		fprintf(out, "%-14s %14s %8s\n", "policy", "in_429_window", "bound");
+	else if (strcmp(sc->name, "slow-start") == 0)
+		fprintf(out, "%-14s %14s %10s %10s %8s\n", "policy", "new_key_share", "its_keys", "new_keys",
+			"fair");
 	else if (strcmp(sc->name, "recover") == 0)
 		fprintf(out, "%-14s %12s %12s %10s %8s\n", "policy", "share_0-30s", "share_30-120s", "requests",
 			"fair");
@@ -406,6 +481,9 @@ void sim_scen_print_row(FILE *out, const struct sim_scen *sc, const char *policy
 			res->burst_attempts,
 			res->burst_requests ? (double)res->burst_attempts / (double)res->burst_requests : 0,
 			res->attempts_bound, res->burst_noretry, res->burst_errors);
+	else if (strcmp(sc->name, "slow-start") == 0)
+		fprintf(out, "%-14s %13.2f%% %10zu %10zu %7.2f%%\n", policy, 100 * res->target_share,
+			res->target_count, res->new_keys, 100 * res->fair_share);
 	else if (strcmp(sc->name, "recover") == 0)
 		fprintf(out, "%-14s %11.2f%% %11.2f%% %10zu %7.2f%%\n", policy, 100 * res->early_share,
 			100 * res->target_share, res->target_count, 100 * res->fair_share);
@@ -461,6 +539,16 @@ int sim_scen_expect(const struct sim_scen *sc, const char *policy, const struct 
 		return check(out, res->target_share >= 0.8 * res->fair_share, policy,
 			     "share 30-120 s after the recovery >= 0.8 x its fair share", res->target_share,
 			     0.8 * res->fair_share);
+	if (strcmp(sc->name, "slow-start") == 0) {
+		/* issue 12: at most half its fair share of the new keys after
+		 * its first 5 answers, even at low volume */
+		int bad = check(out, res->new_keys > 0, policy, "new keys after its 5th answer >",
+				(double)res->new_keys, 0);
+		bad += check(out, res->target_share <= 0.5 * res->fair_share, policy,
+			     "share of new keys after its 5th answer <= half its fair share", res->target_share,
+			     0.5 * res->fair_share);
+		return bad;
+	}
 	if (strcmp(sc->name, "scale-out") == 0)
 		return check(out, res->keys_moved - res->ref_keys_moved <= 1.0 / 9 + 0.05, policy,
 			     "keys moved by the addition (moved - moved without) <=",

@@ -32,6 +32,8 @@ struct sim_scen_result {
 	double keys_moved;    /* scale-out: share of keys whose endpoint changed across the addition */
 	double ref_keys_moved; /* the same across the same instant without the addition */
 	double fair_share;    /* slow, recover: the target's share of the weights of the endpoints present */
+	size_t new_keys;      /* slow-start: new keys after the target's 5th answer (target_share:
+			       * the share of them it got) */
 	double early_share;   /* recover: its share 0-30 s after the slowdown ends (target_share: 30-120 s) */
 	double hit_rate, ref_hit_rate;
 	int has_ref;
@@ -61,9 +63,10 @@ const struct sim_scen *sim_scen_at(unsigned i);
 const struct sim_scen *sim_scen_find(const char *name);
 
 /* Writes the fleet-file text the scenario appends ([fault] / [endpoint]
- * sections, timed from the workload's arrival span) into buf. */
-void sim_scen_faults(const struct sim_scen *sc, const struct sim_workload *w, uint32_t nep, char *buf,
-		     size_t len);
+ * sections, timed from the workload's arrival span) to the fleet cfg into
+ * buf. */
+void sim_scen_faults(const struct sim_scen *sc, const struct sim_workload *w, const struct sim_fleet_cfg *cfg,
+		     char *buf, size_t len);
 
 /* Measures run (and ref, the reference run or NULL) for the scenario. */
 void sim_scen_analyse(const struct sim_scen *sc, const struct sim_run *run, const struct sim_run *ref,

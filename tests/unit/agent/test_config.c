@@ -47,6 +47,7 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert_uint_eq(a->warm_slack, b->warm_slack);
 	ck_assert_uint_eq(a->place_choices, b->place_choices);
 	ck_assert(a->owned_bound == b->owned_bound);
+	ck_assert(a->slow_start == b->slow_start);
 	ck_assert_uint_eq(a->owned_half_life_ms, b->owned_half_life_ms);
 	ck_assert_double_eq(a->cost_weight_per_ms, b->cost_weight_per_ms);
 	ck_assert_uint_eq(a->breaker_window_ms, b->breaker_window_ms);
@@ -140,6 +141,7 @@ static const char full_yaml[] =
 	"  warm_slack: 3\n"
 	"  place_choices: 3\n"
 	"  owned_bound: 0.25\n"
+	"  slow_start: 3\n"
 	"  owned_half_life: 75s\n"
 	"  cost_weight_per_ms: 0.01\n"
 	"  breaker_window: 30s\n"
@@ -206,6 +208,7 @@ START_TEST(full_file)
 	ck_assert_uint_eq(p->warm_slack, 3);
 	ck_assert_uint_eq(p->place_choices, 3);
 	ck_assert(p->owned_bound == 0.25);
+	ck_assert(p->slow_start == 3);
 	ck_assert_uint_eq(p->owned_half_life_ms, 75 * 1000);
 	ck_assert_double_eq(p->cost_weight_per_ms, 0.01);
 	ck_assert_uint_eq(p->breaker_window_ms, 30000);

@@ -540,6 +540,84 @@ START_TEST(slow_run_leaves_concurrent_slowdown)
 }
 END_TEST
 
+/* Times to headers of requests whose prompts differ: a prefill-bound
+ * server's answers, base x the prompt's factor. */
+static const int64_t prompt_factor[8] = { 1, 3, 1, 6, 2, 1, 4, 2 };
+
+/* Answers of endpoint ep, n of them, base_ms x the prompt factors (plain
+ * requests, no key: only the endpoint's statistics learn). */
+static void answers(struct fx *f, int ep, int64_t base_ms, int n)
+{
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(fx_observe(f, ep, 200, base_ms * prompt_factor[i % 8],
+					    false, 0, false), 0);
+}
+
+/* 20 new sessions whose first rendezvous choice is endpoint 0 (x), after
+ * x answered x_answers times at x_ms and each peer 8 times at peer_ms
+ * (prefill-bound: x_ms, peer_ms times the prompt factors; peer_ms
+ * negative: a vLLM-style peer, -peer_ms whatever the prompt). Each
+ * session answered before the next comes, x at x_ms, the others at
+ * |peer_ms|, nothing in flight (the load bound never binds). Returns how
+ * many x got; every one placed by the ranking. */
+static int new_keys_to_x(double slow_start, int64_t x_ms, int x_answers, int64_t peer_ms)
+{
+	uint64_t keys[20];
+	sessions_homed_on(0, keys, 20);
+	struct core_params p;
+	core_params_defaults(&p);
+	p.owned_bound = -1;
+	p.slow_start = slow_start;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	ck_assert_int_eq(f.ep[0], 0);
+	answers(&f, 0, x_ms, x_answers);
+	for (int e = 1; e < 4; e++) {
+		if (peer_ms < 0)
+			for (int i = 0; i < 8; i++)
+				ck_assert_int_eq(fx_observe(&f, f.ep[e], 200, -peer_ms, false, 0, false), 0);
+		else
+			answers(&f, f.ep[e], peer_ms, 8);
+	}
+	int got = 0;
+	for (int i = 0; i < 20; i++) {
+		struct core_request r = fx_session(keys[i]);
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+		got += d.endpoint == 0;
+		ck_assert_int_eq(fx_feedback(&f, &d, 200, d.endpoint == 0 ? x_ms : llabs(peer_ms), false), 0);
+		core_endpoint_complete(f.c, d.endpoint);
+		f.now += 1000;
+	}
+	fx_finish(&f);
+	return got;
+}
+
+START_TEST(slow_start_passes_over_new_keys)
+{
+	/* x 5x slower than its peers from its first answer: after 5 answers,
+	 * far under cold_start_samples (20), no new key whose hash chooses it
+	 * goes to it; with the rule off all 20 do (nothing else judges an
+	 * endpoint with no past of its own). */
+	ck_assert_int_eq(new_keys_to_x(2, 500, 5, 100), 0);
+	ck_assert_int_eq(new_keys_to_x(0, 500, 5, 100), 20);
+	/* Before its 5th answer it is not judged: its first key, answered
+	 * (its 5th), then none. */
+	ck_assert_int_eq(new_keys_to_x(2, 500, 4, 100), 1);
+}
+END_TEST
+
+START_TEST(slow_start_judges_alike_peers_only)
+{
+	/* Twice slower than its peers: within sticky_tolerance (2.5), it
+	 * keeps its share. */
+	ck_assert_int_eq(new_keys_to_x(2, 200, 8, 100), 20);
+	/* Peers that send their headers before prefill (vLLM: 5 ms whatever
+	 * the prompt) say nothing of a prefill-bound x 20x over them. */
+	ck_assert_int_eq(new_keys_to_x(2, 100, 8, -5), 20);
+}
+END_TEST
+
 static Suite *policy_suite(void)
 {
 	Suite *s = suite_create("core-policy");
@@ -560,6 +638,10 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, owned_counts_a_key_once);
 	tcase_add_test(tc, owned_counts_concurrent_requests_once);
 	tcase_add_test(tc, owned_bound_rejects_bad_params);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("slow start");
+	tcase_add_test(tc, slow_start_passes_over_new_keys);
+	tcase_add_test(tc, slow_start_judges_alike_peers_only);
 	suite_add_tcase(s, tc);
 	return s;
 }
