@@ -9,6 +9,10 @@
 #include "spop.h"
 #include "stats.h"
 
+/* Decisions per one timed for warmlane_decision_duration_seconds (the
+ * first is timed, then one in this many). */
+#define NOTIFY_TIME_EVERY 16
+
 /* Feedback messages kept per frame to apply after the ACK is queued. */
 #define NOTIFY_MAX_DEFERRED 4
 

@@ -709,6 +709,37 @@ START_TEST(notify_ack_noretry)
 }
 END_TEST
 
+/* The decision histogram times the first decision and one in
+ * NOTIFY_TIME_EVERY after it; every decision is counted by reason. */
+START_TEST(notify_decisions_timed_one_in_16)
+{
+	struct config cfg;
+	load(&cfg, "endpoints:\n  - {backend: llm, server: s1, models: [m1]}\n");
+	struct route r;
+	struct stats st = { 0 };
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	struct notify_ctx ctx = { .route = &r, .stats = &st };
+	static const unsigned order[] = { 0, 1, 7 }; /* session, prefix1, model */
+	uint8_t payload[512], out[512];
+	struct spop_frame f = notify_frame(
+		payload, route_payload_order(payload, sizeof(payload), order, 3), 3, 1);
+	struct notify_deferred later;
+	enum spop_status status;
+	for (unsigned i = 1; i <= 2 * NOTIFY_TIME_EVERY + 1; i++) {
+		ck_assert_int_gt(notify_handle(&ctx, &f, out, sizeof(out), &later,
+					       &status), 0);
+		ck_assert_uint_eq(st.decide_latency.count,
+				  1 + (i - 1) / NOTIFY_TIME_EVERY);
+	}
+	uint64_t decided = 0;
+	for (unsigned k = 0; k < ROUTE_REASON_COUNT; k++)
+		decided += st.reasons[k];
+	ck_assert_uint_eq(decided, 2 * NOTIFY_TIME_EVERY + 1);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *const tests[] = {
@@ -717,6 +748,7 @@ int main(void)
 		notify_ack_fallback_takes_decisions_back,
 		notify_malformed_frame_changes_nothing, notify_every_truncation,
 		notify_mutations_refused_whole, notify_ack_noretry,
+		notify_decisions_timed_one_in_16,
 	};
 
 	return unit_run(unit_suite("agent-notify", "notify", tests,
