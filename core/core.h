@@ -171,6 +171,9 @@ struct core_decision {
 	const char *server;
 	const char *key_id;        /* NULL when the endpoint has no key */
 	unsigned tier;             /* the endpoint's failover tier; 0: none */
+	uint32_t gen;              /* the endpoint's generation: endpoint and
+	                            * gen name the same names until it is
+	                            * removed (a cache of them may key on both) */
 	bool has_akey;             /* false: the request had no identity */
 	uint64_t akey;             /* affinity key, echoed back in feedback */
 	enum core_hint_use hint;   /* what became of req->hint */

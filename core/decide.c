@@ -171,6 +171,7 @@ static void commit(struct core *c, uint32_t idx, enum core_reason reason,
 	out->server = e->server;
 	out->key_id = e->key_id;
 	out->tier = e->tier;
+	out->gen = e->gen;
 	c->decisions[reason]++;
 	if (out->has_akey && reason != CORE_REASON_AFFINITY)
 		c->pending[out->akey & (CORE_PENDING_SLOTS - 1)] =

@@ -182,6 +182,42 @@ static void notify_route_shadow(struct notify_ctx *ctx,
 		  d->server != NULL ? d->server : "-");
 }
 
+static void ack_set_names_each(struct notify_ack *ack,
+			       const struct route_decision *d)
+{
+	if (d->backend != NULL)
+		ack_set_str(ack, "backend", d->backend, strlen(d->backend));
+	if (d->server != NULL)
+		ack_set_str(ack, "server", d->server, strlen(d->server));
+	if (d->key != NULL)
+		ack_set_str(ack, "key", d->key, strlen(d->key));
+}
+
+/* backend, server and key of d's endpoint: the bytes encoded at its first
+ * decision since it got its generation (route_preset). */
+static void ack_set_names(struct route *r, struct notify_ack *ack,
+			  const struct route_decision *d)
+{
+	if (d->endpoint < 0 || d->endpoint >= ROUTE_PRESETS) {
+		ack_set_names_each(ack, d);
+		return;
+	}
+	struct route_preset *p = &r->presets[d->endpoint];
+	if (p->gen1 != d->gen + 1) {
+		struct notify_ack enc = { .w = { 0 } };
+		spop_writer_init(&enc.w, p->b, sizeof(p->b));
+		ack_set_names_each(&enc, d);
+		p->len = enc.w.overflow ? 0 : (uint16_t)enc.w.len;
+		p->gen1 = d->gen + 1;
+	}
+	if (p->len == 0) {
+		ack_set_names_each(ack, d);
+		return;
+	}
+	spop_put_bytes(&ack->w, p->b, p->len);
+	ack->has_action = true;
+}
+
 static void notify_route(struct notify_ctx *ctx,
 			 const struct route_request *req,
 			 struct notify_ack *ack)
@@ -212,12 +248,7 @@ static void notify_route(struct notify_ctx *ctx,
 		notify_route_shadow(ctx, &d, ack);
 		return;
 	}
-	if (d.backend != NULL)
-		ack_set_str(ack, "backend", d.backend, strlen(d.backend));
-	if (d.server != NULL)
-		ack_set_str(ack, "server", d.server, strlen(d.server));
-	if (d.key != NULL)
-		ack_set_str(ack, "key", d.key, strlen(d.key));
+	ack_set_names(ctx->route, ack, &d);
 	ack_set_akey(ack, &d);
 	ack_set_reason(ack, 0, d.reason);
 	if (d.noretry) {

@@ -319,6 +319,7 @@ void route_decide(struct route *r, const struct route_request *req,
 		.has_akey = d.has_akey,
 		.akey = d.akey,
 		.endpoint = d.endpoint,
+		.gen = d.gen,
 		.tier = d.tier,
 	};
 	if (d.endpoint < 0) { /* no endpoint: no variable but the reason */

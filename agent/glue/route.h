@@ -95,6 +95,7 @@ struct route_decision {
 	bool has_akey;
 	uint64_t akey; /* sent as 16 lower-case hex digits */
 	int endpoint;  /* the core's index, -1 for none (route_take_back) */
+	uint32_t gen;  /* its generation (core_decision.gen) */
 	unsigned tier; /* the endpoint's failover tier, 0 for none */
 	/* The backend's retry budget is spent: the ACK sets noretry, and the
 	 * example configs' disable-l7-retry rule keeps HAProxy from retrying
@@ -193,6 +194,19 @@ struct route_budget {
 	bool spent;         /* at the last decision for it */
 };
 
+/* The ACK's set-var actions for an endpoint's backend, server and key,
+ * encoded at its first decision (notify.c): the same bytes for each of
+ * its decisions while it keeps its generation. Endpoints past
+ * ROUTE_PRESETS, and names too long for the bytes, are encoded each
+ * time. */
+#define ROUTE_PRESETS 128
+#define ROUTE_PRESET_BYTES 160
+struct route_preset {
+	uint32_t gen1;  /* the endpoint's generation + 1; 0: not encoded */
+	uint16_t len;   /* 0: did not fit */
+	uint8_t b[ROUTE_PRESET_BYTES];
+};
+
 struct route {
 	const struct config *cfg;
 	struct core *core;     /* the policy; metrics read it (core_stats...) */
@@ -221,6 +235,7 @@ struct route {
 	uint64_t wall_ms_at;   /* uv_now when wall_ms was read (route_wall_ms) */
 	uint64_t wall_ms;
 	bool wall_ms_valid;
+	struct route_preset presets[ROUTE_PRESETS];
 };
 
 /* Creates r's core from cfg->params and adds cfg's endpoints: one core

@@ -709,6 +709,74 @@ START_TEST(notify_ack_noretry)
 }
 END_TEST
 
+/* The STRING variable name of the ACK out[0..n), copied into v ("" when
+ * absent). */
+static void ack_var_str(const uint8_t *out, ptrdiff_t n, const char *name,
+			char *v, size_t cap)
+{
+	struct spop_frame a;
+	enum spop_status st;
+	ck_assert_int_eq(spop_frame_decode(out, (size_t)n, 16380, &a, &st), n);
+	struct spop_reader rd;
+	spop_reader_init(&rd, a.payload, a.payload_len);
+	enum spop_action act;
+	enum spop_scope scope;
+	struct spop_str vname;
+	struct spop_data val;
+	v[0] = 0;
+	while (spop_action_next(&rd, &act, &scope, &vname, &val, &st) == 1)
+		if (spop_str_eq(vname, name) && val.type == SPOP_DATA_STRING)
+			snprintf(v, cap, "%.*s", (int)val.u.str.len,
+				 (const char *)val.u.str.ptr);
+}
+
+/* The names' bytes are encoded once per endpoint (route_preset): an
+ * endpoint removed and another added in its slot is named as the new one,
+ * key and all. */
+START_TEST(notify_names_follow_the_endpoint)
+{
+	struct config cfg;
+	load(&cfg, "endpoints:\n  - {backend: llm, server: s1, models: [m1], keys: [k1]}\n");
+	struct route r;
+	struct stats st = { 0 };
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	struct notify_ctx ctx = { .route = &r, .stats = &st };
+	static const unsigned order[] = { 0, 7 }; /* session, model */
+	uint8_t payload[512], out[512];
+	struct spop_frame f = notify_frame(
+		payload, route_payload_order(payload, sizeof(payload), order, 2), 3, 1);
+	struct notify_deferred later;
+	enum spop_status status;
+	char v[64];
+	for (int round = 0; round < 2; round++) {
+		ptrdiff_t n = notify_handle(&ctx, &f, out, sizeof(out), &later, &status);
+		ck_assert_int_gt(n, 0);
+		ack_var_str(out, n, "server", v, sizeof(v));
+		ck_assert_str_eq(v, "s1");
+		ack_var_str(out, n, "key", v, sizeof(v));
+		ck_assert_str_eq(v, "k1");
+	}
+	int idx = core_endpoint_find(r.core, core_str_c("llm"), core_str_c("s1"),
+				     core_str_c("k1"));
+	ck_assert_int_ge(idx, 0);
+	ck_assert_int_eq(core_endpoint_remove(r.core, idx), 0);
+	ck_assert_int_eq(route_server_add(&r, core_str_c("other"), core_str_c("s9"), 1000), 1);
+	ck_assert_int_eq(core_endpoint_find(r.core, core_str_c("other"),
+					    core_str_c("s9"), core_str_c("")),
+			 idx);
+	ptrdiff_t n = notify_handle(&ctx, &f, out, sizeof(out), &later, &status);
+	ck_assert_int_gt(n, 0);
+	ack_var_str(out, n, "backend", v, sizeof(v));
+	ck_assert_str_eq(v, "other");
+	ack_var_str(out, n, "server", v, sizeof(v));
+	ck_assert_str_eq(v, "s9");
+	ack_var_str(out, n, "key", v, sizeof(v));
+	ck_assert_str_eq(v, "");
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 /* The decision histogram times the first decision and one in
  * NOTIFY_TIME_EVERY after it; every decision is counted by reason. */
 START_TEST(notify_decisions_timed_one_in_16)
@@ -748,7 +816,7 @@ int main(void)
 		notify_ack_fallback_takes_decisions_back,
 		notify_malformed_frame_changes_nothing, notify_every_truncation,
 		notify_mutations_refused_whole, notify_ack_noretry,
-		notify_decisions_timed_one_in_16,
+		notify_decisions_timed_one_in_16, notify_names_follow_the_endpoint,
 	};
 
 	return unit_run(unit_suite("agent-notify", "notify", tests,
