@@ -224,14 +224,18 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 {
 	uint8_t state = e->br.state;
 
+	explore_heard(e, l->start_ms);
 	switch (o) {
 	case CORE_OUTCOME_SUCCESS:
 		if (!l->provisional)
 			breaker_success(&e->br, &c->p, now_ms);
 		queue_judge(c, e, l, now_ms);
-		if (l->tr_ms >= 0 && !l->after_idle)
+		if (l->tr_ms >= 0 && !l->after_idle) {
 			ewma_add(c, e, idx, pool_sig(false, l->stream),
 				 (double)l->tr_ms);
+			explore_answer(c, e, idx, pool_sig(false, l->stream),
+				       (double)l->tr_ms, l->start_ms, now_ms);
+		}
 		if (l->has_akey && l->may_insert)
 			affinity_put(&c->aff, l->akey, idx, e->gen, now_ms);
 		else if (l->has_akey &&
