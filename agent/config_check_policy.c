@@ -124,6 +124,9 @@ void config_check_policy(struct config_check *s, const struct raw_policy *rp,
 			    100, &p->owned_bound);
 	config_check_duration(s, "policy.owned_half_life", rp->owned_half_life,
 			      S, 30 * D, &p->owned_half_life_ms);
+	/* 0: off (core_params.explore_share). */
+	config_check_double(s, "policy.explore_share", rp->explore_share, 0,
+			    true, 1, &p->explore_share);
 	config_check_double(s, "policy.cost_weight_per_ms",
 			    rp->cost_weight_per_ms, 0, true, 1e12,
 			    &p->cost_weight_per_ms);

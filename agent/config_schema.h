@@ -92,6 +92,7 @@ struct raw_policy {
 	double *place_choices;
 	double *owned_bound;
 	char *owned_half_life;
+	double *explore_share;
 	double *cost_weight_per_ms;
 	char *breaker_window;
 	double *breaker_min_requests;
