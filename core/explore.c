@@ -12,10 +12,35 @@
  * gets explore_share / 8 of its fair share. */
 #define EXPLORE_MAX_SHIFT 2u
 
-/* Answers of one kind that make a verdict. One answer of a server whose
- * times range from a cache hit's to a long cold prompt's says little;
- * two fast ones out of at most three say that the slowdown is over. */
+/* Fast answers (more than the slow ones) that make the verdict
+ * "recovered" on a regular endpoint; one slow answer more than the fast
+ * ones makes the verdict "still slow". */
 #define EXPLORE_VERDICT 2u
+
+/* Most answers a verdict may need: no more than a re-trial after
+ * idle_reset takes to judge an endpoint (RETRIAL_SAMPLES). An endpoint
+ * more irregular than that is not explored; its way back stays the
+ * re-trial. */
+#define EXPLORE_VERDICT_MAX RETRIAL_SAMPLES
+
+/* Fast answers that make the verdict "recovered" on e (headers signal
+ * sig): EXPLORE_VERDICT times its spread (root mean square distance to
+ * its base) over its base where the slow-run detector has learnt it
+ * (learn.c), at least EXPLORE_VERDICT. Times to headers that range from
+ * a cache hit's to a long cold prompt's make a fast answer of a still
+ * slow endpoint likely: on the Mooncake trace (spread 8-15 x the base),
+ * 23 verdicts "recovered" of 73 probes of an endpoint 5x slower all
+ * along, with 2 answers always. */
+static unsigned verdict_answers(const struct core *c,
+				const struct pool_endpoint *e, unsigned sig)
+{
+	if (pool_sig_e2e(sig) || e->spread_n[sig] < c->p.cold_start_samples ||
+	    e->base[sig] <= 0)
+		return EXPLORE_VERDICT;
+	double n = ceil(EXPLORE_VERDICT * sqrt(e->spread[sig]) / e->base[sig]);
+	return n < EXPLORE_VERDICT ? EXPLORE_VERDICT :
+	       n > 255 ? 255 : (unsigned)n;
+}
 
 /* Whether e is left (the slow rules) or starved (its last answer
  * EXPLORE_STALE fair intervals ago), fair by its weight in v. */
@@ -73,22 +98,25 @@ static bool ranks_before(const struct core *c, uint64_t akey, uint32_t idx,
 
 /* The scan: arms what became worth exploring, disarms what no longer
  * is, and returns an armed endpoint whose probe is due, or UINT32_MAX. */
-static uint32_t scan(struct core *c, const struct view *v, uint64_t now_ms)
+static uint32_t scan(struct core *c, const struct view *v, unsigned sig,
+		     uint64_t now_ms)
 {
 	struct explore *x = &c->explore;
 	uint32_t due = UINT32_MAX;
 	for (uint32_t i = 0; i < v->n; i++) {
 		uint32_t idx = v->cand[i];
 		struct pool_endpoint *e = &c->pool.ep[idx];
-		if (e->explore_on && e->explore_left && left_no_more(c, e)) {
+		bool reach = verdict_answers(c, e, sig) <= EXPLORE_VERDICT_MAX;
+		if (e->explore_on &&
+		    (!reach || (e->explore_left && left_no_more(c, e)))) {
 			/* not a verdict: no key comes back (a re-trial's
 			 * few samples are mostly its prompts' noise) */
 			stop(e);
 			continue;
 		}
 		if (!e->explore_on) {
-			if (!worth(c, e, v, now_ms))
-				continue;
+			if (!reach || !worth(c, e, v, now_ms))
+				continue; /* no verdict in reach: re-trials */
 			/* It was just found slow, or just went quiet: its
 			 * first probe waits one spacing. */
 			stop(e);
@@ -116,7 +144,7 @@ uint32_t explore_pick(struct core *c, const struct pick *k, uint64_t akey,
 		if (x->clock < x->scan_at)
 			return UINT32_MAX;
 		x->scan_at = x->clock + v->n;
-		uint32_t d = scan(c, v, now_ms);
+		uint32_t d = scan(c, v, k->sig[0], now_ms);
 		if (d == UINT32_MAX)
 			return UINT32_MAX;
 		x->due = d + 1;
@@ -127,7 +155,7 @@ uint32_t explore_pick(struct core *c, const struct pick *k, uint64_t akey,
 	 * its answer; a stream's end may come much later). */
 	if (!view_has(v, idx) || !e->explore_on || e->explore_sent_ms != 0 ||
 	    e->br.state != CORE_BREAKER_CLOSED) {
-			x->due = 0;
+		x->due = 0;
 		return UINT32_MAX;
 	}
 	/* A warm key is a probe only if the endpoint ranks before its own:
@@ -149,9 +177,11 @@ uint32_t explore_reclaim(struct core *c, struct pick *k, uint64_t akey,
 	for (uint32_t j = 0; j < x->reclaim_n;) {
 		uint32_t idx = x->reclaim[j];
 		struct pool_endpoint *e = &c->pool.ep[idx];
-		if (now_ms >= x->reclaim_until_ms[j] || !e->live) {
+		if (now_ms >= x->reclaim_until_ms[j] || !e->live ||
+		    e->gen != x->reclaim_gen[j]) {
 			x->reclaim_n--;
 			x->reclaim[j] = x->reclaim[x->reclaim_n];
+			x->reclaim_gen[j] = x->reclaim_gen[x->reclaim_n];
 			x->reclaim_until_ms[j] = x->reclaim_until_ms[x->reclaim_n];
 			continue;
 		}
@@ -181,6 +211,7 @@ static void reclaim_add(struct core *c, uint32_t idx, uint64_t now_ms)
 		x->reclaim_n++;
 	}
 	x->reclaim[j] = idx;
+	x->reclaim_gen[j] = c->pool.ep[idx].gen;
 	x->reclaim_until_ms[j] = now_ms + ms;
 }
 
@@ -248,11 +279,11 @@ void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	} else {
 		e->explore_slow++;
 	}
-	if (e->explore_fast >= EXPLORE_VERDICT && e->explore_fast > e->explore_slow &&
-	    !e2e_slow(c, e, v)) {
+	bool fast = e->explore_fast >= verdict_answers(c, e, sig) &&
+		    e->explore_fast > e->explore_slow;
+	if (fast && !e2e_slow(c, e, v)) {
 		recovered(c, e, idx, sig, limit, now_ms);
-	} else if (e->explore_slow > e->explore_fast ||
-		   e->explore_fast >= EXPLORE_VERDICT) {
+	} else if (fast || e->explore_slow > e->explore_fast) {
 		/* still slow: probed half as often, a new window */
 		if (e->explore_shift < EXPLORE_MAX_SHIFT)
 			e->explore_shift++;

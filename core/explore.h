@@ -3,23 +3,26 @@
  *
  * An endpoint left by the slow rules (fast_enough, the slow-run
  * detector), or one power of two choices starves because its EWMA is
- * stale (no answer for EXPLORE_STALE of its fair intervals between
- * answers), gets no request, so nothing it does can tell that it
+ * stale (no answer for EXPLORE_STALE of its fair intervals between the
+ * pool's answers), gets no request, so nothing it does can tell that it
  * recovered: idle_reset's re-trial is the only way back, doubled for each
  * re-trial that found it still slow. Exploration sends such an endpoint a
- * new key or an anonymous request once every ceil(W / (w x explore_share))
+ * new key, an anonymous request, or a request of a key that ranks it
+ * before the key's own endpoint, once every ceil(W / (w x explore_share))
  * decisions of the pool (W the candidates' weight, w its own: a fraction
- * explore_share of its fair share), never while it has one in flight,
+ * explore_share of its fair share), never while a probe is unanswered,
  * that spacing doubled (up to EXPLORE_MAX_SHIFT times) after each verdict
- * that found it still slow. Its answers are judged one by one: fast
- * within sticky_tolerance x the larger of the candidates' median and its
- * own base. EXPLORE_VERDICT fast answers (more than the slow ones) are
- * the verdict "recovered": its EWMA of the time to headers, stale, takes
- * the fast answers' mean, it is fit again, and, if it was left, keys warm
- * elsewhere that rank it first come back to it for one idle_reset
- * (explore_reclaim). EXPLORE_VERDICT slow ones (at least as many as the
- * fast) are the verdict "still slow". Every answer also goes to the EWMA
- * as any success does; failures go to the breaker as any do. */
+ * "still slow". Its answers are judged one by one: fast within
+ * sticky_tolerance x the larger of the candidates' median and its own
+ * base. Enough fast answers, more than the slow ones, are the verdict
+ * "recovered" (two on a regular endpoint, more the wider its spread): its
+ * EWMA of the time to headers, stale, takes the fast answers' mean, it is
+ * fit again, and, if it was left, keys warm elsewhere that rank it first
+ * come back to it for one idle_reset (explore_reclaim). One slow answer
+ * more than the fast ones is the verdict "still slow". An endpoint whose
+ * spread would need more answers than a re-trial takes is not explored.
+ * Every answer also goes to the EWMA as any success does; failures go to
+ * the breaker as any do. */
 #ifndef WARMLANE_CORE_EXPLORE_H
 #define WARMLANE_CORE_EXPLORE_H
 
@@ -44,6 +47,7 @@ struct explore {
 	uint64_t recovered;      /* verdicts "recovered" */
 	uint32_t reclaim_n;
 	uint32_t reclaim[EXPLORE_RECLAIM_MAX];           /* slot indices */
+	uint32_t reclaim_gen[EXPLORE_RECLAIM_MAX];       /* and generations */
 	uint64_t reclaim_until_ms[EXPLORE_RECLAIM_MAX];
 };
 

@@ -154,6 +154,51 @@ START_TEST(explore_recovered_takes_keys_back)
 }
 END_TEST
 
+/* Like run, x's answers irregular: one in ten 2,000 ms, the others 10 ms
+ * (x `times` slower). */
+static int run_irregular(struct fx *f, int x, int times, uint64_t *from, int n)
+{
+	int to_x = 0;
+	for (int i = 0; i < n; i++) {
+		struct core_request r = fx_session((*from)++);
+		struct core_decision d = fx_decide(f, &r);
+		ck_assert_int_ge(d.endpoint, 0);
+		int64_t tr = FAST_MS;
+		if (d.endpoint == x)
+			tr = times * (to_x++ % 10 == 0 ? 2000 : 10);
+		f->now += (uint64_t)tr;
+		ck_assert_int_eq(fx_feedback(f, &d, 200, tr, false), 0);
+		ck_assert_int_eq(core_endpoint_complete(f->c, d.endpoint), 0);
+		f->now += 10;
+	}
+	return to_x;
+}
+
+START_TEST(explore_not_irregular)
+{
+	/* An endpoint whose times to headers range a hundredfold (its spread
+	 * about 3 x its mean): one fast answer of it, 5x slower, is likely,
+	 * and a verdict would need more answers than a re-trial takes
+	 * (EXPLORE_VERDICT_MAX): it is not explored, its way back stays the
+	 * re-trial. A regular one is (explore_still_slow_bounded). */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.idle_reset_ms = 3600 * 1000;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	int x = f.ep[1];
+	uint64_t s = 1;
+	ck_assert_int_gt(run_irregular(&f, x, 1, &s, 800), 150);
+	int slow = run_irregular(&f, x, 5, &s, 400);
+	ck_assert_int_lt(slow, 100); /* left */
+	int n = run_irregular(&f, x, 5, &s, 2000);
+	printf("# irregular x, left after %d slow answers: %d of the next 2000 new keys\n",
+	       slow, n);
+	ck_assert_int_eq(n, 0);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(explore_share_checked)
 {
 	struct core_params p;
@@ -176,6 +221,7 @@ static Suite *explore_suite(void)
 	tcase_add_test(tc, explore_still_slow_bounded);
 	tcase_add_test(tc, explore_recovered_gets_share_back);
 	tcase_add_test(tc, explore_recovered_takes_keys_back);
+	tcase_add_test(tc, explore_not_irregular);
 	tcase_add_test(tc, explore_share_checked);
 	suite_add_tcase(s, tc);
 	return s;
