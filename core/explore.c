@@ -12,6 +12,9 @@
  * gets explore_share / 8 of its fair share. */
 #define EXPLORE_MAX_SHIFT 2u
 
+/* Longest spacings before the first probe of an endpoint just left. */
+#define EXPLORE_LEFT_WAIT 8u
+
 /* Fast answers (more than the slow ones) that make the verdict
  * "recovered" on a regular endpoint; one slow answer more than the fast
  * ones makes the verdict "still slow". */
@@ -117,14 +120,24 @@ static uint32_t scan(struct core *c, const struct view *v, unsigned sig,
 		if (!e->explore_on) {
 			if (!reach || !worth(c, e, v, now_ms))
 				continue; /* no verdict in reach: re-trials */
-			/* It was just found slow, or just went quiet: its
-			 * first probe waits one spacing. */
+			/* It just went quiet: its first probe waits one
+			 * spacing. It was just left: that was a verdict
+			 * "still slow" on several answers of its own, so the
+			 * spacing starts at its longest, and the first probe
+			 * waits EXPLORE_LEFT_WAIT of them, so that exploring
+			 * does not undo the leaving (within 10 requests of a
+			 * slowdown, whatever the rate: docs/policy-v2.md). */
 			stop(e);
 			e->explore_on = 1;
 			e->explore_left = e->suspect == POOL_LEFT ||
 				(c->p.slow_run > 0 && e->slow_run >= c->p.slow_run);
+			uint64_t wait = spacing(c, e, v);
+			if (e->explore_left) {
+				e->explore_shift = EXPLORE_MAX_SHIFT;
+				wait = spacing(c, e, v) * EXPLORE_LEFT_WAIT;
+			}
 			e->explore_from_ms = now_ms;
-			e->explore_next = x->clock + spacing(c, e, v);
+			e->explore_next = x->clock + wait;
 			continue;
 		}
 		if (due == UINT32_MAX && x->clock >= e->explore_next)

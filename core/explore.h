@@ -1,5 +1,5 @@
 /* explore.h - a bounded share of new placements for endpoints the policy
- * no longer hears from (docs/policy-v2.md, section 7).
+ * no longer hears from (docs/policy-v2.md, "Exploration").
  *
  * An endpoint left by the slow rules (fast_enough, the slow-run
  * detector), or one power of two choices starves because its EWMA is
@@ -12,7 +12,8 @@
  * decisions of the pool (W the candidates' weight, w its own: a fraction
  * explore_share of its fair share), never while a probe is unanswered,
  * that spacing doubled (up to EXPLORE_MAX_SHIFT times) after each verdict
- * "still slow". Its answers are judged one by one: fast within
+ * "still slow"; leaving it was such a verdict, and its first probe then
+ * waits longer (EXPLORE_LEFT_WAIT spacings). Its answers are judged one by one: fast within
  * sticky_tolerance x the larger of the candidates' median and its own
  * base. Enough fast answers, more than the slow ones, are the verdict
  * "recovered" (two on a regular endpoint, more the wider its spread): its

@@ -166,8 +166,8 @@ struct core_params {
 	/* An endpoint left as slow, or starved by a stale EWMA, gets this
 	 * fraction of its fair share of the pool's decisions as new keys
 	 * and anonymous requests, one at a time, until its answers say it
-	 * recovered (explore.h; docs/policy-v2.md, section 7). 0: off, a
-	 * left endpoint then waits for idle_reset's re-trial. */
+	 * recovered (explore.h; docs/policy-v2.md, "Exploration"). 0: off,
+	 * a left endpoint then waits for idle_reset's re-trial. */
 	double explore_share;              /* 0.25 */
 	double cost_weight_per_ms;         /* 0: cost ignored */
 	uint64_t breaker_window_ms;        /* 10 s */

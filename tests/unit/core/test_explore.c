@@ -136,8 +136,10 @@ START_TEST(explore_recovered_takes_keys_back)
 		ck_assert_int_eq(fx_feedback(&f, &d, 200, FAST_MS, false), 0);
 		ck_assert_int_eq(core_endpoint_complete(f.c, d.endpoint), 0);
 	}
-	/* fast again: new keys until the verdict, then the 40 sessions */
-	run(&f, x, false, &s, 300, 1, &last);
+	/* fast again: new keys until the verdict (the first probe of a
+	 * just-left endpoint comes after 8 x 64 decisions), then the 40
+	 * sessions */
+	run(&f, x, false, &s, 500, 1, &last);
 	int back = 0;
 	for (int i = 0; i < 40; i++) {
 		struct core_request r = fx_session(keys[i]);
