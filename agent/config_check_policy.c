@@ -127,6 +127,9 @@ void config_check_policy(struct config_check *s, const struct raw_policy *rp,
 	/* 0: off (core_params.slow_start). */
 	config_check_double(s, "policy.slow_start", rp->slow_start, 0, true,
 			    100, &p->slow_start);
+	/* 0: off (core_params.explore_share). */
+	config_check_double(s, "policy.explore_share", rp->explore_share, 0,
+			    true, 1, &p->explore_share);
 	config_check_double(s, "policy.cost_weight_per_ms",
 			    rp->cost_weight_per_ms, 0, true, 1e12,
 			    &p->cost_weight_per_ms);

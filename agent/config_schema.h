@@ -93,6 +93,7 @@ struct raw_policy {
 	double *owned_bound;
 	double *slow_start;
 	char *owned_half_life;
+	double *explore_share;
 	double *cost_weight_per_ms;
 	char *breaker_window;
 	double *breaker_min_requests;

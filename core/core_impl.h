@@ -9,6 +9,7 @@
 #include "affinity.h"
 #include "breaker.h"
 #include "core.h"
+#include "explore.h"
 #include "owned.h"
 #include "pool.h"
 #include "rendezvous.h"
@@ -127,6 +128,7 @@ struct core {
 	struct pending pending[CORE_PENDING_SLOTS];
 	struct asked asked[CORE_PENDING_SLOTS];
 	struct owned_clock owned; /* the scale of pool_endpoint.owned */
+	struct explore explore;   /* explore.h */
 };
 
 static inline bool finite_ge(double v, double min)

@@ -156,6 +156,7 @@ static void commit(struct core *c, uint32_t idx, enum core_reason reason,
 			(struct asked){ out->akey, idx + 1, e->in_flight };
 	in_flight_step(c, idx, 1);
 	e->decisions++;
+	explore_tick(&c->explore);
 	if (e->br.state == CORE_BREAKER_HALF_OPEN) {
 		breaker_routed(&e->br, now_ms);
 		c->version++; /* a probe slot is taken */
@@ -424,8 +425,10 @@ void decide(struct core *c, const struct core_request *req,
 		memcpy(t->tolerated, k.tolerated, sizeof(t->tolerated));
 	}
 
-	if (!out->has_akey) { /* step 5 alone */
-		commit(c, p2c(c, &k, rng, now_ms, t), CORE_REASON_P2C, now_ms, out);
+	if (!out->has_akey) { /* step 5 alone, or a probe (explore.h) */
+		uint32_t x = explore_pick(c, &k, 0, UINT32_MAX, now_ms);
+		commit(c, x != UINT32_MAX ? x : p2c(c, &k, rng, now_ms, t),
+		       CORE_REASON_P2C, now_ms, out);
 		return;
 	}
 
@@ -464,6 +467,19 @@ void decide(struct core *c, const struct core_request *req,
 	/* 3b. A warm hit: the entry's endpoint can take the request. */
 	if (warm_idx != UINT32_MAX && t != NULL)
 		trace_entry(c, v, warm_idx, &k, t);
+	if (warm_idx != UINT32_MAX) {
+		/* back to an endpoint that recovered, or a probe of one that
+		 * may have (explore.h) */
+		uint32_t r = explore_reclaiming(&c->explore) ?
+			     explore_reclaim(c, &k, out->akey, warm_idx, now_ms) :
+			     UINT32_MAX;
+		if (r == UINT32_MAX)
+			r = explore_pick(c, &k, out->akey, warm_idx, now_ms);
+		if (r != UINT32_MAX) {
+			commit(c, r, CORE_REASON_HASH, now_ms, out);
+			return;
+		}
+	}
 	if (warm_idx != UINT32_MAX && warm_usable(c, v, warm_idx, &k)) {
 		commit(c, warm_idx, CORE_REASON_AFFINITY, now_ms, out);
 		return;
@@ -522,6 +538,13 @@ void decide(struct core *c, const struct core_request *req,
 	ov.k_w = v->total_w;
 	if (t != NULL)
 		trace_rank(c, v->n, t);
+	if (warm_idx == UINT32_MAX) { /* a new key: a probe? */
+		uint32_t x = explore_pick(c, &k, out->akey, UINT32_MAX, now_ms);
+		if (x != UINT32_MAX) {
+			place_commit(c, x, CORE_REASON_HASH, o, now_ms, out);
+			return;
+		}
+	}
 	if (c->p.place_choices > 1 && v->n > 1) {
 		uint32_t idx = place_cheapest(c, &k, best, o, now_ms, t);
 		if (idx != UINT32_MAX) {

@@ -141,6 +141,7 @@ int core_explain(struct core *c, const struct core_request *req,
 	}
 	uint64_t version = c->version, view_clock = c->view_clock;
 	struct owned_clock owned = c->owned;
+	struct explore explore = c->explore;
 	uint64_t decisions[CORE_REASON_COUNT];
 	memcpy(decisions, c->decisions, sizeof(decisions));
 	uint64_t akey = 0;
@@ -168,6 +169,7 @@ int core_explain(struct core *c, const struct core_request *req,
 	c->version = version;
 	c->view_clock = view_clock;
 	c->owned = owned;
+	c->explore = explore;
 	memcpy(c->decisions, decisions, sizeof(decisions));
 	c->pending[akey & (CORE_PENDING_SLOTS - 1)] = pend;
 	c->asked[akey & (CORE_PENDING_SLOTS - 1)] = asked;

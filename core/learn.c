@@ -224,6 +224,7 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 {
 	uint8_t state = e->br.state;
 
+	explore_heard(e, l->start_ms);
 	switch (o) {
 	case CORE_OUTCOME_SUCCESS:
 		if (!l->provisional)
@@ -236,6 +237,8 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 				slowstart_add(&e->first[pool_sig(false, l->stream)],
 					      (double)l->tr_ms, c->p.cold_start_samples,
 					      c->p.ewma_alpha / BASE_SLOWER);
+			explore_answer(c, e, idx, pool_sig(false, l->stream),
+				       (double)l->tr_ms, l->start_ms, now_ms);
 		}
 		if (l->has_akey && l->may_insert)
 			affinity_put(&c->aff, l->akey, idx, e->gen, now_ms);

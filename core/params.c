@@ -26,6 +26,7 @@ void core_params_defaults(struct core_params *p)
 		.owned_bound = 0.5,
 		.slow_start = 2,
 		.owned_half_life_ms = 150 * 1000,
+		.explore_share = 0.25,
 		.cost_weight_per_ms = 0,
 		.breaker_window_ms = 10 * 1000,
 		.breaker_min_requests = 5,

@@ -172,6 +172,12 @@ struct core_params {
 	/* About half the affinity TTL: a session older than that has either
 	 * sent its turns or is on its own warm entry. */
 	uint64_t owned_half_life_ms;       /* 150 s */
+	/* An endpoint left as slow, or starved by a stale EWMA, gets this
+	 * fraction of its fair share of the pool's decisions as new keys
+	 * and anonymous requests, one at a time, until its answers say it
+	 * recovered (explore.h; docs/policy-v2.md, "Exploration"). 0: off,
+	 * a left endpoint then waits for idle_reset's re-trial. */
+	double explore_share;              /* 0.25 */
 	double cost_weight_per_ms;         /* 0: cost ignored */
 	uint64_t breaker_window_ms;        /* 10 s */
 	uint32_t breaker_min_requests;     /* 5 */

@@ -135,6 +135,17 @@ struct pool_endpoint {
 	 * next normal end of a stream whose feedback did count would count
 	 * again as a success, which is harmless. */
 	uint32_t provisional;
+	/* Exploration (explore.h): while explore_on, answers to requests
+	 * started from explore_from_ms are counted towards a verdict. */
+	uint64_t explore_next;      /* the explore clock of its next probe */
+	uint64_t explore_from_ms;
+	uint64_t explore_sent_ms;   /* a probe out since then; 0 none */
+	double explore_sum;         /* its fast answers' times to headers */
+	uint8_t explore_on;
+	uint8_t explore_left;       /* it was left when they began */
+	uint8_t explore_fast;
+	uint8_t explore_slow;
+	uint8_t explore_shift;      /* verdicts "still slow" in a row */
 };
 
 struct pool_model {

@@ -455,7 +455,7 @@ MD
 		case $sc in
 		fast-failure) printf 'Expectation: under 1%% of traffic to the failing endpoint after the first 20 requests that follow its first failure (share_after).\n\n' ;;
 		rate-limit) printf 'Expectation: no request reaches it during the window beyond what was in flight and the half-open probes (bound: per agent 5 + 3 per Retry-After period).\n\n' ;;
-		recover) printf 'Expectation (issue 12, not met yet: `sim-recover` is expected to fail): back to within 20%% of its fair share within 30 s of the end of the slowdown (share_30-120s >= 0.8 x fair). Then the same anonymous (`--keys none`).\n\n' ;;
+		recover) printf 'Expectation (issue 12): back to within 20%% of its fair share within 30 s of the end of the slowdown (share_30-120s >= 0.8 x fair); met without keys (`sim-recover-anonymous`), not with them (`sim-recover` is expected to fail). Then the same anonymous (`--keys none`).\n\n' ;;
 		slow) printf 'Expectation: sessions leave it once its EWMA exceeds 2.5x the median (and, for the time to headers, 2.5x its own past), without a hit-rate collapse: under a quarter of its fair share (by weight) once slow, hit%% at least 0.9 of the same policy without the fault.\n\n' ;;
 		scale-out) printf 'Expectation: adding a 9th endpoint moves at most about 1/9 of keys (keys_moved: keys whose endpoint after the addition differs from the one before).\n\n' ;;
 		down) printf 'Connection refused: the router gets no feedback; HAProxy marks it DOWN after 6 s.\n\n' ;;

@@ -99,6 +99,7 @@ static void *wl_create(const struct sim_policy_env *env)
 		{ "cost_weight_per_ms", &p.cost_weight_per_ms, NULL },
 		{ "owned_bound", &p.owned_bound, NULL },
 		{ "slow_start", &p.slow_start, NULL },
+		{ "explore_share", &p.explore_share, NULL },
 		{ "breaker_failure_ratio", &p.breaker_failure_ratio, NULL },
 		{ "affinity_ttl_ms", NULL, &p.affinity_ttl_ms },
 		{ "idle_reset_ms", NULL, &p.idle_reset_ms },

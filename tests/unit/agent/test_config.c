@@ -49,6 +49,7 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert(a->owned_bound == b->owned_bound);
 	ck_assert(a->slow_start == b->slow_start);
 	ck_assert_uint_eq(a->owned_half_life_ms, b->owned_half_life_ms);
+	ck_assert(a->explore_share == b->explore_share);
 	ck_assert_double_eq(a->cost_weight_per_ms, b->cost_weight_per_ms);
 	ck_assert_uint_eq(a->breaker_window_ms, b->breaker_window_ms);
 	ck_assert_uint_eq(a->breaker_min_requests, b->breaker_min_requests);
@@ -143,6 +144,7 @@ static const char full_yaml[] =
 	"  owned_bound: 0.25\n"
 	"  slow_start: 3\n"
 	"  owned_half_life: 75s\n"
+	"  explore_share: 0.5\n"
 	"  cost_weight_per_ms: 0.01\n"
 	"  breaker_window: 30s\n"
 	"  breaker_min_requests: 10\n"
@@ -210,6 +212,7 @@ START_TEST(full_file)
 	ck_assert(p->owned_bound == 0.25);
 	ck_assert(p->slow_start == 3);
 	ck_assert_uint_eq(p->owned_half_life_ms, 75 * 1000);
+	ck_assert(p->explore_share == 0.5);
 	ck_assert_double_eq(p->cost_weight_per_ms, 0.01);
 	ck_assert_uint_eq(p->breaker_window_ms, 30000);
 	ck_assert_uint_eq(p->breaker_min_requests, 10);
@@ -613,6 +616,26 @@ START_TEST(coalesce_window)
 }
 END_TEST
 
+/* policy.explore_share: its default, 0 (off), and the range refused at
+ * its line:col. */
+START_TEST(explore_share_range)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert(cfg.params.explore_share == 0.25);
+	ck_assert_int_eq(load(&cfg, "policy: { explore_share: 0 }\n"), 0);
+	ck_assert(cfg.params.explore_share == 0);
+	config_finish(&cfg);
+	static const struct refusal cases[] = {
+		{ "policy: { explore_share: 1.5 }\n",
+		  "t.yaml:1:26: policy.explore_share: must be in [0, 1], got 1.5\n" },
+		{ "policy: { explore_share: -0.1 }\n",
+		  "t.yaml:1:26: policy.explore_share: must be in [0, 1], got -0.1\n" },
+	};
+	expect_refusals(cases, sizeof(cases) / sizeof(cases[0]));
+}
+END_TEST
+
 /* "did you mean" only for a near key, among those valid at that place. */
 START_TEST(unknown_key_suggestion)
 {
@@ -974,6 +997,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, semantic_cooldown_order);
 	tcase_add_test(tc, connection_limits);
 	tcase_add_test(tc, coalesce_window);
+	tcase_add_test(tc, explore_share_range);
 	tcase_add_test(tc, retry_budget_section);
 	tcase_add_test(tc, semantic_session_scope);
 	tcase_add_test(tc, tiers_section);

@@ -1,0 +1,307 @@
+/* explore.c - probes for endpoints left or starved, and their verdicts (explore.h). */
+#include "explore.h"
+
+#include "pick.h"
+
+/* Fair intervals between the pool's answers without one from an endpoint
+ * after which its EWMA is stale: with answers spread by weight, a healthy
+ * endpoint goes that long without one about once in e^8 (3,000) gaps. */
+#define EXPLORE_STALE 8.0
+
+/* Most doublings of the spacing after verdicts "still slow": then it
+ * gets explore_share / 8 of its fair share. */
+#define EXPLORE_MAX_SHIFT 2u
+
+/* Longest spacings before the first probe of an endpoint just left. */
+#define EXPLORE_LEFT_WAIT 8u
+
+/* Fast answers (more than the slow ones) that make the verdict
+ * "recovered" on a regular endpoint; one slow answer more than the fast
+ * ones makes the verdict "still slow". */
+#define EXPLORE_VERDICT 2u
+
+/* Most answers a verdict may need: no more than a re-trial after
+ * idle_reset takes to judge an endpoint (RETRIAL_SAMPLES). An endpoint
+ * more irregular than that is not explored; its way back stays the
+ * re-trial. */
+#define EXPLORE_VERDICT_MAX RETRIAL_SAMPLES
+
+/* Fast answers that make the verdict "recovered" on e (headers signal
+ * sig): EXPLORE_VERDICT times its spread (root mean square distance to
+ * its base) over its base where the slow-run detector has learnt it
+ * (learn.c), at least EXPLORE_VERDICT. Times to headers that range from
+ * a cache hit's to a long cold prompt's make a fast answer of a still
+ * slow endpoint likely: on the Mooncake trace (spread 8-15 x the base),
+ * 23 verdicts "recovered" of 73 probes of an endpoint 5x slower all
+ * along, with 2 answers always. */
+static unsigned verdict_answers(const struct core *c,
+				const struct pool_endpoint *e, unsigned sig)
+{
+	if (pool_sig_e2e(sig) || e->spread_n[sig] < c->p.cold_start_samples ||
+	    e->base[sig] <= 0)
+		return EXPLORE_VERDICT;
+	double n = ceil(EXPLORE_VERDICT * sqrt(e->spread[sig]) / e->base[sig]);
+	return n < EXPLORE_VERDICT ? EXPLORE_VERDICT :
+	       n > 255 ? 255 : (unsigned)n;
+}
+
+/* Whether e is left (the slow rules) or starved (its last answer
+ * EXPLORE_STALE fair intervals ago), fair by its weight in v. */
+static bool worth(const struct core *c, const struct pool_endpoint *e,
+		  const struct view *v, uint64_t now_ms)
+{
+	if (e->suspect == POOL_LEFT ||
+	    (c->p.slow_run > 0 && e->slow_run >= c->p.slow_run))
+		return true;
+	const struct explore *x = &c->explore;
+	if (!e->seen || !any_samples(e) || x->gap_ms <= 0 || now_ms < e->last_seen_ms)
+		return false;
+	double fair_ms = x->gap_ms * v->total_w / e->weight;
+	return (double)(now_ms - e->last_seen_ms) > EXPLORE_STALE * fair_ms;
+}
+
+/* Whether e, left, is no longer: fit on its own EWMA, or a re-trial
+ * after idle_reset forgot its samples (which then judges it). */
+static bool left_no_more(const struct core *c, const struct pool_endpoint *e)
+{
+	return e->suspect == POOL_FIT &&
+	       !(c->p.slow_run > 0 && e->slow_run >= c->p.slow_run);
+}
+
+/* Decisions between two probes of e in v. */
+static uint64_t spacing(const struct core *c, const struct pool_endpoint *e,
+			const struct view *v)
+{
+	double n = ceil(v->total_w / (e->weight * c->p.explore_share));
+	if (!(n < (double)(UINT32_MAX >> EXPLORE_MAX_SHIFT)))
+		n = (double)(UINT32_MAX >> EXPLORE_MAX_SHIFT);
+	return (uint64_t)n << e->explore_shift;
+}
+
+static void stop(struct pool_endpoint *e)
+{
+	e->explore_on = 0;
+	e->explore_sent_ms = 0;
+	e->explore_shift = 0;
+	e->explore_fast = 0;
+	e->explore_slow = 0;
+	e->explore_sum = 0;
+}
+
+/* Whether idx ranks before warm_idx for akey (rendezvous): a key it
+ * would have had, or may have had before it was left. */
+static bool ranks_before(const struct core *c, uint64_t akey, uint32_t idx,
+			 uint32_t warm_idx)
+{
+	const struct pool_endpoint *e = &c->pool.ep[idx], *w = &c->pool.ep[warm_idx];
+	struct rdv_item a = { rdv_cost(akey, e->rdv_seed, e->inv_weight), idx };
+	struct rdv_item b = { rdv_cost(akey, w->rdv_seed, w->inv_weight), warm_idx };
+	return rdv_before(&a, &b);
+}
+
+/* The scan: arms what became worth exploring, disarms what no longer
+ * is, and returns an armed endpoint whose probe is due, or UINT32_MAX. */
+static uint32_t scan(struct core *c, const struct view *v, unsigned sig,
+		     uint64_t now_ms)
+{
+	struct explore *x = &c->explore;
+	uint32_t due = UINT32_MAX;
+	for (uint32_t i = 0; i < v->n; i++) {
+		uint32_t idx = v->cand[i];
+		struct pool_endpoint *e = &c->pool.ep[idx];
+		bool reach = verdict_answers(c, e, sig) <= EXPLORE_VERDICT_MAX;
+		if (e->explore_on &&
+		    (!reach || (e->explore_left && left_no_more(c, e)))) {
+			/* not a verdict: no key comes back (a re-trial's
+			 * few samples are mostly its prompts' noise) */
+			stop(e);
+			continue;
+		}
+		if (!e->explore_on) {
+			if (!reach || !worth(c, e, v, now_ms))
+				continue; /* no verdict in reach: re-trials */
+			/* It just went quiet: its first probe waits one
+			 * spacing. It was just left: that was a verdict
+			 * "still slow" on several answers of its own, so the
+			 * spacing starts at its longest, and the first probe
+			 * waits EXPLORE_LEFT_WAIT of them, so that exploring
+			 * does not undo the leaving (within 10 requests of a
+			 * slowdown, whatever the rate: docs/policy-v2.md). */
+			stop(e);
+			e->explore_on = 1;
+			e->explore_left = e->suspect == POOL_LEFT ||
+				(c->p.slow_run > 0 && e->slow_run >= c->p.slow_run);
+			uint64_t wait = spacing(c, e, v);
+			if (e->explore_left) {
+				e->explore_shift = EXPLORE_MAX_SHIFT;
+				wait = spacing(c, e, v) * EXPLORE_LEFT_WAIT;
+			}
+			e->explore_from_ms = now_ms;
+			e->explore_next = x->clock + wait;
+			continue;
+		}
+		if (due == UINT32_MAX && x->clock >= e->explore_next)
+			due = idx;
+	}
+	return due;
+}
+
+uint32_t explore_pick(struct core *c, const struct pick *k, uint64_t akey,
+		      uint32_t warm_idx, uint64_t now_ms)
+{
+	struct explore *x = &c->explore;
+	const struct view *v = k->v;
+	if (c->p.explore_share <= 0 || v->n < 2)
+		return UINT32_MAX;
+	if (x->due == 0) {
+		if (x->clock < x->scan_at)
+			return UINT32_MAX;
+		x->scan_at = x->clock + v->n;
+		uint32_t d = scan(c, v, k->sig[0], now_ms);
+		if (d == UINT32_MAX)
+			return UINT32_MAX;
+		x->due = d + 1;
+	}
+	uint32_t idx = x->due - 1;
+	struct pool_endpoint *e = &c->pool.ep[idx];
+	/* One at a time: a still slow endpoint holds one request (until
+	 * its answer; a stream's end may come much later). */
+	if (!view_has(v, idx) || !e->explore_on || e->explore_sent_ms != 0 ||
+	    e->br.state != CORE_BREAKER_CLOSED) {
+		x->due = 0;
+		return UINT32_MAX;
+	}
+	/* A warm key is a probe only if the endpoint ranks before its own:
+	 * a key it would have had, and back on it if it recovered. */
+	if (warm_idx != UINT32_MAX &&
+	    (warm_idx == idx || !ranks_before(c, akey, idx, warm_idx)))
+		return UINT32_MAX;
+	x->due = 0;
+	e->explore_next = x->clock + spacing(c, e, v);
+	e->explore_sent_ms = now_ms > 0 ? now_ms : 1;
+	x->probes++;
+	return idx;
+}
+
+uint32_t explore_reclaim(struct core *c, struct pick *k, uint64_t akey,
+			 uint32_t warm_idx, uint64_t now_ms)
+{
+	struct explore *x = &c->explore;
+	for (uint32_t j = 0; j < x->reclaim_n;) {
+		uint32_t idx = x->reclaim[j];
+		struct pool_endpoint *e = &c->pool.ep[idx];
+		if (now_ms >= x->reclaim_until_ms[j] || !e->live ||
+		    e->gen != x->reclaim_gen[j]) {
+			x->reclaim_n--;
+			x->reclaim[j] = x->reclaim[x->reclaim_n];
+			x->reclaim_gen[j] = x->reclaim_gen[x->reclaim_n];
+			x->reclaim_until_ms[j] = x->reclaim_until_ms[x->reclaim_n];
+			continue;
+		}
+		j++;
+		if (idx == warm_idx || !view_has(k->v, idx) ||
+		    e->br.state != CORE_BREAKER_CLOSED)
+			continue;
+		if (ranks_before(c, akey, idx, warm_idx) && fast_enough(c, e, k) &&
+		    within_bound(c, e, k))
+			return idx;
+	}
+	return UINT32_MAX;
+}
+
+/* Keys warm elsewhere that rank idx first may come back to it until
+ * now_ms + idle_reset (at least a minute). */
+static void reclaim_add(struct core *c, uint32_t idx, uint64_t now_ms)
+{
+	struct explore *x = &c->explore;
+	uint64_t ms = c->p.idle_reset_ms > 60000 ? c->p.idle_reset_ms : 60000;
+	uint32_t j = 0;
+	while (j < x->reclaim_n && x->reclaim[j] != idx)
+		j++;
+	if (j == x->reclaim_n) {
+		if (x->reclaim_n == EXPLORE_RECLAIM_MAX)
+			return; /* others recovered first: no room */
+		x->reclaim_n++;
+	}
+	x->reclaim[j] = idx;
+	x->reclaim_gen[j] = c->pool.ep[idx].gen;
+	x->reclaim_until_ms[j] = now_ms + ms;
+}
+
+/* Whether e's end-to-end EWMA, in use and warm, still says slow: its
+ * time to headers may be admission alone (headers before prefill, as
+ * vLLM sends them), fast whatever its speed. That EWMA then moves with
+ * the probes' own ends of streams, as any. */
+static bool e2e_slow(struct core *c, const struct pool_endpoint *e,
+		     struct view *v)
+{
+	if (c->p.score_by == CORE_SCORE_HEADERS)
+		return false;
+	for (unsigned kind = 0; kind < CORE_KIND_COUNT; kind++) {
+		unsigned sig = pool_sig(true, kind);
+		if (warm(c, e, sig) &&
+		    e->ewma[sig] > c->p.sticky_tolerance * view_median(c, v, sig))
+			return true;
+	}
+	return false;
+}
+
+/* Verdict "recovered": the stale EWMA gives way to the fast answers'
+ * mean if it still says slow, the slow rules' marks are cleared. */
+static void recovered(struct core *c, struct pool_endpoint *e, uint32_t idx,
+		      unsigned sig, double limit, uint64_t now_ms)
+{
+	double mean = e->explore_sum / e->explore_fast;
+	if (e->ewma[sig] > limit && mean < e->ewma[sig]) {
+		e->ewma[sig] = mean;
+		c->ewma_version[sig]++;
+		order_fix(c, sig, idx);
+	}
+	if (e->explore_left)
+		reclaim_add(c, idx, now_ms);
+	e->suspect = POOL_FIT;
+	e->retrials = 0;
+	e->slow_run = 0;
+	e->run_answers = 0;
+	e->run_sq = 0;
+	c->explore.recovered++;
+	c->version++; /* its idle horizon and candidacy may move */
+	stop(e);
+}
+
+void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
+		    unsigned sig, double tr_ms, uint64_t start_ms,
+		    uint64_t now_ms)
+{
+	struct explore *x = &c->explore;
+	if (x->last_ms != 0 && now_ms >= x->last_ms) {
+		double gap = (double)(now_ms - x->last_ms);
+		x->gap_ms += (x->gap_ms > 0 ? c->p.ewma_alpha : 1.0) * (gap - x->gap_ms);
+	}
+	x->last_ms = now_ms;
+	if (!e->explore_on || start_ms < e->explore_from_ms)
+		return; /* not explored, or sent before: old news */
+	struct view *v = view_get(c, MODEL_NONE, CORE_TIER_MAX, now_ms);
+	double ref = view_median(c, v, sig);
+	if (!pool_sig_e2e(sig) && e->base_n[sig] > 0 && e->base[sig] > ref)
+		ref = e->base[sig]; /* its own usual, as fast_enough allows */
+	double limit = c->p.sticky_tolerance * ref;
+	if (tr_ms <= limit) {
+		e->explore_sum += tr_ms;
+		e->explore_fast++;
+	} else {
+		e->explore_slow++;
+	}
+	bool fast = e->explore_fast >= verdict_answers(c, e, sig) &&
+		    e->explore_fast > e->explore_slow;
+	if (fast && !e2e_slow(c, e, v)) {
+		recovered(c, e, idx, sig, limit, now_ms);
+	} else if (fast || e->explore_slow > e->explore_fast) {
+		/* still slow: probed half as often, a new window */
+		if (e->explore_shift < EXPLORE_MAX_SHIFT)
+			e->explore_shift++;
+		e->explore_fast = 0;
+		e->explore_slow = 0;
+		e->explore_sum = 0;
+	}
+}

@@ -1,0 +1,93 @@
+/* explore.h - a bounded share of new placements for endpoints the policy
+ * no longer hears from (docs/policy-v2.md, "Exploration").
+ *
+ * An endpoint left by the slow rules (fast_enough, the slow-run
+ * detector), or one power of two choices starves because its EWMA is
+ * stale (no answer for EXPLORE_STALE of its fair intervals between the
+ * pool's answers), gets no request, so nothing it does can tell that it
+ * recovered: idle_reset's re-trial is the only way back, doubled for each
+ * re-trial that found it still slow. Exploration sends such an endpoint a
+ * new key, an anonymous request, or a request of a key that ranks it
+ * before the key's own endpoint, once every ceil(W / (w x explore_share))
+ * decisions of the pool (W the candidates' weight, w its own: a fraction
+ * explore_share of its fair share), never while a probe is unanswered,
+ * that spacing doubled (up to EXPLORE_MAX_SHIFT times) after each verdict
+ * "still slow"; leaving it was such a verdict, and its first probe then
+ * waits longer (EXPLORE_LEFT_WAIT spacings). Its answers are judged one by one: fast within
+ * sticky_tolerance x the larger of the candidates' median and its own
+ * base. Enough fast answers, more than the slow ones, are the verdict
+ * "recovered" (two on a regular endpoint, more the wider its spread): its
+ * EWMA of the time to headers, stale, takes the fast answers' mean, it is
+ * fit again, and, if it was left, keys warm elsewhere that rank it first
+ * come back to it for one idle_reset (explore_reclaim). One slow answer
+ * more than the fast ones is the verdict "still slow". An endpoint whose
+ * spread would need more answers than a re-trial takes is not explored.
+ * Every answer also goes to the EWMA as any success does; failures go to
+ * the breaker as any do. */
+#ifndef WARMLANE_CORE_EXPLORE_H
+#define WARMLANE_CORE_EXPLORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pool.h"
+
+struct core;
+struct pick;
+
+/* Endpoints that may take their keys back at once (explore_reclaim). */
+#define EXPLORE_RECLAIM_MAX 4u
+
+struct explore {
+	uint64_t clock;          /* decisions committed */
+	uint64_t scan_at;        /* no scan of the candidates before */
+	uint32_t due;            /* slot + 1 whose probe is due; 0 none */
+	uint64_t last_ms;        /* the pool's last success */
+	double gap_ms;           /* EWMA of the time between its successes */
+	uint64_t probes;         /* placements exploration made */
+	uint64_t recovered;      /* verdicts "recovered" */
+	uint32_t reclaim_n;
+	uint32_t reclaim[EXPLORE_RECLAIM_MAX];           /* slot indices */
+	uint32_t reclaim_gen[EXPLORE_RECLAIM_MAX];       /* and generations */
+	uint64_t reclaim_until_ms[EXPLORE_RECLAIM_MAX];
+};
+
+/* A decision was committed: the clock probes are spaced on. */
+static inline void explore_tick(struct explore *x)
+{
+	x->clock++;
+}
+
+/* The endpoint the decision k of akey at now_ms explores, or UINT32_MAX:
+ * an anonymous request or a new key (warm_idx UINT32_MAX), or a key warm
+ * on warm_idx that ranks the endpoint before it. Scans the candidates at
+ * most once per v->n decisions, O(1) otherwise; no allocation. */
+uint32_t explore_pick(struct core *c, const struct pick *k, uint64_t akey,
+		      uint32_t warm_idx, uint64_t now_ms);
+
+/* A key warm on warm_idx: the recovered endpoint it goes back to (one
+ * ranked before warm_idx for akey, fit, closed and within the load
+ * bound), or UINT32_MAX. */
+uint32_t explore_reclaim(struct core *c, struct pick *k, uint64_t akey,
+			 uint32_t warm_idx, uint64_t now_ms);
+
+static inline bool explore_reclaiming(const struct explore *x)
+{
+	return x->reclaim_n > 0;
+}
+
+/* An answer of any outcome from e to a request started at start_ms:
+ * a probe sent before it is no longer out. */
+static inline void explore_heard(struct pool_endpoint *e, uint64_t start_ms)
+{
+	if (e->explore_sent_ms != 0 && start_ms >= e->explore_sent_ms)
+		e->explore_sent_ms = 0;
+}
+
+/* A success of endpoint idx, its time to headers tr_ms (signal sig) for
+ * a request started at start_ms, answered at now_ms. */
+void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
+		    unsigned sig, double tr_ms, uint64_t start_ms,
+		    uint64_t now_ms);
+
+#endif

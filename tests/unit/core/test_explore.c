@@ -1,0 +1,241 @@
+/* test_explore.c - core: exploration (core/explore.h): an endpoint left
+ * as slow gets a bounded share of new keys while it stays slow, and its
+ * share back once its answers are fast again (issue 12, recovery). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core.h"
+#include "fixture.h"
+
+#define FAST_MS 40
+#define SLOW_MS 200 /* 5x */
+
+/* 4 endpoints warm at FAST_MS; x's answers then turn SLOW_MS until it is
+ * left (its EWMA over 2.5 x the median and 2.5 x its base). idle_reset
+ * an hour: about 50 ms of the fake clock per decision never reach it. */
+static int setup(struct fx *f, double share)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.explore_share = share;
+	/* the other way back, idle_reset's re-trial, out of the way */
+	p.idle_reset_ms = 3600 * 1000;
+	fx_init(f, 4, &p);
+	for (int k = 0; k < 4; k++)
+		fx_warm(f, f->ep[k], FAST_MS, 30);
+	int x = f->ep[1];
+	fx_warm(f, x, SLOW_MS, 60);
+	return x;
+}
+
+/* One new key per decision (session from, from + 1, ...), answered at
+ * once: SLOW_MS from x while slow, FAST_MS from every other. Returns how
+ * many went to x; *last the decisions to x among the last `window`. */
+static int run(struct fx *f, int x, bool slow, uint64_t *from, int n,
+	       int window, int *last)
+{
+	int to_x = 0;
+	*last = 0;
+	for (int i = 0; i < n; i++) {
+		struct core_request r = fx_session((*from)++);
+		struct core_decision d = fx_decide(f, &r);
+		ck_assert_int_ge(d.endpoint, 0);
+		int64_t tr = d.endpoint == x && slow ? SLOW_MS : FAST_MS;
+		f->now += (uint64_t)tr; /* the answer comes after its request */
+		ck_assert_int_eq(fx_feedback(f, &d, 200, tr, false), 0);
+		ck_assert_int_eq(core_endpoint_complete(f->c, d.endpoint), 0);
+		f->now += 10;
+		if (d.endpoint == x) {
+			to_x++;
+			if (i >= n - window)
+				(*last)++;
+		}
+	}
+	return to_x;
+}
+
+START_TEST(explore_still_slow_bounded)
+{
+	/* While x stays slow, exploration gives it at most explore_share
+	 * (0.25) of its fair share (1/4) of the new keys, one at a time,
+	 * that spacing doubled after each verdict "still slow": 2,000
+	 * decisions send it no more than 2,000 / 16. */
+	struct fx f;
+	int x = setup(&f, 0.25);
+	uint64_t s = 1;
+	int last;
+	int n = run(&f, x, true, &s, 2000, 500, &last);
+	printf("# still slow: %d of 2000 new keys to x, %d of the last 500\n", n, last);
+	ck_assert_int_gt(n, 0);
+	ck_assert_int_le(n, 2000 / 16);
+	/* once the spacing is at its largest (4 x 16 decisions) */
+	ck_assert_int_le(last, 500 / 64 + 1);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(explore_recovered_gets_share_back)
+{
+	/* x left as slow, then fast again: with exploration its probes'
+	 * answers say so, and within 400 decisions it takes its share of
+	 * new keys by rendezvous again (at least 0.8 of 1/4 of the last 200).
+	 * Without (explore_share 0) it gets none: nothing it answers can
+	 * tell before idle_reset's re-trial. */
+	for (int on = 0; on < 2; on++) {
+		struct fx f;
+		int x = setup(&f, on ? 0.25 : 0);
+		uint64_t s = 1;
+		int last;
+		run(&f, x, true, &s, 1000, 100, &last);
+		ck_assert_int_le(last, 100 / 16);
+		int n = run(&f, x, false, &s, 400, 200, &last);
+		printf("# explore_share %s: recovered x got %d of 400 new keys, %d of the last 200\n",
+		       on ? "0.25" : "0", n, last);
+		if (on)
+			ck_assert_int_ge(last, (int)(0.8 * 200 / 4));
+		else
+			ck_assert_int_eq(n, 0);
+		fx_finish(&f);
+	}
+}
+END_TEST
+
+START_TEST(explore_recovered_takes_keys_back)
+{
+	/* Sessions whose first rendezvous choice is x, moved elsewhere while
+	 * it was slow, come back to it once the probes' verdict says it
+	 * recovered. */
+	struct fx f;
+	int x = setup(&f, 0.25);
+	/* 40 sessions, confirmed where they are placed while x is left */
+	uint64_t keys[40];
+	int homed = 0;
+	struct fx g;
+	fx_init(&g, 4, NULL);
+	for (uint64_t k = 100000; homed < 40; k++) {
+		struct core_request r = fx_session(k);
+		struct core_decision d = fx_decide(&g, &r);
+		core_endpoint_complete(g.c, d.endpoint);
+		if (d.endpoint == x)
+			keys[homed++] = k;
+	}
+	fx_finish(&g);
+	uint64_t s = 1;
+	int last;
+	run(&f, x, true, &s, 200, 1, &last);
+	bool moved[40];
+	int n_moved = 0;
+	for (int i = 0; i < 40; i++) {
+		struct core_request r = fx_session(keys[i]);
+		struct core_decision d = fx_decide(&f, &r);
+		/* a probe may take one of them */
+		moved[i] = d.endpoint != x;
+		n_moved += moved[i];
+		f.now += FAST_MS;
+		ck_assert_int_eq(fx_feedback(&f, &d, 200, FAST_MS, false), 0);
+		ck_assert_int_eq(core_endpoint_complete(f.c, d.endpoint), 0);
+	}
+	/* fast again: new keys until the verdict (the first probe of a
+	 * just-left endpoint comes after 8 x 64 decisions), then the 40
+	 * sessions */
+	run(&f, x, false, &s, 500, 1, &last);
+	int back = 0;
+	for (int i = 0; i < 40; i++) {
+		struct core_request r = fx_session(keys[i]);
+		struct core_decision d = fx_decide(&f, &r);
+		back += moved[i] && d.endpoint == x;
+		f.now += FAST_MS;
+		ck_assert_int_eq(fx_feedback(&f, &d, 200, FAST_MS, false), 0);
+		ck_assert_int_eq(core_endpoint_complete(f.c, d.endpoint), 0);
+	}
+	printf("# %d of the %d sessions homed on x and moved back on it\n", back, n_moved);
+	ck_assert_int_ge(n_moved, 36);
+	ck_assert_int_eq(back, n_moved);
+	fx_finish(&f);
+}
+END_TEST
+
+/* Like run, x's answers irregular: one in ten 2,000 ms, the others 10 ms
+ * (x `times` slower). */
+static int run_irregular(struct fx *f, int x, int times, uint64_t *from, int n)
+{
+	int to_x = 0;
+	for (int i = 0; i < n; i++) {
+		struct core_request r = fx_session((*from)++);
+		struct core_decision d = fx_decide(f, &r);
+		ck_assert_int_ge(d.endpoint, 0);
+		int64_t tr = FAST_MS;
+		if (d.endpoint == x)
+			tr = times * (to_x++ % 10 == 0 ? 2000 : 10);
+		f->now += (uint64_t)tr;
+		ck_assert_int_eq(fx_feedback(f, &d, 200, tr, false), 0);
+		ck_assert_int_eq(core_endpoint_complete(f->c, d.endpoint), 0);
+		f->now += 10;
+	}
+	return to_x;
+}
+
+START_TEST(explore_not_irregular)
+{
+	/* An endpoint whose times to headers range a hundredfold (its spread
+	 * about 3 x its mean): one fast answer of it, 5x slower, is likely,
+	 * and a verdict would need more answers than a re-trial takes
+	 * (EXPLORE_VERDICT_MAX): it is not explored, its way back stays the
+	 * re-trial. A regular one is (explore_still_slow_bounded). */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.idle_reset_ms = 3600 * 1000;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	int x = f.ep[1];
+	uint64_t s = 1;
+	ck_assert_int_gt(run_irregular(&f, x, 1, &s, 800), 150);
+	int slow = run_irregular(&f, x, 5, &s, 400);
+	ck_assert_int_lt(slow, 100); /* left */
+	int n = run_irregular(&f, x, 5, &s, 2000);
+	printf("# irregular x, left after %d slow answers: %d of the next 2000 new keys\n",
+	       slow, n);
+	ck_assert_int_eq(n, 0);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(explore_share_checked)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	struct core *c = NULL;
+	p.explore_share = -0.1;
+	ck_assert_int_eq(core_create(&c, &p), -22);
+	p.explore_share = 1.5;
+	ck_assert_int_eq(core_create(&c, &p), -22);
+	p.explore_share = 0;
+	ck_assert_int_eq(core_create(&c, &p), 0);
+	core_destroy(c);
+}
+END_TEST
+
+static Suite *explore_suite(void)
+{
+	Suite *s = suite_create("core-explore");
+	TCase *tc = tcase_create("explore");
+	tcase_add_test(tc, explore_still_slow_bounded);
+	tcase_add_test(tc, explore_recovered_gets_share_back);
+	tcase_add_test(tc, explore_recovered_takes_keys_back);
+	tcase_add_test(tc, explore_not_irregular);
+	tcase_add_test(tc, explore_share_checked);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(explore_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_SILENT);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
