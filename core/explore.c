@@ -45,10 +45,14 @@ static unsigned verdict_answers(const struct core *c,
 	       n > 255 ? 255 : (unsigned)n;
 }
 
-/* Whether e is left (the slow rules) or starved (its last answer
- * EXPLORE_STALE fair intervals ago), fair by its weight in v. */
+/* Whether e is left (the slow rules) or starved: its last answer
+ * EXPLORE_STALE fair intervals ago (fair by its weight in v), and as many
+ * of its own times to headers (signal sig): at hundreds of thousands of
+ * decisions a second a fair interval is a fraction of a millisecond, and
+ * a healthy endpoint goes that long without an answer at every pause of
+ * the agent, where none can be expected sooner than it answers. */
 static bool worth(const struct core *c, const struct pool_endpoint *e,
-		  const struct view *v, uint64_t now_ms)
+		  const struct view *v, unsigned sig, uint64_t now_ms)
 {
 	if (e->suspect == POOL_LEFT ||
 	    (c->p.slow_run > 0 && e->slow_run >= c->p.slow_run))
@@ -57,7 +61,9 @@ static bool worth(const struct core *c, const struct pool_endpoint *e,
 	if (!e->seen || !any_samples(e) || x->gap_ms <= 0 || now_ms < e->last_seen_ms)
 		return false;
 	double fair_ms = x->gap_ms * v->total_w / e->weight;
-	return (double)(now_ms - e->last_seen_ms) > EXPLORE_STALE * fair_ms;
+	double own_ms = e->samples[sig] > 0 ? e->ewma[sig] : 0;
+	double quiet = (double)(now_ms - e->last_seen_ms);
+	return quiet > EXPLORE_STALE * fair_ms && quiet > EXPLORE_STALE * own_ms;
 }
 
 /* Whether e, left, is no longer: fit on its own EWMA, or a re-trial
@@ -118,7 +124,7 @@ static uint32_t scan(struct core *c, const struct view *v, unsigned sig,
 			continue;
 		}
 		if (!e->explore_on) {
-			if (!reach || !worth(c, e, v, now_ms))
+			if (!reach || !worth(c, e, v, sig, now_ms))
 				continue; /* no verdict in reach: re-trials */
 			/* It just went quiet: its first probe waits one
 			 * spacing. It was just left: that was a verdict

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "core.h"
+#include "core_impl.h" /* explore_on: whether an endpoint is armed */
 #include "fixture.h"
 
 #define FAST_MS 40
@@ -201,6 +202,42 @@ START_TEST(explore_not_irregular)
 }
 END_TEST
 
+START_TEST(explore_quiet_is_not_starved)
+{
+	/* At a high rate a fair interval is a fraction of a millisecond: a
+	 * healthy endpoint that goes 100 ms without an answer (here: its
+	 * requests not answered yet, 8 fair intervals being 16 ms) is not
+	 * starved while that is under 8 of its own times to headers (40 ms:
+	 * 320 ms). Past them it is. */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.idle_reset_ms = 3600 * 1000;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	for (int k = 0; k < 4; k++)
+		fx_warm(&f, f.ep[k], FAST_MS, 30);
+	int x = f.ep[1];
+	uint64_t s = 1;
+	for (int i = 0; i < 1000; i++) {
+		struct core_request r = fx_session(s++);
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_ge(d.endpoint, 0);
+		if (d.endpoint != x) {
+			ck_assert_int_eq(fx_feedback(&f, &d, 200, FAST_MS, false), 0);
+			ck_assert_int_eq(core_endpoint_complete(f.c, d.endpoint), 0);
+		}
+		if (i == 199) /* 100 ms quiet */
+			ck_assert_int_eq(f.c->pool.ep[x].explore_on, 0);
+		f.now += 1; /* 2 decisions a millisecond */
+		if (i % 2)
+			f.now -= 1;
+	}
+	/* 500 ms: past 8 of its times to headers */
+	ck_assert_int_eq(f.c->pool.ep[x].explore_on, 1);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(explore_share_checked)
 {
 	struct core_params p;
@@ -224,6 +261,7 @@ static Suite *explore_suite(void)
 	tcase_add_test(tc, explore_recovered_gets_share_back);
 	tcase_add_test(tc, explore_recovered_takes_keys_back);
 	tcase_add_test(tc, explore_not_irregular);
+	tcase_add_test(tc, explore_quiet_is_not_starved);
 	tcase_add_test(tc, explore_share_checked);
 	suite_add_tcase(s, tc);
 	return s;
