@@ -115,6 +115,9 @@ static uint32_t scan(struct core *c, const struct view *v, unsigned sig,
 	for (uint32_t i = 0; i < v->n; i++) {
 		uint32_t idx = v->cand[i];
 		struct pool_endpoint *e = &c->pool.ep[idx];
+		/* worth first: the cheap test, false for a healthy one */
+		if (!e->explore_on && !worth(c, e, v, sig, now_ms))
+			continue;
 		bool reach = verdict_answers(c, e, sig) <= EXPLORE_VERDICT_MAX;
 		if (e->explore_on &&
 		    (!reach || (e->explore_left && left_no_more(c, e)))) {
@@ -124,7 +127,7 @@ static uint32_t scan(struct core *c, const struct view *v, unsigned sig,
 			continue;
 		}
 		if (!e->explore_on) {
-			if (!reach || !worth(c, e, v, sig, now_ms))
+			if (!reach)
 				continue; /* no verdict in reach: re-trials */
 			/* It just went quiet: its first probe waits one
 			 * spacing. It was just left: that was a verdict
