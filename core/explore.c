@@ -180,10 +180,14 @@ uint32_t explore_pick(struct core *c, const struct pick *k, uint64_t akey,
 		x->due = 0;
 		return UINT32_MAX;
 	}
-	/* A warm key is a probe only if the endpoint ranks before its own:
-	 * a key it would have had, and back on it if it recovered. */
+	/* A warm key is a probe only of an endpoint the slow rules left,
+	 * and only if it ranks before the key's own: a key it would have
+	 * had, and back on it if it recovered. Moving a warm key costs its
+	 * cache; an endpoint merely quiet (its sessions moved elsewhere by a
+	 * fault, say) is probed with new keys and anonymous requests. */
 	if (warm_idx != UINT32_MAX &&
-	    (warm_idx == idx || !ranks_before(c, akey, idx, warm_idx)))
+	    (!e->explore_left || warm_idx == idx ||
+	     !ranks_before(c, akey, idx, warm_idx)))
 		return UINT32_MAX;
 	x->due = 0;
 	e->explore_next = x->clock + spacing(c, e, v);

@@ -238,6 +238,60 @@ START_TEST(explore_quiet_is_not_starved)
 }
 END_TEST
 
+/* Disabled (1) or enabled (0) by config: the fixture's names. */
+static void set_disabled(struct fx *f, int idx, int k, bool off)
+{
+	char name[16];
+	snprintf(name, sizeof(name), "s%d", k);
+	struct core_endpoint_config cfg = {
+		.backend = "be", .server = name, .weight = 1.0, .disabled = off,
+	};
+	ck_assert_int_eq(core_endpoint_update(f->c, idx, &cfg), 0);
+}
+
+START_TEST(explore_quiet_keeps_warm_keys)
+{
+	/* x is quiet, not slow: its sessions were placed elsewhere while it
+	 * was out (a fault, a config change). It is probed with new keys and
+	 * anonymous requests only: a warm session moved to it would lose
+	 * its cache for no evidence about a slowdown. */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.idle_reset_ms = 3600 * 1000;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	for (int k = 0; k < 4; k++)
+		fx_warm(&f, f.ep[k], FAST_MS, 30);
+	int x = f.ep[1];
+	set_disabled(&f, x, 1, true);
+	struct core_decision home[200];
+	for (uint64_t s = 0; s < 200; s++) {
+		struct core_request r = fx_session(1000 + s);
+		home[s] = fx_decide(&f, &r);
+		ck_assert_int_ne(home[s].endpoint, x);
+		ck_assert_int_eq(fx_feedback(&f, &home[s], 200, FAST_MS, false), 0);
+		ck_assert_int_eq(core_endpoint_complete(f.c, home[s].endpoint), 0);
+		f.now += 5;
+	}
+	set_disabled(&f, x, 1, false);
+	f.now += 2000; /* quiet: past 8 fair intervals and 8 of its times */
+	int moved = 0;
+	for (int round = 0; round < 4; round++) {
+		for (uint64_t s = 0; s < 200; s++) {
+			struct core_request r = fx_session(1000 + s);
+			struct core_decision d = fx_decide(&f, &r);
+			moved += d.endpoint != home[s].endpoint;
+			ck_assert_int_eq(fx_feedback(&f, &d, 200, FAST_MS, false), 0);
+			ck_assert_int_eq(core_endpoint_complete(f.c, d.endpoint), 0);
+			f.now += 5;
+		}
+	}
+	printf("# quiet x: %d of 800 warm turns moved\n", moved);
+	ck_assert_int_eq(moved, 0);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(explore_share_checked)
 {
 	struct core_params p;
@@ -262,6 +316,7 @@ static Suite *explore_suite(void)
 	tcase_add_test(tc, explore_recovered_takes_keys_back);
 	tcase_add_test(tc, explore_not_irregular);
 	tcase_add_test(tc, explore_quiet_is_not_starved);
+	tcase_add_test(tc, explore_quiet_keeps_warm_keys);
 	tcase_add_test(tc, explore_share_checked);
 	suite_add_tcase(s, tc);
 	return s;
