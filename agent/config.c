@@ -61,6 +61,7 @@ int config_init(struct config *cfg)
 		.max_frame_size = CONFIG_DEFAULT_MAX_FRAME_SIZE,
 		.hello_timeout_ms = CONFIG_DEFAULT_HELLO_TIMEOUT_MS,
 		.idle_timeout_ms = CONFIG_DEFAULT_IDLE_TIMEOUT_MS,
+		.coalesce_us = CONFIG_DEFAULT_COALESCE_US,
 		.metrics_max_conns = CONFIG_DEFAULT_METRICS_MAX_CONNS,
 		.metrics_conn_timeout_ms = CONFIG_DEFAULT_METRICS_CONN_TIMEOUT_MS,
 	};

@@ -22,6 +22,9 @@
  * backend's `timeout server 30s` (3.1+): HAProxy closes its idle
  * connections first; the agent only reaps those HAProxy forgot. */
 #define CONFIG_DEFAULT_IDLE_TIMEOUT_MS  60000u
+/* spop.coalesce_us: a quarter of a millisecond against times to first token
+ * of hundreds (docs/operations.md, "Benchmarks"). */
+#define CONFIG_DEFAULT_COALESCE_US      250u
 /* libmicrohttpd connections on /metrics, and the longest any may live. */
 #define CONFIG_DEFAULT_METRICS_MAX_CONNS 64u
 #define CONFIG_DEFAULT_METRICS_CONN_TIMEOUT_MS 10000u
