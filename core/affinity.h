@@ -3,6 +3,7 @@
 #define WARMLANE_CORE_AFFINITY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "mix.h"
@@ -87,14 +88,24 @@ static inline void affinity_prefetch(const struct affinity *a, uint64_t key)
  * time), then that entry's LRU neighbours, which a refresh relinks (reads
  * the entry). A key past its home slot is not followed: at most half the
  * slots are full, so most keys are in theirs. */
+/* The entry key's home slot points to, if its tag is key's (not checked:
+ * the key itself), or NULL. */
+static inline const struct affinity_entry *
+affinity_home(const struct affinity *a, uint64_t key)
+{
+	uint64_t h = mix64(key);
+	const struct affinity_slot *s = &a->slots[(uint32_t)h & a->mask];
+	return s->ref != 0 && s->tag == (uint32_t)(h >> 32) ? &a->e[s->ref - 1]
+							     : NULL;
+}
+
 static inline void affinity_prefetch_entry(const struct affinity *a,
 					   uint64_t key)
 {
 #if defined(__GNUC__)
-	uint64_t h = mix64(key);
-	const struct affinity_slot *s = &a->slots[(uint32_t)h & a->mask];
-	if (s->ref != 0 && s->tag == (uint32_t)(h >> 32))
-		__builtin_prefetch(&a->e[s->ref - 1], 1);
+	const struct affinity_entry *x = affinity_home(a, key);
+	if (x != NULL)
+		__builtin_prefetch(x, 1);
 #else
 	(void)a;
 	(void)key;
@@ -105,12 +116,8 @@ static inline void affinity_prefetch_links(const struct affinity *a,
 					   uint64_t key)
 {
 #if defined(__GNUC__)
-	uint64_t h = mix64(key);
-	const struct affinity_slot *s = &a->slots[(uint32_t)h & a->mask];
-	if (s->ref == 0 || s->tag != (uint32_t)(h >> 32))
-		return;
-	const struct affinity_entry *x = &a->e[s->ref - 1];
-	if (x->key != key)
+	const struct affinity_entry *x = affinity_home(a, key);
+	if (x == NULL || x->key != key)
 		return;
 	if (x->prev != AFFINITY_NIL)
 		__builtin_prefetch(&a->e[x->prev], 1);

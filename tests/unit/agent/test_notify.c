@@ -730,50 +730,78 @@ static void ack_var_str(const uint8_t *out, ptrdiff_t n, const char *name,
 				 (const char *)val.u.str.ptr);
 }
 
+/* A route on yaml's endpoints and a route NOTIFY with a session and a
+ * model for it. */
+struct one_fx {
+	struct config cfg;
+	struct route r;
+	struct stats st;
+	struct notify_ctx ctx;
+	uint8_t payload[512];
+	struct spop_frame f;
+};
+
+static void one_init(struct one_fx *x, const char *yaml)
+{
+	static const unsigned order[] = { 0, 7 }; /* session, model */
+	memset(x, 0, sizeof(*x));
+	load(&x->cfg, yaml);
+	ck_assert_int_eq(route_init(&x->r, &x->cfg), 0);
+	x->ctx = (struct notify_ctx){ .route = &x->r, .stats = &x->st };
+	x->f = notify_frame(x->payload,
+			    route_payload_order(x->payload, sizeof(x->payload),
+						order, 2),
+			    3, 1);
+}
+
+static ptrdiff_t one_notify(struct one_fx *x, uint8_t *out, size_t cap)
+{
+	struct notify_deferred later;
+	enum spop_status status;
+	ptrdiff_t n = notify_handle(&x->ctx, &x->f, out, cap, &later, &status);
+	ck_assert_int_gt(n, 0);
+	return n;
+}
+
+static void one_finish(struct one_fx *x)
+{
+	route_finish(&x->r);
+	config_finish(&x->cfg);
+}
+
 /* The names' bytes are encoded once per endpoint (route_preset): an
  * endpoint removed and another added in its slot is named as the new one,
  * key and all. */
 START_TEST(notify_names_follow_the_endpoint)
 {
-	struct config cfg;
-	load(&cfg, "endpoints:\n  - {backend: llm, server: s1, models: [m1], keys: [k1]}\n");
-	struct route r;
-	struct stats st = { 0 };
-	ck_assert_int_eq(route_init(&r, &cfg), 0);
-	struct notify_ctx ctx = { .route = &r, .stats = &st };
-	static const unsigned order[] = { 0, 7 }; /* session, model */
-	uint8_t payload[512], out[512];
-	struct spop_frame f = notify_frame(
-		payload, route_payload_order(payload, sizeof(payload), order, 2), 3, 1);
-	struct notify_deferred later;
-	enum spop_status status;
+	static struct one_fx x;
+	one_init(&x, "endpoints:\n  - {backend: llm, server: s1, models: [m1], keys: [k1]}\n");
+	uint8_t out[512];
 	char v[64];
 	for (int round = 0; round < 2; round++) {
-		ptrdiff_t n = notify_handle(&ctx, &f, out, sizeof(out), &later, &status);
-		ck_assert_int_gt(n, 0);
+		ptrdiff_t n = one_notify(&x, out, sizeof(out));
 		ack_var_str(out, n, "server", v, sizeof(v));
 		ck_assert_str_eq(v, "s1");
 		ack_var_str(out, n, "key", v, sizeof(v));
 		ck_assert_str_eq(v, "k1");
 	}
-	int idx = core_endpoint_find(r.core, core_str_c("llm"), core_str_c("s1"),
+	struct core *c = x.r.core;
+	int idx = core_endpoint_find(c, core_str_c("llm"), core_str_c("s1"),
 				     core_str_c("k1"));
 	ck_assert_int_ge(idx, 0);
-	ck_assert_int_eq(core_endpoint_remove(r.core, idx), 0);
-	ck_assert_int_eq(route_server_add(&r, core_str_c("other"), core_str_c("s9"), 1000), 1);
-	ck_assert_int_eq(core_endpoint_find(r.core, core_str_c("other"),
-					    core_str_c("s9"), core_str_c("")),
+	ck_assert_int_eq(core_endpoint_remove(c, idx), 0);
+	ck_assert_int_eq(route_server_add(&x.r, core_str_c("other"), core_str_c("s9"), 1000), 1);
+	ck_assert_int_eq(core_endpoint_find(c, core_str_c("other"), core_str_c("s9"),
+					    core_str_c("")),
 			 idx);
-	ptrdiff_t n = notify_handle(&ctx, &f, out, sizeof(out), &later, &status);
-	ck_assert_int_gt(n, 0);
+	ptrdiff_t n = one_notify(&x, out, sizeof(out));
 	ack_var_str(out, n, "backend", v, sizeof(v));
 	ck_assert_str_eq(v, "other");
 	ack_var_str(out, n, "server", v, sizeof(v));
 	ck_assert_str_eq(v, "s9");
 	ack_var_str(out, n, "key", v, sizeof(v));
 	ck_assert_str_eq(v, "");
-	route_finish(&r);
-	config_finish(&cfg);
+	one_finish(&x);
 }
 END_TEST
 
@@ -781,30 +809,19 @@ END_TEST
  * NOTIFY_TIME_EVERY after it; every decision is counted by reason. */
 START_TEST(notify_decisions_timed_one_in_16)
 {
-	struct config cfg;
-	load(&cfg, "endpoints:\n  - {backend: llm, server: s1, models: [m1]}\n");
-	struct route r;
-	struct stats st = { 0 };
-	ck_assert_int_eq(route_init(&r, &cfg), 0);
-	struct notify_ctx ctx = { .route = &r, .stats = &st };
-	static const unsigned order[] = { 0, 1, 7 }; /* session, prefix1, model */
-	uint8_t payload[512], out[512];
-	struct spop_frame f = notify_frame(
-		payload, route_payload_order(payload, sizeof(payload), order, 3), 3, 1);
-	struct notify_deferred later;
-	enum spop_status status;
+	static struct one_fx x;
+	one_init(&x, "endpoints:\n  - {backend: llm, server: s1, models: [m1]}\n");
+	uint8_t out[512];
 	for (unsigned i = 1; i <= 2 * NOTIFY_TIME_EVERY + 1; i++) {
-		ck_assert_int_gt(notify_handle(&ctx, &f, out, sizeof(out), &later,
-					       &status), 0);
-		ck_assert_uint_eq(st.decide_latency.count,
+		one_notify(&x, out, sizeof(out));
+		ck_assert_uint_eq(x.st.decide_latency.count,
 				  1 + (i - 1) / NOTIFY_TIME_EVERY);
 	}
 	uint64_t decided = 0;
 	for (unsigned k = 0; k < ROUTE_REASON_COUNT; k++)
-		decided += st.reasons[k];
+		decided += x.st.reasons[k];
 	ck_assert_uint_eq(decided, 2 * NOTIFY_TIME_EVERY + 1);
-	route_finish(&r);
-	config_finish(&cfg);
+	one_finish(&x);
 }
 END_TEST
 
