@@ -417,6 +417,12 @@ static const struct metrics_family families_core[] = {
 	{ "warmlane_affinity_expirations_total", COUNTER,
 	  "Affinity entries dropped after policy.affinity_ttl idle.",
 	  CORE(affinity_expirations) },
+	{ "warmlane_explore_probes_total", COUNTER,
+	  "Requests sent to an endpoint left as slow or starved, to learn whether it recovered (policy.explore_share).",
+	  CORE(explore_probes) },
+	{ "warmlane_explore_recovered_total", COUNTER,
+	  "Explored endpoints whose answers said they recovered.",
+	  CORE(explore_recovered) },
 
 	/* One sample per endpoint (core_endpoint_info). */
 	{ "warmlane_endpoint_in_flight", GAUGE,

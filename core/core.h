@@ -300,6 +300,8 @@ struct core_stats {
 	uint64_t affinity_evictions;   /* LRU, map full */
 	uint64_t affinity_expirations; /* idle past affinity_ttl */
 	uint64_t hints[CORE_HINT_COUNT]; /* decisions by what became of their hint */
+	uint64_t explore_probes;       /* decisions exploration placed (explore.h) */
+	uint64_t explore_recovered;    /* its verdicts "recovered" */
 };
 
 /* Persistent statistics of an endpoint (state snapshot). Times are

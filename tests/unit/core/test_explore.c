@@ -93,10 +93,18 @@ START_TEST(explore_recovered_gets_share_back)
 		int n = run(&f, x, false, &s, 400, 200, &last);
 		printf("# explore_share %s: recovered x got %d of 400 new keys, %d of the last 200\n",
 		       on ? "0.25" : "0", n, last);
-		if (on)
+		/* what the metrics export (warmlane_explore_*_total) */
+		struct core_stats cs;
+		core_stats(f.c, &cs);
+		if (on) {
 			ck_assert_int_ge(last, (int)(0.8 * 200 / 4));
-		else
+			ck_assert_uint_gt(cs.explore_probes, 0);
+			ck_assert_uint_ge(cs.explore_recovered, 1);
+		} else {
 			ck_assert_int_eq(n, 0);
+			ck_assert_uint_eq(cs.explore_probes, 0);
+			ck_assert_uint_eq(cs.explore_recovered, 0);
+		}
 		fx_finish(&f);
 	}
 }
