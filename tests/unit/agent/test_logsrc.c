@@ -724,6 +724,7 @@ START_TEST(udp_and_none)
 	cfg.log_input_udp_port = ntohs(sa.sin_port);
 	ck_assert_int_eq(logsrc_init(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
 	ck_assert(r.log_input);
+	ls.pass_ns = UINT64_MAX; /* the count bound alone (pass_budget) */
 	/* 150 datagrams queued (UDP: the 1 MiB receive buffer holds them):
 	 * one loop iteration reads LOGSRC_BATCH of them, no more */
 	int fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -741,6 +742,99 @@ START_TEST(udp_and_none)
 		uv_run(&loop, UV_RUN_NOWAIT);
 	ck_assert_uint_eq(r.log.parsed, 150);
 	ck_assert_uint_eq(r.log.unrouted, 150);
+	logsrc_finish(&ls);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+/* What a readable SPOP connection sees in the same loop iteration as the
+ * log socket: the lines are read after it (logsrc.h). The pipe stands for
+ * the connection; it becomes readable after the log socket, so epoll
+ * reports it second and reading the lines in the poll callback would
+ * process all of them before it. */
+static uint64_t read_before = UINT64_MAX;
+
+static void note_received(uv_poll_t *h, int status, int events)
+{
+	(void)status;
+	(void)events;
+	struct route *r = h->data;
+	read_before = r->log.received;
+	uv_poll_stop(h);
+}
+
+START_TEST(lines_after_the_connections)
+{
+	struct config cfg;
+	struct route r;
+	struct logsrc ls;
+	char path[100], err[256];
+	uv_loop_t loop;
+
+	snprintf(path, sizeof(path), "%s/order.sock", dir);
+	load_std(&cfg, path);
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	ck_assert_int_eq(logsrc_init(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
+	int fds[2];
+	ck_assert_int_eq(pipe(fds), 0);
+	uv_poll_t conn;
+	ck_assert_int_eq(uv_poll_init(&loop, &conn, fds[0]), 0);
+	conn.data = &r;
+	ck_assert_int_eq(uv_poll_start(&conn, UV_READABLE, note_received), 0);
+	uv_run(&loop, UV_RUN_NOWAIT); /* both registered with epoll */
+
+	char buf[1024];
+	size_t n = line(buf, sizeof(buf), "s1", "s1", 200, "----", "0", 1);
+	for (int i = 0; i < 10; i++)
+		send_to(&loop, path, buf, n);
+	ck_assert_uint_eq(r.log.received, 0);
+	ck_assert_int_eq(write(fds[1], "x", 1), 1);
+	uv_run(&loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(read_before, 0);     /* no line read before it */
+	ck_assert_uint_eq(r.log.received, 10); /* all of them after it */
+
+	uv_close((uv_handle_t *)&conn, NULL);
+	close(fds[0]);
+	close(fds[1]);
+	logsrc_finish(&ls);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+/* A pass stops after the line that took it past pass_ns: with 0, one line
+ * an iteration, and the others in the iterations after. */
+START_TEST(pass_budget)
+{
+	struct config cfg;
+	struct route r;
+	struct logsrc ls;
+	char path[100], err[256];
+	uv_loop_t loop;
+
+	snprintf(path, sizeof(path), "%s/budget.sock", dir);
+	load_std(&cfg, path);
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	ck_assert_int_eq(logsrc_init(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
+	ck_assert_uint_eq(ls.pass_ns, LOGSRC_PASS_NS);
+	ls.pass_ns = 0;
+	char buf[1024];
+	size_t n = line(buf, sizeof(buf), "s1", "s1", 200, "----", "0", 1);
+	for (int i = 0; i < 5; i++)
+		send_to(&loop, path, buf, n);
+	uv_run(&loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(r.log.received, 1);
+	for (int i = 0; i < 10 && r.log.received < 5; i++)
+		uv_run(&loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(r.log.received, 5);
+	ck_assert_uint_eq(r.log.parsed, 5);
 	logsrc_finish(&ls);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
@@ -841,6 +935,8 @@ static Suite *logsrc_suite(void)
 	tcase_add_test(tc, socket_input);
 	tcase_add_test(tc, socket_born_narrow);
 	tcase_add_test(tc, udp_and_none);
+	tcase_add_test(tc, lines_after_the_connections);
+	tcase_add_test(tc, pass_budget);
 	tcase_add_test(tc, poll_error_turns_input_off);
 	tcase_add_test(tc, config_checks);
 	suite_add_tcase(s, tc);
