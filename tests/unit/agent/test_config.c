@@ -595,14 +595,14 @@ START_TEST(connection_limits)
 }
 END_TEST
 
-/* spop.coalesce_us: off (0) by default, microseconds up to 1000. */
+/* spop.coalesce_us: 250 by default, microseconds up to 1000, 0 off. */
 START_TEST(coalesce_window)
 {
 	struct config cfg;
 	ck_assert_int_eq(config_init(&cfg), 0);
-	ck_assert_uint_eq(cfg.coalesce_us, 0);
-	ck_assert_int_eq(load(&cfg, "spop: { coalesce_us: 250 }\n"), 0);
 	ck_assert_uint_eq(cfg.coalesce_us, 250);
+	ck_assert_int_eq(load(&cfg, "spop: { coalesce_us: 0 }\n"), 0);
+	ck_assert_uint_eq(cfg.coalesce_us, 0);
 	ck_assert_int_eq(load(&cfg, "spop: { coalesce_us: 100 }\n"), 0);
 	ck_assert_uint_eq(cfg.coalesce_us, 100);
 	config_finish(&cfg);
