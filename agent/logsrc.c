@@ -168,18 +168,31 @@ static bool logsrc_sock_reading(const struct logsrc_sock *s)
 	return s->open && uv_is_active((const uv_handle_t *)&s->poll);
 }
 
-/* Reads up to LOGSRC_BATCH datagrams of s, fewer once the pass has taken
- * ls->pass_ns since start (at least one line is read). Clears s->ready
- * when the socket is empty. */
-static void logsrc_sock_drain(struct logsrc *ls, struct logsrc_sock *s,
-			      uint64_t start, uint64_t now_ms, uint64_t wall_ms)
+static void logsrc_on_readable(uv_poll_t *h, int status, int events)
 {
+	struct logsrc_sock *s = h->data;
+	struct logsrc *ls = s->owner;
+	(void)events;
+	if (status < 0) {
+		/* libuv stops the handle on a poll error: this socket is read
+		 * no more. Without a socket read, the log input is off (and
+		 * non-streamed feedback ends requests again). */
+		uv_poll_stop(h);
+		ls->route->log_input = logsrc_sock_reading(&ls->unix_sock) ||
+				       logsrc_sock_reading(&ls->udp_sock);
+		log_error("log input poll error: this socket is no longer read",
+			  "error=%s log_input=%s", uv_err_name(status),
+			  ls->route->log_input ? "on" : "off");
+		return;
+	}
+	uint64_t start = uv_hrtime();
+	uint64_t now_ms = uv_now(ls->loop);
+	uint64_t wall_ms = wall_now_ms();
 	for (unsigned i = 0; i < LOGSRC_BATCH; i++) {
 		ssize_t n = recv(s->fd, ls->buf, sizeof(ls->buf), MSG_TRUNC);
 		if (n < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				s->ready = false;
-			else if (errno != EINTR)
+			if (errno != EAGAIN && errno != EWOULDBLOCK &&
+			    errno != EINTR)
 				log_warn("log input read error", "error=%s",
 					 strerror(errno));
 			return;
@@ -191,49 +204,10 @@ static void logsrc_sock_drain(struct logsrc *ls, struct logsrc_sock *s,
 		}
 		logsrc_handle(ls, ls->buf, len, now_ms, wall_ms);
 		if (uv_hrtime() - start >= ls->pass_ns)
-			return;
+			break;
 	}
 	/* More may be waiting: level-triggered, the poll fires again on the
-	 * next iteration, and s stays ready. */
-}
-
-static void logsrc_on_drain(uv_check_t *h)
-{
-	struct logsrc *ls = h->data;
-	uint64_t start = uv_hrtime();
-	uint64_t now_ms = uv_now(ls->loop);
-	uint64_t wall_ms = wall_now_ms();
-	if (ls->unix_sock.ready && ls->unix_sock.open)
-		logsrc_sock_drain(ls, &ls->unix_sock, start, now_ms, wall_ms);
-	if (ls->udp_sock.ready && ls->udp_sock.open &&
-	    uv_hrtime() - start < ls->pass_ns)
-		logsrc_sock_drain(ls, &ls->udp_sock, start, now_ms, wall_ms);
-	if (!ls->unix_sock.ready && !ls->udp_sock.ready)
-		uv_check_stop(h);
-}
-
-static void logsrc_on_readable(uv_poll_t *h, int status, int events)
-{
-	struct logsrc_sock *s = h->data;
-	struct logsrc *ls = s->owner;
-	(void)events;
-	if (status < 0) {
-		/* libuv stops the handle on a poll error: this socket is read
-		 * no more. Without a socket read, the log input is off (and
-		 * non-streamed feedback ends requests again). */
-		uv_poll_stop(h);
-		s->ready = false;
-		ls->route->log_input = logsrc_sock_reading(&ls->unix_sock) ||
-				       logsrc_sock_reading(&ls->udp_sock);
-		log_error("log input poll error: this socket is no longer read",
-			  "error=%s log_input=%s", uv_err_name(status),
-			  ls->route->log_input ? "on" : "off");
-		return;
-	}
-	/* Read in the check phase of this iteration, once every SPOP
-	 * connection that is readable too has been served (logsrc.h). */
-	s->ready = true;
-	uv_check_start(&ls->drain, logsrc_on_drain);
+	 * next iteration, after the other handles had their turn. */
 }
 
 static void logsrc_on_closed(uv_handle_t *h)
@@ -243,12 +217,6 @@ static void logsrc_on_closed(uv_handle_t *h)
 		close(s->fd);
 	s->fd = -1;
 	s->owner->closing--;
-}
-
-static void logsrc_on_drain_closed(uv_handle_t *h)
-{
-	struct logsrc *ls = h->data;
-	ls->closing--;
 }
 
 static void logsrc_sock_close(struct logsrc_sock *s)
@@ -266,13 +234,6 @@ static void logsrc_sock_close(struct logsrc_sock *s)
 
 static int logsrc_sock_watch(struct logsrc *ls, struct logsrc_sock *s)
 {
-	if (!ls->drain_open) {
-		int r = uv_check_init(ls->loop, &ls->drain);
-		if (r < 0)
-			return r;
-		ls->drain.data = ls;
-		ls->drain_open = true;
-	}
 	int r = uv_poll_init(ls->loop, &s->poll, s->fd);
 	if (r < 0)
 		return r;
@@ -427,11 +388,6 @@ void logsrc_finish(struct logsrc *ls)
 	ls->route->log_input = false;
 	logsrc_sock_close(&ls->unix_sock);
 	logsrc_sock_close(&ls->udp_sock);
-	if (ls->drain_open) {
-		ls->drain_open = false;
-		ls->closing++;
-		uv_close((uv_handle_t *)&ls->drain, logsrc_on_drain_closed);
-	}
 	if (ls->path[0] != '\0') {
 		unlink(ls->path);
 		ls->path[0] = '\0';

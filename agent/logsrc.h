@@ -10,16 +10,17 @@
 struct config;
 struct route;
 
-/* Log lines are read after the loop's I/O callbacks (a uv_check handle),
- * so that SPOP frames that became readable with them are answered first:
- * an SPOP frame has `timeout processing` (50 ms in the example) to be
- * answered, a log line has no deadline. A pass reads at most LOGSRC_BATCH
- * datagrams per socket and stops after the line that took it past
- * LOGSRC_PASS_NS; the rest waits for the next iteration, after the SPOP
- * connections had their turn again. Both bounds matter: on a busy host a
- * line can take milliseconds of wall time (the agent is preempted), and 64
- * of them in a row once made HAProxy 2.6 give up on the route frames that
- * waited behind them. */
+/* Datagrams read per readiness callback and socket: at most LOGSRC_BATCH,
+ * and no more once the callback has taken LOGSRC_PASS_NS (the line that
+ * took it past is the last). The rest waits for the next loop iteration,
+ * after the SPOP connections readable with the socket had their turn: a
+ * route frame has `timeout processing` (50 ms in the example) to be
+ * answered, a line has no deadline. On a busy host a line can take
+ * milliseconds of wall time (the agent is preempted): 64 of them in a row
+ * once made HAProxy 2.6 give up on the route frames that waited behind
+ * them. Lines are not put off until after those frames either: a line
+ * that arrived before a frame may end the request whose success the
+ * frame's decision needs (the next turn of a conversation, on 2.6). */
 #define LOGSRC_BATCH 64
 #define LOGSRC_PASS_NS 1000000u
 /* Largest datagram read whole (HAProxy's largest `len` is 65535; the
@@ -43,7 +44,6 @@ struct logsrc_sock {
 	int fd;                  /* -1: not open */
 	bool open;               /* poll handle initialised (needs a close) */
 	bool closing;            /* uv_close called: its callback closes fd */
-	bool ready;              /* readable: the next drain reads it */
 	struct logsrc *owner;
 };
 
@@ -52,8 +52,6 @@ struct logsrc {
 	struct route *route;
 	struct logsrc_sock unix_sock;
 	struct logsrc_sock udp_sock;
-	uv_check_t drain;        /* reads the ready sockets after the I/O */
-	bool drain_open;         /* drain initialised (needs a close) */
 	uint64_t pass_ns;        /* LOGSRC_PASS_NS (the unit tests lower it) */
 	char path[108];          /* the unix socket file we bound, or "" */
 	unsigned closing;        /* handles still closing */

@@ -751,10 +751,11 @@ START_TEST(udp_and_none)
 END_TEST
 
 /* What a readable SPOP connection sees in the same loop iteration as the
- * log socket: the lines are read after it (logsrc.h). The pipe stands for
- * the connection; it becomes readable after the log socket, so epoll
- * reports it second and reading the lines in the poll callback would
- * process all of them before it. */
+ * log socket (logsrc.h). The pipe stands for the connection; it becomes
+ * readable after the log socket, so epoll reports it second. A line that
+ * arrived first is read first (it may end the request the frame's
+ * decision needs); a pass that has taken pass_ns reads no more, and the
+ * connection has its turn before the rest. */
 static uint64_t read_before = UINT64_MAX;
 
 static void note_received(uv_poll_t *h, int status, int events)
@@ -766,7 +767,7 @@ static void note_received(uv_poll_t *h, int status, int events)
 	uv_poll_stop(h);
 }
 
-START_TEST(lines_after_the_connections)
+START_TEST(lines_and_connections_take_turns)
 {
 	struct config cfg;
 	struct route r;
@@ -784,18 +785,30 @@ START_TEST(lines_after_the_connections)
 	uv_poll_t conn;
 	ck_assert_int_eq(uv_poll_init(&loop, &conn, fds[0]), 0);
 	conn.data = &r;
-	ck_assert_int_eq(uv_poll_start(&conn, UV_READABLE, note_received), 0);
-	uv_run(&loop, UV_RUN_NOWAIT); /* both registered with epoll */
-
-	char buf[1024];
-	size_t n = line(buf, sizeof(buf), "s1", "s1", 200, "----", "0", 1);
-	for (int i = 0; i < 10; i++)
-		send_to(&loop, path, buf, n);
-	ck_assert_uint_eq(r.log.received, 0);
-	ck_assert_int_eq(write(fds[1], "x", 1), 1);
 	uv_run(&loop, UV_RUN_NOWAIT);
-	ck_assert_uint_eq(read_before, 0);     /* no line read before it */
-	ck_assert_uint_eq(r.log.received, 10); /* all of them after it */
+
+	char buf[1024], c;
+	size_t n = line(buf, sizeof(buf), "s1", "s1", 200, "----", "0", 1);
+	for (int round = 0; round < 2; round++) {
+		/* 0: one line, read before the connection; 1: ten lines with
+		 * a pass budget of 0, one read before the connection */
+		ls.pass_ns = round == 0 ? LOGSRC_PASS_NS : 0;
+		uint64_t before = r.log.received;
+		ck_assert_int_eq(uv_poll_start(&conn, UV_READABLE, note_received), 0);
+		uv_run(&loop, UV_RUN_NOWAIT); /* registered with epoll */
+		for (int i = 0; i < (round == 0 ? 1 : 10); i++)
+			send_to(&loop, path, buf, n);
+		ck_assert_int_eq(write(fds[1], "x", 1), 1);
+		read_before = UINT64_MAX;
+		uv_run(&loop, UV_RUN_NOWAIT);
+		ck_assert_uint_eq(read_before - before, 1);
+		ck_assert_uint_eq(r.log.received - before, 1);
+		ck_assert_int_eq(read(fds[0], &c, 1), 1);
+		for (int i = 0; i < 20 && r.log.received - before < 10; i++)
+			uv_run(&loop, UV_RUN_NOWAIT);
+	}
+	ck_assert_uint_eq(r.log.received, 11);
+	ck_assert_uint_eq(r.log.parsed, 11);
 
 	uv_close((uv_handle_t *)&conn, NULL);
 	close(fds[0]);
@@ -935,7 +948,7 @@ static Suite *logsrc_suite(void)
 	tcase_add_test(tc, socket_input);
 	tcase_add_test(tc, socket_born_narrow);
 	tcase_add_test(tc, udp_and_none);
-	tcase_add_test(tc, lines_after_the_connections);
+	tcase_add_test(tc, lines_and_connections_take_turns);
 	tcase_add_test(tc, pass_budget);
 	tcase_add_test(tc, poll_error_turns_input_off);
 	tcase_add_test(tc, config_checks);
