@@ -123,8 +123,10 @@ def agentcfg(out, opts):
         f'runtime_api: {{ socket: "{opts["stats"]}", backends: [llm] }}',
         'log_input: { path: "" }',
         f'state: {{ file: "{os.path.join(opts["dir"], "state.msgpack")}" }}',
-        "endpoints:",
     ]
+    if opts.get("coalesce_us", "") != "":
+        lines.append(f'spop: {{ coalesce_us: {int(opts["coalesce_us"])} }}')
+    lines.append("endpoints:")
     for s in ("s1", "s2", "s3"):
         lines.append(f"  - {{ backend: llm, server: {s}, models: [m1], "
                      "weight: 1, keys: [k1] }")

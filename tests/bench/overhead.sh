@@ -23,6 +23,7 @@
 #   BENCH_THREADS=2 BENCH_CONNS=32 BENCH_DURATION=10s BENCH_WARMUP=2s
 #                         wrk's -t, -c, -d, and the unmeasured warm-up run
 #   BENCH_SESSIONS=512    distinct sessions in the request mix
+#   BENCH_COALESCE_US     warmlane's spop.coalesce_us (default: its default)
 #   WARMLANE_BIN          the agent; default: built with meson
 #                         --buildtype=release into build/bench-rel
 #   BENCH_CONST_AGENT     the constant agent; default: from build/bench-rel
@@ -227,7 +228,8 @@ run_way() {
 	case $way in
 	warmlane)
 		python3 "$here/overhead.py" agentcfg "$tmp/warmlane.yaml" dir="$tmp" \
-			agent="$tmp/spoa.sock" metrics="$metrics_port" stats="$tmp/stats.sock"
+			agent="$tmp/spoa.sock" metrics="$metrics_port" stats="$tmp/stats.sock" \
+			coalesce_us="${BENCH_COALESCE_US:-}"
 		start agent "$warmlane" --config "$tmp/warmlane.yaml"
 		agent_pid=$pid ;;
 	constant)
