@@ -104,6 +104,7 @@ static void *wl_create(const struct sim_policy_env *env)
 		{ "prior_ttfb_ms", &p.prior_ttfb_ms, NULL },
 		{ "cost_weight_per_ms", &p.cost_weight_per_ms, NULL },
 		{ "owned_bound", &p.owned_bound, NULL },
+		{ "place_load_z", &p.place_load_z, NULL },
 		{ "slow_start", &p.slow_start, NULL },
 		{ "explore_share", &p.explore_share, NULL },
 		{ "breaker_failure_ratio", &p.breaker_failure_ratio, NULL },
@@ -234,6 +235,8 @@ static const char *wl_detail(const struct core_trace *t)
 	if (!t->entry || t->entry_stale) {
 		if (d->reason != CORE_REASON_HASH)
 			return t->entry ? "stale-other" : "new-other";
+		if (t->by_load)
+			return t->entry ? "stale-by-load" : "new-by-load";
 		if (t->n_rank > 0 && t->rank[0].endpoint == d->endpoint)
 			return t->entry ? "stale-first" : "new-first";
 		/* why the first was passed over: its speed, the load bound,
