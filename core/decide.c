@@ -320,7 +320,8 @@ static uint32_t place_by_load(struct core *c, const struct pick *k,
 	for (uint32_t i = 0; i < n; i++) {
 		const struct pool_endpoint *e = &c->pool.ep[c->items[i].endpoint];
 		double vi, d = lx - new_load(e, &vi);
-		if (d <= 0 || d * d <= z2 * (vx + vi) || !trusted_idle(c, e, now_ms))
+		/* written so that a NaN (a weight near 0) counts as no gap */
+		if (!(d > 0 && d * d > z2 * (vx + vi)) || !trusted_idle(c, e, now_ms))
 			continue;
 		if (y == UINT32_MAX || rdv_before(&c->items[i], &c->items[y]))
 			y = i;
