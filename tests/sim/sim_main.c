@@ -534,6 +534,25 @@ int main(int argc, char **argv)
 				sim_fleet_run_finish(&again);
 			}
 		}
+		/* --debug-tail explains every decision first: the run must
+		 * be the run without it, each explanation its decision. */
+		if (tail && pols[p]->detail) {
+			struct sim_run plain;
+			struct sim_run_opts ro0 = ro;
+			ro0.detail = 0;
+			if (sim_fleet_run(&cfg, &w, &ro0, &plain, err, sizeof(err)) == 0) {
+				size_t differs = 0;
+				for (size_t i = 0; i < w.n; i++)
+					differs += run.rec[i].detail &&
+						   (strcmp(run.rec[i].detail, "explain-differs") == 0 ||
+						    strcmp(run.rec[i].detail, "unexplained") == 0);
+				int same = same_records(&run, &plain) && differs == 0;
+				fprintf(stderr, "%s %s: explained decisions are the decisions (%zu differ)\n",
+					same ? "ok  " : "FAIL", pols[p]->name, differs);
+				status |= !same;
+				sim_fleet_run_finish(&plain);
+			}
+		}
 		sim_fleet_run_finish(&run);
 	}
 	if (dump)
