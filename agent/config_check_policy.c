@@ -119,6 +119,9 @@ void config_check_policy(struct config_check *s, const struct raw_policy *rp,
 			 &p->warm_slack);
 	config_check_u32(s, "policy.place_choices", rp->place_choices, 1, 64,
 			 &p->place_choices);
+	/* 0: off (core_params.place_load_z). */
+	config_check_double(s, "policy.place_load_z", rp->place_load_z, 0, true,
+			    100, &p->place_load_z);
 	/* Negative: off (core_params.owned_bound). */
 	config_check_double(s, "policy.owned_bound", rp->owned_bound, -1, true,
 			    100, &p->owned_bound);

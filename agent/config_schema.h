@@ -90,6 +90,7 @@ struct raw_policy {
 	double *load_floor;
 	double *warm_slack;
 	double *place_choices;
+	double *place_load_z;
 	double *owned_bound;
 	double *slow_start;
 	char *owned_half_life;

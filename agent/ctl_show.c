@@ -363,6 +363,8 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 		}
 		if (t->candidates > t->n_rank)
 			ctl_out_printf(o, "   (%u more not listed)\n", t->candidates - t->n_rank);
+		if (t->by_load)
+			ctl_out_printf(o, "   a new key: to the first clearly less loaded (place_load_z)\n");
 		ctl_out_printf(o, "   load bound: in_flight + 1 <= ceil(load_factor ");
 			       ctl_out_num(o, t->load_factor, false);
 			       ctl_out_printf(o, " x (in flight %" PRIu64 " + 1) x weight / ", t->total_in_flight);

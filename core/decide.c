@@ -272,6 +272,71 @@ static uint32_t place_cheapest(struct core *c, const struct pick *k,
 	return chosen;
 }
 
+/* A new key's load (in flight + 1 over weight) and its variance as a
+ * count's noise (a count n over weight w varies by sqrt(n) / w). */
+static inline double new_load(const struct pool_endpoint *e, double *var)
+{
+	double l = (e->in_flight + 1.0) * e->inv_weight;
+	*var = l * e->inv_weight;
+	return l;
+}
+
+/* Whether e's few requests in flight may be taken for spare capacity:
+ * an endpoint that fails fast, was left as slow, is judged by
+ * exploration or a breaker's probes, looks idle too (leastconn's
+ * trap: docs/routing-quality.md, fast failure). */
+static inline bool trusted_idle(const struct core *c, const struct pool_endpoint *e,
+				uint64_t now_ms)
+{
+	if (e->br.state != CORE_BREAKER_CLOSED || e->suspect != POOL_FIT ||
+	    e->explore_on)
+		return false;
+	uint32_t ok, fail;
+	breaker_counts(&e->br, &c->p, now_ms, &ok, &fail);
+	return fail == 0;
+}
+
+/* policy.place_load_z (params.h): the new key's rendezvous choice x
+ * (items[0, n) the ranking, intact), or the best ranked candidate whose
+ * load is lower than x's by more than place_load_z standard deviations of
+ * both counts' noise, if it can take the key as x could. The first
+ * clearly lighter in the key's own order, not the least loaded: agents
+ * whose views differ by noise still pick the same one. A key with
+ * requests placed before its first answer (placed: its endpoint, else
+ * UINT32_MAX) keeps the rendezvous choice: moving its next request too
+ * would split it, and sending it after the first whatever the load cost
+ * independent agents their agreement (Mooncake, 4 agents 0.2961 ->
+ * 0.2945). */
+static uint32_t place_by_load(struct core *c, const struct pick *k,
+			      const struct owned_view *o, uint32_t placed,
+			      uint32_t x, uint32_t n, uint64_t now_ms,
+			      struct core_trace *t)
+{
+	if (placed != UINT32_MAX)
+		return x;
+	double vx, lx = new_load(&c->pool.ep[x], &vx);
+	double z2 = c->p.place_load_z * c->p.place_load_z;
+	uint32_t y = UINT32_MAX;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct pool_endpoint *e = &c->pool.ep[c->items[i].endpoint];
+		double vi, d = lx - new_load(e, &vi);
+		/* written so that a NaN (a weight near 0) counts as no gap */
+		if (!(d > 0 && d * d > z2 * (vx + vi)) || !trusted_idle(c, e, now_ms))
+			continue;
+		if (y == UINT32_MAX || rdv_before(&c->items[i], &c->items[y]))
+			y = i;
+	}
+	if (y == UINT32_MAX)
+		return x;
+	y = c->items[y].endpoint;
+	if (!placeable(c, y, k, now_ms, t) || !owned_ok(c, o, y) ||
+	    !start_ok(c, k, o, y))
+		return x;
+	if (t != NULL)
+		t->by_load = true;
+	return y;
+}
+
 /* Whether e may take the request as a warm entry's endpoint: the rules
  * an affinity entry is held to (step 3), a hint's too. */
 static inline bool warm_usable(struct core *c, const struct view *v,
@@ -509,20 +574,17 @@ void decide(struct core *c, const struct core_request *req,
 
 	/* 4. Rendezvous ranking, walked until one is healthy and within
 	 * the load bound (with place_choices > 1, place_cheapest). */
-	struct owned_view ov = { 0 }, *o = NULL;
+	struct owned_view ov = { .placed = UINT32_MAX }, *o = NULL;
+	/* Requests of a key sent together before its first answer (no
+	 * entry yet) are one key: counted once, never passed over where the
+	 * first of them went, and not moved by place_by_load. */
+	const struct pending *pd = &c->pending[out->akey & (CORE_PENDING_SLOTS - 1)];
+	if (pd->akey == out->akey && pd->endpoint != 0 &&
+	    pd->endpoint != PENDING_ANY && pool->ep[pd->endpoint - 1].gen == pd->gen)
+		ov.placed = pd->endpoint - 1;
 	if (c->p.owned_bound >= 0) {
 		o = &ov;
 		owned_start(c, o, now_ms);
-		/* Requests of a key sent together before its first answer
-		 * (no entry yet) are one key: counted once, and never passed
-		 * over where the first of them went. */
-		ov.placed = UINT32_MAX;
-		const struct pending *pd =
-			&c->pending[out->akey & (CORE_PENDING_SLOTS - 1)];
-		if (pd->akey == out->akey && pd->endpoint != 0 &&
-		    pd->endpoint != PENDING_ANY &&
-		    pool->ep[pd->endpoint - 1].gen == pd->gen)
-			ov.placed = pd->endpoint - 1;
 		ov.count = warm_idx == UINT32_MAX && ov.placed == UINT32_MAX;
 	}
 	uint32_t best = 0;
@@ -561,8 +623,13 @@ void decide(struct core *c, const struct core_request *req,
 		if (placeable(c, it.endpoint, &k, now_ms, t)) {
 			if (owned_ok(c, o, it.endpoint) &&
 			    start_ok(c, &k, o, it.endpoint)) {
-				place_commit(c, it.endpoint, CORE_REASON_HASH, o,
-					     now_ms, out);
+				/* a new key: by load if clearly lighter */
+				uint32_t x = c->p.place_load_z > 0 &&
+					     warm_idx == UINT32_MAX ?
+					     place_by_load(c, &k, o, ov.placed,
+							   it.endpoint, v->n, now_ms, t) :
+					     it.endpoint;
+				place_commit(c, x, CORE_REASON_HASH, o, now_ms, out);
 				return;
 			}
 			spare = it.endpoint;

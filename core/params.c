@@ -23,6 +23,7 @@ void core_params_defaults(struct core_params *p)
 		.load_floor = 4,
 		.warm_slack = 6,
 		.place_choices = 1,
+		.place_load_z = 1.5,
 		.owned_bound = 0.5,
 		.slow_start = 2,
 		.owned_half_life_ms = 150 * 1000,

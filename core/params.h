@@ -143,6 +143,22 @@ struct core_params {
 	 * (synthetic chat 83.5% -> 82.6%). For one agent with short-lived
 	 * keys. */
 	uint32_t place_choices;            /* 1 */
+	/* A new key (no entry, or an expired one) the ranking placed on X
+	 * goes instead to the least loaded candidate L (in flight + 1 over
+	 * weight; ties in rendezvous order; one not left as slow, fit and
+	 * within the bounds as X) when X's load exceeds L's by more than
+	 * place_load_z standard deviations of the counting noise of both
+	 * (place_load_z x sqrt(X's + L's)). The tail of time to first token
+	 * is the cold long prompts of new keys, whose prefill the endpoint's
+	 * batch slows: the rendezvous choice put them on endpoints with ~3
+	 * more requests in flight than the least loaded at speed 1, ~10 at
+	 * speed 3 (docs/policy-v2.md, section 6). A difference of a few
+	 * requests that an agent's own view cannot tell from noise keeps
+	 * the rendezvous choice, so that independent agents, each seeing
+	 * only its own requests, still mostly agree; the threshold grows
+	 * with the counts, so that a busier view needs a larger gap. 0: off
+	 * (the rendezvous choice below the bound). */
+	double place_load_z;               /* 1.5 */
 	/* A key placed by the rendezvous ranking (no usable warm entry)
 	 * passes over candidates that already own more than (1 + owned_bound)
 	 * x their weight's part of the keys the candidates were given, plus

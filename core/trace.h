@@ -73,6 +73,8 @@ struct core_trace {
 	struct core_trace_rank rank[CORE_TRACE_MAX];
 	double load_factor;
 	uint32_t load_floor, place_choices;
+	bool by_load;              /* a new key sent to the least loaded
+				    * candidate instead (place_load_z) */
 	/* Step 5: the two random choices and their costs. */
 	bool p2c;
 	int p2c_a, p2c_b;

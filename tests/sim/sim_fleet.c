@@ -49,6 +49,7 @@ struct sim_fleet {
 	uint64_t live_total;
 	int64_t now;
 	int log_ingest;
+	int detail;
 	int64_t engine_poll_us;
 	uint32_t bt;          /* tokens per block of w */
 	/* closed loop (w->closed): what is sent, which conversations are busy */
@@ -231,6 +232,7 @@ static int ep_start(struct sim_fleet *f, uint32_t e, uint32_t i)
 	rc->cached_tokens = (uint32_t)cached;
 	double uncached = (double)(r->input_tokens - cached);
 	uint32_t others = s->running++;
+	rc->batch = (uint16_t)(others > UINT16_MAX ? UINT16_MAX : others);
 	double slow_p = ep_slow(f, e, f->now, SIM_PHASE_PREFILL) / p->speed;
 	double slow_d = ep_slow(f, e, f->now, SIM_PHASE_DECODE) / p->speed;
 	double prefill_ms = uncached / 1000.0 * p->prefill_ms_per_ktok *
@@ -404,6 +406,8 @@ static int on_arrival(struct sim_fleet *f, uint32_t i)
 	const char *reason = "none";
 	int e = f->pol->decide(a->st, &v, r, &reason);
 	rc->reason = reason;
+	if (f->detail && f->pol->detail)
+		rc->detail = f->pol->detail(a->st);
 	bool routed = true;
 	if (e < 0 || (uint32_t)e >= f->cfg->nep || !a->view[e].up) {
 		/* no answer, or use-server names a server that is not UP: HAProxy balances */
@@ -428,6 +432,14 @@ static int on_arrival(struct sim_fleet *f, uint32_t i)
 				f->pol->noretry(a->st, &v, r, (uint32_t)e));
 	rc->wep = e;
 	rc->attempts = 1;
+	if (f->detail) {
+		uint32_t lo = UINT32_MAX;
+		for (uint32_t k = 0; k < f->cfg->nep; k++)
+			if (a->view[k].up && f->eps[k].live < lo)
+				lo = f->eps[k].live;
+		rc->live_at = (uint16_t)f->eps[e].live;
+		rc->live_min = (uint16_t)(lo == UINT32_MAX ? 0 : lo);
+	}
 	a->view[e].in_flight++;
 	return attempt(f, i, (uint32_t)e);
 }
@@ -632,6 +644,7 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 		.pol = opts->policy,
 		.nag = opts->agents ? opts->agents : 1,
 		.log_ingest = opts->log_ingest,
+		.detail = opts->detail,
 		.engine_poll_us = opts->engine_poll_us,
 		.bt = w->block_tokens ? w->block_tokens : SIM_KV_BLOCK_TOKENS,
 		.creq = w->req,
@@ -698,6 +711,7 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 			.set = opts->set,
 			.nset = opts->nset,
 			.hints = f.has_hints ? &f.hints : NULL,
+			.detail = opts->detail,
 		};
 		ag->st = f.pol->create(&env);
 		if (!ag->st)

@@ -29,6 +29,12 @@ struct sim_rec {
 	uint8_t attempts;      /* upstream attempts: 1 + HAProxy's retries */
 	uint8_t noretry;       /* warmlane set noretry (its retry budget spent) */
 	int16_t slot;          /* a llama endpoint's slot it ran on, -1 otherwise */
+	/* --debug-tail only (sim_run_opts.detail): what the decision and the
+	 * endpoint saw, to take a latency tail apart. */
+	uint16_t batch;        /* other requests running when its prefill started */
+	uint16_t live_at;      /* the chosen endpoint's live count (every HAProxy's) at the decision */
+	uint16_t live_min;     /* the least such count over the endpoints up */
+	const char *detail;    /* the policy's detail of its decision (sim_policy.detail), or NULL */
 };
 
 struct sim_run_opts {
@@ -41,6 +47,8 @@ struct sim_run_opts {
 	int shared_hints;        /* the HAProxies share the warm hint (sim_hints.h) */
 	int64_t engine_poll_us;  /* agents poll the engines' /metrics this often
 				  * (agent/engine.c); 0: they do not */
+	int detail;              /* fill sim_rec's --debug-tail fields (policies may then
+				  * do more work per decision: the warmlane one explains it) */
 };
 
 struct sim_run {

@@ -24,6 +24,7 @@ struct opts {
 	const char *policies;
 	const char *keys;
 	const char *dump;
+	const char *debug_tail;
 	uint32_t agents;
 	uint64_t seed;
 	double speed;
@@ -78,6 +79,9 @@ static void usage(FILE *out)
 		"  --slo-ms MS         TTFT SLO for output_tok_s (default 2000; 0: none)\n"
 		"  --csv               print CSV rows instead of a table\n"
 		"  --dump FILE         write one CSV line per request and policy to FILE\n"
+		"  --debug-tail FILE   the same with what each request met: queue wait, prefill, the\n"
+		"                      batch it ran in, the live counts at its decision, the\n"
+		"                      policy's detail (warmlane: its decision explained) and its key\n"
 		"  --check             also run each policy twice (must be identical) and check\n"
 		"                      the scenario's expectations; exit 1 on a failure\n"
 		"  --skip-missing      exit 77 (skipped) when the --trace file does not exist\n"
@@ -217,6 +221,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->keys = v;
 		} else if (strcmp(a, "--dump") == 0) {
 			o->dump = v;
+		} else if (strcmp(a, "--debug-tail") == 0) {
+			o->debug_tail = v;
 		} else if (strcmp(a, "--set") == 0) {
 			if (o->nset == sizeof(o->set) / sizeof(o->set[0]) || !strchr(v, '='))
 				goto bad;
@@ -457,10 +463,17 @@ int main(int argc, char **argv)
 	fprintf(info, "\n");
 	sim_stats_print_header(stdout, o.csv);
 
-	FILE *dump = NULL;
+	FILE *dump = NULL, *tail = NULL;
 	if (o.dump && !(dump = fopen(o.dump, "w"))) {
 		fprintf(stderr, "warmlane-sim: %s: %s\n", o.dump, strerror(errno));
 		rc = -errno;
+		goto out;
+	}
+	if (o.debug_tail && !(tail = fopen(o.debug_tail, "w"))) {
+		fprintf(stderr, "warmlane-sim: %s: %s\n", o.debug_tail, strerror(errno));
+		rc = -errno;
+		if (dump)
+			fclose(dump);
 		goto out;
 	}
 	struct sim_scen_result res[MAX_POLICIES];
@@ -469,7 +482,7 @@ int main(int argc, char **argv)
 		struct sim_run run, ref = { 0 };
 		struct sim_run_opts ro = { .policy = pols[p], .agents = agents, .seed = o.seed,
 					   .set = o.set, .nset = o.nset, .log_ingest = o.log_ingest,
-					   .shared_hints = o.shared_hints,
+					   .shared_hints = o.shared_hints, .detail = tail != NULL,
 					   .engine_poll_us = (int64_t)o.engine_poll_ms * 1000 };
 		if (sim_fleet_run(&cfg, &w, &ro, &run, err, sizeof(err)) < 0) {
 			fprintf(stderr, "warmlane-sim: %s\n", err);
@@ -481,6 +494,8 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		if (dump)
 			sim_stats_dump(dump, &run, p == 0);
+		if (tail)
+			sim_stats_debug_tail(tail, &run, p == 0);
 		if (o.engine_poll_ms && agents > 1 && !o.csv &&
 		    engine_balance(&cfg, &w, &ro, &run, o.check, &status) < 0) {
 			rc = -ENOMEM;
@@ -519,10 +534,31 @@ int main(int argc, char **argv)
 				sim_fleet_run_finish(&again);
 			}
 		}
+		/* --debug-tail explains every decision first: the run must
+		 * be the run without it, each explanation its decision. */
+		if (tail && pols[p]->detail) {
+			struct sim_run plain;
+			struct sim_run_opts ro0 = ro;
+			ro0.detail = 0;
+			if (sim_fleet_run(&cfg, &w, &ro0, &plain, err, sizeof(err)) == 0) {
+				size_t differs = 0;
+				for (size_t i = 0; i < w.n; i++)
+					differs += run.rec[i].detail &&
+						   (strcmp(run.rec[i].detail, "explain-differs") == 0 ||
+						    strcmp(run.rec[i].detail, "unexplained") == 0);
+				int same = same_records(&run, &plain) && differs == 0;
+				fprintf(stderr, "%s %s: explained decisions are the decisions (%zu differ)\n",
+					same ? "ok  " : "FAIL", pols[p]->name, differs);
+				status |= !same;
+				sim_fleet_run_finish(&plain);
+			}
+		}
 		sim_fleet_run_finish(&run);
 	}
 	if (dump)
 		fclose(dump);
+	if (tail)
+		fclose(tail);
 	if (rc == 0 && sc && !o.csv) {
 		printf("\n# scenario %s: %s\n", sc->name, sc->desc);
 		sim_scen_print_header(stdout, sc);

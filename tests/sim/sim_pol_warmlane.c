@@ -5,9 +5,11 @@
 
 #include "budget.h"
 #include "core.h"
+#include "trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct wl {
 	struct core *core;
@@ -28,6 +30,10 @@ struct wl {
 	struct sim_hints *hints;
 	uint32_t agent;
 	const struct sim_fleet_cfg *cfg; /* the endpoints' failover tiers */
+	/* --debug-tail: each decision explained first (core_explain, which
+	 * puts the core back), and what it says of the key's entry. */
+	bool explain;
+	const char *detail;
 };
 
 static void wl_destroy(void *st)
@@ -98,6 +104,7 @@ static void *wl_create(const struct sim_policy_env *env)
 		{ "prior_ttfb_ms", &p.prior_ttfb_ms, NULL },
 		{ "cost_weight_per_ms", &p.cost_weight_per_ms, NULL },
 		{ "owned_bound", &p.owned_bound, NULL },
+		{ "place_load_z", &p.place_load_z, NULL },
 		{ "slow_start", &p.slow_start, NULL },
 		{ "explore_share", &p.explore_share, NULL },
 		{ "breaker_failure_ratio", &p.breaker_failure_ratio, NULL },
@@ -139,6 +146,7 @@ static void *wl_create(const struct sim_policy_env *env)
 	core_rng_seed(&s->rng, env->seed);
 	s->hints = env->hints;
 	s->agent = env->agent;
+	s->explain = env->detail != 0;
 	s->budget_p = (struct budget_params){ .ratio = SIM_RETRY_RATIO, .min_per_s = SIM_RETRY_MIN_PER_S,
 					      .window_ms = SIM_RETRY_WINDOW_MS };
 	if (sim_policy_param(env, "retry_ratio", &d) == 1)
@@ -213,6 +221,53 @@ static struct core_request wl_request(const struct sim_req *r)
 	return q;
 }
 
+/* What an explained decision did with the key's entry: kept it (warm),
+ * had none (new, or stale: its endpoint removed), or moved it and by which
+ * rule: the entry's endpoint not a candidate, its breaker, the speed rules
+ * (EWMA, slow run: fast_enough), the warm load bound, or exploration (the
+ * entry usable, the decision elsewhere). A new key's placement: on the
+ * rendezvous first, or passed over it (bound, owned count, slow start). */
+static const char *wl_detail(const struct core_trace *t)
+{
+	const struct core_decision *d = &t->decision;
+	if (!t->has_akey)
+		return "anonymous";
+	if (!t->entry || t->entry_stale) {
+		if (d->reason != CORE_REASON_HASH)
+			return t->entry ? "stale-other" : "new-other";
+		if (t->by_load)
+			return t->entry ? "stale-by-load" : "new-by-load";
+		if (t->n_rank > 0 && t->rank[0].endpoint == d->endpoint)
+			return t->entry ? "stale-first" : "new-first";
+		/* why the first was passed over: its speed, the load bound,
+		 * else what it owns or its first answers (not in the trace) */
+		const struct core_trace_rank *f = &t->rank[0];
+		if (t->n_rank == 0 || !f->walked)
+			return t->entry ? "stale-explore" : "new-explore";
+		if (!f->fast)
+			return t->entry ? "stale-passed-slow" : "new-passed-slow";
+		if (!f->bounded)
+			return t->entry ? "stale-passed-bound" : "new-passed-bound";
+		return t->entry ? "stale-passed-owned" : "new-passed-owned";
+	}
+	if (d->endpoint == t->entry_endpoint)
+		return d->reason == CORE_REASON_AFFINITY ? "warm" : "warm-other";
+	if (!t->entry_candidate)
+		return "moved-notcand";
+	if (!t->entry_closed)
+		return "moved-breaker";
+	if (!t->entry_fast)
+		return "moved-slow";
+	if (!t->entry_bounded)
+		return "moved-bound";
+	return "moved-explore";
+}
+
+static const char *wl_last_detail(void *st)
+{
+	return ((struct wl *)st)->detail;
+}
+
 static int wl_decide(void *st, const struct sim_view *v, const struct sim_req *r, const char **reason)
 {
 	struct wl *s = st;
@@ -231,7 +286,20 @@ static int wl_decide(void *st, const struct sim_view *v, const struct sim_req *r
 			q.hint = (struct core_hint){ .present = true, .akey32 = (uint32_t)akey,
 						     .age_ms = age, .n = 1, .endpoint = { s->idx[hep] } };
 	}
-	core_decide(s->core, &q, (uint64_t)(v->now_us / 1000), &s->rng, &d);
+	if (s->explain) {
+		struct core_trace *t = malloc(sizeof(*t));
+		struct core_rng rc = s->rng;
+		struct core_decision x;
+		s->detail = t && core_explain(s->core, &q, (uint64_t)(v->now_us / 1000), &rc, &x, t) == 0 ?
+			    wl_detail(t) : "unexplained";
+		free(t);
+		core_decide(s->core, &q, (uint64_t)(v->now_us / 1000), &s->rng, &d);
+		if (s->detail != NULL && strcmp(s->detail, "unexplained") != 0 &&
+		    (x.endpoint != d.endpoint || x.reason != d.reason))
+			s->detail = "explain-differs";
+	} else {
+		core_decide(s->core, &q, (uint64_t)(v->now_us / 1000), &s->rng, &d);
+	}
 	*reason = core_reason_name(d.reason);
 	if (d.endpoint < 0 || (uint32_t)d.endpoint >= s->rev_len)
 		return -1;
@@ -311,4 +379,5 @@ const struct sim_policy sim_pol_warmlane = {
 	.engine = wl_engine,
 	.complete = wl_complete,
 	.noretry = wl_noretry,
+	.detail = wl_last_detail,
 };

@@ -77,6 +77,7 @@ struct sim_policy_env {
 	const char *const *set;  /* --set NAME=VALUE overrides of policy parameters */
 	unsigned nset;
 	struct sim_hints *hints; /* --shared-hints: the table every agent's HAProxy shares; NULL: none */
+	int detail;       /* --debug-tail: the fleet reads detail() after each decide */
 };
 
 /* Looks name up in env's --set list: 1 with *v set, 0 when absent, -1 when
@@ -110,6 +111,9 @@ struct sim_policy {
 	 * budget spent), right after decide (only with --log-ingest, as the
 	 * agent's budget is off without its log input; optional). */
 	int (*noretry)(void *st, const struct sim_view *v, const struct sim_req *r, uint32_t ep);
+	/* Why the last decide chose as it did, in more words than its reason
+	 * (a static string; only with env.detail; optional). */
+	const char *(*detail)(void *st);
 };
 
 /* Number of policies built in, and the i-th in report order. */

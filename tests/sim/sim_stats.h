@@ -35,4 +35,11 @@ void sim_stats_print_row(FILE *out, const struct sim_summary *s, int csv);
  * ttft_ms,e2e_ms,input,cached,output,reason), header first when header is set. */
 void sim_stats_dump(FILE *out, const struct sim_run *run, int header);
 
+/* --debug-tail: one CSV line per request of run (a run with
+ * sim_run_opts.detail), what it met as well as what it got: queue wait
+ * and prefill (ms, -1 if never admitted), the batch its prefill ran in,
+ * the live counts at its decision, the policy's detail and the affinity
+ * key (hex, 0: none); with header, the column names first. */
+void sim_stats_debug_tail(FILE *out, const struct sim_run *run, int header);
+
 #endif

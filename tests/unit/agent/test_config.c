@@ -47,6 +47,7 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert_uint_eq(a->warm_slack, b->warm_slack);
 	ck_assert_uint_eq(a->place_choices, b->place_choices);
 	ck_assert(a->owned_bound == b->owned_bound);
+	ck_assert(a->place_load_z == b->place_load_z);
 	ck_assert(a->slow_start == b->slow_start);
 	ck_assert_uint_eq(a->owned_half_life_ms, b->owned_half_life_ms);
 	ck_assert(a->explore_share == b->explore_share);
@@ -142,6 +143,7 @@ static const char full_yaml[] =
 	"  warm_slack: 3\n"
 	"  place_choices: 3\n"
 	"  owned_bound: 0.25\n"
+	"  place_load_z: 2.5\n"
 	"  slow_start: 3\n"
 	"  owned_half_life: 75s\n"
 	"  explore_share: 0.5\n"
@@ -210,6 +212,7 @@ START_TEST(full_file)
 	ck_assert_uint_eq(p->warm_slack, 3);
 	ck_assert_uint_eq(p->place_choices, 3);
 	ck_assert(p->owned_bound == 0.25);
+	ck_assert(p->place_load_z == 2.5);
 	ck_assert(p->slow_start == 3);
 	ck_assert_uint_eq(p->owned_half_life_ms, 75 * 1000);
 	ck_assert(p->explore_share == 0.5);

@@ -1294,6 +1294,81 @@ START_TEST(place_choices_cheapest_of_first_n)
 }
 END_TEST
 
+/* A new key r on a pool of 4, the load bound out of the way (load_floor
+ * 1000), x holding x_load requests and y one failure in its breaker
+ * window when y_failed: where it goes with place_load_z z. */
+static int place_load_decide(const struct core_request *r, double z, int x,
+			     uint32_t x_load, int y, bool y_failed)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.owned_bound = -1;
+	p.explore_share = 0;
+	p.load_floor = 1000;
+	p.place_load_z = z;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	if (y_failed)
+		fx_observe(&f, y, 500, 10, false, 0, false);
+	core_endpoint_sync(f.c, x, CORE_ADMIN_ENABLED, x_load, f.now);
+	struct core_decision d = fx_decide(&f, r);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	fx_finish(&f);
+	return d.endpoint;
+}
+
+START_TEST(place_load_new_keys_off_clearly_busier)
+{
+	/* For each of 100 new keys: its first three rendezvous choices x, y,
+	 * z. x with 8 in flight against 0 elsewhere (9 against 1: a gap of 8
+	 * over 1.5 x sqrt(10) = 4.7) sends it to y, the best ranked clearly
+	 * lighter, not to any idle one; x with 2 (a gap of 2 within 1.5 x
+	 * sqrt(4) = 3: noise an agent's own view cannot tell) keeps it; y
+	 * with a failure in its breaker window is not trusted as idle (a
+	 * fast-failing server looks idle): z. With place_load_z 0, x
+	 * whatever its load. */
+	for (uint64_t key = 1; key <= 100; key++) {
+		struct fx t;
+		fx_init_ranking(&t, 4);
+		struct core_request r = fx_session(key * 0x9e3779b97f4a7c15ull);
+		int x = fx_decide(&t, &r).endpoint;
+		core_endpoint_sync(t.c, x, CORE_ADMIN_DOWN, 0, t.now);
+		int y = fx_decide(&t, &r).endpoint;
+		core_endpoint_sync(t.c, y, CORE_ADMIN_DOWN, 0, t.now);
+		int z = fx_decide(&t, &r).endpoint;
+		fx_finish(&t);
+		ck_assert(x != y && y != z && x != z);
+
+		ck_assert_int_eq(place_load_decide(&r, 1.5, x, 8, y, false), y);
+		ck_assert_int_eq(place_load_decide(&r, 1.5, x, 2, y, false), x);
+		ck_assert_int_eq(place_load_decide(&r, 1.5, x, 8, y, true), z);
+		ck_assert_int_eq(place_load_decide(&r, 0, x, 8, y, false), x);
+	}
+}
+END_TEST
+
+START_TEST(place_load_keeps_warm_keys)
+{
+	/* A key with a warm entry on x stays there with x busier by far (the
+	 * warm entry's own bound decides; load_floor 1000 keeps it). */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.explore_share = 0;
+	p.load_floor = 1000;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	struct core_request r = fx_session(77);
+	struct core_decision d = fx_decide(&f, &r);
+	fx_feedback(&f, &d, 200, 50, false);
+	core_endpoint_complete(f.c, d.endpoint);
+	core_endpoint_sync(f.c, d.endpoint, CORE_ADMIN_ENABLED, 20, f.now);
+	struct core_decision e = fx_decide(&f, &r);
+	ck_assert_int_eq(e.reason, CORE_REASON_AFFINITY);
+	ck_assert_int_eq(e.endpoint, d.endpoint);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(spill_when_all_hashed_choices_fail)
 {
 	/* Exploration off: it would send the left a a new key now and then
@@ -2454,6 +2529,8 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, light_load_keeps_keys_home);
 	tcase_add_loop_test(tc, hot_keys_stay_within_bound, 0, 2);
 	tcase_add_test(tc, place_choices_cheapest_of_first_n);
+	tcase_add_test(tc, place_load_new_keys_off_clearly_busier);
+	tcase_add_test(tc, place_load_keeps_warm_keys);
 	tcase_add_test(tc, spill_when_all_hashed_choices_fail);
 	tcase_add_test(tc, p2c_spreads_without_identity);
 	tcase_add_test(tc, p2c_prefers_fast_and_cheap);
