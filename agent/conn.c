@@ -575,6 +575,8 @@ static void conn_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 
 	if (nread > 0) {
 		c->rlen += (size_t)nread;
+		if (c->srv->before_pass != NULL)
+			c->srv->before_pass(c->srv->before_pass_arg);
 		conn_process(c);
 		return;
 	}

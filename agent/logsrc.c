@@ -162,29 +162,18 @@ void logsrc_handle(struct logsrc *ls, const uint8_t *p, size_t len,
 
 /* ---- sockets ------------------------------------------------------------- */
 
-/* A socket whose readiness is watched. */
+/* A socket that is read: open, and no poll error (libuv stops the handle
+ * on one). */
 static bool logsrc_sock_reading(const struct logsrc_sock *s)
 {
-	return s->open && uv_is_active((const uv_handle_t *)&s->poll);
+	return s->open && !s->failed;
 }
 
-static void logsrc_on_readable(uv_poll_t *h, int status, int events)
+/* Reads s's datagrams: at most LOGSRC_BATCH, and none after the one that
+ * took the pass past budget_ns (logsrc.h). */
+static void logsrc_sock_read(struct logsrc *ls, struct logsrc_sock *s,
+			     uint64_t budget_ns)
 {
-	struct logsrc_sock *s = h->data;
-	struct logsrc *ls = s->owner;
-	(void)events;
-	if (status < 0) {
-		/* libuv stops the handle on a poll error: this socket is read
-		 * no more. Without a socket read, the log input is off (and
-		 * non-streamed feedback ends requests again). */
-		uv_poll_stop(h);
-		ls->route->log_input = logsrc_sock_reading(&ls->unix_sock) ||
-				       logsrc_sock_reading(&ls->udp_sock);
-		log_error("log input poll error: this socket is no longer read",
-			  "error=%s log_input=%s", uv_err_name(status),
-			  ls->route->log_input ? "on" : "off");
-		return;
-	}
 	uint64_t start = uv_hrtime();
 	uint64_t now_ms = uv_now(ls->loop);
 	uint64_t wall_ms = wall_now_ms();
@@ -203,11 +192,32 @@ static void logsrc_on_readable(uv_poll_t *h, int status, int events)
 			len = sizeof(ls->buf);
 		}
 		logsrc_handle(ls, ls->buf, len, now_ms, wall_ms);
-		if (uv_hrtime() - start >= ls->pass_ns)
+		if (uv_hrtime() - start >= budget_ns)
 			break;
 	}
 	/* More may be waiting: level-triggered, the poll fires again on the
 	 * next iteration, after the other handles had their turn. */
+}
+
+static void logsrc_on_readable(uv_poll_t *h, int status, int events)
+{
+	struct logsrc_sock *s = h->data;
+	struct logsrc *ls = s->owner;
+	(void)events;
+	if (status < 0) {
+		/* libuv stops the handle on a poll error: this socket is read
+		 * no more. Without a socket read, the log input is off (and
+		 * non-streamed feedback ends requests again). */
+		uv_poll_stop(h);
+		s->failed = true;
+		ls->route->log_input = logsrc_sock_reading(&ls->unix_sock) ||
+				       logsrc_sock_reading(&ls->udp_sock);
+		log_error("log input poll error: this socket is no longer read",
+			  "error=%s log_input=%s", uv_err_name(status),
+			  ls->route->log_input ? "on" : "off");
+		return;
+	}
+	logsrc_sock_read(ls, s, ls->pass_ns);
 }
 
 static void logsrc_on_closed(uv_handle_t *h)
@@ -240,6 +250,18 @@ static int logsrc_sock_watch(struct logsrc *ls, struct logsrc_sock *s)
 	s->poll.data = s;
 	s->open = true;
 	return uv_poll_start(&s->poll, UV_READABLE, logsrc_on_readable);
+}
+
+void logsrc_catch_up(void *arg)
+{
+	struct logsrc *ls = arg;
+	/* Until HAProxy's first line, nothing to catch up with: no recv. */
+	if (ls->route == NULL || !ls->route->log_lines)
+		return;
+	if (logsrc_sock_reading(&ls->unix_sock))
+		logsrc_sock_read(ls, &ls->unix_sock, ls->catch_up_ns);
+	if (logsrc_sock_reading(&ls->udp_sock))
+		logsrc_sock_read(ls, &ls->udp_sock, ls->catch_up_ns);
 }
 
 /* 0 when nothing answers at path (absent, or a stale socket), -EADDRINUSE
@@ -363,6 +385,7 @@ int logsrc_init(struct logsrc *ls, uv_loop_t *loop, struct route *route,
 		.unix_sock = { .fd = -1, .owner = ls },
 		.udp_sock = { .fd = -1, .owner = ls },
 		.pass_ns = LOGSRC_PASS_NS,
+		.catch_up_ns = LOGSRC_CATCH_UP_NS,
 	};
 	if (errlen > 0)
 		err[0] = '\0';

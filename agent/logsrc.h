@@ -23,6 +23,12 @@ struct route;
  * frame's decision needs (the next turn of a conversation, on 2.6). */
 #define LOGSRC_BATCH 64
 #define LOGSRC_PASS_NS 1000000u
+/* logsrc_catch_up's bound in time: the lines it reads were mostly sent
+ * before the frames that wait for them, so it may take longer than a
+ * readiness callback, but a tenth of the example's `timeout processing`
+ * at most (strace of a starved agent: an unbounded catch-up made route
+ * frames wait 30 ms behind lines that kept coming). */
+#define LOGSRC_CATCH_UP_NS 5000000u
 /* Largest datagram read whole (HAProxy's largest `len` is 65535; the
  * example configs use 4096). A longer one is cut and counted. */
 #define LOGSRC_BUF 16384
@@ -44,6 +50,7 @@ struct logsrc_sock {
 	int fd;                  /* -1: not open */
 	bool open;               /* poll handle initialised (needs a close) */
 	bool closing;            /* uv_close called: its callback closes fd */
+	bool failed;             /* a poll error stopped it: not read again */
 	struct logsrc *owner;
 };
 
@@ -53,6 +60,7 @@ struct logsrc {
 	struct logsrc_sock unix_sock;
 	struct logsrc_sock udp_sock;
 	uint64_t pass_ns;        /* LOGSRC_PASS_NS (the unit tests lower it) */
+	uint64_t catch_up_ns;    /* LOGSRC_CATCH_UP_NS, logsrc_catch_up's */
 	char path[108];          /* the unix socket file we bound, or "" */
 	unsigned closing;        /* handles still closing */
 	/* rate limit of "unparseable log line" messages */
@@ -84,6 +92,15 @@ int logsrc_init(struct logsrc *ls, uv_loop_t *loop, struct route *route,
 /* Closes the sockets (their handles close on the loop) and removes the
  * unix socket file. Clears route->log_input. Safe on a zeroed ls, twice. */
 void logsrc_finish(struct logsrc *ls);
+
+/* Reads what the sockets hold now, as a readiness callback would (the
+ * same bounds). The server calls it before each read pass of an SPOP
+ * connection (server.before_pass): epoll may report a connection before
+ * the log socket although HAProxy sent a line first, e.g. the line that
+ * ends a conversation's turn before the next turn's route frame, whose
+ * decision needs the turn's success. One recv when the sockets are empty;
+ * none before HAProxy's first line. arg: the struct logsrc. */
+void logsrc_catch_up(void *arg);
 
 /* Parses one datagram and applies it (what the socket callback does for
  * each one; the unit tests call it directly). now_ms: uv_now; wall_ms:

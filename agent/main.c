@@ -411,6 +411,9 @@ static int main_run(struct app *app)
 		log_info("reading HAProxy's log lines", "path=%s udp_port=%u",
 			 cfg->log_input_path[0] != '\0' ? cfg->log_input_path : "-",
 			 (unsigned)cfg->log_input_udp_port);
+		/* lines sent before a frame are applied before it */
+		app->srv.before_pass = logsrc_catch_up;
+		app->srv.before_pass_arg = &app->logsrc;
 	}
 	reload_parse_init(&app->reload, app->loop, &app->opts,
 			  main_reload_parsed, app);

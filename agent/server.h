@@ -65,6 +65,12 @@ struct server {
 	uv_timer_t stop_timer;
 	server_stopped_cb on_stopped;
 	void *on_stopped_arg;
+	/* Called before the frames of a read pass are answered (NULL: none).
+	 * main sets the log input's catch-up (logsrc_catch_up), so that the
+	 * lines HAProxy sent before a frame are applied before the frame is
+	 * decided, whichever of the two sockets epoll reports first. */
+	void (*before_pass)(void *arg);
+	void *before_pass_arg;
 	/* Protocol-error log lines in the current second, and those left out:
 	 * a misconfigured HAProxy can reconnect thousands of times a second. */
 	uint64_t errlog_second;

@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "harness.h"
 #include "log.h"
 #include "logsrc.h"
 #include "route.h"
@@ -821,6 +822,107 @@ START_TEST(lines_and_connections_take_turns)
 }
 END_TEST
 
+/* A line HAProxy sent before a route frame is applied before the frame is
+ * decided, even when epoll reports the connection first
+ * (server.before_pass, logsrc_catch_up): the next turn of a conversation,
+ * sent as soon as the previous answer is in, finds that turn's success
+ * and stays on its server by affinity. */
+static void catch_up_turn(bool hooked, char *reason, size_t cap)
+{
+	char path[100], yaml[1024], err[256];
+	snprintf(path, sizeof(path), "%s/turns.sock", dir);
+	snprintf(yaml, sizeof(yaml),
+		 "log_input: { path: \"%s\" }\n"
+		 "endpoints:\n"
+		 "  - { backend: llm, server: s1, keys: [k1] }\n"
+		 "  - { backend: llm, server: s2, keys: [k1] }\n"
+		 "  - { backend: llm, server: s3, keys: [k1] }\n", path);
+	struct harness h;
+	struct logsrc ls;
+	harness_init(&h, yaml);
+	ck_assert_int_eq(logsrc_init(&ls, &h.loop, &h.srv.route, &h.cfg, err,
+				     sizeof(err)), 0);
+	if (hooked) {
+		h.srv.before_pass = logsrc_catch_up;
+		h.srv.before_pass_arg = &ls;
+	}
+	struct client *c = harness_client(&h, 0);
+	static struct fb f;
+	static uint8_t fr[65536];
+	struct ack_vars v;
+	f.len = 0;
+	fb_hello(&f, 16380);
+	client_send(&h, c, f.b, f.len);
+	ck_assert(client_frame(&h, c, fr, sizeof(fr), 2000) > 0);
+
+	/* turn 1 of c1, decided by hash; its line has been seen once */
+	const char *const t1[] = { "session", "c1", NULL };
+	f.len = 0;
+	fb_route(&f, 1, 1, t1);
+	client_send(&h, c, f.b, f.len);
+	ptrdiff_t n = client_frame(&h, c, fr, sizeof(fr), 2000);
+	ck_assert(n > 0);
+	answer_ack(fr, (size_t)n, 1, 1, &v);
+	ck_assert_str_eq(ack_str(&v, "reason"), "hash");
+	char srv[32], akey[32], line[1024];
+	snprintf(srv, sizeof(srv), "%s", ack_str(&v, "server"));
+	snprintf(akey, sizeof(akey), "%s", ack_str(&v, "akey"));
+#define TURN_LINE "<134>1 2026-11-29T10:21:44.552318+00:00 - haproxy 1 - - " \
+		  "be=llm srv=%s st=200 ts=---- rc=0 tw=0 tc=0 tr=30 ta=40 " \
+		  "tt=40 bytes=900 at=1795947704.530 wbe=llm wsrv=%s key=k1 " \
+		  "akey=%s reason=hash fb=0 stream=- id=\"x\" 127.0.0.1:1 " \
+		  "\"POST / HTTP/1.1\"\n"
+	int ln = snprintf(line, sizeof(line), TURN_LINE, "s1", "s1", "-");
+	send_to(&h.loop, path, line, (size_t)ln);
+	for (int i = 0; i < 100 && h.srv.route.log.received == 0; i++)
+		uv_run(&h.loop, UV_RUN_NOWAIT);
+	ck_assert(h.srv.route.log_lines);
+
+	/* epoll reports the connection first: the log socket's poll is held
+	 * for this iteration (epoll's order of two ready sockets is the
+	 * kernel's), and the frames are written without running the loop
+	 * (client_send runs it) */
+	ck_assert_int_eq(uv_poll_stop(&ls.unix_sock.poll), 0);
+	const char *const other[] = { "session", "c2", NULL };
+	f.len = 0;
+	fb_route(&f, 2, 1, other);
+	ck_assert_int_eq(write(c->fd, f.b, f.len), (ssize_t)f.len);
+	ln = snprintf(line, sizeof(line), TURN_LINE, srv, srv, akey);
+#undef TURN_LINE
+	int lfd = socket(AF_UNIX, SOCK_DGRAM, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	ck_assert_int_eq(sendto(lfd, line, (size_t)ln, 0, (struct sockaddr *)&sa,
+				sizeof(sa)), ln);
+	close(lfd);
+	f.len = 0;
+	fb_route(&f, 3, 1, t1);
+	ck_assert_int_eq(write(c->fd, f.b, f.len), (ssize_t)f.len);
+	n = client_frame(&h, c, fr, sizeof(fr), 2000);
+	ck_assert(n > 0);
+	answer_ack(fr, (size_t)n, 2, 1, &v);
+	n = client_frame(&h, c, fr, sizeof(fr), 2000);
+	ck_assert(n > 0);
+	answer_ack(fr, (size_t)n, 3, 1, &v);
+	ck_assert_str_eq(ack_str(&v, "server"), srv);
+	snprintf(reason, cap, "%s", ack_str(&v, "reason"));
+
+	client_free(c);
+	logsrc_finish(&ls);
+	harness_finish(&h);
+}
+
+START_TEST(line_before_frame_applied_first)
+{
+	char reason[32];
+	catch_up_turn(true, reason, sizeof(reason));
+	ck_assert_str_eq(reason, "affinity");
+	/* the set-up is conclusive: without the hook the turn came first */
+	catch_up_turn(false, reason, sizeof(reason));
+	ck_assert_str_eq(reason, "hash");
+}
+END_TEST
+
 /* A pass stops after the line that took it past pass_ns: with 0, one line
  * an iteration, and the others in the iterations after. */
 START_TEST(pass_budget)
@@ -950,6 +1052,7 @@ static Suite *logsrc_suite(void)
 	tcase_add_test(tc, udp_and_none);
 	tcase_add_test(tc, lines_and_connections_take_turns);
 	tcase_add_test(tc, pass_budget);
+	tcase_add_test(tc, line_before_frame_applied_first);
 	tcase_add_test(tc, poll_error_turns_input_off);
 	tcase_add_test(tc, config_checks);
 	suite_add_tcase(s, tc);
