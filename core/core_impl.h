@@ -62,7 +62,7 @@ struct view {
  * socket chooses akey, so a line alone must never grow the map, but on
  * HAProxy 2.6 (haproxy-2.6.cfg sends no feedback message) and whenever a
  * feedback exchange timed out, the log line is the only word of a
- * success. 16384 slots (384 KiB) hold far more decisions than are in
+ * success. 16384 slots (256 KiB) hold far more decisions than are in
  * flight at once; a slot lost to a later decision costs that session one
  * more turn before it is homed. */
 #define CORE_PENDING_SLOTS 16384u
@@ -70,13 +70,6 @@ struct pending {
 	uint64_t akey;
 	uint32_t endpoint;       /* index + 1; 0: empty; PENDING_ANY */
 	uint32_t gen;
-	/* policy.pending_follow: the key's next requests before its first
-	 * answer may follow this placement while the rendezvous choice is
-	 * still `best` (index + 1; 0: never followed) and the placement is
-	 * younger than the bound (at_ms, the first decision's time, low 32
-	 * bits: only differences are read). */
-	uint32_t at_ms;
-	uint32_t best;
 };
 
 /* A shadow decision (core_decision_shadow): HAProxy picks the endpoint,

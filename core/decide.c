@@ -147,10 +147,7 @@ static void pick_signals(struct core *c, struct view *v, struct pick *k)
 	}
 }
 
-/* Returns whether it wrote a new pending placement (a request of the
- * same key sent again where its unconfirmed placement went keeps that
- * placement's age: pending_follow). */
-static bool commit(struct core *c, uint32_t idx, enum core_reason reason,
+static void commit(struct core *c, uint32_t idx, enum core_reason reason,
 		   uint64_t now_ms, struct core_decision *out)
 {
 	struct pool_endpoint *e = &c->pool.ep[idx];
@@ -177,13 +174,9 @@ static bool commit(struct core *c, uint32_t idx, enum core_reason reason,
 	out->tier = e->tier;
 	out->gen = e->gen;
 	c->decisions[reason]++;
-	if (!out->has_akey || reason == CORE_REASON_AFFINITY)
-		return false;
-	struct pending *s = &c->pending[out->akey & (CORE_PENDING_SLOTS - 1)];
-	if (s->akey == out->akey && s->endpoint == idx + 1 && s->gen == e->gen)
-		return false;
-	*s = (struct pending){ out->akey, idx + 1, e->gen, (uint32_t)now_ms, 0 };
-	return true;
+	if (out->has_akey && reason != CORE_REASON_AFFINITY)
+		c->pending[out->akey & (CORE_PENDING_SLOTS - 1)] =
+			(struct pending){ out->akey, idx + 1, e->gen };
 }
 
 void core_decision_shadow(struct core *c, const struct core_decision *d)
@@ -200,7 +193,7 @@ void core_decision_shadow(struct core *c, const struct core_decision *d)
 	 * HAProxy may serve it elsewhere: that is what the map must learn. */
 	if (d->has_akey)
 		c->pending[d->akey & (CORE_PENDING_SLOTS - 1)] =
-			(struct pending){ d->akey, PENDING_ANY, 0, 0, 0 };
+			(struct pending){ d->akey, PENDING_ANY, 0 };
 }
 
 /* What the candidates of one decision own (policy.owned_bound): their
@@ -212,10 +205,6 @@ struct owned_view {
 	double inc;
 	bool count;  /* the key is new: no entry at all (or a stale one) */
 	uint32_t placed; /* its unconfirmed placement's endpoint, or UINT32_MAX */
-	/* pending_follow: the new key's rendezvous choice, noted with its
-	 * first placement; UINT32_MAX: none noted */
-	uint32_t best;
-	bool on;     /* owned_bound is on: the counts are kept */
 };
 
 /* Whether idx owns few enough keys to take a new one; o NULL: the rule
@@ -320,13 +309,13 @@ static inline bool trusted_idle(const struct core *c, const struct pool_endpoint
  * 0.2945). */
 static uint32_t place_by_load(struct core *c, const struct pick *k,
 			      const struct owned_view *o, uint32_t placed,
-			      uint32_t x, uint32_t n, double z, uint64_t now_ms,
+			      uint32_t x, uint32_t n, uint64_t now_ms,
 			      struct core_trace *t)
 {
 	if (placed != UINT32_MAX)
 		return x;
 	double vx, lx = new_load(&c->pool.ep[x], &vx);
-	double z2 = z * z;
+	double z2 = c->p.place_load_z * c->p.place_load_z;
 	uint32_t y = UINT32_MAX;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct pool_endpoint *e = &c->pool.ep[c->items[i].endpoint];
@@ -389,44 +378,6 @@ static enum core_hint_use hint_step(struct core *c, const struct core_hint *h,
 	return CORE_HINT_REFUSED;
 }
 
-/* Whether some candidate other than x is trusted as idle (trusted_idle):
- * else place_load_z's rule has nothing to weigh x against, and a new
- * key's rendezvous choice over the load bound is passed over by the
- * bound's walk (pending_follow). */
-static bool other_trusted(const struct core *c, const struct view *v,
-			  uint32_t x, uint64_t now_ms)
-{
-	for (uint32_t i = 0; i < v->n; i++)
-		if (v->cand[i] != x && trusted_idle(c, &c->pool.ep[v->cand[i]], now_ms))
-			return true;
-	return false;
-}
-
-/* policy.pending_follow (params.h): whether the key's unconfirmed
- * placement s (its akey, endpoint and generation checked by the caller)
- * takes this request too. It must be younger than pending_follow x its
- * endpoint's time to headers, noted while the rendezvous choice was
- * best_ep (else an endpoint came back, joined or left the candidates:
- * the key is placed afresh), and its endpoint usable as a warm entry's
- * and trusted as idle. One that fails once is never followed again
- * (forget: not in core_explain, which leaves the state alone): a failure,
- * a breaker opening, a slow mark or a failover ends it, even if its
- * cause is over by the next request. */
-static bool pending_follows(struct core *c, struct pending *s,
-			    const struct pick *k, uint32_t best_ep,
-			    uint64_t now_ms, bool forget)
-{
-	uint32_t idx = s->endpoint - 1;
-	struct pool_endpoint *e = &c->pool.ep[idx];
-	uint32_t age = (uint32_t)now_ms - s->at_ms;
-	bool ok = s->best == best_ep + 1 &&
-		  (double)age <= c->p.pending_follow * eff_ewma(c, e, k, 0) &&
-		  warm_usable(c, k->v, idx, k) && trusted_idle(c, e, now_ms);
-	if (!ok && forget)
-		s->best = 0;
-	return ok;
-}
-
 /* Whether a key warm on slot idx, a candidate of all in a worse tier than
  * the decision may use, stays there: the hysteresis of tier_keeps, its
  * breaker CLOSED (no probe slot of a recovering worse endpoint is spent
@@ -456,23 +407,18 @@ static void owned_start(struct core *c, struct owned_view *o, uint64_t now_ms)
 			c->pool.ep[i].owned *= rescale;
 }
 
-/* commit, and a new key is counted as idx's (unless ov->on is false: the
- * rule is off).
+/* commit, and a new key is counted as idx's (o NULL: the rule is off).
  * A key re-placed while it has an entry elsewhere (its endpoint left, or
  * not a candidate for this request) was counted when it was new: counting
  * it again would charge one session many times to an endpoint it keeps
  * being sent back to. */
 static void place_commit(struct core *c, uint32_t idx, enum core_reason reason,
-			 const struct owned_view *ov, uint64_t now_ms,
+			 const struct owned_view *o, uint64_t now_ms,
 			 struct core_decision *out)
 {
-	bool fresh = commit(c, idx, reason, now_ms, out);
-	if (ov->on && ov->count)
-		c->pool.ep[idx].owned += ov->inc;
-	/* a new key's first placement, which its next requests may follow
-	 * while the ranking still puts first what it put first now */
-	if (fresh && ov->best != UINT32_MAX)
-		c->pending[out->akey & (CORE_PENDING_SLOTS - 1)].best = ov->best + 1;
+	commit(c, idx, reason, now_ms, out);
+	if (o != NULL && o->count)
+		c->pool.ep[idx].owned += o->inc;
 }
 
 /* core_decide; t is NULL but for core_explain, which restores the state
@@ -579,7 +525,7 @@ void decide(struct core *c, const struct core_request *req,
 		if (out->hint == CORE_HINT_USED) {
 			commit(c, h, CORE_REASON_AFFINITY, now_ms, out);
 			c->pending[out->akey & (CORE_PENDING_SLOTS - 1)] =
-				(struct pending){ out->akey, h + 1, pool->ep[h].gen, 0, 0 };
+				(struct pending){ out->akey, h + 1, pool->ep[h].gen };
 			return;
 		}
 	}
@@ -628,7 +574,7 @@ void decide(struct core *c, const struct core_request *req,
 
 	/* 4. Rendezvous ranking, walked until one is healthy and within
 	 * the load bound (with place_choices > 1, place_cheapest). */
-	struct owned_view ov = { .placed = UINT32_MAX, .best = UINT32_MAX }, *o = NULL;
+	struct owned_view ov = { .placed = UINT32_MAX }, *o = NULL;
 	/* Requests of a key sent together before its first answer (no
 	 * entry yet) are one key: counted once, never passed over where the
 	 * first of them went, and not moved by place_by_load. */
@@ -638,7 +584,6 @@ void decide(struct core *c, const struct core_request *req,
 		ov.placed = pd->endpoint - 1;
 	if (c->p.owned_bound >= 0) {
 		o = &ov;
-		ov.on = true;
 		owned_start(c, o, now_ms);
 		ov.count = warm_idx == UINT32_MAX && ov.placed == UINT32_MAX;
 	}
@@ -655,32 +600,17 @@ void decide(struct core *c, const struct core_request *req,
 	ov.k_w = v->total_w;
 	if (t != NULL)
 		trace_rank(c, v->n, t);
-	/* policy.pending_follow: a new key's requests before its first
-	 * answer go where the first went, while that placement holds. */
-	bool by_load = warm_idx == UINT32_MAX && c->p.pending_follow > 0 &&
-		       c->p.place_load_z > 0 && c->p.place_choices == 1;
-	if (by_load) {
-		ov.best = c->items[best].endpoint;
-		if (ov.placed != UINT32_MAX &&
-		    pending_follows(c, &c->pending[out->akey & (CORE_PENDING_SLOTS - 1)],
-				    &k, ov.best, now_ms, t == NULL)) {
-			if (t != NULL)
-				t->followed = true;
-			commit(c, ov.placed, CORE_REASON_HASH, now_ms, out);
-			return;
-		}
-	}
 	if (warm_idx == UINT32_MAX) { /* a new key: a probe? */
 		uint32_t x = explore_pick(c, &k, out->akey, UINT32_MAX, now_ms);
 		if (x != UINT32_MAX) {
-			place_commit(c, x, CORE_REASON_HASH, &ov, now_ms, out);
+			place_commit(c, x, CORE_REASON_HASH, o, now_ms, out);
 			return;
 		}
 	}
 	if (c->p.place_choices > 1 && v->n > 1) {
 		uint32_t idx = place_cheapest(c, &k, best, o, now_ms, t);
 		if (idx != UINT32_MAX) {
-			place_commit(c, idx, CORE_REASON_HASH, &ov, now_ms, out);
+			place_commit(c, idx, CORE_REASON_HASH, o, now_ms, out);
 			return;
 		}
 	} else {
@@ -690,22 +620,6 @@ void decide(struct core *c, const struct core_request *req,
 		 * (then the former rule's choice). */
 		uint32_t spare = UINT32_MAX;
 		struct rdv_item it = c->items[best];
-		/* pending_follow: a new key whose rendezvous choice is fit goes
-		 * by place_load_z's rule alone; the bound's walk (below) only
-		 * when no other candidate is trusted as idle. */
-		if (by_load && fast_enough(c, &pool->ep[it.endpoint], &k) &&
-		    owned_ok(c, o, it.endpoint) && start_ok(c, &k, o, it.endpoint)) {
-			uint32_t y = place_by_load(c, &k, o, UINT32_MAX, it.endpoint,
-						   v->n, c->p.place_load_z, now_ms, t);
-			if (y != it.endpoint ||
-			    within_bound(c, &pool->ep[y], &k) ||
-			    other_trusted(c, v, y, now_ms)) {
-				if (t != NULL && y == it.endpoint)
-					trace_walked(c, &k, y, true, now_ms, t);
-				place_commit(c, y, CORE_REASON_HASH, &ov, now_ms, out);
-				return;
-			}
-		}
 		if (placeable(c, it.endpoint, &k, now_ms, t)) {
 			if (owned_ok(c, o, it.endpoint) &&
 			    start_ok(c, &k, o, it.endpoint)) {
@@ -713,10 +627,9 @@ void decide(struct core *c, const struct core_request *req,
 				uint32_t x = c->p.place_load_z > 0 &&
 					     warm_idx == UINT32_MAX ?
 					     place_by_load(c, &k, o, ov.placed,
-							   it.endpoint, v->n, c->p.place_load_z,
-							   now_ms, t) :
+							   it.endpoint, v->n, now_ms, t) :
 					     it.endpoint;
-				place_commit(c, x, CORE_REASON_HASH, &ov, now_ms, out);
+				place_commit(c, x, CORE_REASON_HASH, o, now_ms, out);
 				return;
 			}
 			spare = it.endpoint;
@@ -729,7 +642,7 @@ void decide(struct core *c, const struct core_request *req,
 				continue;
 			if (owned_ok(c, o, it.endpoint) &&
 			    start_ok(c, &k, o, it.endpoint)) {
-				place_commit(c, it.endpoint, CORE_REASON_HASH, &ov,
+				place_commit(c, it.endpoint, CORE_REASON_HASH, o,
 					     now_ms, out);
 				return;
 			}
@@ -737,13 +650,13 @@ void decide(struct core *c, const struct core_request *req,
 				spare = it.endpoint;
 		}
 		if (spare != UINT32_MAX) {
-			place_commit(c, spare, CORE_REASON_HASH, &ov, now_ms, out);
+			place_commit(c, spare, CORE_REASON_HASH, o, now_ms, out);
 			return;
 		}
 	}
 
 	/* 5. Spill. */
-	place_commit(c, p2c(c, &k, rng, now_ms, t), CORE_REASON_SPILL, &ov, now_ms,
+	place_commit(c, p2c(c, &k, rng, now_ms, t), CORE_REASON_SPILL, o, now_ms,
 		     out);
 }
 

@@ -30,23 +30,6 @@ static bool pending_take(struct core *c, uint64_t akey, uint32_t idx,
 	return true;
 }
 
-/* policy.pending_follow: akey's unconfirmed placement is followed no
- * more (an answer of the key failed), or, answered (its entry now
- * exists), is forgotten: once the entry expires the key is new again and
- * its next placement starts a pending placement of its own, rather than
- * keeping this one's age. Its slot stays for a log line to confirm where
- * only that can (pending_take). */
-static void pending_settle(struct core *c, uint64_t akey, bool answered)
-{
-	struct pending *s = &c->pending[akey & (CORE_PENDING_SLOTS - 1)];
-	if (c->p.pending_follow <= 0 || s->akey != akey)
-		return;
-	if (answered)
-		*s = (struct pending){ 0 };
-	else
-		s->best = 0;
-}
-
 /* The long-run EWMA (an endpoint's own history, its base) moves this many
  * times slower than its EWMA once past cold_start_samples (before, it is
  * their mean): with ewma_alpha 0.05, over about the last 800 samples. A
@@ -257,10 +240,8 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 			explore_answer(c, e, idx, pool_sig(false, l->stream),
 				       (double)l->tr_ms, l->start_ms, now_ms);
 		}
-		if (l->has_akey && l->may_insert) {
+		if (l->has_akey && l->may_insert)
 			affinity_put(&c->aff, l->akey, idx, e->gen, now_ms);
-			pending_settle(c, l->akey, true);
-		}
 		else if (l->has_akey &&
 			 !affinity_refresh(&c->aff, l->akey, idx, e->gen, now_ms) &&
 			 pending_take(c, l->akey, idx, e->gen))
@@ -281,16 +262,12 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		break;
 	case CORE_OUTCOME_FAILURE:
 		breaker_failure(&e->br, &c->p, now_ms);
-		if (l->has_akey) {
+		if (l->has_akey)
 			affinity_remove(&c->aff, l->akey, idx);
-			pending_settle(c, l->akey, false);
-		}
 		break;
 	case CORE_OUTCOME_RATE_LIMITED:
 		breaker_rate_limited(&e->br, rate_limit_ms(c, l->retry_after_ms),
 				     now_ms);
-		if (l->has_akey)
-			pending_settle(c, l->akey, false);
 		c->version++; /* even OPEN to OPEN: the cooldown moved */
 		break;
 	case CORE_OUTCOME_KEY_DEAD:

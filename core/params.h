@@ -159,25 +159,6 @@ struct core_params {
 	 * with the counts, so that a busier view needs a larger gap. 0: off
 	 * (the rendezvous choice below the bound). */
 	double place_load_z;               /* 1.5 */
-	/* With place_load_z > 0, a new key whose rendezvous choice is fit
-	 * is placed by place_load_z's rule alone: the load_factor bound,
-	 * which passed over the choice on a few requests of one agent's own
-	 * view (two independent agents, each seeing half the load, then
-	 * placed the same key apart), applies only when no other candidate
-	 * is trusted as idle. The key's further requests before its first
-	 * answer follow the first one's endpoint under a warm entry's rules
-	 * (the load rule alone would split them) while the placement is
-	 * younger than pending_follow x that endpoint's time to headers (its
-	 * EWMA, or the candidates' median while cold), the key's rendezvous
-	 * choice is unchanged (an endpoint re-enabled, added or back in a
-	 * better tier takes it again), the endpoint is trusted as idle (no
-	 * failure in its breaker window, breaker closed, not suspected slow)
-	 * and no answer of the key failed: a first request never answered
-	 * is not followed for ever. docs/policy-v2.md, section 7 (measured
-	 * with 4, not landed). 0: off
-	 * (new keys within the load_factor bound, their early requests
-	 * placed one by one). */
-	double pending_follow;             /* 0 (not landed: docs/policy-v2.md section 7) */
 	/* A key placed by the rendezvous ranking (no usable warm entry)
 	 * passes over candidates that already own more than (1 + owned_bound)
 	 * x their weight's part of the keys the candidates were given, plus

@@ -75,8 +75,6 @@ struct core_trace {
 	uint32_t load_floor, place_choices;
 	bool by_load;              /* a new key sent to the least loaded
 				    * candidate instead (place_load_z) */
-	bool followed;             /* a new key sent where its earlier
-				    * unanswered request went (pending_follow) */
 	/* Step 5: the two random choices and their costs. */
 	bool p2c;
 	int p2c_a, p2c_b;
