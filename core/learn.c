@@ -183,10 +183,6 @@ static void queue_judge(struct core *c, struct pool_endpoint *e,
 	unsigned sig = pool_sig(false, kind);
 	double q = (double)l->queued, qm = e->queue_mean;
 	e->queue_mean += c->p.ewma_alpha * (q - qm);
-	if (e->base_n[sig] >= c->p.cold_start_samples && e->suspect == POOL_FIT &&
-	    (double)l->tr_ms <= c->p.sticky_tolerance * e->base[sig] &&
-	    (uint32_t)l->queued + 1 > e->proven)
-		e->proven = (uint32_t)l->queued + 1;
 	if (e->base_n[sig] < c->p.cold_start_samples ||
 	    e->suspect == POOL_LEFT || e->slow_run >= c->p.slow_run)
 		return;

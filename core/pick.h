@@ -53,9 +53,7 @@ static inline bool within_bound(const struct core *c,
 				const struct pool_endpoint *e,
 				const struct pick *k)
 {
-	uint32_t floor = e->proven < c->p.load_floor_max ? e->proven
-							  : c->p.load_floor_max;
-	if (e->in_flight < (floor > c->p.load_floor ? floor : c->p.load_floor))
+	if (e->in_flight < c->p.load_floor)
 		return true;
 	double cap = c->p.load_factor * ((double)k->v->total_if + 1) *
 		     e->weight / k->v->total_w;
