@@ -108,25 +108,79 @@ static void ack_set_ack(struct notify_ack *ack)
 	ack->acked = true;
 }
 
+/* Whether the argument at p is named w (its length byte and its bytes):
+ * two masked words when 16 bytes remain, else a compare of w->len. */
+static inline bool notify_wire_is(const uint8_t *p, const uint8_t *end,
+				  const struct route_wire_name *w)
+{
+	uint64_t a, b;
+	if (end - p < 16)
+		return (size_t)(end - p) >= w->len && memcmp(p, w->b, w->len) == 0;
+	memcpy(&a, p, 8);
+	memcpy(&b, p + 8, 8);
+	return (((a ^ w->w[0]) & w->m[0]) | ((b ^ w->w[1]) & w->m[1])) == 0;
+}
+
+/* Reads nargs arguments of a message into args (count of them): the
+ * one the SPOE file sends next (wire[*pos]) is matched on its wire bytes
+ * and its value decoded into its place; any other goes through the name
+ * lookup (another config's order, an older one's fewer arguments,
+ * unknown names), which gives the same indexes. Arguments not sent are
+ * NULL; a repeated one: the last wins. */
+static inline int notify_parse_args(struct spop_reader *r, unsigned nargs,
+				    struct spop_data *args, unsigned count,
+				    const struct route_wire_name *wire,
+				    const uint8_t *order,
+				    const struct route_name *names,
+				    enum spop_status *status)
+{
+	const uint8_t *end = r->end;
+	unsigned pos = 0;
+	uint32_t seen = 0;
+	_Static_assert(ROUTE_ARG_COUNT <= 32 && ROUTE_FB_COUNT <= 32,
+		       "argument sets fit the mask");
+	for (unsigned i = 0; i < nargs; i++) {
+		const uint8_t *p = r->p;
+		int k;
+		if (pos < count && notify_wire_is(p, end, &wire[pos])) {
+			k = order[pos];
+			p += wire[pos].len;
+			ptrdiff_t n = spop_data_read(p, (size_t)(end - p), &args[k]);
+			if (n < 0) {
+				*status = SPOP_ERR_INVALID;
+				return SPOP_EPROTO;
+			}
+			r->p = p + n;
+			pos++;
+		} else {
+			struct spop_str name;
+			struct spop_data val;
+			if (spop_arg_read(r, &name, &val, status) != 1)
+				return SPOP_EPROTO;
+			k = route_lookup_next(name, names, order, count, &pos);
+			if (k < 0)
+				continue;
+			args[k] = val;
+		}
+		seen |= 1u << k;
+	}
+	/* HAProxy sends every argument the SPOE file names: usually none
+	 * left, where clearing the array first is a memset per message. */
+	for (uint32_t m = ~seen & ((1u << count) - 1); m != 0; m &= m - 1)
+		args[__builtin_ctz(m)] = (struct spop_data){ .type = SPOP_DATA_NULL };
+	return 0;
+}
+
 /* Reads nargs arguments of a `route` message into req. */
 static int notify_parse_route(struct notify_ctx *ctx, struct spop_reader *r,
 			      unsigned nargs, struct route_request *req,
 			      enum spop_status *status)
 {
-	unsigned pos = 0;
 	req->now_ms = ctx->now_ms;
 	req->has_core = false;
-	memset(req->args, 0, sizeof(req->args)); /* SPOP_DATA_NULL */
-	for (unsigned i = 0; i < nargs; i++) {
-		struct spop_str name;
-		struct spop_data val;
-		if (spop_arg_next(r, &name, &val, status) != 1)
-			return SPOP_EPROTO;
-		int k = route_arg_lookup_next(name, &pos);
-		if (k >= 0)
-			req->args[k] = val; /* a repeated argument: the last wins */
-	}
-	return 0;
+	return notify_parse_args(r, nargs, req->args, ROUTE_ARG_COUNT,
+				 route_arg_wire, route_arg_order,
+				 route_arg_names, status);
 }
 
 /* akey as 16 lower-case hex digits (what haplog_akey_parse and the
@@ -277,18 +331,9 @@ static int notify_parse_feedback(struct notify_ctx *ctx,
 	fb->now_ms = ctx->now_ms;
 	fb->now_unix_s = ctx->now_unix_s;
 	fb->akey_read = 0;
-	memset(fb->args, 0, sizeof(fb->args)); /* SPOP_DATA_NULL */
-	unsigned pos = 0;
-	for (unsigned i = 0; i < nargs; i++) {
-		struct spop_str name;
-		struct spop_data val;
-		if (spop_arg_next(r, &name, &val, status) != 1)
-			return SPOP_EPROTO;
-		int k = route_fb_arg_lookup_next(name, &pos);
-		if (k >= 0)
-			fb->args[k] = val;
-	}
-	return 0;
+	return notify_parse_args(r, nargs, fb->args, ROUTE_FB_COUNT,
+				 route_fb_wire, route_fb_order,
+				 route_fb_names, status);
 }
 
 static void notify_feedback(struct notify_ctx *ctx,
@@ -372,6 +417,8 @@ int notify_parse_frame(struct notify_ctx *ctx, const struct spop_frame *f,
 	nf->nmsg = 0;
 	nf->more = false;
 	nf->stage = CORE_PREFETCH_SLOT;
+	if (!route_wire_ready)
+		route_wire_init();
 
 	/* The whole payload is parsed before any message acts: a frame is
 	 * taken whole or refused whole. A `route` decided before a malformed

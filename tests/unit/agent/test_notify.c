@@ -825,6 +825,231 @@ START_TEST(notify_decisions_timed_one_in_16)
 }
 END_TEST
 
+/* ---- the arguments' fast path against the name lookup ------------------ */
+
+/* The feedback message's arguments in haproxy/warmlane.spoe.conf's order
+ * (model is not sent there). */
+static const char *const spoe_fb_order[] = {
+	"server", "status", "tr", "retry_after", "key", "akey", "stream",
+	"shadow", "shadow_reason", "id",
+};
+
+/* Names a fast path could confuse with the file's: prefixes and
+ * extensions of them, another length byte before the same bytes, case,
+ * the empty name, 15, 16 and 20 bytes, a two-byte length. */
+static const char *const decoy_names[] = {
+	"prefix", "prefix12", "sessio", "sessionx", "Session", "sr", "s",
+	"i", "id2", "hint_sr", "hint_srvv", "hint_akey2", "", "tr2", "t",
+	"shadow_reasonxy", "shadow_reasonxyz", "shadow_reason_and_more",
+	"retry_afte", "akeys", "model", "x-new-argument",
+};
+
+static uint64_t fx_rand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* A value of a random type (long strings, negative and large integers,
+ * IPv6 included); strings point into a static buffer. */
+static struct spop_data fx_value(uint64_t *s)
+{
+	static const char text[300] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	uint64_t r = fx_rand(s);
+	switch (r % 12) {
+	case 0:
+		return spop_data_null();
+	case 1:
+		return spop_data_bool((r >> 8) & 1);
+	case 2:
+		return spop_data_int64((int64_t)(r >> 20) % 300);
+	case 3:
+		return spop_data_int64((int64_t)fx_rand(s));
+	case 4: {
+		struct spop_data d = spop_data_null();
+		d.type = SPOP_DATA_UINT64;
+		d.u.u64 = fx_rand(s);
+		return d;
+	}
+	case 5: {
+		struct spop_data d = spop_data_null();
+		d.type = SPOP_DATA_INT32;
+		d.u.i32 = (int32_t)(fx_rand(s) % 600) - 300;
+		return d;
+	}
+	case 6:
+		return spop_data_uint32((uint32_t)(r >> 16) % 500);
+	case 7: {
+		struct spop_data d = { .type = SPOP_DATA_IPV4,
+				       .u.ipv4 = { 10, 0, (uint8_t)r, 1 } };
+		return d;
+	}
+	case 8: {
+		struct spop_data d = { .type = SPOP_DATA_IPV6 };
+		memset(d.u.ipv6, (int)(r >> 8) & 0xff, 16);
+		return d;
+	}
+	case 9:
+		return spop_data_binary(text, (r >> 8) % 20);
+	case 10:
+		return spop_data_string(text, 230 + (r >> 8) % 20); /* 240+ */
+	default:
+		return spop_data_string(text, (r >> 8) % 40);
+	}
+}
+
+static bool fx_same(const struct spop_data *a, const struct spop_data *b)
+{
+	if (a->type != b->type)
+		return false;
+	switch (a->type) {
+	case SPOP_DATA_NULL:
+		return true;
+	case SPOP_DATA_BOOL:
+		return a->u.b == b->u.b;
+	case SPOP_DATA_INT32:
+		return a->u.i32 == b->u.i32;
+	case SPOP_DATA_UINT32:
+		return a->u.u32 == b->u.u32;
+	case SPOP_DATA_INT64:
+		return a->u.i64 == b->u.i64;
+	case SPOP_DATA_UINT64:
+		return a->u.u64 == b->u.u64;
+	case SPOP_DATA_IPV4:
+		return memcmp(a->u.ipv4, b->u.ipv4, 4) == 0;
+	case SPOP_DATA_IPV6:
+		return memcmp(a->u.ipv6, b->u.ipv6, 16) == 0;
+	default:
+		return a->u.str.len == b->u.str.len &&
+		       memcmp(a->u.str.ptr, b->u.str.ptr, a->u.str.len) == 0;
+	}
+}
+
+/* The names of one message: mostly the file's order with a few
+ * changes (one dropped, two swapped, a decoy or a repeat put in, the
+ * message cut short), sometimes anything. */
+static unsigned fx_names(uint64_t *s, const char *const *file, unsigned nf,
+			 const char **out)
+{
+	unsigned n = 0;
+	uint64_t how = fx_rand(s) % 8;
+	if (how == 7) {
+		unsigned len = (unsigned)(fx_rand(s) % 20);
+		for (unsigned i = 0; i < len; i++) {
+			uint64_t r = fx_rand(s);
+			out[n++] = r & 1 ? file[(r >> 1) % nf]
+					 : decoy_names[(r >> 1) % (sizeof(decoy_names) /
+								   sizeof(*decoy_names))];
+		}
+		return n;
+	}
+	for (unsigned i = 0; i < nf; i++)
+		out[n++] = file[i];
+	uint64_t at = fx_rand(s) % nf;
+	switch (how) {
+	case 1: /* one dropped */
+		memmove(&out[at], &out[at + 1], (n - at - 1) * sizeof(*out));
+		n--;
+		break;
+	case 2: /* two swapped */
+		if (at + 1 < n) {
+			const char *t = out[at];
+			out[at] = out[at + 1];
+			out[at + 1] = t;
+		}
+		break;
+	case 3: /* a decoy put in */
+	case 4: /* a repeat put in */
+		memmove(&out[at + 1], &out[at], (n - at) * sizeof(*out));
+		out[at] = how == 3 ? decoy_names[fx_rand(s) % (sizeof(decoy_names) /
+							       sizeof(*decoy_names))]
+				   : file[fx_rand(s) % nf];
+		n++;
+		break;
+	case 5: /* cut short */
+		n = (unsigned)at;
+		break;
+	default: /* as the file says */
+		break;
+	}
+	return n;
+}
+
+/* Every message of many: the arguments notify_parse_frame reads (its
+ * fast path on the wire bytes of the name expected next) are those that a
+ * plain name lookup of each argument in turn gives, the last of a repeated
+ * one winning. Each payload is a heap block of its exact size, so that a
+ * read past its end fails under ASan. */
+START_TEST(notify_args_fast_path_agrees)
+{
+	static struct notify_frame nf;
+	struct config cfg;
+	struct route r;
+	struct stats st = { 0 };
+	load(&cfg, "endpoints:\n  - {backend: llm, server: s1, models: [m1]}\n");
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	struct notify_ctx ctx = { .route = &r, .stats = &st };
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	for (unsigned iter = 0; iter < 20000; iter++) {
+		bool fb = iter & 1;
+		const char *names[40];
+		struct spop_data vals[40];
+		unsigned n = fb ? fx_names(&seed, spoe_fb_order, 10, names)
+				: fx_names(&seed, spoe_route_args,
+					   ROUTE_ARG_COUNT, names);
+		static uint8_t buf[16384];
+		struct spop_writer w;
+		spop_writer_init(&w, buf, sizeof(buf));
+		if (fb)
+			spop_put_str(&w, "feedback", 8);
+		else
+			spop_put_str(&w, "route", 5);
+		uint8_t nb = (uint8_t)n;
+		spop_put_bytes(&w, &nb, 1);
+		for (unsigned i = 0; i < n; i++) {
+			vals[i] = fx_value(&seed);
+			size_t len = strlen(names[i]);
+			spop_put_str(&w, names[i], len);
+			spop_put_data(&w, &vals[i]);
+		}
+		ck_assert(!w.overflow);
+		uint8_t *payload = malloc(w.len);
+		ck_assert_ptr_nonnull(payload);
+		memcpy(payload, buf, w.len);
+		struct spop_frame f = notify_frame(payload, w.len, 1, 1);
+		enum spop_status status;
+		ck_assert_int_eq(notify_parse_frame(&ctx, &f, &nf, &status), 0);
+		ck_assert_uint_eq(nf.nmsg, 1);
+
+		struct spop_data want[ROUTE_ARG_COUNT + ROUTE_FB_COUNT];
+		unsigned count = fb ? ROUTE_FB_COUNT : ROUTE_ARG_COUNT;
+		for (unsigned k = 0; k < count; k++)
+			want[k] = spop_data_null();
+		for (unsigned i = 0; i < n; i++) {
+			struct spop_str nm = { (const uint8_t *)names[i],
+					       strlen(names[i]) };
+			int k = fb ? route_fb_arg_lookup(nm) : route_arg_lookup(nm);
+			if (k >= 0)
+				want[k] = vals[i];
+		}
+		const struct notify_msg *m = &nf.msgs[0];
+		ck_assert_int_eq(m->kind, fb ? NOTIFY_FEEDBACK : NOTIFY_ROUTE);
+		const struct spop_data *got = fb ? m->u.fb.args : m->u.route.args;
+		for (unsigned k = 0; k < count; k++)
+			ck_assert_msg(fx_same(&want[k], &got[k]),
+				      "iteration %u (%s, %u arguments): argument %u "
+				      "type %d, want type %d", iter,
+				      fb ? "feedback" : "route", n, k,
+				      got[k].type, want[k].type);
+		free(payload);
+	}
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *const tests[] = {
@@ -834,6 +1059,7 @@ int main(void)
 		notify_malformed_frame_changes_nothing, notify_every_truncation,
 		notify_mutations_refused_whole, notify_ack_noretry,
 		notify_decisions_timed_one_in_16, notify_names_follow_the_endpoint,
+		notify_args_fast_path_agrees,
 	};
 
 	return unit_run(unit_suite("agent-notify", "notify", tests,
