@@ -381,6 +381,13 @@ int core_endpoint_find(const struct core *c, struct core_str backend,
 int core_endpoint_find_path(const struct core *c, struct core_str path,
 			    struct core_str key_id);
 
+/* core_endpoint_find_path for an answer that carries the akey its
+ * decision gave: the endpoint that decision chose (while the core still
+ * holds it: struct asked) when it has these names, without hashing
+ * them; else core_endpoint_find_path. The same result either way. */
+int core_endpoint_find_akey(const struct core *c, uint64_t akey,
+			    struct core_str path, struct core_str key_id);
+
 /* First live index after prev (prev -1: the first), or -1 at the end. */
 int core_endpoint_next(const struct core *c, int prev);
 

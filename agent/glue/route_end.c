@@ -72,7 +72,10 @@ void route_feedback(struct route *r, const struct route_feedback *fb)
 				  route_arg_str(&a[ROUTE_FB_SHADOW]), path);
 	int idx[ROUTE_FB_MAX_KEYS];
 	unsigned n = 0;
-	cf.endpoint = core_endpoint_find_path(r->core, path, key);
+	uint64_t akey;
+	cf.endpoint = fb_akey(fb, &akey)
+		? core_endpoint_find_akey(r->core, akey, path, key)
+		: core_endpoint_find_path(r->core, path, key);
 	if (cf.endpoint >= 0) {
 		idx[n++] = cf.endpoint;
 		/* A request that does not stream gets its headers with its
