@@ -160,6 +160,11 @@ struct core_request {
 	struct core_str model;     /* len 0: no model, every endpoint serves */
 	bool stream;
 	struct core_hint hint;     /* zeroed: none (a single HAProxy) */
+	/* core_identity of this request, when the caller has it already
+	 * (it prefetched the key's slot): 0 not given (core_decide computes
+	 * it), 1 no identity, 2 akey. core_decide trusts it. */
+	uint8_t identity;
+	uint64_t akey;
 };
 
 /* The answer to one request. Names are owned by the core, NUL-terminated,
