@@ -336,8 +336,9 @@ static int notify_parse_feedback(struct notify_ctx *ctx,
 				 route_fb_names, status);
 }
 
+/* kept: fb outlives notify_answer (a message of its notify_frame). */
 static void notify_feedback(struct notify_ctx *ctx,
-			    const struct route_feedback *fb,
+			    const struct route_feedback *fb, bool kept,
 			    struct notify_ack *ack)
 {
 	ctx->stats->msgs_feedback++;
@@ -345,10 +346,16 @@ static void notify_feedback(struct notify_ctx *ctx,
 
 	/* The ACK goes first (docs/architecture.md, "Data flow"); a frame with
 	 * more feedback than fits the deferred list is applied at once. */
-	if (ack->later->n < NOTIFY_MAX_DEFERRED)
-		ack->later->fb[ack->later->n++] = *fb;
-	else
+	struct notify_deferred *later = ack->later;
+	if (later->n < NOTIFY_MAX_DEFERRED) {
+		if (!kept) {
+			later->copy[later->n] = *fb;
+			fb = &later->copy[later->n];
+		}
+		later->fb[later->n++] = fb;
+	} else {
 		route_feedback(ctx->route, fb);
+	}
 }
 
 static void notify_unknown(struct notify_ctx *ctx, struct spop_str name,
@@ -393,14 +400,14 @@ static int notify_parse(struct notify_ctx *ctx, struct spop_reader *r,
 /* The handlers: the integration of the core swaps what these call
  * (route_decide, route_feedback), not the dispatch. */
 static void notify_act(struct notify_ctx *ctx, const struct notify_msg *m,
-		       struct notify_ack *ack)
+		       bool kept, struct notify_ack *ack)
 {
 	switch (m->kind) {
 	case NOTIFY_ROUTE:
 		notify_route(ctx, &m->u.route, ack);
 		break;
 	case NOTIFY_FEEDBACK:
-		notify_feedback(ctx, &m->u.fb, ack);
+		notify_feedback(ctx, &m->u.fb, kept, ack);
 		break;
 	default:
 		notify_unknown(ctx, m->name, ack);
@@ -469,11 +476,11 @@ ptrdiff_t notify_answer(struct notify_ctx *ctx, const struct notify_frame *nf,
 
 	spop_ack_begin(&ack.w, out, cap, f->stream_id, f->frame_id);
 	for (unsigned i = 0; i < nf->nmsg; i++)
-		notify_act(ctx, &nf->msgs[i], &ack);
+		notify_act(ctx, &nf->msgs[i], true, &ack);
 	/* Checked whole by notify_parse_frame: parsing the same bytes again
 	 * cannot fail. */
 	while (nf->more && notify_parse(ctx, &rest, &extra, status) == 1)
-		notify_act(ctx, &extra, &ack);
+		notify_act(ctx, &extra, false, &ack);
 	if (!ack.has_action)
 		ack_set_ack(&ack);
 
@@ -515,13 +522,21 @@ ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
 	later->n = 0;
 	if (notify_parse_frame(ctx, f, &nf, status) < 0)
 		return SPOP_EPROTO;
-	return notify_answer(ctx, &nf, out, cap, later, status);
+	ptrdiff_t n = notify_answer(ctx, &nf, out, cap, later, status);
+	/* nf ends here: the deferred feedback is copied out of it. */
+	for (unsigned i = 0; i < later->n; i++) {
+		if (later->fb[i] != &later->copy[i]) {
+			later->copy[i] = *later->fb[i];
+			later->fb[i] = &later->copy[i];
+		}
+	}
+	return n;
 }
 
 void notify_run_deferred(struct notify_ctx *ctx,
 			 struct notify_deferred *later)
 {
 	for (unsigned i = 0; i < later->n; i++)
-		route_feedback(ctx->route, &later->fb[i]);
+		route_feedback(ctx->route, later->fb[i]);
 	later->n = 0;
 }

@@ -22,9 +22,13 @@
 #define NOTIFY_ACK_VAR "ack"
 
 /* Work to do once the ACK is on its way: the feedback messages of the
- * frame (views into the frame's payload: run before the read buffer moves). */
+ * frame (views into the frame's payload: run before the read buffer
+ * moves). From notify_answer, fb[i] points into its notify_frame (no copy
+ * of a message per feedback: run before that frame changes) or, for the
+ * messages past its msgs[], into copy[]; notify_handle copies them all. */
 struct notify_deferred {
-	struct route_feedback fb[NOTIFY_MAX_DEFERRED];
+	const struct route_feedback *fb[NOTIFY_MAX_DEFERRED];
+	struct route_feedback copy[NOTIFY_MAX_DEFERRED];
 	unsigned n;
 };
 

@@ -825,6 +825,95 @@ START_TEST(notify_decisions_timed_one_in_16)
 }
 END_TEST
 
+/* A frame of `unknowns` argument-less unknown messages, then feedback
+ * for llm/s1 (200), llm/s2 (503) and llm/nope (200); alt: for
+ * llm/other three times instead. */
+static size_t feedback_frame_payload(uint8_t *buf, size_t cap, unsigned unknowns,
+				     bool alt)
+{
+	static const struct { const char *server; int status; } fb[] = {
+		{ "llm/s1", 200 }, { "llm/s2", 503 }, { "llm/nope", 200 },
+	};
+	struct spop_writer w;
+	spop_writer_init(&w, buf, cap);
+	for (unsigned i = 0; i < unknowns; i++) {
+		spop_put_str(&w, "x", 1);
+		uint8_t zero = 0;
+		spop_put_bytes(&w, &zero, 1);
+	}
+	for (size_t i = 0; i < sizeof(fb) / sizeof(*fb); i++) {
+		spop_put_str(&w, "feedback", 8);
+		uint8_t two = 2;
+		spop_put_bytes(&w, &two, 1);
+		struct spop_data v = str(alt ? "llm/other" : fb[i].server);
+		spop_put_kv(&w, "server", &v);
+		v = spop_data_int64(fb[i].status);
+		spop_put_kv(&w, "status", &v);
+	}
+	ck_assert(!w.overflow);
+	return w.len;
+}
+
+/* Deferred feedback is applied after the ACK, from the frame's own
+ * messages (pointers into the parsed frame) or, past NOTIFY_MAX_MSGS,
+ * from copies: through notify_handle, and through notify_parse_frame and
+ * notify_answer as conn.c calls them, another frame answered in between
+ * (its stack reuses what a pointer to a message gone would read). */
+START_TEST(notify_deferred_feedback_applied)
+{
+	for (unsigned v = 0; v < 4; v++) {
+		unsigned unknowns = v & 1 ? NOTIFY_MAX_MSGS : 0;
+		bool handle = v & 2;
+		struct config cfg;
+		load(&cfg, "endpoints:\n  - {backend: llm, server: s1}\n"
+			   "  - {backend: llm, server: s2}\n");
+		struct route r;
+		struct stats st = { 0 };
+		ck_assert_int_eq(route_init(&r, &cfg), 0);
+		struct notify_ctx ctx = { .route = &r, .stats = &st };
+		uint8_t payload[512], other[512], out[512];
+		struct spop_frame f = notify_frame(
+			payload, feedback_frame_payload(payload, sizeof(payload),
+							unknowns, false), 1, 1);
+		struct spop_frame g = notify_frame(
+			other, feedback_frame_payload(other, sizeof(other),
+						      unknowns, true), 2, 1);
+		struct notify_deferred later, later2;
+		enum spop_status status;
+		static struct notify_frame nf;
+		if (handle) {
+			ck_assert_int_gt(notify_handle(&ctx, &f, out, sizeof(out),
+						       &later, &status), 0);
+		} else {
+			ck_assert_int_eq(notify_parse_frame(&ctx, &f, &nf, &status), 0);
+			ck_assert_int_gt(notify_answer(&ctx, &nf, out, sizeof(out),
+						       &later, &status), 0);
+		}
+		ck_assert_uint_eq(later.n, 3);
+		ck_assert_int_gt(notify_handle(&ctx, &g, out, sizeof(out), &later2,
+					       &status), 0);
+		notify_run_deferred(&ctx, &later);
+		ck_assert_uint_eq(later.n, 0);
+		int s1 = core_endpoint_find_path(r.core, core_str_c("llm/s1"),
+						 core_str_c(""));
+		int s2 = core_endpoint_find_path(r.core, core_str_c("llm/s2"),
+						 core_str_c(""));
+		struct core_endpoint_info i1, i2;
+		ck_assert_int_eq(core_endpoint_info(r.core, s1, 0, &i1), 0);
+		ck_assert_int_eq(core_endpoint_info(r.core, s2, 0, &i2), 0);
+		ck_assert_msg(i1.outcomes[CORE_OUTCOME_SUCCESS] == 1 &&
+				      i2.outcomes[CORE_OUTCOME_FAILURE] == 1 &&
+				      r.fb.unknown_server == 1,
+			      "variant %u: s1 %llu ok, s2 %llu failed, %llu unknown",
+			      v, (unsigned long long)i1.outcomes[CORE_OUTCOME_SUCCESS],
+			      (unsigned long long)i2.outcomes[CORE_OUTCOME_FAILURE],
+			      (unsigned long long)r.fb.unknown_server);
+		route_finish(&r);
+		config_finish(&cfg);
+	}
+}
+END_TEST
+
 /* ---- the arguments' fast path against the name lookup ------------------ */
 
 /* The feedback message's arguments in haproxy/warmlane.spoe.conf's order
@@ -1059,7 +1148,7 @@ int main(void)
 		notify_malformed_frame_changes_nothing, notify_every_truncation,
 		notify_mutations_refused_whole, notify_ack_noretry,
 		notify_decisions_timed_one_in_16, notify_names_follow_the_endpoint,
-		notify_args_fast_path_agrees,
+		notify_args_fast_path_agrees, notify_deferred_feedback_applied,
 	};
 
 	return unit_run(unit_suite("agent-notify", "notify", tests,
