@@ -547,6 +547,30 @@ START_TEST(data_read_agrees)
 		memset(b + 1, 0xff, 11);
 		for (size_t len = 0; len <= 12; len++)
 			read_agrees(b, len);
+	}
+	/* Integers of every varint length, every tenth byte after runs of
+	 * the largest and the smallest continuation bytes, with room to
+	 * spare or cut short. */
+	static const uint8_t types[] = { SPOP_DATA_INT32, SPOP_DATA_UINT32,
+					 SPOP_DATA_INT64, SPOP_DATA_UINT64 };
+	for (size_t t = 0; t < sizeof(types); t++) {
+		for (unsigned fill = 0; fill < 3; fill++) {
+			static const uint8_t first[] = { 0xf0, 0xff, 0xf7 };
+			static const uint8_t cont[] = { 0x80, 0xff, 0xc3 };
+			for (size_t end = 1; end <= 10; end++) {
+				for (unsigned last = 0; last < 256; last++) {
+					b[0] = types[t];
+					b[1] = first[fill];
+					memset(b + 2, cont[fill], 10);
+					b[1 + end] = (uint8_t)last;
+					read_agrees(b, 13);
+					read_agrees(b, 1 + end + 1);
+					read_agrees(b, 1 + end);
+				}
+			}
+		}
+	}
+	for (unsigned t = 0; t < 256; t++) {
 		static const size_t lens[] = { 0, 1, 17, 239, 240, 241, 280 };
 		for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 			b[0] = (uint8_t)t;
