@@ -1139,6 +1139,27 @@ START_TEST(notify_args_fast_path_agrees)
 }
 END_TEST
 
+/* The wire names are whole (route_wire_set cuts a name past 15 bytes):
+ * the length byte, then the name, of every argument of both messages. */
+START_TEST(notify_wire_names_fit)
+{
+	route_wire_init();
+	for (unsigned i = 0; i < ROUTE_ARG_COUNT + ROUTE_FB_COUNT; i++) {
+		bool fb = i >= ROUTE_ARG_COUNT;
+		unsigned at = fb ? i - ROUTE_ARG_COUNT : i;
+		const struct route_name *n =
+			fb ? &route_fb_names[route_fb_order[at]]
+			   : &route_arg_names[route_arg_order[at]];
+		const struct route_wire_name *w =
+			fb ? &route_fb_wire[at] : &route_arg_wire[at];
+		ck_assert_msg(n->len <= 15, "%s: longer than 15 bytes", n->s);
+		ck_assert_uint_eq(w->len, n->len + 1);
+		ck_assert_uint_eq(w->b[0], n->len);
+		ck_assert(memcmp(w->b + 1, n->s, n->len) == 0);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *const tests[] = {
@@ -1149,6 +1170,7 @@ int main(void)
 		notify_mutations_refused_whole, notify_ack_noretry,
 		notify_decisions_timed_one_in_16, notify_names_follow_the_endpoint,
 		notify_args_fast_path_agrees, notify_deferred_feedback_applied,
+		notify_wire_names_fit,
 	};
 
 	return unit_run(unit_suite("agent-notify", "notify", tests,
