@@ -114,8 +114,9 @@ static inline bool notify_wire_is(const uint8_t *p, const uint8_t *end,
 				  const struct route_wire_name *w)
 {
 	uint64_t a, b;
-	if (end - p < 16)
-		return (size_t)(end - p) >= w->len && memcmp(p, w->b, w->len) == 0;
+	if (end - p < 16) /* the message's last argument, often */
+		return (size_t)(end - p) >= w->len &&
+		       spop_bytes_eq(p, (const char *)w->b, w->len);
 	memcpy(&a, p, 8);
 	memcpy(&b, p + 8, 8);
 	return (((a ^ w->w[0]) & w->m[0]) | ((b ^ w->w[1]) & w->m[1])) == 0;
