@@ -425,6 +425,7 @@ int notify_parse_frame(struct notify_ctx *ctx, const struct spop_frame *f,
 	nf->nmsg = 0;
 	nf->more = false;
 	nf->stage = CORE_PREFETCH_SLOT;
+	nf->links = false;
 	if (!route_wire_ready)
 		route_wire_init();
 
@@ -447,7 +448,7 @@ int notify_parse_frame(struct notify_ctx *ctx, const struct spop_frame *f,
 		if (m < 0)
 			return SPOP_EPROTO;
 		if (!nf->more)
-			nf->nmsg++;
+			nf->links |= nf->msgs[nf->nmsg++].kind == NOTIFY_FEEDBACK;
 	}
 }
 
@@ -460,7 +461,9 @@ bool notify_prefetch(struct notify_ctx *ctx, struct notify_frame *nf)
 		else if (m->kind == NOTIFY_FEEDBACK)
 			route_fb_prefetch(ctx->route, &m->u.fb, nf->stage);
 	}
-	return nf->stage++ < CORE_PREFETCH_LINKS;
+	/* A decision leaves the LRU list alone: a frame of routes has no
+	 * third step to take. */
+	return nf->stage++ < (nf->links ? CORE_PREFETCH_LINKS : CORE_PREFETCH_ENTRY);
 }
 
 ptrdiff_t notify_answer(struct notify_ctx *ctx, const struct notify_frame *nf,

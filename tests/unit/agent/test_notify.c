@@ -1160,6 +1160,45 @@ START_TEST(notify_wire_names_fit)
 }
 END_TEST
 
+/* The prefetch steps a frame takes (notify_prefetch until false): two
+ * for routes alone (slot, entry: a decision leaves the LRU list alone),
+ * three with a feedback (which relinks the entry), two for unknowns. */
+START_TEST(notify_prefetch_steps)
+{
+	struct config cfg;
+	load(&cfg, "endpoints:\n  - {backend: llm, server: s1, models: [m1]}\n");
+	struct route r;
+	struct stats st = { 0 };
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	struct notify_ctx ctx = { .route = &r, .stats = &st, .prefetch = true };
+	static const unsigned order[] = { 0, 7 }; /* session, model */
+	uint8_t route_p[512], fb_p[512], mixed[1024];
+	size_t rn = route_payload_order(route_p, sizeof(route_p), order, 2);
+	size_t fn = feedback_frame_payload(fb_p, sizeof(fb_p), 0, false);
+	size_t un = feedback_frame_payload(mixed, sizeof(mixed), 2, false);
+	un = 2 * 3; /* the two unknown messages alone: "x", no argument */
+	uint8_t both[1024];
+	memcpy(both, route_p, rn);
+	memcpy(both + rn, fb_p, fn);
+	const struct { const uint8_t *p; size_t n; unsigned steps; } v[] = {
+		{ route_p, rn, 2 }, { fb_p, fn, 3 }, { both, rn + fn, 3 },
+		{ mixed, un, 2 },
+	};
+	for (size_t i = 0; i < sizeof(v) / sizeof(*v); i++) {
+		static struct notify_frame nf;
+		struct spop_frame f = notify_frame(v[i].p, v[i].n, 1, 1);
+		enum spop_status status;
+		ck_assert_int_eq(notify_parse_frame(&ctx, &f, &nf, &status), 0);
+		unsigned steps = 1;
+		while (notify_prefetch(&ctx, &nf))
+			steps++;
+		ck_assert_msg(steps == v[i].steps, "frame %zu: %u steps", i, steps);
+	}
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *const tests[] = {
@@ -1170,7 +1209,7 @@ int main(void)
 		notify_mutations_refused_whole, notify_ack_noretry,
 		notify_decisions_timed_one_in_16, notify_names_follow_the_endpoint,
 		notify_args_fast_path_agrees, notify_deferred_feedback_applied,
-		notify_wire_names_fit,
+		notify_wire_names_fit, notify_prefetch_steps,
 	};
 
 	return unit_run(unit_suite("agent-notify", "notify", tests,
