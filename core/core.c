@@ -338,6 +338,22 @@ int core_endpoint_find_path(const struct core *c, struct core_str path,
 	return pool_find(&c->pool, b, s, key_id);
 }
 
+int core_endpoint_find_akey(const struct core *c, uint64_t akey,
+			    struct core_str path, struct core_str key_id)
+{
+	const struct asked *a = &c->asked[akey & (CORE_PENDING_SLOTS - 1)];
+	const char *slash = path.ptr ? memchr(path.ptr, '/', path.len) : NULL;
+	if (slash == NULL)
+		return -ENOENT;
+	size_t bl = (size_t)(slash - path.ptr);
+	struct core_str b = { path.ptr, bl };
+	struct core_str s = { slash + 1, path.len - bl - 1 };
+	if (a->endpoint != 0 && a->akey == akey &&
+	    pool_is_named(&c->pool, a->endpoint - 1, b, s, key_id))
+		return (int)(a->endpoint - 1);
+	return pool_find(&c->pool, b, s, key_id);
+}
+
 int core_endpoint_next(const struct core *c, int prev)
 {
 	for (uint32_t i = prev < 0 ? 0 : (uint32_t)prev + 1; i < c->pool.end; i++)

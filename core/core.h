@@ -160,6 +160,11 @@ struct core_request {
 	struct core_str model;     /* len 0: no model, every endpoint serves */
 	bool stream;
 	struct core_hint hint;     /* zeroed: none (a single HAProxy) */
+	/* core_identity of this request, when the caller has it already
+	 * (it prefetched the key's slot): 0 not given (core_decide computes
+	 * it), 1 no identity, 2 akey. core_decide trusts it. */
+	uint8_t identity;
+	uint64_t akey;
 };
 
 /* The answer to one request. Names are owned by the core, NUL-terminated,
@@ -380,6 +385,13 @@ int core_endpoint_find(const struct core *c, struct core_str backend,
  * the feedback message sends it). -ENOENT also when there is no '/'. */
 int core_endpoint_find_path(const struct core *c, struct core_str path,
 			    struct core_str key_id);
+
+/* core_endpoint_find_path for an answer that carries the akey its
+ * decision gave: the endpoint that decision chose (while the core still
+ * holds it: struct asked) when it has these names, without hashing
+ * them; else core_endpoint_find_path. The same result either way. */
+int core_endpoint_find_akey(const struct core *c, uint64_t akey,
+			    struct core_str path, struct core_str key_id);
 
 /* First live index after prev (prev -1: the first), or -1 at the end. */
 int core_endpoint_next(const struct core *c, int prev);

@@ -428,8 +428,14 @@ void decide(struct core *c, const struct core_request *req,
 	    struct core_decision *out, struct core_trace *t)
 {
 	*out = (struct core_decision){ .endpoint = -1, .reason = CORE_REASON_NONE };
-	/* 1. The affinity key. */
-	out->has_akey = core_identity(c, req, &out->akey);
+	/* 1. The affinity key (given: the caller prefetched its slot). */
+	if (req->identity != 0) {
+		out->has_akey = req->identity == 2;
+		if (out->has_akey)
+			out->akey = req->akey;
+	} else {
+		out->has_akey = core_identity(c, req, &out->akey);
+	}
 
 	struct pool *pool = &c->pool;
 	if (pool->live == 0) {

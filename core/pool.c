@@ -24,6 +24,7 @@ static void endpoint_free_names(struct pool_endpoint *e)
 	e->server = NULL;
 	free(e->key_id);
 	e->key_id = NULL;
+	e->backend_len = e->server_len = e->key_len = 0;
 }
 
 void pool_finish(struct pool *p)
@@ -48,11 +49,32 @@ static uint64_t name_hash(struct core_str b, struct core_str s,
 	return XXH3_64bits_withSeed(k.ptr, k.len, h ^ k.len);
 }
 
-static bool str_eq(const char *a, struct core_str b)
+/* A byte loop: names are a few bytes, where memcmp is a call and a
+ * dispatch on the length (three per feedback). */
+static bool str_eq(const char *a, uint32_t alen, struct core_str b)
 {
-	if (a == NULL)
-		return b.len == 0;
-	return strlen(a) == b.len && memcmp(a, b.ptr, b.len) == 0;
+	if (alen != b.len)
+		return false;
+	for (uint32_t i = 0; i < alen; i++)
+		if (a[i] != b.ptr[i])
+			return false;
+	return true;
+}
+
+static bool endpoint_named(const struct pool_endpoint *e,
+			   struct core_str backend, struct core_str server,
+			   struct core_str key)
+{
+	return str_eq(e->backend, e->backend_len, backend) &&
+	       str_eq(e->server, e->server_len, server) &&
+	       str_eq(e->key_id, e->key_len, key);
+}
+
+bool pool_is_named(const struct pool *p, uint32_t idx, struct core_str backend,
+		   struct core_str server, struct core_str key)
+{
+	return idx < p->end && p->ep[idx].live && backend.len > 0 &&
+	       server.len > 0 && endpoint_named(&p->ep[idx], backend, server, key);
 }
 
 int pool_find(const struct pool *p, struct core_str backend,
@@ -66,8 +88,7 @@ int pool_find(const struct pool *p, struct core_str backend,
 		if (ref == 0)
 			return -ENOENT;
 		const struct pool_endpoint *e = &p->ep[ref - 1];
-		if (e->name_hash == h && str_eq(e->backend, backend) &&
-		    str_eq(e->server, server) && str_eq(e->key_id, key))
+		if (e->name_hash == h && endpoint_named(e, backend, server, key))
 			return (int)(ref - 1);
 	}
 }
@@ -294,6 +315,9 @@ int pool_add(struct pool *p, const struct core_endpoint_config *cfg,
 		endpoint_free_names(e);
 		return -ENOMEM;
 	}
+	e->backend_len = (uint32_t)kb.len;
+	e->server_len = (uint32_t)ks.len;
+	e->key_len = (uint32_t)kk.len;
 	e->name_hash = name_hash(kb, ks, kk);
 	uint64_t seed_in = e->name_hash;
 	e->rdv_seed = XXH3_64bits_withSeed(&seed_in, sizeof(seed_in), RDV_SALT);

@@ -115,6 +115,9 @@ struct pool_endpoint {
 	char *backend;
 	char *server;
 	char *key_id;           /* NULL: no key */
+	/* Their lengths (0 for NULL), so that a lookup compares lengths
+	 * before bytes and never strlen's a name. */
+	uint32_t backend_len, server_len, key_len;
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT];
 	uint64_t decisions;
@@ -185,6 +188,11 @@ int pool_update(struct pool *p, int idx, const struct core_endpoint_config *cfg)
 
 /* Removes idx: frees its names, bumps its generation. 0 or -ENOENT. */
 int pool_remove(struct pool *p, int idx);
+
+/* Whether idx is a live endpoint named backend/server/key exactly (what
+ * pool_find would return for those names: names are unique). */
+bool pool_is_named(const struct pool *p, uint32_t idx, struct core_str backend,
+		   struct core_str server, struct core_str key);
 
 /* Index of backend/server/key (key len 0: no key), or -ENOENT. */
 int pool_find(const struct pool *p, struct core_str backend,

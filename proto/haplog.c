@@ -296,24 +296,35 @@ static bool val_bool(struct haplog_str v, bool *out)
 	return false;
 }
 
+/* 0x10 | each hex digit's value; 0 for a byte that is not one. */
+#define HEX_OK 0x10
+static const uint8_t hex_digit[256] = {
+	['0'] = HEX_OK | 0, ['1'] = HEX_OK | 1, ['2'] = HEX_OK | 2,
+	['3'] = HEX_OK | 3, ['4'] = HEX_OK | 4, ['5'] = HEX_OK | 5,
+	['6'] = HEX_OK | 6, ['7'] = HEX_OK | 7, ['8'] = HEX_OK | 8,
+	['9'] = HEX_OK | 9,
+	['a'] = HEX_OK | 10, ['b'] = HEX_OK | 11, ['c'] = HEX_OK | 12,
+	['d'] = HEX_OK | 13, ['e'] = HEX_OK | 14, ['f'] = HEX_OK | 15,
+	['A'] = HEX_OK | 10, ['B'] = HEX_OK | 11, ['C'] = HEX_OK | 12,
+	['D'] = HEX_OK | 13, ['E'] = HEX_OK | 14, ['F'] = HEX_OK | 15,
+};
+
 bool haplog_akey_parse(const uint8_t *p, size_t len, uint64_t *out)
 {
+	/* Once per feedback and per log line: a table and no branch per
+	 * digit, where the digit-or-letter tests of random hex digits
+	 * mispredict. */
 	uint64_t x = 0;
+	unsigned ok = HEX_OK;
 	if (len != 16)
 		return false;
 	for (size_t i = 0; i < 16; i++) {
-		uint8_t c = p[i];
-		unsigned d;
-		if (is_digit(c))
-			d = (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			d = (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			d = (unsigned)(c - 'A' + 10);
-		else
-			return false;
-		x = x << 4 | d;
+		unsigned d = hex_digit[p[i]];
+		ok &= d;
+		x = x << 4 | (d & 15);
 	}
+	if (!ok)
+		return false;
 	*out = x;
 	return true;
 }

@@ -268,6 +268,160 @@ int spop_msg_next(struct spop_reader *r, struct spop_str *name,
 int spop_arg_next(struct spop_reader *r, struct spop_str *name,
 		  struct spop_data *val, enum spop_status *status);
 
+/* spop_varint_decode inline, for the 10-byte varints of HAProxy's hashes
+ * (a prefix key, the caller): with the whole run's 10 bytes in p, no
+ * bounds test per byte, and the overflow tests only at the tenth byte (9
+ * bytes, shifts 4 to 53, stay below 2^63). Shorter input goes to
+ * spop_varint_decode. Same results (proto-data data_read_agrees). */
+static inline ptrdiff_t spop__varint_read(const uint8_t *p, size_t len,
+					  uint64_t *v)
+{
+	uint64_t r, b;
+	unsigned shift = 4;
+
+	if (len < SPOP_VARINT_MAX_LEN)
+		return spop_varint_decode(p, len, v);
+	r = p[0];
+	if (r < 240) {
+		*v = r;
+		return 1;
+	}
+	for (size_t i = 1; i < SPOP_VARINT_MAX_LEN - 1; i++, shift += 7) {
+		b = p[i];
+		r += b << shift;
+		if (b < 128) {
+			*v = r;
+			return (ptrdiff_t)i + 1;
+		}
+	}
+	/* The tenth byte, at shift 60: it must end the run, and its bits
+	 * fit in 64 with the rest. */
+	b = p[SPOP_VARINT_MAX_LEN - 1];
+	if ((b >> 4) != 0 || (b << 60) > UINT64_MAX - r)
+		return SPOP_EPROTO;
+	*v = r + (b << 60);
+	return SPOP_VARINT_MAX_LEN;
+}
+
+/* spop_data_decode inline for the values HAProxy sends with every request
+ * (the agent reads 24 per decision with its feedback): NULL, BOOL, a
+ * STRING or BINARY of one length byte, INT64, UINT64, an INT32 or UINT32
+ * of one varint byte, an IPV4. Anything else (other types, flag bits, a
+ * longer length, a cut value) goes to spop_data_decode, which decides
+ * alone. Same contract and results (fuzz_notify checks they agree). */
+static inline ptrdiff_t spop_data_read(const uint8_t *p, size_t len,
+				       struct spop_data *d)
+{
+	struct spop_data v;
+	uint64_t u;
+	ptrdiff_t k;
+
+	if (len == 0)
+		goto slow;
+	switch (p[0]) {
+	case SPOP_DATA_NULL:
+		v = (struct spop_data){ .type = SPOP_DATA_NULL };
+		k = 1;
+		break;
+	case SPOP_DATA_BOOL:
+	case SPOP_DATA_BOOL | 0x10:
+		v = (struct spop_data){ .type = SPOP_DATA_BOOL,
+					.u.b = p[0] != SPOP_DATA_BOOL };
+		k = 1;
+		break;
+	case SPOP_DATA_STRING:
+	case SPOP_DATA_BINARY:
+		if (len < 2 || p[1] >= 240 || (size_t)p[1] > len - 2)
+			goto slow;
+		v = (struct spop_data){ .type = (enum spop_data_type)p[0],
+					.u.str = { p + 2, p[1] } };
+		k = 2 + p[1];
+		break;
+	case SPOP_DATA_INT32:
+	case SPOP_DATA_UINT32:
+		/* One varint byte: below 240, in the range of both. */
+		if (len < 2 || p[1] >= 240)
+			goto slow;
+		v = (struct spop_data){ .type = (enum spop_data_type)p[0] };
+		if (p[0] == SPOP_DATA_INT32)
+			v.u.i32 = p[1];
+		else
+			v.u.u32 = p[1];
+		k = 2;
+		break;
+	case SPOP_DATA_INT64:
+	case SPOP_DATA_UINT64:
+		k = spop__varint_read(p + 1, len - 1, &u);
+		if (k < 0)
+			goto slow;
+		k += 1;
+		v = (struct spop_data){ .type = (enum spop_data_type)p[0] };
+		/* Two's complement without the implementation-defined
+		 * conversion, as spop_data_decode. */
+		if (p[0] == SPOP_DATA_UINT64)
+			v.u.u64 = u;
+		else
+			v.u.i64 = u <= (uint64_t)INT64_MAX ? (int64_t)u
+							   : -(int64_t)(~u) - 1;
+		break;
+	case SPOP_DATA_IPV4:
+		if (len < 5)
+			goto slow;
+		v = (struct spop_data){ .type = SPOP_DATA_IPV4 };
+		memcpy(v.u.ipv4, p + 1, 4);
+		k = 5;
+		break;
+	default:
+		goto slow;
+	}
+	*d = v;
+	return k;
+slow:
+	/* Through a local, so that d's object never escapes: inlined, the
+	 * value stays in registers on the paths above. */
+	k = spop_data_decode(p, len, &v);
+	if (k > 0)
+		*d = v;
+	return k;
+}
+
+/* spop_arg_next inline: a name of one length byte and a value for
+ * spop_data_read here, a longer name in spop_arg_next. Same results, same
+ * errors, written only on success (fuzz_notify checks they agree). */
+static inline int spop_arg_read(struct spop_reader *r, struct spop_str *name,
+				struct spop_data *val,
+				enum spop_status *status)
+{
+	const uint8_t *p = r->p, *end = r->end;
+	struct spop_str nm;
+	struct spop_data v;
+	ptrdiff_t k;
+	size_t n;
+
+	/* The name, then at least the type byte. */
+	if (p == end || *p >= 240 || (size_t)*p >= (size_t)(end - p - 1)) {
+		k = spop_arg_next(r, &nm, &v, status);
+		if (k == 1) {
+			*name = nm;
+			*val = v;
+		}
+		return (int)k;
+	}
+	n = p[0];
+	nm.ptr = p + 1;
+	nm.len = n;
+	p += 1 + n;
+	k = spop_data_read(p, (size_t)(end - p), &v);
+	if (k < 0) {
+		*status = SPOP_ERR_INVALID;
+		return SPOP_EPROTO;
+	}
+	r->p = p + k;
+	*name = nm;
+	*val = v;
+	return 1;
+}
+
 /* Skips nargs arguments. Returns 0, or SPOP_EPROTO (status 4) with r
  * unchanged when one of them is malformed or missing. */
 int spop_msg_skip_args(struct spop_reader *r, unsigned nargs,

@@ -108,25 +108,80 @@ static void ack_set_ack(struct notify_ack *ack)
 	ack->acked = true;
 }
 
+/* Whether the argument at p is named w (its length byte and its bytes):
+ * two masked words when 16 bytes remain, else a compare of w->len. */
+static inline bool notify_wire_is(const uint8_t *p, const uint8_t *end,
+				  const struct route_wire_name *w)
+{
+	uint64_t a, b;
+	if (end - p < 16) /* the message's last argument, often */
+		return (size_t)(end - p) >= w->len &&
+		       spop_bytes_eq(p, (const char *)w->b, w->len);
+	memcpy(&a, p, 8);
+	memcpy(&b, p + 8, 8);
+	return (((a ^ w->w[0]) & w->m[0]) | ((b ^ w->w[1]) & w->m[1])) == 0;
+}
+
+/* Reads nargs arguments of a message into args (count of them): the
+ * one the SPOE file sends next (wire[*pos]) is matched on its wire bytes
+ * and its value decoded into its place; any other goes through the name
+ * lookup (another config's order, an older one's fewer arguments,
+ * unknown names), which gives the same indexes. Arguments not sent are
+ * NULL; a repeated one: the last wins. */
+static inline int notify_parse_args(struct spop_reader *r, unsigned nargs,
+				    struct spop_data *args, unsigned count,
+				    const struct route_wire_name *wire,
+				    const uint8_t *order,
+				    const struct route_name *names,
+				    enum spop_status *status)
+{
+	const uint8_t *end = r->end;
+	unsigned pos = 0;
+	uint32_t seen = 0;
+	_Static_assert(ROUTE_ARG_COUNT <= 32 && ROUTE_FB_COUNT <= 32,
+		       "argument sets fit the mask");
+	for (unsigned i = 0; i < nargs; i++) {
+		const uint8_t *p = r->p;
+		int k;
+		if (pos < count && notify_wire_is(p, end, &wire[pos])) {
+			k = order[pos];
+			p += wire[pos].len;
+			ptrdiff_t n = spop_data_read(p, (size_t)(end - p), &args[k]);
+			if (n < 0) {
+				*status = SPOP_ERR_INVALID;
+				return SPOP_EPROTO;
+			}
+			r->p = p + n;
+			pos++;
+		} else {
+			struct spop_str name;
+			struct spop_data val;
+			if (spop_arg_read(r, &name, &val, status) != 1)
+				return SPOP_EPROTO;
+			k = route_lookup_next(name, names, order, count, &pos);
+			if (k < 0)
+				continue;
+			args[k] = val;
+		}
+		seen |= 1u << k;
+	}
+	/* HAProxy sends every argument the SPOE file names: usually none
+	 * left, where clearing the array first is a memset per message. */
+	for (uint32_t m = ~seen & ((1u << count) - 1); m != 0; m &= m - 1)
+		args[__builtin_ctz(m)] = (struct spop_data){ .type = SPOP_DATA_NULL };
+	return 0;
+}
+
 /* Reads nargs arguments of a `route` message into req. */
 static int notify_parse_route(struct notify_ctx *ctx, struct spop_reader *r,
 			      unsigned nargs, struct route_request *req,
 			      enum spop_status *status)
 {
-	unsigned pos = 0;
 	req->now_ms = ctx->now_ms;
 	req->has_core = false;
-	memset(req->args, 0, sizeof(req->args)); /* SPOP_DATA_NULL */
-	for (unsigned i = 0; i < nargs; i++) {
-		struct spop_str name;
-		struct spop_data val;
-		if (spop_arg_next(r, &name, &val, status) != 1)
-			return SPOP_EPROTO;
-		int k = route_arg_lookup_next(name, &pos);
-		if (k >= 0)
-			req->args[k] = val; /* a repeated argument: the last wins */
-	}
-	return 0;
+	return notify_parse_args(r, nargs, req->args, ROUTE_ARG_COUNT,
+				 route_arg_wire, route_arg_order,
+				 route_arg_names, status);
 }
 
 /* akey as 16 lower-case hex digits (what haplog_akey_parse and the
@@ -277,22 +332,14 @@ static int notify_parse_feedback(struct notify_ctx *ctx,
 	fb->now_ms = ctx->now_ms;
 	fb->now_unix_s = ctx->now_unix_s;
 	fb->akey_read = 0;
-	memset(fb->args, 0, sizeof(fb->args)); /* SPOP_DATA_NULL */
-	unsigned pos = 0;
-	for (unsigned i = 0; i < nargs; i++) {
-		struct spop_str name;
-		struct spop_data val;
-		if (spop_arg_next(r, &name, &val, status) != 1)
-			return SPOP_EPROTO;
-		int k = route_fb_arg_lookup_next(name, &pos);
-		if (k >= 0)
-			fb->args[k] = val;
-	}
-	return 0;
+	return notify_parse_args(r, nargs, fb->args, ROUTE_FB_COUNT,
+				 route_fb_wire, route_fb_order,
+				 route_fb_names, status);
 }
 
+/* kept: fb outlives notify_answer (a message of its notify_frame). */
 static void notify_feedback(struct notify_ctx *ctx,
-			    const struct route_feedback *fb,
+			    const struct route_feedback *fb, bool kept,
 			    struct notify_ack *ack)
 {
 	ctx->stats->msgs_feedback++;
@@ -300,10 +347,16 @@ static void notify_feedback(struct notify_ctx *ctx,
 
 	/* The ACK goes first (docs/architecture.md, "Data flow"); a frame with
 	 * more feedback than fits the deferred list is applied at once. */
-	if (ack->later->n < NOTIFY_MAX_DEFERRED)
-		ack->later->fb[ack->later->n++] = *fb;
-	else
+	struct notify_deferred *later = ack->later;
+	if (later->n < NOTIFY_MAX_DEFERRED) {
+		if (!kept) {
+			later->copy[later->n] = *fb;
+			fb = &later->copy[later->n];
+		}
+		later->fb[later->n++] = fb;
+	} else {
 		route_feedback(ctx->route, fb);
+	}
 }
 
 static void notify_unknown(struct notify_ctx *ctx, struct spop_str name,
@@ -348,14 +401,14 @@ static int notify_parse(struct notify_ctx *ctx, struct spop_reader *r,
 /* The handlers: the integration of the core swaps what these call
  * (route_decide, route_feedback), not the dispatch. */
 static void notify_act(struct notify_ctx *ctx, const struct notify_msg *m,
-		       struct notify_ack *ack)
+		       bool kept, struct notify_ack *ack)
 {
 	switch (m->kind) {
 	case NOTIFY_ROUTE:
 		notify_route(ctx, &m->u.route, ack);
 		break;
 	case NOTIFY_FEEDBACK:
-		notify_feedback(ctx, &m->u.fb, ack);
+		notify_feedback(ctx, &m->u.fb, kept, ack);
 		break;
 	default:
 		notify_unknown(ctx, m->name, ack);
@@ -372,6 +425,9 @@ int notify_parse_frame(struct notify_ctx *ctx, const struct spop_frame *f,
 	nf->nmsg = 0;
 	nf->more = false;
 	nf->stage = CORE_PREFETCH_SLOT;
+	nf->links = false;
+	if (!route_wire_ready)
+		route_wire_init();
 
 	/* The whole payload is parsed before any message acts: a frame is
 	 * taken whole or refused whole. A `route` decided before a malformed
@@ -392,7 +448,7 @@ int notify_parse_frame(struct notify_ctx *ctx, const struct spop_frame *f,
 		if (m < 0)
 			return SPOP_EPROTO;
 		if (!nf->more)
-			nf->nmsg++;
+			nf->links |= nf->msgs[nf->nmsg++].kind == NOTIFY_FEEDBACK;
 	}
 }
 
@@ -405,7 +461,9 @@ bool notify_prefetch(struct notify_ctx *ctx, struct notify_frame *nf)
 		else if (m->kind == NOTIFY_FEEDBACK)
 			route_fb_prefetch(ctx->route, &m->u.fb, nf->stage);
 	}
-	return nf->stage++ < CORE_PREFETCH_LINKS;
+	/* A decision leaves the LRU list alone: a frame of routes has no
+	 * third step to take. */
+	return nf->stage++ < (nf->links ? CORE_PREFETCH_LINKS : CORE_PREFETCH_ENTRY);
 }
 
 ptrdiff_t notify_answer(struct notify_ctx *ctx, const struct notify_frame *nf,
@@ -422,11 +480,11 @@ ptrdiff_t notify_answer(struct notify_ctx *ctx, const struct notify_frame *nf,
 
 	spop_ack_begin(&ack.w, out, cap, f->stream_id, f->frame_id);
 	for (unsigned i = 0; i < nf->nmsg; i++)
-		notify_act(ctx, &nf->msgs[i], &ack);
+		notify_act(ctx, &nf->msgs[i], true, &ack);
 	/* Checked whole by notify_parse_frame: parsing the same bytes again
 	 * cannot fail. */
 	while (nf->more && notify_parse(ctx, &rest, &extra, status) == 1)
-		notify_act(ctx, &extra, &ack);
+		notify_act(ctx, &extra, false, &ack);
 	if (!ack.has_action)
 		ack_set_ack(&ack);
 
@@ -468,13 +526,21 @@ ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
 	later->n = 0;
 	if (notify_parse_frame(ctx, f, &nf, status) < 0)
 		return SPOP_EPROTO;
-	return notify_answer(ctx, &nf, out, cap, later, status);
+	ptrdiff_t n = notify_answer(ctx, &nf, out, cap, later, status);
+	/* nf ends here: the deferred feedback is copied out of it. */
+	for (unsigned i = 0; i < later->n; i++) {
+		if (later->fb[i] != &later->copy[i]) {
+			later->copy[i] = *later->fb[i];
+			later->fb[i] = &later->copy[i];
+		}
+	}
+	return n;
 }
 
 void notify_run_deferred(struct notify_ctx *ctx,
 			 struct notify_deferred *later)
 {
 	for (unsigned i = 0; i < later->n; i++)
-		route_feedback(ctx->route, &later->fb[i]);
+		route_feedback(ctx->route, later->fb[i]);
 	later->n = 0;
 }

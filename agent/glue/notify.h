@@ -22,9 +22,13 @@
 #define NOTIFY_ACK_VAR "ack"
 
 /* Work to do once the ACK is on its way: the feedback messages of the
- * frame (views into the frame's payload: run before the read buffer moves). */
+ * frame (views into the frame's payload: run before the read buffer
+ * moves). From notify_answer, fb[i] points into its notify_frame (no copy
+ * of a message per feedback: run before that frame changes) or, for the
+ * messages past its msgs[], into copy[]; notify_handle copies them all. */
 struct notify_deferred {
-	struct route_feedback fb[NOTIFY_MAX_DEFERRED];
+	const struct route_feedback *fb[NOTIFY_MAX_DEFERRED];
+	struct route_feedback copy[NOTIFY_MAX_DEFERRED];
 	unsigned n;
 };
 
@@ -62,6 +66,7 @@ struct notify_frame {
 	bool more;              /* messages past msgs[], from rest */
 	struct spop_reader rest;
 	enum core_prefetch stage; /* notify_prefetch's next step */
+	bool links;             /* a feedback in msgs[]: it relinks its entry */
 };
 
 /* Handles the NOTIFY frame f: each message is dispatched by exact name
@@ -83,7 +88,8 @@ ptrdiff_t notify_handle(struct notify_ctx *ctx, const struct spop_frame *f,
  * payload into nf (0, or SPOP_EPROTO with *status: nothing changed);
  * notify_prefetch takes each message's next step of loading what it will
  * read in the affinity map (route_prefetch; a step per call, the first
- * at parse time is the caller's; false once the last is taken), so that
+ * at parse time is the caller's; false once the last is taken: the
+ * entry for a frame of routes, its LRU neighbours with a feedback), so that
  * the misses of frames parsed ahead overlap with the answers before
  * theirs (worth it only when ctx->prefetch); notify_answer acts and
  * builds the ACK as notify_handle. */

@@ -346,6 +346,8 @@ void route_prefetch(struct route *r, struct route_request *req,
 		route_request_core(req, &req->core);
 		req->has_core = true;
 		req->has_akey = core_identity(r->core, &req->core, &req->akey);
+		req->core.identity = req->has_akey ? 2 : 1;
+		req->core.akey = req->akey;
 	}
 	/* A decision reads the entry and leaves the LRU list alone. */
 	if (req->has_core && req->has_akey && stage != CORE_PREFETCH_LINKS)

@@ -431,6 +431,24 @@ static inline int route_fb_arg_lookup_next(struct spop_str name,
 				 ROUTE_FB_COUNT, pos);
 }
 
+/* The names as they are on the wire, in the SPOE file's order (the
+ * length byte, then the bytes, padded with zeroes to 16): a parser
+ * compares the next argument with the one expected in two masked 8-byte
+ * words, length included, where the lookup above reads the length, then
+ * compares (notify.c). Every name fits (at most 15 bytes). */
+struct route_wire_name {
+	uint64_t w[2];   /* the bytes as two native words */
+	uint64_t m[2];   /* the mask of the len bytes */
+	uint8_t b[16];
+	uint8_t len;     /* 1 + the name's length */
+};
+extern const struct route_wire_name *const route_arg_wire;
+extern const struct route_wire_name *const route_fb_wire;
+/* Fills the two tables (zeroed, they would match any name): before the
+ * first parse, when route_wire_ready is false. */
+extern bool route_wire_ready;
+void route_wire_init(void);
+
 /* The reason's name ("affinity", "no_model", ...), or "unknown". */
 const char *route_reason_name(enum route_reason reason);
 

@@ -60,6 +60,40 @@ const uint8_t route_fb_order[ROUTE_FB_COUNT] = {
 	ROUTE_FB_SHADOW_REASON, ROUTE_FB_ID, ROUTE_FB_MODEL,
 };
 
+static struct route_wire_name route_wire[ROUTE_ARG_COUNT + ROUTE_FB_COUNT];
+
+static void route_wire_set(struct route_wire_name *w, const struct route_name *n)
+{
+	uint8_t m[16] = { 0 };
+	_Static_assert(sizeof(w->b) == 16, "two words");
+	/* Every name fits: 13 bytes at most, and test_notify's
+	 * notify_wire_names_fit fails for a name longer than 15 (cut here, it
+	 * would match a shorter name on the wire). */
+	size_t len = n->len < 15 ? n->len : 15;
+	memset(w->b, 0, sizeof(w->b));
+	w->b[0] = (uint8_t)len;
+	memcpy(w->b + 1, n->s, len);
+	memset(m, 0xff, len + 1);
+	memcpy(w->w, w->b, 16);
+	memcpy(w->m, m, 16);
+	w->len = (uint8_t)(len + 1);
+}
+
+bool route_wire_ready;
+
+void route_wire_init(void)
+{
+	for (unsigned i = 0; i < ROUTE_ARG_COUNT; i++)
+		route_wire_set(&route_wire[i], &route_arg_names[route_arg_order[i]]);
+	for (unsigned i = 0; i < ROUTE_FB_COUNT; i++)
+		route_wire_set(&route_wire[ROUTE_ARG_COUNT + i],
+			       &route_fb_names[route_fb_order[i]]);
+	route_wire_ready = true;
+}
+
+const struct route_wire_name *const route_arg_wire = route_wire;
+const struct route_wire_name *const route_fb_wire = route_wire + ROUTE_ARG_COUNT;
+
 static bool route_name_is(struct spop_str v, const struct route_name *n)
 {
 	return v.len == n->len && spop_bytes_eq(v.ptr, n->s, n->len);

@@ -72,7 +72,11 @@ void route_feedback(struct route *r, const struct route_feedback *fb)
 				  route_arg_str(&a[ROUTE_FB_SHADOW]), path);
 	int idx[ROUTE_FB_MAX_KEYS];
 	unsigned n = 0;
-	cf.endpoint = core_endpoint_find_path(r->core, path, key);
+	/* Read once: the ACK's akey names the endpoint its decision chose. */
+	uint64_t akey = 0;
+	bool has_akey = fb_akey(fb, &akey);
+	cf.endpoint = has_akey ? core_endpoint_find_akey(r->core, akey, path, key)
+			       : core_endpoint_find_path(r->core, path, key);
 	if (cf.endpoint >= 0) {
 		idx[n++] = cf.endpoint;
 		/* A request that does not stream gets its headers with its
@@ -136,7 +140,8 @@ void route_feedback(struct route *r, const struct route_feedback *fb)
 	}
 
 	if (route_arg_str(&a[ROUTE_FB_AKEY]).len > 0) {
-		cf.has_akey = fb_akey(fb, &cf.akey);
+		cf.has_akey = has_akey;
+		cf.akey = akey;
 		if (!cf.has_akey)
 			r->fb.bad_akey++;
 	}

@@ -53,6 +53,58 @@ static void check_reencode(const struct spop_data *v, const uint8_t *in,
 	FUZZ_CHECK(spop_data_encode(v, out, (size_t)n - 1) == SPOP_NEED_MORE);
 }
 
+static bool same_value(const struct spop_data *a, const struct spop_data *b)
+{
+	if (a->type != b->type)
+		return false;
+	switch (a->type) {
+	case SPOP_DATA_NULL:
+		return true;
+	case SPOP_DATA_BOOL:
+		return a->u.b == b->u.b;
+	case SPOP_DATA_INT32:
+	case SPOP_DATA_UINT32:
+		return a->u.u32 == b->u.u32;
+	case SPOP_DATA_INT64:
+	case SPOP_DATA_UINT64:
+		return a->u.u64 == b->u.u64;
+	case SPOP_DATA_IPV4:
+		return memcmp(a->u.ipv4, b->u.ipv4, 4) == 0;
+	case SPOP_DATA_IPV6:
+		return memcmp(a->u.ipv6, b->u.ipv6, 16) == 0;
+	default:
+		return a->u.str.ptr == b->u.str.ptr && a->u.str.len == b->u.str.len;
+	}
+}
+
+/* The inline readers (spop_arg_read, spop_data_read) give what the
+ * functions they stand for give, on the bytes at r: the same result,
+ * status, position, views and value; nothing written on failure. */
+static void check_inline_readers(const struct spop_reader *r)
+{
+	struct spop_reader r1 = *r, r2 = *r;
+	struct spop_str n1 = { NULL, 1 }, n2 = { NULL, 1 };
+	struct spop_data v1, v2;
+	enum spop_status s1 = SPOP_ERR_NONE, s2 = SPOP_ERR_NONE;
+	memset(&v1, 0x5a, sizeof(v1));
+	memset(&v2, 0x5a, sizeof(v2));
+	int a = spop_arg_next(&r1, &n1, &v1, &s1);
+	int b = spop_arg_read(&r2, &n2, &v2, &s2);
+	FUZZ_CHECK(a == b && r1.p == r2.p && s1 == s2);
+	FUZZ_CHECK(n1.ptr == n2.ptr && n1.len == n2.len);
+	FUZZ_CHECK(a == 1 ? same_value(&v1, &v2)
+			  : memcmp(&v1, &v2, sizeof(v1)) == 0);
+	/* The same bytes as a value. */
+	size_t len = (size_t)(r->end - r->p);
+	memset(&v1, 0x5a, sizeof(v1));
+	memset(&v2, 0x5a, sizeof(v2));
+	ptrdiff_t x = spop_data_decode(r->p, len, &v1);
+	ptrdiff_t y = spop_data_read(r->p, len, &v2);
+	FUZZ_CHECK(x == y);
+	FUZZ_CHECK(x > 0 ? same_value(&v1, &v2)
+			 : memcmp(&v1, &v2, sizeof(v1)) == 0);
+}
+
 int fuzz_notify(const uint8_t *p, size_t len)
 {
 	struct spop_reader r;
@@ -72,6 +124,7 @@ int fuzz_notify(const uint8_t *p, size_t len)
 		for (i = 0; i < nargs; i++) {
 			const uint8_t *before = r.p;
 
+			check_inline_readers(&r);
 			rc = spop_arg_next(&r, &an, &v, &st);
 			if (rc != 1) {
 				check_error(rc, st);

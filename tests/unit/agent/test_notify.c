@@ -825,6 +825,380 @@ START_TEST(notify_decisions_timed_one_in_16)
 }
 END_TEST
 
+/* A frame of `unknowns` argument-less unknown messages, then feedback
+ * for llm/s1 (200), llm/s2 (503) and llm/nope (200); alt: for
+ * llm/other three times instead. */
+static size_t feedback_frame_payload(uint8_t *buf, size_t cap, unsigned unknowns,
+				     bool alt)
+{
+	static const struct { const char *server; int status; } fb[] = {
+		{ "llm/s1", 200 }, { "llm/s2", 503 }, { "llm/nope", 200 },
+	};
+	struct spop_writer w;
+	spop_writer_init(&w, buf, cap);
+	for (unsigned i = 0; i < unknowns; i++) {
+		spop_put_str(&w, "x", 1);
+		uint8_t zero = 0;
+		spop_put_bytes(&w, &zero, 1);
+	}
+	for (size_t i = 0; i < sizeof(fb) / sizeof(*fb); i++) {
+		spop_put_str(&w, "feedback", 8);
+		uint8_t two = 2;
+		spop_put_bytes(&w, &two, 1);
+		struct spop_data v = str(alt ? "llm/other" : fb[i].server);
+		spop_put_kv(&w, "server", &v);
+		v = spop_data_int64(fb[i].status);
+		spop_put_kv(&w, "status", &v);
+	}
+	ck_assert(!w.overflow);
+	return w.len;
+}
+
+/* Deferred feedback is applied after the ACK, from the frame's own
+ * messages (pointers into the parsed frame) or, past NOTIFY_MAX_MSGS,
+ * from copies: through notify_handle, and through notify_parse_frame and
+ * notify_answer as conn.c calls them, another frame answered in between
+ * (its stack reuses what a pointer to a message gone would read). */
+START_TEST(notify_deferred_feedback_applied)
+{
+	for (unsigned v = 0; v < 4; v++) {
+		unsigned unknowns = v & 1 ? NOTIFY_MAX_MSGS : 0;
+		bool handle = v & 2;
+		struct config cfg;
+		load(&cfg, "endpoints:\n  - {backend: llm, server: s1}\n"
+			   "  - {backend: llm, server: s2}\n");
+		struct route r;
+		struct stats st = { 0 };
+		ck_assert_int_eq(route_init(&r, &cfg), 0);
+		struct notify_ctx ctx = { .route = &r, .stats = &st };
+		uint8_t payload[512], other[512], out[512];
+		struct spop_frame f = notify_frame(
+			payload, feedback_frame_payload(payload, sizeof(payload),
+							unknowns, false), 1, 1);
+		struct spop_frame g = notify_frame(
+			other, feedback_frame_payload(other, sizeof(other),
+						      unknowns, true), 2, 1);
+		struct notify_deferred later, later2;
+		enum spop_status status;
+		static struct notify_frame nf;
+		if (handle) {
+			ck_assert_int_gt(notify_handle(&ctx, &f, out, sizeof(out),
+						       &later, &status), 0);
+		} else {
+			ck_assert_int_eq(notify_parse_frame(&ctx, &f, &nf, &status), 0);
+			ck_assert_int_gt(notify_answer(&ctx, &nf, out, sizeof(out),
+						       &later, &status), 0);
+		}
+		ck_assert_uint_eq(later.n, 3);
+		ck_assert_int_gt(notify_handle(&ctx, &g, out, sizeof(out), &later2,
+					       &status), 0);
+		notify_run_deferred(&ctx, &later);
+		ck_assert_uint_eq(later.n, 0);
+		int s1 = core_endpoint_find_path(r.core, core_str_c("llm/s1"),
+						 core_str_c(""));
+		int s2 = core_endpoint_find_path(r.core, core_str_c("llm/s2"),
+						 core_str_c(""));
+		struct core_endpoint_info i1, i2;
+		ck_assert_int_eq(core_endpoint_info(r.core, s1, 0, &i1), 0);
+		ck_assert_int_eq(core_endpoint_info(r.core, s2, 0, &i2), 0);
+		ck_assert_msg(i1.outcomes[CORE_OUTCOME_SUCCESS] == 1 &&
+				      i2.outcomes[CORE_OUTCOME_FAILURE] == 1 &&
+				      r.fb.unknown_server == 1,
+			      "variant %u: s1 %llu ok, s2 %llu failed, %llu unknown",
+			      v, (unsigned long long)i1.outcomes[CORE_OUTCOME_SUCCESS],
+			      (unsigned long long)i2.outcomes[CORE_OUTCOME_FAILURE],
+			      (unsigned long long)r.fb.unknown_server);
+		route_finish(&r);
+		config_finish(&cfg);
+	}
+}
+END_TEST
+
+/* ---- the arguments' fast path against the name lookup ------------------ */
+
+/* The feedback message's arguments in haproxy/warmlane.spoe.conf's order
+ * (model is not sent there). */
+static const char *const spoe_fb_order[] = {
+	"server", "status", "tr", "retry_after", "key", "akey", "stream",
+	"shadow", "shadow_reason", "id",
+};
+
+/* Names a fast path could confuse with the file's: prefixes and
+ * extensions of them, another length byte before the same bytes, case,
+ * the empty name, 15, 16 and 20 bytes, a two-byte length. */
+static const char *const decoy_names[] = {
+	"prefix", "prefix12", "sessio", "sessionx", "Session", "sr", "s",
+	"i", "id2", "hint_sr", "hint_srvv", "hint_akey2", "", "tr2", "t",
+	"shadow_reasonxy", "shadow_reasonxyz", "shadow_reason_and_more",
+	"retry_afte", "akeys", "model", "x-new-argument",
+};
+
+static uint64_t fx_rand(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* A value of a random type (long strings, negative and large integers,
+ * IPv6 included); strings point into a static buffer. */
+static struct spop_data fx_value(uint64_t *s)
+{
+	static const char text[300] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	uint64_t r = fx_rand(s);
+	switch (r % 12) {
+	case 0:
+		return spop_data_null();
+	case 1:
+		return spop_data_bool((r >> 8) & 1);
+	case 2:
+		return spop_data_int64((int64_t)(r >> 20) % 300);
+	case 3:
+		return spop_data_int64((int64_t)fx_rand(s));
+	case 4: {
+		struct spop_data d = spop_data_null();
+		d.type = SPOP_DATA_UINT64;
+		d.u.u64 = fx_rand(s);
+		return d;
+	}
+	case 5: {
+		struct spop_data d = spop_data_null();
+		d.type = SPOP_DATA_INT32;
+		d.u.i32 = (int32_t)(fx_rand(s) % 600) - 300;
+		return d;
+	}
+	case 6:
+		return spop_data_uint32((uint32_t)(r >> 16) % 500);
+	case 7: {
+		struct spop_data d = { .type = SPOP_DATA_IPV4,
+				       .u.ipv4 = { 10, 0, (uint8_t)r, 1 } };
+		return d;
+	}
+	case 8: {
+		struct spop_data d = { .type = SPOP_DATA_IPV6 };
+		memset(d.u.ipv6, (int)(r >> 8) & 0xff, 16);
+		return d;
+	}
+	case 9:
+		return spop_data_binary(text, (r >> 8) % 20);
+	case 10:
+		return spop_data_string(text, 230 + (r >> 8) % 20); /* 240+ */
+	default:
+		return spop_data_string(text, (r >> 8) % 40);
+	}
+}
+
+static bool fx_same(const struct spop_data *a, const struct spop_data *b)
+{
+	if (a->type != b->type)
+		return false;
+	switch (a->type) {
+	case SPOP_DATA_NULL:
+		return true;
+	case SPOP_DATA_BOOL:
+		return a->u.b == b->u.b;
+	case SPOP_DATA_INT32:
+		return a->u.i32 == b->u.i32;
+	case SPOP_DATA_UINT32:
+		return a->u.u32 == b->u.u32;
+	case SPOP_DATA_INT64:
+		return a->u.i64 == b->u.i64;
+	case SPOP_DATA_UINT64:
+		return a->u.u64 == b->u.u64;
+	case SPOP_DATA_IPV4:
+		return memcmp(a->u.ipv4, b->u.ipv4, 4) == 0;
+	case SPOP_DATA_IPV6:
+		return memcmp(a->u.ipv6, b->u.ipv6, 16) == 0;
+	default:
+		return a->u.str.len == b->u.str.len &&
+		       memcmp(a->u.str.ptr, b->u.str.ptr, a->u.str.len) == 0;
+	}
+}
+
+/* The names of one message: mostly the file's order with a few
+ * changes (one dropped, two swapped, a decoy or a repeat put in, the
+ * message cut short), sometimes anything. */
+static unsigned fx_names(uint64_t *s, const char *const *file, unsigned nf,
+			 const char **out)
+{
+	unsigned n = 0;
+	uint64_t how = fx_rand(s) % 8;
+	if (how == 7) {
+		unsigned len = (unsigned)(fx_rand(s) % 20);
+		for (unsigned i = 0; i < len; i++) {
+			uint64_t r = fx_rand(s);
+			out[n++] = r & 1 ? file[(r >> 1) % nf]
+					 : decoy_names[(r >> 1) % (sizeof(decoy_names) /
+								   sizeof(*decoy_names))];
+		}
+		return n;
+	}
+	for (unsigned i = 0; i < nf; i++)
+		out[n++] = file[i];
+	uint64_t at = fx_rand(s) % nf;
+	switch (how) {
+	case 1: /* one dropped */
+		memmove(&out[at], &out[at + 1], (n - at - 1) * sizeof(*out));
+		n--;
+		break;
+	case 2: /* two swapped */
+		if (at + 1 < n) {
+			const char *t = out[at];
+			out[at] = out[at + 1];
+			out[at + 1] = t;
+		}
+		break;
+	case 3: /* a decoy put in */
+	case 4: /* a repeat put in */
+		memmove(&out[at + 1], &out[at], (n - at) * sizeof(*out));
+		out[at] = how == 3 ? decoy_names[fx_rand(s) % (sizeof(decoy_names) /
+							       sizeof(*decoy_names))]
+				   : file[fx_rand(s) % nf];
+		n++;
+		break;
+	case 5: /* cut short */
+		n = (unsigned)at;
+		break;
+	default: /* as the file says */
+		break;
+	}
+	return n;
+}
+
+/* Every message of many: the arguments notify_parse_frame reads (its
+ * fast path on the wire bytes of the name expected next) are those that a
+ * plain name lookup of each argument in turn gives, the last of a repeated
+ * one winning. Each payload is a heap block of its exact size, so that a
+ * read past its end fails under ASan. */
+START_TEST(notify_args_fast_path_agrees)
+{
+	static struct notify_frame nf;
+	struct config cfg;
+	struct route r;
+	struct stats st = { 0 };
+	load(&cfg, "endpoints:\n  - {backend: llm, server: s1, models: [m1]}\n");
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	struct notify_ctx ctx = { .route = &r, .stats = &st };
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	for (unsigned iter = 0; iter < 20000; iter++) {
+		bool fb = iter & 1;
+		const char *names[40];
+		struct spop_data vals[40];
+		unsigned n = fb ? fx_names(&seed, spoe_fb_order, 10, names)
+				: fx_names(&seed, spoe_route_args,
+					   ROUTE_ARG_COUNT, names);
+		static uint8_t buf[16384];
+		struct spop_writer w;
+		spop_writer_init(&w, buf, sizeof(buf));
+		if (fb)
+			spop_put_str(&w, "feedback", 8);
+		else
+			spop_put_str(&w, "route", 5);
+		uint8_t nb = (uint8_t)n;
+		spop_put_bytes(&w, &nb, 1);
+		for (unsigned i = 0; i < n; i++) {
+			vals[i] = fx_value(&seed);
+			size_t len = strlen(names[i]);
+			spop_put_str(&w, names[i], len);
+			spop_put_data(&w, &vals[i]);
+		}
+		ck_assert(!w.overflow);
+		uint8_t *payload = malloc(w.len);
+		ck_assert_ptr_nonnull(payload);
+		memcpy(payload, buf, w.len);
+		struct spop_frame f = notify_frame(payload, w.len, 1, 1);
+		enum spop_status status;
+		ck_assert_int_eq(notify_parse_frame(&ctx, &f, &nf, &status), 0);
+		ck_assert_uint_eq(nf.nmsg, 1);
+
+		struct spop_data want[ROUTE_ARG_COUNT + ROUTE_FB_COUNT];
+		unsigned count = fb ? ROUTE_FB_COUNT : ROUTE_ARG_COUNT;
+		for (unsigned k = 0; k < count; k++)
+			want[k] = spop_data_null();
+		for (unsigned i = 0; i < n; i++) {
+			struct spop_str nm = { (const uint8_t *)names[i],
+					       strlen(names[i]) };
+			int k = fb ? route_fb_arg_lookup(nm) : route_arg_lookup(nm);
+			if (k >= 0)
+				want[k] = vals[i];
+		}
+		const struct notify_msg *m = &nf.msgs[0];
+		ck_assert_int_eq(m->kind, fb ? NOTIFY_FEEDBACK : NOTIFY_ROUTE);
+		const struct spop_data *got = fb ? m->u.fb.args : m->u.route.args;
+		for (unsigned k = 0; k < count; k++)
+			ck_assert_msg(fx_same(&want[k], &got[k]),
+				      "iteration %u (%s, %u arguments): argument %u "
+				      "type %d, want type %d", iter,
+				      fb ? "feedback" : "route", n, k,
+				      got[k].type, want[k].type);
+		free(payload);
+	}
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
+/* The wire names are whole (route_wire_set cuts a name past 15 bytes):
+ * the length byte, then the name, of every argument of both messages. */
+START_TEST(notify_wire_names_fit)
+{
+	route_wire_init();
+	for (unsigned i = 0; i < ROUTE_ARG_COUNT + ROUTE_FB_COUNT; i++) {
+		bool fb = i >= ROUTE_ARG_COUNT;
+		unsigned at = fb ? i - ROUTE_ARG_COUNT : i;
+		const struct route_name *n =
+			fb ? &route_fb_names[route_fb_order[at]]
+			   : &route_arg_names[route_arg_order[at]];
+		const struct route_wire_name *w =
+			fb ? &route_fb_wire[at] : &route_arg_wire[at];
+		ck_assert_msg(n->len <= 15, "%s: longer than 15 bytes", n->s);
+		ck_assert_uint_eq(w->len, n->len + 1);
+		ck_assert_uint_eq(w->b[0], n->len);
+		ck_assert(memcmp(w->b + 1, n->s, n->len) == 0);
+	}
+}
+END_TEST
+
+/* The prefetch steps a frame takes (notify_prefetch until false): two
+ * for routes alone (slot, entry: a decision leaves the LRU list alone),
+ * three with a feedback (which relinks the entry), two for unknowns. */
+START_TEST(notify_prefetch_steps)
+{
+	struct config cfg;
+	load(&cfg, "endpoints:\n  - {backend: llm, server: s1, models: [m1]}\n");
+	struct route r;
+	struct stats st = { 0 };
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	struct notify_ctx ctx = { .route = &r, .stats = &st, .prefetch = true };
+	static const unsigned order[] = { 0, 7 }; /* session, model */
+	uint8_t route_p[512], fb_p[512], mixed[1024];
+	size_t rn = route_payload_order(route_p, sizeof(route_p), order, 2);
+	size_t fn = feedback_frame_payload(fb_p, sizeof(fb_p), 0, false);
+	size_t un = feedback_frame_payload(mixed, sizeof(mixed), 2, false);
+	un = 2 * 3; /* the two unknown messages alone: "x", no argument */
+	uint8_t both[1024];
+	memcpy(both, route_p, rn);
+	memcpy(both + rn, fb_p, fn);
+	const struct { const uint8_t *p; size_t n; unsigned steps; } v[] = {
+		{ route_p, rn, 2 }, { fb_p, fn, 3 }, { both, rn + fn, 3 },
+		{ mixed, un, 2 },
+	};
+	for (size_t i = 0; i < sizeof(v) / sizeof(*v); i++) {
+		static struct notify_frame nf;
+		struct spop_frame f = notify_frame(v[i].p, v[i].n, 1, 1);
+		enum spop_status status;
+		ck_assert_int_eq(notify_parse_frame(&ctx, &f, &nf, &status), 0);
+		unsigned steps = 1;
+		while (notify_prefetch(&ctx, &nf))
+			steps++;
+		ck_assert_msg(steps == v[i].steps, "frame %zu: %u steps", i, steps);
+	}
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *const tests[] = {
@@ -834,6 +1208,8 @@ int main(void)
 		notify_malformed_frame_changes_nothing, notify_every_truncation,
 		notify_mutations_refused_whole, notify_ack_noretry,
 		notify_decisions_timed_one_in_16, notify_names_follow_the_endpoint,
+		notify_args_fast_path_agrees, notify_deferred_feedback_applied,
+		notify_wire_names_fit, notify_prefetch_steps,
 	};
 
 	return unit_run(unit_suite("agent-notify", "notify", tests,

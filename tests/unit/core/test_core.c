@@ -2488,6 +2488,47 @@ START_TEST(cached_views_match_rebuilt)
 }
 END_TEST
 
+/* A request whose identity the caller gives (core_request.identity, as
+ * route_prefetch fills it from core_identity) is decided as the same
+ * request without it: two cores, same seed, same answers, with and
+ * without an identity. One given an akey that is not its identity's is
+ * decided by the given akey: the field is what decide reads. */
+START_TEST(given_identity_same_decision)
+{
+	struct fx a, b;
+	fx_init(&a, 8, NULL);
+	fx_init(&b, 8, NULL);
+	for (uint64_t i = 0; i < 400; i++) {
+		struct core_request ra = i % 5 == 4 ? (struct core_request){ 0 }
+						    : fx_session(i % 37 + 1);
+		struct core_request rb = ra;
+		uint64_t k = 0;
+		rb.identity = core_identity(b.c, &rb, &k) ? 2 : 1;
+		rb.akey = k;
+		struct core_decision da = fx_decide(&a, &ra);
+		struct core_decision db = fx_decide(&b, &rb);
+		ck_assert_int_eq(da.endpoint, db.endpoint);
+		ck_assert_int_eq(da.reason, db.reason);
+		ck_assert_int_eq(da.has_akey, db.has_akey);
+		ck_assert_int_eq(da.has_akey, i % 5 != 4);
+		ck_assert_uint_eq(da.akey, db.akey);
+		a.now += 3;
+		b.now += 3;
+	}
+	struct core_request r = fx_session(7);
+	r.identity = 2;
+	r.akey = 0x1234;
+	struct core_decision d = fx_decide(&a, &r);
+	ck_assert(d.has_akey);
+	ck_assert_uint_eq(d.akey, 0x1234);
+	r.identity = 1;
+	d = fx_decide(&a, &r);
+	ck_assert(!d.has_akey);
+	fx_finish(&a);
+	fx_finish(&b);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
 	Suite *s = suite_create("core");
@@ -2496,6 +2537,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, config_disabled_excludes);
 	tcase_add_test(tc, models_and_no_model);
 	tcase_add_test(tc, empty_pool_none);
+	tcase_add_test(tc, given_identity_same_decision);
 	tcase_add_test(tc, model_mismatch_after_404s);
 	tcase_add_test(tc, key_401_is_only_suspicion);
 	tcase_add_test(tc, key_probe_refused_excludes_until_accepted);

@@ -139,9 +139,74 @@ START_TEST(find_by_names)
 }
 END_TEST
 
+/* core_endpoint_find_akey and core_endpoint_find_path agree on every
+ * name of paths x keys for akey. */
+static void find_akey_agrees(struct fx *f, uint64_t akey, const char *when)
+{
+	static const char *const paths[] = {
+		"be/web1", "be/web12", "be/web", "be/web2", "be/web1x", "bx/web1",
+		"bee/web1", "b/web1", "be/", "/web1", "beweb1", "", "be/web1/",
+	};
+	static const char *const keys[] = { "", "k2", "k22", "k", "k2x" };
+	for (size_t i = 0; i < sizeof(paths) / sizeof(*paths); i++)
+		for (size_t k = 0; k < sizeof(keys) / sizeof(*keys); k++) {
+			struct core_str ps = core_str_c(paths[i]);
+			struct core_str ks = core_str_c(keys[k]);
+			ck_assert_msg(core_endpoint_find_akey(f->c, akey, ps, ks) ==
+					      core_endpoint_find_path(f->c, ps, ks),
+				      "%s: path %s key %s", when, paths[i], keys[k]);
+		}
+}
+
+/* core_endpoint_find_akey gives what core_endpoint_find_path gives, for
+ * every name (the decision's own endpoint, another key of its server, a
+ * server whose name extends or cuts its own, another backend, no slash)
+ * and every akey: a decision's, one never given, one whose endpoint was
+ * removed since, then added again under a new generation. */
+START_TEST(find_by_akey)
+{
+	struct fx f;
+	fx_init(&f, 0, NULL);
+	fx_add(&f, "web1", NULL, 1, NULL);
+	fx_add(&f, "web1", "k2", 1, NULL);
+	fx_add(&f, "web1", "k22", 1, NULL);
+	fx_add(&f, "web12", NULL, 1, NULL);
+	fx_add(&f, "web", "k2", 1, NULL);
+	int w2 = fx_add(&f, "web2", NULL, 1, NULL);
+	uint64_t akeys[64];
+	bool chose[6] = { false };
+	for (unsigned i = 0; i < 64; i++) {
+		struct core_request req = fx_session((i + 1) * 7919ull);
+		struct core_decision d = fx_decide(&f, &req);
+		ck_assert(d.has_akey);
+		ck_assert_int_ge(d.endpoint, 0);
+		ck_assert_int_lt(d.endpoint, 6);
+		chose[d.endpoint] = true;
+		akeys[i] = d.akey;
+		find_akey_agrees(&f, d.akey, "decided");
+		find_akey_agrees(&f, d.akey ^ 1, "never given");
+		ck_assert_int_eq(core_endpoint_complete(f.c, d.endpoint), 0);
+	}
+	for (unsigned e = 0; e < 6; e++)
+		ck_assert_msg(chose[e], "endpoint %u never chosen", e);
+	for (int i = 0; i < 6; i++)
+		if (i != w2)
+			core_endpoint_remove(f.c, i);
+	for (unsigned i = 0; i < 64; i++)
+		find_akey_agrees(&f, akeys[i], "removed");
+	fx_add(&f, "web1", "k22", 1, NULL);
+	fx_add(&f, "web12", NULL, 1, NULL);
+	fx_add(&f, "web1", NULL, 1, NULL);
+	for (unsigned i = 0; i < 64; i++)
+		find_akey_agrees(&f, akeys[i], "added again");
+	fx_finish(&f);
+}
+END_TEST
+
 int main(void)
 {
-	const TTest *const tests[] = { pool_changes_keep_state, pool_rejects, find_by_names };
+	const TTest *const tests[] = { pool_changes_keep_state, pool_rejects, find_by_names,
+				       find_by_akey };
 
 	return unit_run(unit_suite("core-pool", "pool", tests,
 				   sizeof(tests) / sizeof(tests[0])));

@@ -1,5 +1,6 @@
 /* test_data.c - proto: varints and typed data. */
 #include <check.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -465,6 +466,171 @@ START_TEST(str_eq_exact)
 }
 END_TEST
 
+/* ---- spop_data_read and spop_arg_read: the inline readers -------------- */
+
+/* Whether a and b are the same value (the member their type uses). */
+static bool data_same(const struct spop_data *a, const struct spop_data *b)
+{
+	if (a->type != b->type)
+		return false;
+	switch (a->type) {
+	case SPOP_DATA_NULL:
+		return true;
+	case SPOP_DATA_BOOL:
+		return a->u.b == b->u.b;
+	case SPOP_DATA_INT32:
+		return a->u.i32 == b->u.i32;
+	case SPOP_DATA_UINT32:
+		return a->u.u32 == b->u.u32;
+	case SPOP_DATA_INT64:
+		return a->u.i64 == b->u.i64;
+	case SPOP_DATA_UINT64:
+		return a->u.u64 == b->u.u64;
+	case SPOP_DATA_IPV4:
+		return memcmp(a->u.ipv4, b->u.ipv4, 4) == 0;
+	case SPOP_DATA_IPV6:
+		return memcmp(a->u.ipv6, b->u.ipv6, 16) == 0;
+	default:
+		return a->u.str.ptr == b->u.str.ptr && a->u.str.len == b->u.str.len;
+	}
+}
+
+/* spop_data_read and spop_data_decode on p[0..len): the same return, the
+ * same value, and nothing written on failure. */
+static void read_agrees(const uint8_t *p, size_t len)
+{
+	struct spop_data want, got;
+	memset(&want, 0xa5, sizeof(want));
+	memset(&got, 0xa5, sizeof(got));
+	ptrdiff_t n = spop_data_decode(p, len, &want);
+	ptrdiff_t m = spop_data_read(p, len, &got);
+	ck_assert_msg(n == m, "len %zu type 0x%02x: %td vs %td", len,
+		      len ? p[0] : 0, n, m);
+	if (n > 0)
+		ck_assert_msg(data_same(&want, &got), "len %zu type 0x%02x",
+			      len, p[0]);
+	else
+		ck_assert_msg(memcmp(&want, &got, sizeof(got)) == 0,
+			      "written on failure");
+}
+
+/* Every input of up to two bytes, every type byte before each value
+ * HAProxy may send (varint boundaries, string lengths at 239/240, IPs),
+ * cut at every length. */
+START_TEST(data_read_agrees)
+{
+	uint8_t b[300] = { 0 };
+	read_agrees(b, 0);
+	for (unsigned x = 0; x < 256; x++) {
+		b[0] = (uint8_t)x;
+		read_agrees(b, 1);
+		for (unsigned y = 0; y < 256; y++) {
+			b[1] = (uint8_t)y;
+			read_agrees(b, 2);
+		}
+	}
+	static const uint64_t ints[] = {
+		0, 1, 239, 240, 2287, 2288, 264431, 264432, INT32_MAX,
+		(uint64_t)INT32_MAX + 1, UINT32_MAX, (uint64_t)UINT32_MAX + 1,
+		INT64_MAX, (uint64_t)INT64_MAX + 1, (uint64_t)-5,
+		(uint64_t)INT32_MIN, (uint64_t)INT32_MIN - 1, UINT64_MAX,
+	};
+	for (unsigned t = 0; t < 256; t++) {
+		for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+			b[0] = (uint8_t)t;
+			ptrdiff_t k = spop_varint_encode(ints[i], b + 1, 10);
+			ck_assert_int_gt(k, 0);
+			for (size_t len = 0; len <= (size_t)k + 2; len++)
+				read_agrees(b, len);
+		}
+		/* A run that never ends, and one whose top bits overflow. */
+		memset(b + 1, 0xff, 11);
+		for (size_t len = 0; len <= 12; len++)
+			read_agrees(b, len);
+	}
+	/* Integers of every varint length, every tenth byte after runs of
+	 * the largest and the smallest continuation bytes, with room to
+	 * spare or cut short. */
+	static const uint8_t types[] = { SPOP_DATA_INT32, SPOP_DATA_UINT32,
+					 SPOP_DATA_INT64, SPOP_DATA_UINT64 };
+	for (size_t t = 0; t < sizeof(types); t++) {
+		for (unsigned fill = 0; fill < 3; fill++) {
+			static const uint8_t first[] = { 0xf0, 0xff, 0xf7 };
+			static const uint8_t cont[] = { 0x80, 0xff, 0xc3 };
+			for (size_t end = 1; end <= 10; end++) {
+				for (unsigned last = 0; last < 256; last++) {
+					b[0] = types[t];
+					b[1] = first[fill];
+					memset(b + 2, cont[fill], 10);
+					b[1 + end] = (uint8_t)last;
+					read_agrees(b, 13);
+					read_agrees(b, 1 + end + 1);
+					read_agrees(b, 1 + end);
+				}
+			}
+		}
+	}
+	for (unsigned t = 0; t < 256; t++) {
+		static const size_t lens[] = { 0, 1, 17, 239, 240, 241, 280 };
+		for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+			b[0] = (uint8_t)t;
+			ptrdiff_t k = spop_varint_encode(lens[i], b + 1, 10);
+			memset(b + 1 + k, 'x', lens[i]);
+			size_t whole = 1 + (size_t)k + lens[i];
+			for (size_t len = 0; len <= whole + 1 && len <= sizeof(b);
+			     len++)
+				if (len + 3 >= whole || len < 4)
+					read_agrees(b, len);
+		}
+	}
+}
+END_TEST
+
+/* spop_arg_read and spop_arg_next: names of 0, 1, 15, 239 and 240 bytes
+ * (a two-byte length) before values of every kind, cut at every length. */
+START_TEST(arg_read_agrees)
+{
+	static const size_t names[] = { 0, 1, 15, 239, 240 };
+	static const uint8_t values[][12] = {
+		{ 1, 0x00 }, { 1, 0x11 }, { 1, 0x21 }, { 2, 0x04, 0x05 },
+		{ 11, 0x04, 0xff, 0xf0, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0xfe, 0x0e },
+		{ 3, 0x08, 0x01, 'a' }, { 2, 0x08, 0x05 }, { 5, 0x06, 10, 0, 0, 1 },
+		{ 2, 0x02, 0xf0 }, { 1, 0x0c }, { 1, 0x07 }, { 3, 0x03, 0xf0, 0x00 },
+	};
+	uint8_t b[600] = { 0 };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		for (size_t j = 0; j < sizeof(values) / sizeof(values[0]); j++) {
+			ptrdiff_t k = spop_varint_encode(names[i], b, 10);
+			memset(b + k, 'n', names[i]);
+			size_t at = (size_t)k + names[i];
+			memcpy(b + at, values[j] + 1, values[j][0]);
+			size_t whole = at + values[j][0];
+			for (size_t len = 0; len <= whole; len++) {
+				struct spop_reader r1, r2;
+				struct spop_str n1 = { NULL, 7 }, n2 = { NULL, 7 };
+				struct spop_data v1, v2;
+				enum spop_status s1 = SPOP_ERR_NONE, s2 = SPOP_ERR_NONE;
+				memset(&v1, 0x5a, sizeof(v1));
+				memset(&v2, 0x5a, sizeof(v2));
+				spop_reader_init(&r1, b, len);
+				spop_reader_init(&r2, b, len);
+				int a = spop_arg_next(&r1, &n1, &v1, &s1);
+				int c = spop_arg_read(&r2, &n2, &v2, &s2);
+				ck_assert_msg(a == c, "name %zu value %zu len %zu",
+					      names[i], j, len);
+				ck_assert(r1.p == r2.p);
+				ck_assert_int_eq(s1, s2);
+				ck_assert(n1.ptr == n2.ptr && n1.len == n2.len);
+				if (a == 1)
+					ck_assert(data_same(&v1, &v2));
+				else
+					ck_assert(memcmp(&v1, &v2, sizeof(v1)) == 0);
+			}
+		}
+	}
+}
+END_TEST
+
 static Suite *proto_suite(void)
 {
 	Suite *s = suite_create("proto");
@@ -486,6 +652,8 @@ static Suite *proto_suite(void)
 	tcase_add_test(tc, data_integers);
 	tcase_add_test(tc, data_invalid);
 	tcase_add_test(tc, str_eq_exact);
+	tcase_add_test(tc, data_read_agrees);
+	tcase_add_test(tc, arg_read_agrees);
 	suite_add_tcase(s, tc);
 	return s;
 }

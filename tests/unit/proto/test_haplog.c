@@ -450,6 +450,23 @@ START_TEST(akey_parse)
 		b[15] = odd[i];
 		ck_assert(!haplog_akey_parse(b, sizeof(b), &v));
 	}
+	/* Every byte in every position, against the definition. */
+	for (size_t at = 0; at < 16; at++) {
+		for (unsigned c = 0; c < 256; c++) {
+			memcpy(b, "0123456789abcdef", 16);
+			b[at] = (uint8_t)c;
+			int d = c >= '0' && c <= '9' ? (int)c - '0'
+				: c >= 'a' && c <= 'f' ? (int)c - 'a' + 10
+				: c >= 'A' && c <= 'F' ? (int)c - 'A' + 10 : -1;
+			uint64_t want = 0x0123456789abcdefull;
+			unsigned shift = (unsigned)(15 - at) * 4;
+			want = (want & ~(15ull << shift)) | ((uint64_t)(d & 15) << shift);
+			uint64_t v = 42;
+			bool ok = haplog_akey_parse(b, sizeof(b), &v);
+			ck_assert_msg(ok == (d >= 0), "byte %u at %zu", c, at);
+			ck_assert_uint_eq(v, d >= 0 ? want : 42);
+		}
+	}
 }
 END_TEST
 
