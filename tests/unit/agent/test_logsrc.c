@@ -768,57 +768,74 @@ static void note_received(uv_poll_t *h, int status, int events)
 	uv_poll_stop(h);
 }
 
-START_TEST(lines_and_connections_take_turns)
-{
+/* A log socket at dir/name on its own loop, its lines applied to r
+ * (load_std's config). */
+struct lsock {
 	struct config cfg;
 	struct route r;
 	struct logsrc ls;
-	char path[100], err[256];
 	uv_loop_t loop;
+	char path[100];
+};
 
-	snprintf(path, sizeof(path), "%s/order.sock", dir);
-	load_std(&cfg, path);
-	ck_assert_int_eq(route_init(&r, &cfg), 0);
-	ck_assert_int_eq(uv_loop_init(&loop), 0);
-	ck_assert_int_eq(logsrc_init(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
+static void lsock_open(struct lsock *t, const char *name)
+{
+	char err[256];
+	snprintf(t->path, sizeof(t->path), "%s/%s", dir, name);
+	load_std(&t->cfg, t->path);
+	ck_assert_int_eq(route_init(&t->r, &t->cfg), 0);
+	ck_assert_int_eq(uv_loop_init(&t->loop), 0);
+	ck_assert_int_eq(logsrc_init(&t->ls, &t->loop, &t->r, &t->cfg, err,
+				     sizeof(err)), 0);
+}
+
+static void lsock_close(struct lsock *t)
+{
+	logsrc_finish(&t->ls);
+	uv_run(&t->loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&t->loop), 0);
+	route_finish(&t->r);
+	config_finish(&t->cfg);
+}
+
+START_TEST(lines_and_connections_take_turns)
+{
+	static struct lsock t;
+	lsock_open(&t, "order.sock");
 	int fds[2];
 	ck_assert_int_eq(pipe(fds), 0);
 	uv_poll_t conn;
-	ck_assert_int_eq(uv_poll_init(&loop, &conn, fds[0]), 0);
-	conn.data = &r;
-	uv_run(&loop, UV_RUN_NOWAIT);
+	ck_assert_int_eq(uv_poll_init(&t.loop, &conn, fds[0]), 0);
+	conn.data = &t.r;
+	uv_run(&t.loop, UV_RUN_NOWAIT);
 
 	char buf[1024], c;
 	size_t n = line(buf, sizeof(buf), "s1", "s1", 200, "----", "0", 1);
 	for (int round = 0; round < 2; round++) {
 		/* 0: one line, read before the connection; 1: ten lines with
 		 * a pass budget of 0, one read before the connection */
-		ls.pass_ns = round == 0 ? LOGSRC_PASS_NS : 0;
-		uint64_t before = r.log.received;
+		t.ls.pass_ns = round == 0 ? LOGSRC_PASS_NS : 0;
+		uint64_t before = t.r.log.received;
 		ck_assert_int_eq(uv_poll_start(&conn, UV_READABLE, note_received), 0);
-		uv_run(&loop, UV_RUN_NOWAIT); /* registered with epoll */
+		uv_run(&t.loop, UV_RUN_NOWAIT); /* registered with epoll */
 		for (int i = 0; i < (round == 0 ? 1 : 10); i++)
-			send_to(&loop, path, buf, n);
+			send_to(&t.loop, t.path, buf, n);
 		ck_assert_int_eq(write(fds[1], "x", 1), 1);
 		read_before = UINT64_MAX;
-		uv_run(&loop, UV_RUN_NOWAIT);
+		uv_run(&t.loop, UV_RUN_NOWAIT);
 		ck_assert_uint_eq(read_before - before, 1);
-		ck_assert_uint_eq(r.log.received - before, 1);
+		ck_assert_uint_eq(t.r.log.received - before, 1);
 		ck_assert_int_eq(read(fds[0], &c, 1), 1);
-		for (int i = 0; i < 20 && r.log.received - before < 10; i++)
-			uv_run(&loop, UV_RUN_NOWAIT);
+		for (int i = 0; i < 20 && t.r.log.received - before < 10; i++)
+			uv_run(&t.loop, UV_RUN_NOWAIT);
 	}
-	ck_assert_uint_eq(r.log.received, 11);
-	ck_assert_uint_eq(r.log.parsed, 11);
+	ck_assert_uint_eq(t.r.log.received, 11);
+	ck_assert_uint_eq(t.r.log.parsed, 11);
 
 	uv_close((uv_handle_t *)&conn, NULL);
 	close(fds[0]);
 	close(fds[1]);
-	logsrc_finish(&ls);
-	uv_run(&loop, UV_RUN_DEFAULT);
-	ck_assert_int_eq(uv_loop_close(&loop), 0);
-	route_finish(&r);
-	config_finish(&cfg);
+	lsock_close(&t);
 }
 END_TEST
 
@@ -927,34 +944,22 @@ END_TEST
  * an iteration, and the others in the iterations after. */
 START_TEST(pass_budget)
 {
-	struct config cfg;
-	struct route r;
-	struct logsrc ls;
-	char path[100], err[256];
-	uv_loop_t loop;
-
-	snprintf(path, sizeof(path), "%s/budget.sock", dir);
-	load_std(&cfg, path);
-	ck_assert_int_eq(route_init(&r, &cfg), 0);
-	ck_assert_int_eq(uv_loop_init(&loop), 0);
-	ck_assert_int_eq(logsrc_init(&ls, &loop, &r, &cfg, err, sizeof(err)), 0);
-	ck_assert_uint_eq(ls.pass_ns, LOGSRC_PASS_NS);
-	ls.pass_ns = 0;
+	static struct lsock t;
+	lsock_open(&t, "budget.sock");
+	ck_assert_uint_eq(t.ls.pass_ns, LOGSRC_PASS_NS);
+	ck_assert_uint_eq(t.ls.catch_up_ns, LOGSRC_CATCH_UP_NS);
+	t.ls.pass_ns = 0;
 	char buf[1024];
 	size_t n = line(buf, sizeof(buf), "s1", "s1", 200, "----", "0", 1);
 	for (int i = 0; i < 5; i++)
-		send_to(&loop, path, buf, n);
-	uv_run(&loop, UV_RUN_NOWAIT);
-	ck_assert_uint_eq(r.log.received, 1);
-	for (int i = 0; i < 10 && r.log.received < 5; i++)
-		uv_run(&loop, UV_RUN_NOWAIT);
-	ck_assert_uint_eq(r.log.received, 5);
-	ck_assert_uint_eq(r.log.parsed, 5);
-	logsrc_finish(&ls);
-	uv_run(&loop, UV_RUN_DEFAULT);
-	ck_assert_int_eq(uv_loop_close(&loop), 0);
-	route_finish(&r);
-	config_finish(&cfg);
+		send_to(&t.loop, t.path, buf, n);
+	uv_run(&t.loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(t.r.log.received, 1);
+	for (int i = 0; i < 10 && t.r.log.received < 5; i++)
+		uv_run(&t.loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(t.r.log.received, 5);
+	ck_assert_uint_eq(t.r.log.parsed, 5);
+	lsock_close(&t);
 }
 END_TEST
 
