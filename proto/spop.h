@@ -193,6 +193,11 @@ struct spop_data spop_data_uint32(uint32_t v);
 struct spop_data spop_data_string(const char *s, size_t len);
 struct spop_data spop_data_binary(const void *p, size_t len);
 
+/* Whether a and b hold the same value: the same type and the member that
+ * type uses equal, strings and binaries byte for byte (views of different
+ * bytes with the same content are equal). */
+bool spop_data_equal(const struct spop_data *a, const struct spop_data *b);
+
 /* ---- frames ---- */
 
 /* Decodes one frame from the front of buf. max_frame_size bounds the length

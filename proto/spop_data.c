@@ -319,3 +319,33 @@ bool spop_str_eq(struct spop_str v, const char *s)
 		return false;
 	return n == 0 || memcmp(v.ptr, s, n) == 0;
 }
+
+bool spop_data_equal(const struct spop_data *a, const struct spop_data *b)
+{
+	if (a->type != b->type)
+		return false;
+	switch (a->type) {
+	case SPOP_DATA_NULL:
+		return true;
+	case SPOP_DATA_BOOL:
+		return a->u.b == b->u.b;
+	case SPOP_DATA_INT32:
+		return a->u.i32 == b->u.i32;
+	case SPOP_DATA_UINT32:
+		return a->u.u32 == b->u.u32;
+	case SPOP_DATA_INT64:
+		return a->u.i64 == b->u.i64;
+	case SPOP_DATA_UINT64:
+		return a->u.u64 == b->u.u64;
+	case SPOP_DATA_IPV4:
+		return memcmp(a->u.ipv4, b->u.ipv4, 4) == 0;
+	case SPOP_DATA_IPV6:
+		return memcmp(a->u.ipv6, b->u.ipv6, 16) == 0;
+	case SPOP_DATA_STRING:
+	case SPOP_DATA_BINARY:
+		return a->u.str.len == b->u.str.len &&
+		       (a->u.str.len == 0 ||
+			memcmp(a->u.str.ptr, b->u.str.ptr, a->u.str.len) == 0);
+	}
+	return false;
+}

@@ -989,33 +989,6 @@ static struct spop_data fx_value(uint64_t *s)
 	}
 }
 
-static bool fx_same(const struct spop_data *a, const struct spop_data *b)
-{
-	if (a->type != b->type)
-		return false;
-	switch (a->type) {
-	case SPOP_DATA_NULL:
-		return true;
-	case SPOP_DATA_BOOL:
-		return a->u.b == b->u.b;
-	case SPOP_DATA_INT32:
-		return a->u.i32 == b->u.i32;
-	case SPOP_DATA_UINT32:
-		return a->u.u32 == b->u.u32;
-	case SPOP_DATA_INT64:
-		return a->u.i64 == b->u.i64;
-	case SPOP_DATA_UINT64:
-		return a->u.u64 == b->u.u64;
-	case SPOP_DATA_IPV4:
-		return memcmp(a->u.ipv4, b->u.ipv4, 4) == 0;
-	case SPOP_DATA_IPV6:
-		return memcmp(a->u.ipv6, b->u.ipv6, 16) == 0;
-	default:
-		return a->u.str.len == b->u.str.len &&
-		       memcmp(a->u.str.ptr, b->u.str.ptr, a->u.str.len) == 0;
-	}
-}
-
 /* The names of one message: mostly the file's order with a few
  * changes (one dropped, two swapped, a decoy or a repeat put in, the
  * message cut short), sometimes anything. */
@@ -1127,7 +1100,7 @@ START_TEST(notify_args_fast_path_agrees)
 		ck_assert_int_eq(m->kind, fb ? NOTIFY_FEEDBACK : NOTIFY_ROUTE);
 		const struct spop_data *got = fb ? m->u.fb.args : m->u.route.args;
 		for (unsigned k = 0; k < count; k++)
-			ck_assert_msg(fx_same(&want[k], &got[k]),
+			ck_assert_msg(spop_data_equal(&want[k], &got[k]),
 				      "iteration %u (%s, %u arguments): argument %u "
 				      "type %d, want type %d", iter,
 				      fb ? "feedback" : "route", n, k,

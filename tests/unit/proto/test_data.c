@@ -307,35 +307,41 @@ static struct spop_data sample(int i)
 	return d;
 }
 
-static bool data_equal(const struct spop_data *a, const struct spop_data *b)
+/* spop_data_equal: by type and value, strings by content wherever they
+ * are. */
+START_TEST(data_equal_by_value)
 {
-	if (a->type != b->type)
-		return false;
-	switch (a->type) {
-	case SPOP_DATA_NULL:
-		return true;
-	case SPOP_DATA_BOOL:
-		return a->u.b == b->u.b;
-	case SPOP_DATA_INT32:
-		return a->u.i32 == b->u.i32;
-	case SPOP_DATA_UINT32:
-		return a->u.u32 == b->u.u32;
-	case SPOP_DATA_INT64:
-		return a->u.i64 == b->u.i64;
-	case SPOP_DATA_UINT64:
-		return a->u.u64 == b->u.u64;
-	case SPOP_DATA_IPV4:
-		return memcmp(a->u.ipv4, b->u.ipv4, 4) == 0;
-	case SPOP_DATA_IPV6:
-		return memcmp(a->u.ipv6, b->u.ipv6, 16) == 0;
-	case SPOP_DATA_STRING:
-	case SPOP_DATA_BINARY:
-		return a->u.str.len == b->u.str.len &&
-		       (a->u.str.len == 0 ||
-			memcmp(a->u.str.ptr, b->u.str.ptr, a->u.str.len) == 0);
-	}
-	return false;
+	char x[] = "warmlane", y[] = "warmlane";
+	struct spop_data a = spop_data_string(x, 8), b = spop_data_string(y, 8);
+	ck_assert(spop_data_equal(&a, &b));
+	b = spop_data_binary(y, 8);
+	ck_assert(!spop_data_equal(&a, &b)); /* type */
+	b = spop_data_string(y, 7);
+	ck_assert(!spop_data_equal(&a, &b));
+	y[3] = 'M';
+	b = spop_data_string(y, 8);
+	ck_assert(!spop_data_equal(&a, &b));
+	a = spop_data_string(x, 0);
+	b = spop_data_string(NULL, 0);
+	ck_assert(spop_data_equal(&a, &b));
+	a = spop_data_uint32(7);
+	b = spop_data_uint32(7);
+	ck_assert(spop_data_equal(&a, &b));
+	b.type = SPOP_DATA_INT32;
+	ck_assert(!spop_data_equal(&a, &b));
+	b = spop_data_uint32(8);
+	ck_assert(!spop_data_equal(&a, &b));
+	a = spop_data_int64(-1);
+	b = spop_data_int64(-1);
+	ck_assert(spop_data_equal(&a, &b));
+	a = spop_data_bool(true);
+	b = spop_data_bool(false);
+	ck_assert(!spop_data_equal(&a, &b));
+	a = spop_data_null();
+	b = spop_data_null();
+	ck_assert(spop_data_equal(&a, &b));
 }
+END_TEST
 
 /* All ten types: encode, decode against a guard page, compare; every
  * truncation asks for more. */
@@ -350,7 +356,7 @@ START_TEST(data_roundtrip_all_types)
 	ck_assert_int_eq(buf[0] & 0x0f, _i);
 	ck_assert_int_eq(spop_data_decode(guard_place(buf, (size_t)n),
 					  (size_t)n, &back), n);
-	ck_assert(data_equal(&d, &back));
+	ck_assert(spop_data_equal(&d, &back));
 	for (k = 0; k < (size_t)n; k++) {
 		back.type = SPOP_DATA_NULL;
 		ck_assert_int_eq(spop_data_decode(guard_place(buf, k), k,
@@ -468,31 +474,13 @@ END_TEST
 
 /* ---- spop_data_read and spop_arg_read: the inline readers -------------- */
 
-/* Whether a and b are the same value (the member their type uses). */
+/* spop_data_equal, and a string or binary the same view: the readers
+ * return views of their input. */
 static bool data_same(const struct spop_data *a, const struct spop_data *b)
 {
-	if (a->type != b->type)
-		return false;
-	switch (a->type) {
-	case SPOP_DATA_NULL:
-		return true;
-	case SPOP_DATA_BOOL:
-		return a->u.b == b->u.b;
-	case SPOP_DATA_INT32:
-		return a->u.i32 == b->u.i32;
-	case SPOP_DATA_UINT32:
-		return a->u.u32 == b->u.u32;
-	case SPOP_DATA_INT64:
-		return a->u.i64 == b->u.i64;
-	case SPOP_DATA_UINT64:
-		return a->u.u64 == b->u.u64;
-	case SPOP_DATA_IPV4:
-		return memcmp(a->u.ipv4, b->u.ipv4, 4) == 0;
-	case SPOP_DATA_IPV6:
-		return memcmp(a->u.ipv6, b->u.ipv6, 16) == 0;
-	default:
-		return a->u.str.ptr == b->u.str.ptr && a->u.str.len == b->u.str.len;
-	}
+	return spop_data_equal(a, b) &&
+	       ((a->type != SPOP_DATA_STRING && a->type != SPOP_DATA_BINARY) ||
+		a->u.str.ptr == b->u.str.ptr);
 }
 
 /* spop_data_read and spop_data_decode on p[0..len): the same return, the
@@ -647,6 +635,7 @@ static Suite *proto_suite(void)
 
 	tc = tcase_create("data");
 	tcase_add_test(tc, data_golden);
+	tcase_add_test(tc, data_equal_by_value);
 	tcase_add_loop_test(tc, data_roundtrip_all_types, 0, 10);
 	tcase_add_test(tc, data_bool_flags);
 	tcase_add_test(tc, data_integers);
