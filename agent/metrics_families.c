@@ -100,7 +100,7 @@ struct metrics_family {
 #define EP_ARRAY_AT(T, f) \
 	_Generic(&((struct core_endpoint_info *)0)->f[0], \
 		 T *: offsetof(struct core_endpoint_info, f))
-#define EP(fmt, T, f) .kind = KIND_ENDPOINT, .ep_at = { EP_AT(T, f), fmt }
+#define EP(fmt, T, f) .kind = KIND_ENDPOINT, .ep_at = { EP_AT(T, f), fmt, 0 }
 #define EP_BY(fmt, T, f, l, name_fn, n) .kind = KIND_ENDPOINT, \
 	.ep_at = { EP_ARRAY_AT(T, f), fmt, \
 		   sizeof(((struct core_endpoint_info *)0)->f[0]) }, \
