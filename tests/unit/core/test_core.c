@@ -1245,6 +1245,22 @@ START_TEST(light_load_keeps_keys_home)
 }
 END_TEST
 
+/* r's first three rendezvous choices on an idle pool of 4 (a core with
+ * place_choices 1, the better ones DOWN in turn). */
+static void first_three_choices(const struct core_request *r, int *x, int *y,
+				int *z)
+{
+	struct fx t;
+	fx_init_ranking(&t, 4);
+	*x = fx_decide(&t, r).endpoint;
+	core_endpoint_sync(t.c, *x, CORE_ADMIN_DOWN, 0, t.now);
+	*y = fx_decide(&t, r).endpoint;
+	core_endpoint_sync(t.c, *y, CORE_ADMIN_DOWN, 0, t.now);
+	*z = fx_decide(&t, r).endpoint;
+	fx_finish(&t);
+	ck_assert(*x != *y && *y != *z && *x != *z);
+}
+
 START_TEST(place_choices_cheapest_of_first_n)
 {
 	/* For each of 200 new keys on an idle pool of 4: its first three
@@ -1255,16 +1271,9 @@ START_TEST(place_choices_cheapest_of_first_n)
 	 * nothing in flight, a tie, x takes it (independent agents agree).
 	 * With place_choices 1 x takes it whatever its load. */
 	for (uint64_t key = 1; key <= 200; key++) {
-		struct fx t;
-		fx_init_ranking(&t, 4);
 		struct core_request r = fx_session(key * 0x9e3779b97f4a7c15ull);
-		int x = fx_decide(&t, &r).endpoint;
-		core_endpoint_sync(t.c, x, CORE_ADMIN_DOWN, 0, t.now);
-		int y = fx_decide(&t, &r).endpoint;
-		core_endpoint_sync(t.c, y, CORE_ADMIN_DOWN, 0, t.now);
-		int z = fx_decide(&t, &r).endpoint;
-		fx_finish(&t);
-		ck_assert(x != y && y != z && x != z);
+		int x, y, z;
+		first_three_choices(&r, &x, &y, &z);
 
 		for (uint32_t n = 1; n <= 2; n++) {
 			struct core_params p;
@@ -1328,16 +1337,9 @@ START_TEST(place_load_new_keys_off_clearly_busier)
 	 * fast-failing server looks idle): z. With place_load_z 0, x
 	 * whatever its load. */
 	for (uint64_t key = 1; key <= 100; key++) {
-		struct fx t;
-		fx_init_ranking(&t, 4);
 		struct core_request r = fx_session(key * 0x9e3779b97f4a7c15ull);
-		int x = fx_decide(&t, &r).endpoint;
-		core_endpoint_sync(t.c, x, CORE_ADMIN_DOWN, 0, t.now);
-		int y = fx_decide(&t, &r).endpoint;
-		core_endpoint_sync(t.c, y, CORE_ADMIN_DOWN, 0, t.now);
-		int z = fx_decide(&t, &r).endpoint;
-		fx_finish(&t);
-		ck_assert(x != y && y != z && x != z);
+		int x, y, z;
+		first_three_choices(&r, &x, &y, &z);
 
 		ck_assert_int_eq(place_load_decide(&r, 1.5, x, 8, y, false), y);
 		ck_assert_int_eq(place_load_decide(&r, 1.5, x, 2, y, false), x);
