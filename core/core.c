@@ -326,15 +326,25 @@ int core_endpoint_find(const struct core *c, struct core_str backend,
 	return pool_find(&c->pool, backend, server, key_id);
 }
 
-int core_endpoint_find_path(const struct core *c, struct core_str path,
-			    struct core_str key_id)
+/* "backend/server" into its two names; false without a slash. */
+static bool split_path(struct core_str path, struct core_str *b,
+		       struct core_str *s)
 {
 	const char *slash = path.ptr ? memchr(path.ptr, '/', path.len) : NULL;
 	if (slash == NULL)
-		return -ENOENT;
+		return false;
 	size_t bl = (size_t)(slash - path.ptr);
-	struct core_str b = { path.ptr, bl };
-	struct core_str s = { slash + 1, path.len - bl - 1 };
+	*b = (struct core_str){ path.ptr, bl };
+	*s = (struct core_str){ slash + 1, path.len - bl - 1 };
+	return true;
+}
+
+int core_endpoint_find_path(const struct core *c, struct core_str path,
+			    struct core_str key_id)
+{
+	struct core_str b, s;
+	if (!split_path(path, &b, &s))
+		return -ENOENT;
 	return pool_find(&c->pool, b, s, key_id);
 }
 
@@ -342,12 +352,9 @@ int core_endpoint_find_akey(const struct core *c, uint64_t akey,
 			    struct core_str path, struct core_str key_id)
 {
 	const struct asked *a = &c->asked[akey & (CORE_PENDING_SLOTS - 1)];
-	const char *slash = path.ptr ? memchr(path.ptr, '/', path.len) : NULL;
-	if (slash == NULL)
+	struct core_str b, s;
+	if (!split_path(path, &b, &s))
 		return -ENOENT;
-	size_t bl = (size_t)(slash - path.ptr);
-	struct core_str b = { path.ptr, bl };
-	struct core_str s = { slash + 1, path.len - bl - 1 };
 	if (a->endpoint != 0 && a->akey == akey &&
 	    pool_is_named(&c->pool, a->endpoint - 1, b, s, key_id))
 		return (int)(a->endpoint - 1);
