@@ -270,7 +270,6 @@ static inline void forget_samples(struct pool_endpoint *e)
 	}
 	e->suspect = POOL_FIT;
 	e->slow_run = 0;
-	e->proven = 0;
 	e->run_answers = 0;
 	e->run_sq = 0;
 	for (int k = 0; k < POOL_SIGNALS; k++)

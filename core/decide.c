@@ -391,12 +391,8 @@ static bool tier_stays(struct core *c, const struct view *all, uint32_t idx,
 		return false;
 	if (!tier_keeps(&all->tstate, e->tier, c->p.tier_return_ms, now_ms))
 		return false;
-	/* The configured floor, not an earned one: what holds a session
-	 * on a worse tier is the hysteresis, and a floor the worse tier
-	 * earned while it carried the failover would keep sessions off the
-	 * better tier once it is back. */
 	struct pick ka = { .v = all };
-	return within_bound_at(c, e, &ka, c->p.load_floor);
+	return within_bound(c, e, &ka);
 }
 
 /* The owned clock at now_ms for o: a key placed now adds o->inc; when

@@ -156,32 +156,6 @@ static void run_end(struct core *c, struct pool_endpoint *e, unsigned kind)
 	e->run_sq = 0;
 }
 
-/* The floor an endpoint earns (core_params.load_floor_max): a success
- * decided while it held n in flight (this request included) proves n when
- * its time to headers is within sticky_tolerance x its base, the
- * endpoint fit, not re-tried and in no slow run, and its times to headers
- * measure the work: they vary with the prompt by more than a jitter (the
- * log variance of its first answers over SLOWSTART_JITTER, slowstart.h).
- * A server that sends its headers at admission, as vLLM does, answers as
- * fast at any load: its answers prove nothing, and in-flight counts, what
- * a slowdown of such a server shows, stay its bound. The floor is lost
- * when the slow rules leave it (pick.h, fast_enough) and with its samples
- * (forget_samples). Called by queue_judge, on the answers it judges. */
-static void floor_learn(struct core *c, struct pool_endpoint *e,
-			const struct lesson *l, unsigned kind)
-{
-	unsigned sig = pool_sig(false, kind);
-	uint32_t n = (uint32_t)l->queued + 1;
-	const struct slowstart *f = &e->first[kind];
-	if (c->p.load_floor_max == 0 || n <= e->proven ||
-	    e->base_n[sig] < c->p.cold_start_samples ||
-	    e->suspect != POOL_FIT || e->retrials || e->slow_run ||
-	    f->n < SLOWSTART_ANSWERS || !(f->var > SLOWSTART_JITTER))
-		return;
-	if ((double)l->tr_ms <= c->p.sticky_tolerance * e->base[sig])
-		e->proven = n;
-}
-
 /* The fast slowdown detector beside the EWMA (core_params.slow_run): a
  * success's time to headers tr, with the in-flight count q its decision
  * found, against e's base b (its usual time) and the candidates' median.
@@ -209,7 +183,6 @@ static void queue_judge(struct core *c, struct pool_endpoint *e,
 	unsigned sig = pool_sig(false, kind);
 	double q = (double)l->queued, qm = e->queue_mean;
 	e->queue_mean += c->p.ewma_alpha * (q - qm);
-	floor_learn(c, e, l, kind);
 	if (e->base_n[sig] < c->p.cold_start_samples ||
 	    e->suspect == POOL_LEFT || e->slow_run >= c->p.slow_run)
 		return;

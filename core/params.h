@@ -114,17 +114,6 @@ struct core_params {
 	 * request in flight, ceil(1.5 x 2 / 4) = 1 would move a second session
 	 * off its warm endpoint. */
 	uint32_t load_floor;               /* 4 */
-	/* An endpoint that answered a request decided while it held n in
-	 * flight (that request included) within sticky_tolerance x its base
-	 * has shown it serves n at once without queueing: its floor is n, up
-	 * to load_floor_max, while it is fit, not re-tried and in no slow
-	 * run; only an endpoint whose times to headers vary with the prompt
-	 * earns one (not one that sends its headers at admission), and it is
-	 * lost when the slow rules leave it and with its samples (learn.c,
-	 * floor_learn). Not for a session's stay on a worse tier
-	 * (tier_stays). Measured with 8 and not landed (docs/policy-v2.md,
-	 * section 7): 0, the default, leaves load_floor alone. */
-	uint32_t load_floor_max;           /* 0 */
 	/* A key's warm entry keeps its endpoint while that endpoint's
 	 * in-flight, with this request, is within its fair share (its weight's
 	 * part of the candidates' in-flight + 1) plus warm_slack, even past

@@ -46,41 +46,20 @@ static inline double p2c_ewma(const struct core *c, const struct pool_endpoint *
 	       e->ewma[sig] : k->median[s];
 }
 
-/* e's floor: load_floor, or the one it earned (learn.c, floor_learn) up
- * to load_floor_max while it is fit, not re-tried and in no slow run: a
- * suspect is judged by its answers now, not by what it once served. */
-static inline uint32_t load_floor_of(const struct core *c,
-				     const struct pool_endpoint *e)
-{
-	uint32_t f = c->p.load_floor;
-	if (c->p.load_floor_max <= f || e->proven <= f ||
-	    e->suspect != POOL_FIT || e->retrials || e->slow_run)
-		return f;
-	return e->proven < c->p.load_floor_max ? e->proven : c->p.load_floor_max;
-}
-
 /* Step 4's bound: in_flight + 1 <= ceil(load_factor x (total + 1) x w /
- * W), or in_flight < floor (load_floor: a floor so that light load never
- * scatters keys; or the one e earned, load_floor_of). */
-static inline bool within_bound_at(const struct core *c,
-				   const struct pool_endpoint *e,
-				   const struct pick *k, uint32_t floor)
+ * W), or in_flight < load_floor (a floor so that light load never scatters
+ * keys). */
+static inline bool within_bound(const struct core *c,
+				const struct pool_endpoint *e,
+				const struct pick *k)
 {
-	if (e->in_flight < floor)
+	if (e->in_flight < c->p.load_floor)
 		return true;
 	double cap = c->p.load_factor * ((double)k->v->total_if + 1) *
 		     e->weight / k->v->total_w;
 	/* The tiny shrink keeps a product that should be an integer from
 	 * rounding up to the next one. */
 	return (double)e->in_flight + 1 <= ceil(cap * (1 - 1e-12));
-}
-
-/* within_bound_at e's floor (load_floor_of). */
-static inline bool within_bound(const struct core *c,
-				const struct pool_endpoint *e,
-				const struct pick *k)
-{
-	return within_bound_at(c, e, k, load_floor_of(c, e));
 }
 
 /* Step 3's bound, for a key's warm entry: within_bound, or in_flight + 1
@@ -118,7 +97,6 @@ static inline bool fast_enough(struct core *c, struct pool_endpoint *e,
 	bool all_warm = true, suspect = false;
 	if (c->p.slow_run > 0 && e->slow_run >= c->p.slow_run) {
 		e->suspect = POOL_LEFT; /* queue_judge's run */
-		e->proven = 0;          /* the floor it earned is lost */
 		return false;
 	}
 	for (unsigned s = 0; s < 2; s++) {
@@ -134,7 +112,6 @@ static inline bool fast_enough(struct core *c, struct pool_endpoint *e,
 		    e->ewma[sig] <= c->p.sticky_tolerance * e->base[sig])
 			continue;
 		e->suspect = POOL_LEFT;
-		e->proven = 0;
 		return false;
 	}
 	if (suspect) {

@@ -85,10 +85,6 @@ struct pool_endpoint {
 						  * domain (slowstart.h) */
 	double run_sq;          /* squared distances to base of the run's
 				 * slow answers, for the spread if it ends */
-	uint32_t proven;        /* the most in flight (this request included)
-				 * it answered a request within its usual time
-				 * at, since it was last left or forgotten:
-				 * policy.load_floor_max (learn.c) */
 	double queue_mean;      /* EWMA of the in-flight requests its keyed
 				 * decisions found (queue_judge) */
 	uint64_t run_lo_ms;     /* the run's latest pause: its answers' */
