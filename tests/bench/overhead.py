@@ -160,24 +160,49 @@ def wrk(path):
 
 
 def table(path):
-    rows = []
+    """Each way's medians over the rounds (a way is one label; rows come
+    in rounds, (1) first), then the median of each round's ratio of a
+    SPOE way's requests/s to the constant agent's in the same round."""
+    rows = {}
+    rounds = []
     with open(path) as f:
         for line in f:
             if line.strip():
                 f = line.split()  # the label may contain spaces
                 label = " ".join(f[:-4])
                 rps, p50, p99, errs = f[-4:]
-                rows.append((label, float(rps), float(p50), float(p99), int(errs)))
-    base = rows[0]
-    print(f"| {'way':<34} | {'req/s':>9} | {'ratio':>6} | {'p50 ms':>7} | "
+                if label.startswith("(1)"):
+                    rounds.append({})
+                rows.setdefault(label, []).append(
+                    (float(rps), float(p50), float(p99), int(errs)))
+                rounds[-1][label] = float(rps)
+
+    def med(xs):
+        xs = sorted(xs)
+        n = len(xs)
+        return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+    agg = [(label, med([r[0] for r in v]), med([r[1] for r in v]),
+            med([r[2] for r in v]), sum(r[3] for r in v)) for label, v in rows.items()]
+    base = agg[0]
+    print(f"| {'way':<40} | {'req/s':>9} | {'ratio':>6} | {'p50 ms':>7} | "
           f"{'+p50 ms':>8} | {'p99 ms':>7} | {'+p99 ms':>8} | {'errors':>6} |")
-    print(f"|{'-' * 36}|{'-' * 11}|{'-' * 8}|{'-' * 9}|{'-' * 10}|{'-' * 9}|"
+    print(f"|{'-' * 42}|{'-' * 11}|{'-' * 8}|{'-' * 9}|{'-' * 10}|{'-' * 9}|"
           f"{'-' * 10}|{'-' * 8}|")
-    for label, rps, p50, p99, errs in rows:
+    for label, rps, p50, p99, errs in agg:
         ratio = rps / base[1] if base[1] > 0 else float("nan")
-        print(f"| {label:<34} | {rps:>9.0f} | {ratio:>6.3f} | {p50:>7.3f} | "
+        print(f"| {label:<40} | {rps:>9.0f} | {ratio:>6.3f} | {p50:>7.3f} | "
               f"{p50 - base[2]:>+8.3f} | {p99:>7.3f} | {p99 - base[3]:>+8.3f} | "
               f"{errs:>6} |")
+    const = "(3) SPOE to constant agent"
+    if len(rounds) > 1 and all(const in r for r in rounds):
+        print()
+        print(f"paired, each round's requests/s over the constant agent's ({len(rounds)} rounds):")
+        for label in rows:
+            if label.startswith("(2)"):
+                rs = [r[label] / r[const] for r in rounds if label in r and r[const] > 0]
+                print(f"  {label}: median {med(rs):.3f} ("
+                      + ", ".join(f"{x:.3f}" for x in rs) + ")")
 
 
 def _proc_times():

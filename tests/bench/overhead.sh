@@ -23,7 +23,12 @@
 #   BENCH_THREADS=2 BENCH_CONNS=32 BENCH_DURATION=10s BENCH_WARMUP=2s
 #                         wrk's -t, -c, -d, and the unmeasured warm-up run
 #   BENCH_SESSIONS=512    distinct sessions in the request mix
-#   BENCH_COALESCE_US     warmlane's spop.coalesce_us (default: its default)
+#   BENCH_COALESCE_US     warmlane's spop.coalesce_us (default: its default);
+#                         a list ("250 0") runs one warmlane way per value
+#   BENCH_ROUNDS=1        rounds of the ways, one after the other in each
+#                         round; the table gives each way's medians, and the
+#                         median of each round's ratio to the constant agent
+#                         (paired: a round's ways see the same machine)
 #   WARMLANE_BIN          the agent; default: built with meson
 #                         --buildtype=release into build/bench-rel
 #   BENCH_CONST_AGENT     the constant agent; default: from build/bench-rel
@@ -39,6 +44,8 @@ root=$(cd "$here/../.." && pwd)
 threads=${BENCH_THREADS:-2}
 conns=${BENCH_CONNS:-32}
 duration=${BENCH_DURATION:-10s}
+rounds=${BENCH_ROUNDS:-1}
+coalesce_list=${BENCH_COALESCE_US:-default}
 warmup=${BENCH_WARMUP:-2s}
 export BENCH_SESSIONS=${BENCH_SESSIONS:-512}
 haproxy26=${BENCH_HAPROXY:-/usr/sbin/haproxy}
@@ -205,10 +212,10 @@ EOF
 
 # ---- one way -------------------------------------------------------------------
 
-# run_way HAPROXY VERSION LABEL WAY: appends "label rps p50 p99 errors" to
+# run_way HAPROXY VERSION LABEL WAY [COALESCE_US]: appends "label rps p50 p99 errors" to
 # $tmp/results.
 run_way() {
-	local hap=$1 ver=$2 label=$3 way=$4 agent_pid="" hap_pid cfgway=spoe
+	local hap=$1 ver=$2 label=$3 way=$4 coalesce=${5:-} agent_pid="" hap_pid cfgway=spoe
 	local ports port o1 o2 o3 metrics_port
 	ports=$(free_ports 5)
 	read -r port o1 o2 o3 metrics_port <<<"$ports"
@@ -229,7 +236,7 @@ run_way() {
 	warmlane)
 		python3 "$here/overhead.py" agentcfg "$tmp/warmlane.yaml" dir="$tmp" \
 			agent="$tmp/spoa.sock" metrics="$metrics_port" stats="$tmp/stats.sock" \
-			coalesce_us="${BENCH_COALESCE_US:-}"
+			coalesce_us="$coalesce"
 		start agent "$warmlane" --config "$tmp/warmlane.yaml"
 		agent_pid=$pid ;;
 	constant)
@@ -291,9 +298,19 @@ run_version() {
 	say ""
 	say "## HAProxy $full (${hap#"$root/"})"
 	: >"$tmp/results"
-	run_way "$hap" "$ver" "(1) leastconn, no SPOE" leastconn
-	run_way "$hap" "$ver" "(2) SPOE to warmlane" warmlane
-	run_way "$hap" "$ver" "(3) SPOE to constant agent" constant
+	local r c
+	for r in $(seq "$rounds"); do
+		[ "$rounds" -eq 1 ] || say "# round $r of $rounds"
+		run_way "$hap" "$ver" "(1) leastconn, no SPOE" leastconn
+		for c in $coalesce_list; do
+			if [ "$c" = default ]; then
+				run_way "$hap" "$ver" "(2) SPOE to warmlane" warmlane
+			else
+				run_way "$hap" "$ver" "(2) SPOE to warmlane, coalesce_us $c" warmlane "$c"
+			fi
+		done
+		run_way "$hap" "$ver" "(3) SPOE to constant agent" constant
+	done
 	say ""
 	python3 "$here/overhead.py" table "$tmp/results"
 }
@@ -305,7 +322,7 @@ say "# date:     $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 say "# machine:  $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(uname -sr)"
 say "# load:     $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) before the run"
 say "# besides:  $(python3 "$here/overhead.py" busy) (before the run)"
-say "# wrk:      $(wrk --version 2>&1 | head -n 1 | cut -d' ' -f1-2), -t$threads -c$conns -d$duration after a $warmup warm-up, $BENCH_SESSIONS sessions, nothing pinned"
+say "# wrk:      $(wrk --version 2>&1 | head -n 1 | cut -d' ' -f1-2), -t$threads -c$conns -d$duration after a $warmup warm-up, $BENCH_SESSIONS sessions, nothing pinned; $rounds round(s)"
 say "# warmlane: $("$warmlane" --version 2>&1 | head -n 1) (${warmlane#"$root/"})"
 say "# setup:    HAProxy with its default threads; agents on a unix socket; the backend is HAProxy"
 say "#           itself (http-request return) on loopback; no logging in any way"
