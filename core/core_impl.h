@@ -260,17 +260,8 @@ static inline bool any_samples(const struct pool_endpoint *e)
 /* Forgets e's samples (idle_reset): it starts cold again, for a re-trial
  * of RETRIAL_SAMPLES if it was warm once. If it was left as too slow since
  * the last reset, the next reset waits twice as long. */
-static inline void forget_samples(const struct core *c, struct pool_endpoint *e)
+static inline void forget_samples(struct pool_endpoint *e)
 {
-	/* What it was from its start (or its last forgetting), for
-	 * exploration's verdicts (explore.c) while its next answers are
-	 * judged: learnt as first is, never while it is left or re-tried,
-	 * and only from cold_start_samples answers, so that a re-trial
-	 * found fit on a few answers of a still slow endpoint teaches
-	 * nothing here. */
-	for (int k = 0; k < CORE_KIND_COUNT; k++)
-		if (e->first[k].n >= c->p.cold_start_samples)
-			e->usual[k] = e->first[k];
 	if (e->suspect != POOL_FIT) {
 		if (e->retrials < RETRIAL_MAX_SHIFT)
 			e->retrials++;

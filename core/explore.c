@@ -3,8 +3,6 @@
 
 #include "pick.h"
 
-#include <math.h>
-
 /* Fair intervals between the pool's answers without one from an endpoint
  * after which its EWMA is stale: with answers spread by weight, a healthy
  * endpoint goes that long without one about once in e^8 (3,000) gaps. */
@@ -18,32 +16,24 @@
 #define EXPLORE_LEFT_WAIT 8u
 
 /* Fast answers (more than the slow ones) that make the verdict
- * "recovered" on a regular endpoint whose log-domain statistics are not
- * known yet (the count test below); one slow answer more than the fast
+ * "recovered" on a regular endpoint; one slow answer more than the fast
  * ones makes the verdict "still slow". */
 #define EXPLORE_VERDICT 2u
 
-/* Most answers the count test may need: no more than a re-trial after
+/* Most answers a verdict may need: no more than a re-trial after
  * idle_reset takes to judge an endpoint (RETRIAL_SAMPLES). An endpoint
- * more irregular than that, and whose log statistics are not known, is
- * not explored; its way back stays the re-trial. */
+ * more irregular than that is not explored; its way back stays the
+ * re-trial. */
 #define EXPLORE_VERDICT_MAX RETRIAL_SAMPLES
 
-/* The log test's error rate, either way (a verdict "recovered" of an
- * endpoint still sticky_tolerance times slower than its usual, or "still
- * slow" of one back to its usual), and the one-sided normal quantile of
- * it: 1.645 for 0.05. */
-#define EXPLORE_ERROR 0.05
-#define EXPLORE_ERROR_Z 1.645
-
-/* Fast answers that make the count verdict "recovered" on e (headers
- * signal sig): EXPLORE_VERDICT times its spread (root mean square
- * distance to its base) over its base where the slow-run detector has
- * learnt it (learn.c), at least EXPLORE_VERDICT. Times to headers that
- * range from a cache hit's to a long cold prompt's make a fast answer of
- * a still slow endpoint likely: on the Mooncake trace (spread 8-15 x the
- * base), 23 verdicts "recovered" of 73 probes of an endpoint 5x slower
- * all along, with 2 answers always. */
+/* Fast answers that make the verdict "recovered" on e (headers signal
+ * sig): EXPLORE_VERDICT times its spread (root mean square distance to
+ * its base) over its base where the slow-run detector has learnt it
+ * (learn.c), at least EXPLORE_VERDICT. Times to headers that range from
+ * a cache hit's to a long cold prompt's make a fast answer of a still
+ * slow endpoint likely: on the Mooncake trace (spread 8-15 x the base),
+ * 23 verdicts "recovered" of 73 probes of an endpoint 5x slower all
+ * along, with 2 answers always. */
 static unsigned verdict_answers(const struct core *c,
 				const struct pool_endpoint *e, unsigned sig)
 {
@@ -53,41 +43,6 @@ static unsigned verdict_answers(const struct core *c,
 	double n = ceil(EXPLORE_VERDICT * sqrt(e->spread[sig]) / e->base[sig]);
 	return n < EXPLORE_VERDICT ? EXPLORE_VERDICT :
 	       n > 255 ? 255 : (unsigned)n;
-}
-
-/* The log test judges e's probes (times to headers, signal sig) where
- * its first answers' log statistics are known (slowstart.h: its usual
- * from its start, which neither a slowdown nor its re-trials teach).
- * Times to headers are a product (prompt x speed): in the log domain an
- * endpoint k times slower shifts every answer by log k and keeps the
- * variance, the prompt mix's, so that a verdict needs far fewer answers
- * than the linear spread asks on heavy-tailed prompts. */
-static const struct slowstart *log_known(const struct core *c,
-					  const struct pool_endpoint *e,
-					  unsigned sig)
-{
-	if (!c->p.explore_log || pool_sig_e2e(sig) || !(c->p.sticky_tolerance > 1) ||
-	    e->base_n[sig] == 0 || !(e->base[sig] > 0) ||
-	    verdict_answers(c, e, sig) <= EXPLORE_VERDICT_MAX)
-		return NULL;
-	if (e->first[sig].n >= c->p.cold_start_samples)
-		return &e->first[sig];
-	if (e->usual[sig].n >= c->p.cold_start_samples)
-		return &e->usual[sig];
-	return NULL;
-}
-
-/* Answers after which the log test decides by the sign of its sum: as
- * many as a test of fixed length needs to tell a shift of log
- * sticky_tolerance with the error rate EXPLORE_ERROR,
- * (2 z sigma / log tolerance)^2 (4 on the simulated chat, about 20 on
- * the Mooncake trace); most of its verdicts come sooner, at a bound. */
-static unsigned log_cap(const struct core *c, const struct slowstart *u)
-{
-	double d = log(c->p.sticky_tolerance);
-	double s = sqrt(u->var + SLOWSTART_JITTER);
-	double n = ceil(4 * EXPLORE_ERROR_Z * EXPLORE_ERROR_Z * s * s / (d * d));
-	return n < 1 ? 1 : n > 255 ? 255 : (unsigned)n;
 }
 
 /* Whether e is left (the slow rules) or starved: its last answer
@@ -126,10 +81,6 @@ static uint64_t spacing(const struct core *c, const struct pool_endpoint *e,
 	double n = ceil(v->total_w / (e->weight * c->p.explore_share));
 	if (!(n < (double)(UINT32_MAX >> EXPLORE_MAX_SHIFT)))
 		n = (double)(UINT32_MAX >> EXPLORE_MAX_SHIFT);
-	/* the log test leaning "recovered": its next answers at its fair
-	 * share, as a re-trial would get them */
-	if (e->explore_llr > 0)
-		return (uint64_t)ceil(v->total_w / e->weight);
 	return (uint64_t)n << e->explore_shift;
 }
 
@@ -141,7 +92,6 @@ static void stop(struct pool_endpoint *e)
 	e->explore_fast = 0;
 	e->explore_slow = 0;
 	e->explore_sum = 0;
-	e->explore_llr = 0;
 }
 
 /* Whether idx ranks before warm_idx for akey (rendezvous): a key it
@@ -168,11 +118,9 @@ static uint32_t scan(struct core *c, const struct view *v, unsigned sig,
 		/* worth first: the cheap test, false for a healthy one */
 		if (!e->explore_on && !worth(c, e, v, sig, now_ms))
 			continue;
-		bool reach = log_known(c, e, sig) != NULL ||
-			     verdict_answers(c, e, sig) <= EXPLORE_VERDICT_MAX;
+		bool reach = verdict_answers(c, e, sig) <= EXPLORE_VERDICT_MAX;
 		if (e->explore_on &&
-		    (!reach || (e->explore_left && left_no_more(c, e) &&
-				log_known(c, e, sig) == NULL))) {
+		    (!reach || (e->explore_left && left_no_more(c, e)))) {
 			/* not a verdict: no key comes back (a re-trial's
 			 * few samples are mostly its prompts' noise) */
 			stop(e);
@@ -316,7 +264,7 @@ static bool e2e_slow(struct core *c, const struct pool_endpoint *e,
 static void recovered(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		      unsigned sig, double limit, uint64_t now_ms)
 {
-	double mean = e->explore_fast > 0 ? e->explore_sum / e->explore_fast : limit;
+	double mean = e->explore_sum / e->explore_fast;
 	if (e->ewma[sig] > limit && mean < e->ewma[sig]) {
 		e->ewma[sig] = mean;
 		c->ewma_version[sig]++;
@@ -357,41 +305,16 @@ void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	} else {
 		e->explore_slow++;
 	}
-	bool fast, slow;
-	const struct slowstart *u = log_known(c, e, sig);
-	if (u != NULL) {
-		/* Wald's sequential test of "back to its usual" (its log mean
-		 * mu, scaled by how much slower than its base the candidates
-		 * are now) against "still sticky_tolerance times slower"
-		 * (mu + d), the variance its own; the sum crossing
-		 * log((1 - a) / a) either way is the verdict, or its sign
-		 * after log_cap answers. */
-		double d = log(c->p.sticky_tolerance);
-		double var = u->var + SLOWSTART_JITTER;
-		double mu = u->mean + log(ref / e->base[sig]);
-		e->explore_llr += d / var * (mu + d / 2 - log(tr_ms + 1));
-		double bound = log((1 - EXPLORE_ERROR) / EXPLORE_ERROR);
-		bool end = (unsigned)e->explore_fast + e->explore_slow >=
-			   log_cap(c, u);
-		fast = e->explore_llr >= bound || (end && e->explore_llr > 0);
-		slow = !fast && (e->explore_llr <= -bound || end);
-	} else {
-		fast = e->explore_fast >= verdict_answers(c, e, sig) &&
-		       e->explore_fast > e->explore_slow;
-		slow = e->explore_slow > e->explore_fast;
-	}
-	if (!fast && !slow && e->explore_llr > 0 &&
-	    e->explore_next > x->clock + spacing(c, e, v))
-		e->explore_next = x->clock + spacing(c, e, v);
+	bool fast = e->explore_fast >= verdict_answers(c, e, sig) &&
+		    e->explore_fast > e->explore_slow;
 	if (fast && !e2e_slow(c, e, v)) {
 		recovered(c, e, idx, sig, limit, now_ms);
-	} else if (fast || slow) {
+	} else if (fast || e->explore_slow > e->explore_fast) {
 		/* still slow: probed half as often, a new window */
 		if (e->explore_shift < EXPLORE_MAX_SHIFT)
 			e->explore_shift++;
 		e->explore_fast = 0;
 		e->explore_slow = 0;
 		e->explore_sum = 0;
-		e->explore_llr = 0;
 	}
 }

@@ -86,7 +86,7 @@ static bool touch(struct core *c, struct pool_endpoint *e, uint64_t start_ms,
 	if (after_idle) {
 		e->awake_ms = now_ms;
 		if (any_samples(e)) {
-			forget_samples(c, e);
+			forget_samples(e);
 			c->version++;
 		}
 	}

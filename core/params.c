@@ -28,7 +28,6 @@ void core_params_defaults(struct core_params *p)
 		.slow_start = 2,
 		.owned_half_life_ms = 150 * 1000,
 		.explore_share = 0.25,
-		.explore_log = 0,
 		.cost_weight_per_ms = 0,
 		.breaker_window_ms = 10 * 1000,
 		.breaker_min_requests = 5,

@@ -194,14 +194,6 @@ struct core_params {
 	 * recovered (explore.h; docs/policy-v2.md, "Exploration"). 0: off,
 	 * a left endpoint then waits for idle_reset's re-trial. */
 	double explore_share;              /* 0.25 */
-	/* 1: the probes of an endpoint too irregular for the count verdict
-	 * (more answers than a re-trial's) are judged by a sequential test
-	 * in the log domain against its usual (explore.c, log_known), its
-	 * exploration goes on through re-trials, and it is probed at its
-	 * fair share while the test leans "recovered". Measured and not
-	 * landed (docs/policy-v2.md, section 8): 0, the default, leaves
-	 * such an endpoint to idle_reset's re-trials. */
-	uint32_t explore_log;              /* 0 */
 	double cost_weight_per_ms;         /* 0: cost ignored */
 	uint64_t breaker_window_ms;        /* 10 s */
 	uint32_t breaker_min_requests;     /* 5 */

@@ -83,9 +83,6 @@ struct pool_endpoint {
 	uint32_t spread_n[CORE_KIND_COUNT];
 	struct slowstart first[CORE_KIND_COUNT]; /* time to headers, log
 						  * domain (slowstart.h) */
-	struct slowstart usual[CORE_KIND_COUNT]; /* first as it was when its
-						  * samples were last forgotten
-						  * fit (explore.c) */
 	double run_sq;          /* squared distances to base of the run's
 				 * slow answers, for the spread if it ends */
 	double queue_mean;      /* EWMA of the in-flight requests its keyed
@@ -147,7 +144,6 @@ struct pool_endpoint {
 	uint64_t explore_from_ms;
 	uint64_t explore_sent_ms;   /* a probe out since then; 0 none */
 	double explore_sum;         /* its fast answers' times to headers */
-	double explore_llr;         /* the log test's sum (explore.c) */
 	uint8_t explore_on;
 	uint8_t explore_left;       /* it was left when they began */
 	uint8_t explore_fast;

@@ -76,7 +76,7 @@ void view_build(struct core *c, struct view *v, int model,
 		/* Warm state ends with idle_reset. */
 		if (any_samples(e) && e->seen && c->p.idle_reset_ms > 0) {
 			if (idle(c, e, now_ms)) {
-				forget_samples(c, e);
+				forget_samples(e);
 				e->woke = 1; /* its next answer is a wake-up */
 				changed = true;
 			} else {
@@ -115,7 +115,7 @@ void view_build(struct core *c, struct view *v, int model,
 		 * probes never sent. It is re-tried as after idle_reset. */
 		if (before == CORE_BREAKER_OPEN &&
 		    e->br.state == CORE_BREAKER_HALF_OPEN && any_samples(e))
-			forget_samples(c, e);
+			forget_samples(e);
 		if (e->br.state == CORE_BREAKER_OPEN)
 			v->horizon_ms = min_u64(v->horizon_ms, e->br.open_until_ms);
 		else if (e->br.state == CORE_BREAKER_HALF_OPEN && e->br.probes_out > 0)

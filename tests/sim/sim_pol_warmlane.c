@@ -132,8 +132,6 @@ static void *wl_create(const struct sim_policy_env *env)
 		p.place_choices = (uint32_t)d;
 	if (sim_policy_param(env, "load_floor", &d) == 1)
 		p.load_floor = (uint32_t)d;
-	if (sim_policy_param(env, "explore_log", &d) == 1)
-		p.explore_log = (uint32_t)d;
 	if (sim_policy_param(env, "warm_slack", &d) == 1)
 		p.warm_slack = (uint32_t)d;
 	if (sim_policy_param(env, "slow_run", &d) == 1)
