@@ -309,13 +309,13 @@ static inline bool trusted_idle(const struct core *c, const struct pool_endpoint
  * 0.2945). */
 static uint32_t place_by_load(struct core *c, const struct pick *k,
 			      const struct owned_view *o, uint32_t placed,
-			      uint32_t x, uint32_t n, double z, uint64_t now_ms,
+			      uint32_t x, uint32_t n, uint64_t now_ms,
 			      struct core_trace *t)
 {
 	if (placed != UINT32_MAX)
 		return x;
 	double vx, lx = new_load(&c->pool.ep[x], &vx);
-	double z2 = z * z;
+	double z2 = c->p.place_load_z * c->p.place_load_z;
 	uint32_t y = UINT32_MAX;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct pool_endpoint *e = &c->pool.ep[c->items[i].endpoint];
@@ -633,22 +633,12 @@ void decide(struct core *c, const struct core_request *req,
 				uint32_t x = c->p.place_load_z > 0 &&
 					     warm_idx == UINT32_MAX ?
 					     place_by_load(c, &k, o, ov.placed,
-							   it.endpoint, v->n,
-							   c->p.place_load_z, now_ms, t) :
+							   it.endpoint, v->n, now_ms, t) :
 					     it.endpoint;
 				place_commit(c, x, CORE_REASON_HASH, o, now_ms, out);
 				return;
 			}
 			spare = it.endpoint;
-		}
-		if (c->p.place_over_z > 0 && warm_idx == UINT32_MAX) {
-			uint32_t y = place_by_load(c, &k, o, ov.placed,
-						   it.endpoint, v->n,
-						   c->p.place_over_z, now_ms, t);
-			if (y != it.endpoint) {
-				place_commit(c, y, CORE_REASON_HASH, o, now_ms, out);
-				return;
-			}
 		}
 		c->items[best] = c->items[v->n - 1];
 		struct rdv_rank rank;

@@ -24,7 +24,6 @@ void core_params_defaults(struct core_params *p)
 		.warm_slack = 6,
 		.place_choices = 1,
 		.place_load_z = 1.5,
-		.place_over_z = 0,
 		.owned_bound = 0.5,
 		.slow_start = 2,
 		.owned_half_life_ms = 150 * 1000,

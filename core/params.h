@@ -159,12 +159,6 @@ struct core_params {
 	 * with the counts, so that a busier view needs a larger gap. 0: off
 	 * (the rendezvous choice below the bound). */
 	double place_load_z;               /* 1.5 */
-	/* Measured, not landed (docs/policy-v2.md, section 6): a new key
-	 * whose rendezvous choice cannot take it (the load bound, owned
-	 * count, slow start) goes to the best ranked candidate clearly
-	 * lighter than it by place_over_z standard deviations, as
-	 * place_load_z's rule, before the bound's walk. 0: off. */
-	double place_over_z;               /* 0 */
 	/* A key placed by the rendezvous ranking (no usable warm entry)
 	 * passes over candidates that already own more than (1 + owned_bound)
 	 * x their weight's part of the keys the candidates were given, plus

@@ -105,7 +105,6 @@ static void *wl_create(const struct sim_policy_env *env)
 		{ "cost_weight_per_ms", &p.cost_weight_per_ms, NULL },
 		{ "owned_bound", &p.owned_bound, NULL },
 		{ "place_load_z", &p.place_load_z, NULL },
-		{ "place_over_z", &p.place_over_z, NULL },
 		{ "slow_start", &p.slow_start, NULL },
 		{ "explore_share", &p.explore_share, NULL },
 		{ "breaker_failure_ratio", &p.breaker_failure_ratio, NULL },
