@@ -74,7 +74,8 @@ static void usage(FILE *out)
 		"                      polls; refused connections as HAProxy's own 503)\n"
 		"  --set NAME=VALUE    override a policy parameter (warmlane: sticky_tolerance,\n"
 		"                      load_factor, ewma_alpha, score_by (0 headers, 1 end_to_end,\n"
-		"                      2 both), affinity_ttl_ms, ...; repeatable)\n"
+		"                      2 both), affinity_ttl_ms, ...; repeatable; a NAME no\n"
+		"                      policy of the run reads is an error)\n"
 		"  --seed N            seed of everything random (default 1)\n"
 		"  --slo-ms MS         TTFT SLO for output_tok_s (default 2000; 0: none)\n"
 		"  --csv               print CSV rows instead of a table\n"
@@ -224,7 +225,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		} else if (strcmp(a, "--debug-tail") == 0) {
 			o->debug_tail = v;
 		} else if (strcmp(a, "--set") == 0) {
-			if (o->nset == sizeof(o->set) / sizeof(o->set[0]) || !strchr(v, '='))
+			const char *eq = strchr(v, '=');
+			char *end;
+			if (o->nset == sizeof(o->set) / sizeof(o->set[0]) || !eq || eq == v)
+				goto bad;
+			(void)strtod(eq + 1, &end);
+			if (end == eq + 1 || *end)
 				goto bad;
 			o->set[o->nset++] = v;
 		} else if (strcmp(a, "--agents") == 0) {
@@ -275,6 +281,35 @@ bad:
 		return -1;
 	}
 	return 0;
+}
+
+/* Whether some policy of pols reads each --set name: a name none of them
+ * looks up (a typo, or another policy's parameter) would silently measure
+ * the defaults. Each policy is created once on cfg and destroyed; returns
+ * 0, or -1 after naming what is not read on stderr. */
+static int check_set_names(const struct opts *o, const struct sim_policy *const *pols, int npol,
+			   const struct sim_fleet_cfg *cfg)
+{
+	unsigned char read[sizeof(o->set) / sizeof(o->set[0])] = { 0 };
+	for (int p = 0; p < npol; p++) {
+		struct sim_policy_env env = { .nep = cfg->nep, .seed = o->seed, .cfg = cfg,
+					      .set = o->set, .nset = o->nset, .set_read = read };
+		void *st = pols[p]->create(&env);
+		if (!st) {
+			fprintf(stderr, "warmlane-sim: out of memory\n");
+			return -1;
+		}
+		pols[p]->destroy(st);
+	}
+	int rc = 0;
+	for (unsigned k = 0; k < o->nset; k++) {
+		if (read[k])
+			continue;
+		fprintf(stderr, "warmlane-sim: --set %.*s: no policy of this run reads that parameter\n",
+			(int)(strchr(o->set[k], '=') - o->set[k]), o->set[k]);
+		rc = -1;
+	}
+	return rc;
 }
 
 /* Resolves the --policy list into pols; returns how many, or -1. */
@@ -443,6 +478,11 @@ int main(int argc, char **argv)
 	free(full);
 	if (rc < 0) {
 		fprintf(stderr, "warmlane-sim: %s\n", err);
+		goto out;
+	}
+
+	if (check_set_names(&o, pols, npol, &cfg) < 0) {
+		rc = -EINVAL;
 		goto out;
 	}
 

@@ -77,6 +77,8 @@ int sim_policy_param(const struct sim_policy_env *env, const char *name, double 
 		const char *s = env->set[i];
 		if (strncmp(s, name, len) != 0 || s[len] != '=')
 			continue;
+		if (env->set_read)
+			env->set_read[i] = 1;
 		char *end;
 		double d = strtod(s + len + 1, &end);
 		if (end == s + len + 1 || *end)

@@ -76,12 +76,13 @@ struct sim_policy_env {
 	const struct sim_fleet_cfg *cfg;
 	const char *const *set;  /* --set NAME=VALUE overrides of policy parameters */
 	unsigned nset;
+	unsigned char *set_read; /* set_read[i] = 1 once a policy looked set[i] up; NULL: not kept */
 	struct sim_hints *hints; /* --shared-hints: the table every agent's HAProxy shares; NULL: none */
 	int detail;       /* --debug-tail: the fleet reads detail() after each decide */
 };
 
 /* Looks name up in env's --set list: 1 with *v set, 0 when absent, -1 when
- * the value is not a number. */
+ * the value is not a number. Marks the entry in env->set_read. */
 int sim_policy_param(const struct sim_policy_env *env, const char *name, double *v);
 
 struct sim_policy {
