@@ -17,7 +17,9 @@
  * variables (the ones warmlane sets: backend, server, key, reason) and every
  * other message with `ack`, using the same codec (proto/: every argument
  * read, name and value, by the inline reader warmlane's NOTIFY parser
- * uses, spop_arg_read and spop_data_read) and the same I/O
+ * uses, spop_arg_read and spop_data_read; the message name compared as
+ * a literal and the set-vars written in one pass, spop_ack_set_var_str, as
+ * warmlane does) and the same I/O
  * pattern as the agent (libuv, a read buffer of one whole frame, and the
  * ACKs of one read pass batched into one write, as agent/conn.c does), but
  * no decision at all: the codec and loop floor. On SIGTERM or SIGINT it prints
@@ -118,11 +120,11 @@ static void ca_send(struct ca_conn *c, struct ca_wbuf *wb, size_t len)
 	}
 }
 
-static void ca_set_str(struct spop_writer *w, const char *name, const char *v)
-{
-	struct spop_data d = spop_data_string(v, strlen(v));
-	spop_ack_set_var(w, SPOP_SCOPE_TXN, name, strlen(name), &d);
-}
+/* A set-var of a STRING in one pass, as warmlane writes its names; the
+ * lengths from sizeof, not strlen per ACK. */
+#define ca_set_str(w, name, v) \
+	spop_ack_set_var_str((w), SPOP_SCOPE_TXN, "" name, sizeof(name) - 1, \
+			     "" v, sizeof(v) - 1)
 
 /* Reads a message's nargs arguments as warmlane does, each name and value
  * decoded in place (the values are only counted: no decision). Returns 0,
@@ -159,7 +161,7 @@ static size_t ca_ack(const struct spop_frame *f, uint8_t *out, size_t cap)
 		if (m < 0 || ca_read_args(&r, nargs, &st) < 0)
 			return 0;
 		any = true;
-		if (spop_str_eq(name, "route")) {
+		if (SPOP_STR_EQ_LIT(name, "route")) {
 			ca_stats.routes++;
 			ca_set_str(&w, "backend", "llm");
 			ca_set_str(&w, "server", "s1");
