@@ -213,8 +213,8 @@ for setup in $setups; do
 		rm -f "$sock"
 		if [ -n "$cg_keep" ]; then
 			mkdir -p "$cg_keep"
-			for f in "$tmp"/cg.$a.out*; do
-				cp "$f" "$cg_keep/$eps-$keys-$name${f##*/cg.$a.out}.out"
+			for f in "$tmp/cg.$a.out"*; do
+				cp "$f" "$cg_keep/$eps-$keys-$name${f##*/cg."$a".out}.out"
 			done
 		fi
 		# The events line names the totals' columns: Ir alone, or
