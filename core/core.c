@@ -135,6 +135,7 @@ void core_destroy(struct core *c)
 	for (int k = 0; k < POOL_SIGNALS; k++) {
 		free(c->order[k]);
 		free(c->rank[k]);
+		free(c->order_ewma[k]);
 	}
 	free(c);
 }
@@ -216,7 +217,8 @@ static int scratch_fit(struct core *c)
 		return -ENOMEM;
 	for (int k = 0; k < POOL_SIGNALS; k++)
 		if (grow(&c->order[k], n, sizeof(*c->order[k])) < 0 ||
-		    grow(&c->rank[k], n, sizeof(*c->rank[k])) < 0)
+		    grow(&c->rank[k], n, sizeof(*c->rank[k])) < 0 ||
+		    grow(&c->order_ewma[k], n, sizeof(*c->order_ewma[k])) < 0)
 			return -ENOMEM;
 	c->scratch_cap = n;
 	return 0;
@@ -226,20 +228,23 @@ static int scratch_fit(struct core *c)
 void order_fix(struct core *c, unsigned k, uint32_t i)
 {
 	uint32_t *o = c->order[k], *r = c->rank[k];
-	const struct pool_endpoint *ep = c->pool.ep;
-	double v = ep[i].ewma[k];
+	double *oe = c->order_ewma[k];
+	double v = c->pool.ep[i].ewma[k];
 	uint32_t at = r[i];
-	while (at > 0 && ep[o[at - 1]].ewma[k] > v) {
+	while (at > 0 && oe[at - 1] > v) {
 		o[at] = o[at - 1];
+		oe[at] = oe[at - 1];
 		r[o[at]] = at;
 		at--;
 	}
-	while (at + 1 < c->order_n && ep[o[at + 1]].ewma[k] < v) {
+	while (at + 1 < c->order_n && oe[at + 1] < v) {
 		o[at] = o[at + 1];
+		oe[at] = oe[at + 1];
 		r[o[at]] = at;
 		at++;
 	}
 	o[at] = i;
+	oe[at] = v;
 	r[i] = at;
 }
 
@@ -259,8 +264,10 @@ static void order_rebuild(struct core *c)
 			}
 			o[j] = i;
 		}
-		for (uint32_t i = 0; i < c->order_n; i++)
+		for (uint32_t i = 0; i < c->order_n; i++) {
 			c->rank[k][o[i]] = i;
+			c->order_ewma[k][i] = ep[o[i]].ewma[k];
+		}
 	}
 }
 

@@ -108,6 +108,11 @@ struct core {
 	 * not a selection. */
 	uint32_t *order[POOL_SIGNALS];
 	uint32_t *rank[POOL_SIGNALS]; /* position of a slot in order */
+	/* The EWMA of the slot at each position of order: what order_fix
+	 * compares and view_median walks, without reading the neighbours'
+	 * endpoints (a cache line each at 64 endpoints). Every EWMA written
+	 * is followed by order_fix of its slot, which keeps it current. */
+	double *order_ewma[POOL_SIGNALS];
 	uint32_t order_n;
 	uint64_t decisions[CORE_REASON_COUNT];
 	uint64_t tier_decisions[CORE_TIER_MAX];

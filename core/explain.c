@@ -134,7 +134,8 @@ int core_explain(struct core *c, const struct core_request *req,
 	struct pool_endpoint *saved = NULL;
 	uint32_t n = pool->end; /* decide adds and removes no endpoint */
 	if (n > 0) {
-		saved = malloc(n * sizeof(*saved));
+		saved = aligned_alloc(_Alignof(struct pool_endpoint),
+				      n * sizeof(*saved));
 		if (saved == NULL)
 			return -ENOMEM;
 		memcpy(saved, pool->ep, n * sizeof(*saved));

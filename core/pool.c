@@ -291,10 +291,16 @@ int pool_add(struct pool *p, const struct core_endpoint_config *cfg,
 		return -ENOSPC;
 	if (idx >= p->cap) {
 		uint32_t ncap = p->cap ? p->cap * 2 : 8;
-		struct pool_endpoint *n = realloc(p->ep, ncap * sizeof(*n));
+		/* Line-aligned (struct pool_endpoint's groups); sizeof is a
+		 * multiple of the alignment, as aligned_alloc wants. */
+		struct pool_endpoint *n =
+			aligned_alloc(_Alignof(struct pool_endpoint), ncap * sizeof(*n));
 		if (n == NULL)
 			return -ENOMEM;
+		if (p->cap > 0)
+			memcpy(n, p->ep, p->cap * sizeof(*n));
 		memset(n + p->cap, 0, (ncap - p->cap) * sizeof(*n));
+		free(p->ep);
 		p->ep = n;
 		p->cap = ncap;
 	}

@@ -44,9 +44,16 @@ struct pool_mismatch {
 	uint16_t count;     /* 404s in a row */
 };
 
+/* The fields a warm decision and its feedback read come first, in the
+ * fewest cache lines (the array is 64-byte aligned, pool_add): at 64
+ * endpoints the pool is larger than an L1, and each decision with its
+ * feedback touches one endpoint at random. Line 0 is also what every
+ * candidate of a decision, and exploration's scan, read. Moving a field
+ * across these groups costs a cache miss per decision (measure it:
+ * tests/bench/agent_bench.sh BENCH_CACHESIM=1). */
 struct pool_endpoint {
-	/* Read for every candidate of every decision: the first cache line. */
-	bool live;
+	/* Line 0. */
+	_Alignas(64) bool live;
 	bool disabled;          /* by config */
 	bool all_models;        /* no model list: serves every model */
 	bool has_mismatch;      /* some mismatch slot is in use */
@@ -72,35 +79,76 @@ struct pool_endpoint {
 				 * engine_delta while the engine's sample is
 				 * fresh, else local_if (core_impl.h, "In flight") */
 	uint32_t samples[POOL_SIGNALS]; /* indexed by pool_sig */
+	uint32_t gen;           /* bumped on removal: map entries die with it */
 	double weight;
+	uint64_t last_seen_ms;
+	/* In flight, the two views (core_impl.h, "In flight"); engine_if and
+	 * the rest of the engine's sample are further down. */
+	uint32_t local_if;      /* runtime API scur+qcur, or this agent's own
+				 * count, kept with every decision and end */
+	bool engine_fresh;      /* in_flight follows the engine */
+	/* Exploration (explore.h): while explore_on, answers to requests
+	 * started from explore_from_ms are counted towards a verdict. */
+	uint8_t explore_on;
+	uint8_t explore_left;       /* it was left when they began */
+
+	/* Line 1: latency, read by the decision and taught by feedback. */
 	double ewma[POOL_SIGNALS];
 	double base[CORE_KIND_COUNT];     /* time to headers: its long-run
 					   * EWMA, its own history; indexed
 					   * by kind = pool_sig(false, kind) */
 	uint32_t base_n[CORE_KIND_COUNT]; /* samples in it (kept across idle) */
+	uint32_t spread_n[CORE_KIND_COUNT];
+
+	/* Line 2. */
 	double spread[CORE_KIND_COUNT];   /* time to headers: EWMA of the
 					   * squared distance to base */
-	uint32_t spread_n[CORE_KIND_COUNT];
-	struct slowstart first[CORE_KIND_COUNT]; /* time to headers, log
-						  * domain (slowstart.h) */
-	double run_sq;          /* squared distances to base of the run's
-				 * slow answers, for the spread if it ends */
 	double queue_mean;      /* EWMA of the in-flight requests its keyed
 				 * decisions found (queue_judge) */
-	uint64_t run_lo_ms;     /* the run's latest pause: its answers' */
-	uint64_t run_hi_ms;     /* intersection (stall.h) */
-	double run_excess;      /* and their largest excess over base */
-	uint64_t dead_until_ms; /* key_dead: re-probed from then on */
-	uint64_t last_seen_ms;
+	/* One block, "backend\0server\0key\0" (pool.c, names_alloc):
+	 * backend is what is freed. With their lengths in the same line, a
+	 * feedback's name check (pool_is_named) reads it and the block. */
+	char *backend;
+	char *server;
+	char *key_id;           /* NULL: no key */
+	/* Their lengths (0 for NULL), so that a lookup compares lengths
+	 * before bytes and never strlen's a name. */
+	uint32_t backend_len, server_len, key_len;
+	int32_t engine_delta;   /* this agent's decisions - ends since it */
+
+	/* Line 3. */
+	struct slowstart first[CORE_KIND_COUNT]; /* time to headers, log
+						  * domain (slowstart.h) */
+	uint64_t explore_sent_ms;   /* a probe out since then; 0 none */
+	/* Streamed successes whose breaker outcome waits for their log line
+	 * (core_feedback.end_follows). A lost line leaves one counted: the
+	 * next normal end of a stream whose feedback did count would count
+	 * again as a success, which is harmless. */
+	uint32_t provisional;
+
+	/* Line 4. */
+	uint64_t outcomes[CORE_OUTCOME_COUNT];
+	uint64_t decisions;
 	uint64_t awake_ms;      /* the last wake-up answer after idleness */
-	uint64_t models[POOL_MODEL_WORDS];
-	/* Second line: the breaker's state, then what a miss or p2c reads. */
+
+	/* Lines 5 and 6: the breaker's state. */
 	struct breaker br;
+
+	/* Line 7: what a miss (the rendezvous ranking of every candidate)
+	 * or p2c reads. */
 	double inv_weight;
 	uint64_t rdv_seed;      /* from the names: equal in every agent */
 	double owned;           /* keys placed on it, decayed (owned.h) */
 	double cost_per_mtok;
-	uint32_t gen;           /* bumped on removal: map entries die with it */
+	uint64_t models[POOL_MODEL_WORDS];
+
+	/* The slow-run detector's run (learn.c, queue_judge). */
+	double run_sq;          /* squared distances to base of the run's
+				 * slow answers, for the spread if it ends */
+	uint64_t run_lo_ms;     /* the run's latest pause: its answers' */
+	uint64_t run_hi_ms;     /* intersection (stall.h) */
+	double run_excess;      /* and their largest excess over base */
+	uint64_t dead_until_ms; /* key_dead: re-probed from then on */
 	/* Feedback and introspection. */
 	struct pool_mismatch mismatch[POOL_MISMATCH_SLOTS];
 	/* Upstream key: a 401/403 in feedback makes it suspect, only a probe
@@ -112,44 +160,32 @@ struct pool_endpoint {
 				   * failed fallback) */
 	uint64_t probes[CORE_PROBE_COUNT]; /* results by enum core_probe */
 	uint64_t name_hash;
-	char *backend;
-	char *server;
-	char *key_id;           /* NULL: no key */
-	/* Their lengths (0 for NULL), so that a lookup compares lengths
-	 * before bytes and never strlen's a name. */
-	uint32_t backend_len, server_len, key_len;
-	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT];
-	uint64_t decisions;
-	/* In flight, the two views (core_impl.h, "In flight"). */
-	uint32_t local_if;      /* runtime API scur+qcur, or this agent's own
-				 * count, kept with every decision and end */
 	uint32_t engine_if;     /* the engine's running + waiting, last sample */
-	int32_t engine_delta;   /* this agent's decisions - ends since it */
-	bool engine_fresh;      /* in_flight follows the engine */
 	double engine_kv;       /* KV-cache usage 0..1 of the sample; -1 none */
 	uint64_t engine_at_ms;  /* the sample's time; 0: none ever */
 	uint64_t engine_polls[2]; /* [0] failed, [1] succeeded */
 	uint64_t engine_stale;  /* times its sample aged out */
 	uint64_t artefact;      /* fingerprint of what it serves; 0: unknown */
 	bool artefact_mismatch; /* another endpoint of a model of its differs */
-	/* Streamed successes whose breaker outcome waits for their log line
-	 * (core_feedback.end_follows). A lost line leaves one counted: the
-	 * next normal end of a stream whose feedback did count would count
-	 * again as a success, which is harmless. */
-	uint32_t provisional;
-	/* Exploration (explore.h): while explore_on, answers to requests
-	 * started from explore_from_ms are counted towards a verdict. */
+	/* Exploration, the rest (explore_on above). */
 	uint64_t explore_next;      /* the explore clock of its next probe */
 	uint64_t explore_from_ms;
-	uint64_t explore_sent_ms;   /* a probe out since then; 0 none */
 	double explore_sum;         /* its fast answers' times to headers */
-	uint8_t explore_on;
-	uint8_t explore_left;       /* it was left when they began */
 	uint8_t explore_fast;
 	uint8_t explore_slow;
 	uint8_t explore_shift;      /* verdicts "still slow" in a row */
 };
+
+/* The groups above, checked where they are measured to matter. */
+_Static_assert(offsetof(struct pool_endpoint, ewma) == 64 &&
+	       offsetof(struct pool_endpoint, spread) == 128 &&
+	       offsetof(struct pool_endpoint, backend_len) < 192 &&
+	       offsetof(struct pool_endpoint, first) == 192 &&
+	       offsetof(struct pool_endpoint, outcomes) == 256 &&
+	       offsetof(struct pool_endpoint, br) == 320 &&
+	       offsetof(struct pool_endpoint, inv_weight) == 448,
+	       "pool_endpoint's hot fields stay in their cache lines");
 
 struct pool_model {
 	char *name;

@@ -163,14 +163,15 @@ double view_median(struct core *c, struct view *v, unsigned sig)
 	uint32_t lo_at = (n - 1) / 2, hi_at = n / 2, seen = 0;
 	double lo = 0, med = 0;
 	const uint32_t *o = c->order[sig];
+	const double *oe = c->order_ewma[sig]; /* e->ewma[sig] */
 	for (uint32_t j = 0; j < c->order_n; j++) {
 		const struct pool_endpoint *e = &c->pool.ep[o[j]];
 		if (!view_has(v, o[j]) || !warm(c, e, sig))
 			continue;
 		if (seen == lo_at)
-			lo = e->ewma[sig];
+			lo = oe[j];
 		if (seen == hi_at) {
-			med = (lo + e->ewma[sig]) / 2;
+			med = (lo + oe[j]) / 2;
 			break;
 		}
 		seen++;

@@ -193,31 +193,53 @@ struct route_budget *route_budget_find(struct route *r, const char *b,
 	return NULL;
 }
 
-/* Whether the retry budget of backend is spent at now_ms. The budget is
- * made (and its lines counted: warmlane_retries_total) whatever the
- * settings, but it marks nothing when retry_budget.enabled is false, or
- * without the log input, or while its lines are mostly not in warmlane's
- * format: the retries are counted from them, and a budget that counts
- * nothing would only ever be its floor. */
-static bool route_budget_spent(struct route *r, const char *backend,
-			       uint64_t now_ms)
+/* The retry budget of d's backend, made at its first decision (NULL
+ * when the table is full or the name too long: counted in budgets_full).
+ * Through d's preset while its endpoint keeps its generation: no strlen
+ * and no compare of the names per decision. */
+static struct route_budget *route_budget_of(struct route *r,
+					    const struct route_decision *d,
+					    uint64_t now_ms)
 {
-	const struct config *cfg = r->cfg;
-	size_t len = strlen(backend);
-	struct route_budget *rb = route_budget_find(r, backend, len);
+	struct route_preset *p = (unsigned)d->endpoint < ROUTE_PRESETS
+					 ? &r->presets[d->endpoint] : NULL;
+	if (p != NULL && p->budget_gen1 == d->gen + 1)
+		return &r->budgets[p->budget];
+	size_t len = strlen(d->backend);
+	struct route_budget *rb = route_budget_find(r, d->backend, len);
 	if (rb == NULL) {
 		if (r->n_budgets == ROUTE_BUDGETS_MAX ||
 		    len > CONFIG_NAME_MAX) {
 			r->budgets_full++;
-			return false;
+			return NULL;
 		}
 		/* A fixed slot, no allocation: the decision path. */
 		rb = &r->budgets[r->n_budgets++];
 		*rb = (struct route_budget){ .len = len };
-		memcpy(rb->backend, backend, len);
+		memcpy(rb->backend, d->backend, len);
 		rb->backend[len] = '\0';
 		budget_init(&rb->b, now_ms);
 	}
+	if (p != NULL) {
+		p->budget = (uint16_t)(rb - r->budgets);
+		p->budget_gen1 = d->gen + 1;
+	}
+	return rb;
+}
+
+/* Whether the retry budget of d's backend is spent at now_ms. The budget
+ * is made (and its lines counted: warmlane_retries_total) whatever the
+ * settings, but it marks nothing when retry_budget.enabled is false, or
+ * without the log input, or while its lines are mostly not in warmlane's
+ * format: the retries are counted from them, and a budget that counts
+ * nothing would only ever be its floor. */
+static bool route_budget_spent(struct route *r, const struct route_decision *d,
+			       uint64_t now_ms)
+{
+	const struct config *cfg = r->cfg;
+	struct route_budget *rb = route_budget_of(r, d, now_ms);
+	if (rb == NULL)
+		return false;
 	rb->spent = cfg->retry_budget_enabled && r->log_input &&
 		    !r->log.format_bad &&
 		    budget_spent(&rb->b, &cfg->retry_budget, now_ms);
@@ -336,7 +358,7 @@ void route_decide(struct route *r, const struct route_request *req,
 		return;
 	}
 	if (d.endpoint >= 0)
-		out->noretry = route_budget_spent(r, d.backend, req->now_ms);
+		out->noretry = route_budget_spent(r, out, req->now_ms);
 }
 
 void route_prefetch(struct route *r, struct route_request *req,

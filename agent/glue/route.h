@@ -198,12 +198,16 @@ struct route_budget {
  * encoded at its first decision (notify.c): the same bytes for each of
  * its decisions while it keeps its generation. Endpoints past
  * ROUTE_PRESETS, and names too long for the bytes, are encoded each
- * time. */
+ * time. Beside them, the retry budget of its backend (route_decide),
+ * found by name at its first decision in that generation: a budget is
+ * never removed, and an endpoint's names never change within one. */
 #define ROUTE_PRESETS 128
 #define ROUTE_PRESET_BYTES 160
 struct route_preset {
 	uint32_t gen1;  /* the endpoint's generation + 1; 0: not encoded */
 	uint16_t len;   /* 0: did not fit */
+	uint16_t budget; /* index in route.budgets, when budget_gen1 */
+	uint32_t budget_gen1; /* the generation + 1 it was found for; 0 none */
 	uint8_t b[ROUTE_PRESET_BYTES];
 };
 

@@ -17,14 +17,30 @@
 #   - with BENCH_CALLGRIND=1, instructions per decision under valgrind
 #     --tool=callgrind on BENCH_CG_N decisions (instrumentation on for the
 #     measured phase only): repeatable on a loaded machine, where the
-#     wall-clock figures are not.
+#     wall-clock figures are not;
+#   - with BENCH_CACHESIM=1 (implies BENCH_CALLGRIND), the same run with
+#     --cache-sim=yes: D1 and LL read and write misses per decision too.
+#     cachegrind's simulator, through callgrind: cachegrind cannot
+#     switch its instrumentation on at the measured phase before
+#     valgrind 3.22, callgrind can. The caches simulated are set
+#     (BENCH_CACHESIM_ARGS), not read off the host: a VM's reported
+#     geometry can be absurd (a 256 MiB direct-mapped LL here), and fixed
+#     ones compare across machines. Their geometry is printed.
+#     Prefetches are not simulated.
 #
 # Environment (all optional):
 #   BENCH_ROUNDS=3 BENCH_N=200000 BENCH_CONNS=4 BENCH_WINDOW=16
+#                                        (BENCH_ROUNDS=0: valgrind's runs only)
 #   BENCH_RATE=20000 BENCH_RATE_N=60000  the paced run
 #   BENCH_SETUPS="8:1000 64:1000000"     endpoints:keys
 #   BENCH_CPUS="0 1"                     agent CPU, generator CPU
 #   BENCH_CALLGRIND=0 BENCH_CG_N=20000
+#   BENCH_CACHESIM=0
+#   BENCH_CACHESIM_ARGS="--I1=32768,8,64 --D1=32768,8,64 --LL=33554432,16,64"
+#                                        (32 KiB L1s, a 32 MiB L3)
+#   BENCH_CG_AGENTS="warmlane floor"     the agents valgrind runs
+#   BENCH_CG_KEEP=DIR                    keep the callgrind outputs there
+#                                        (for callgrind_annotate)
 #   BENCH_COALESCE_US=250                warmlane's spop.coalesce_us (its default)
 #   WARMLANE_BIN, BENCH_CONST_AGENT, BENCH_LOAD: default from a
 #   --buildtype=release build in build/bench-rel
@@ -43,6 +59,11 @@ rate_n=${BENCH_RATE_N:-60000}
 setups=${BENCH_SETUPS:-"8:1000 64:1000000"}
 read -r cpu_agent cpu_gen <<<"${BENCH_CPUS:-0 1}"
 callgrind=${BENCH_CALLGRIND:-0}
+cachesim=${BENCH_CACHESIM:-0}
+cachesim_args=${BENCH_CACHESIM_ARGS:-"--I1=32768,8,64 --D1=32768,8,64 --LL=33554432,16,64"}
+cg_keep=${BENCH_CG_KEEP:-}
+cg_agents=${BENCH_CG_AGENTS:-"warmlane floor"}
+[ "$cachesim" = 0 ] || callgrind=1
 cg_n=${BENCH_CG_N:-20000}
 coalesce_us=${BENCH_COALESCE_US:-250}
 
@@ -65,7 +86,7 @@ for b in "$warmlane" "$const_agent" "$load"; do
 	[ -x "$b" ] || die "no binary at $b"
 done
 [ "$callgrind" = 0 ] || command -v valgrind >/dev/null ||
-	die "BENCH_CALLGRIND=1 needs valgrind"
+	die "BENCH_CALLGRIND=1 and BENCH_CACHESIM=1 need valgrind"
 
 tmp=$(mktemp -d)
 pids=()
@@ -117,48 +138,55 @@ for setup in $setups; do
 	eps=${setup%%:*}
 	keys=${setup##*:}
 	agentcfg "$eps" "$keys" "$tmp/w.sock" >"$tmp/w.yaml"
-	taskset -c "$cpu_agent" "$warmlane" --config "$tmp/w.yaml" &
-	wpid=$!
-	pids+=("$wpid")
-	taskset -c "$cpu_agent" "$const_agent" "$tmp/c.sock" >/dev/null &
-	cpid=$!
-	pids+=("$cpid")
-	wait_sock "$tmp/w.sock"
-	wait_sock "$tmp/c.sock"
-	# The fill: every key decided once, so the map holds them all.
-	gen "$tmp/w.sock" "$wpid" -k "$keys" -n 1 >/dev/null
-	gen "$tmp/c.sock" "$cpid" -k "$keys" -n 1 >/dev/null
-	: >"$tmp/w.txt"
-	: >"$tmp/c.txt"
-	for r in $(seq 1 "$rounds"); do
-		gen "$tmp/w.sock" "$wpid" -k "$keys" -f 0 -n "$n" >>"$tmp/w.txt"
-		gen "$tmp/c.sock" "$cpid" -k "$keys" -f 0 -n "$n" >>"$tmp/c.txt"
-		gen "$tmp/w.sock" "$wpid" -k "$keys" -f 0 -n "$rate_n" -r "$rate" >>"$tmp/wr.txt"
-		gen "$tmp/c.sock" "$cpid" -k "$keys" -f 0 -n "$rate_n" -r "$rate" >>"$tmp/cr.txt"
-	done
-	cdps=$(field decisions_per_s <"$tmp/c.txt" | median)
-	for a in w c; do
-		dps=$(field decisions_per_s <"$tmp/$a.txt" | median)
-		us=$(field agent_us_per_decision <"$tmp/$a.txt" | median)
-		gp=$(field gen_cpu_pct <"$tmp/$a.txt" | median)
-		p50=$(field p50_us <"$tmp/${a}r.txt" | median)
-		p99=$(field p99_us <"$tmp/${a}r.txt" | median)
-		rus=$(field agent_us_per_decision <"$tmp/${a}r.txt" | median)
-		name=warmlane
-		[ "$a" = c ] && name=floor
-		printf '| %-20s | %-9s | %10.0f | %6.3f | %9.3f | %7.1f | %9.1f | %9.1f | %9.3f |\n' \
-			"$eps endpoints $keys keys" "$name" "$dps" \
-			"$(awk -v a="$dps" -v b="$cdps" 'BEGIN { print a / b }')" \
-			"$us" "$gp" "$p50" "$p99" "$rus"
-	done
-	rm -f "$tmp/wr.txt" "$tmp/cr.txt"
-	kill "$wpid" "$cpid"
-	wait "$wpid" "$cpid" 2>/dev/null || true
-	pids=()
-	rm -f "$tmp/w.sock" "$tmp/c.sock"
+	if [ "$rounds" -gt 0 ]; then
+		taskset -c "$cpu_agent" "$warmlane" --config "$tmp/w.yaml" &
+		wpid=$!
+		pids+=("$wpid")
+		taskset -c "$cpu_agent" "$const_agent" "$tmp/c.sock" >/dev/null &
+		cpid=$!
+		pids+=("$cpid")
+		wait_sock "$tmp/w.sock"
+		wait_sock "$tmp/c.sock"
+		# The fill: every key decided once, so the map holds them all.
+		gen "$tmp/w.sock" "$wpid" -k "$keys" -n 1 >/dev/null
+		gen "$tmp/c.sock" "$cpid" -k "$keys" -n 1 >/dev/null
+		: >"$tmp/w.txt"
+		: >"$tmp/c.txt"
+		for r in $(seq 1 "$rounds"); do
+			gen "$tmp/w.sock" "$wpid" -k "$keys" -f 0 -n "$n" >>"$tmp/w.txt"
+			gen "$tmp/c.sock" "$cpid" -k "$keys" -f 0 -n "$n" >>"$tmp/c.txt"
+			gen "$tmp/w.sock" "$wpid" -k "$keys" -f 0 -n "$rate_n" -r "$rate" >>"$tmp/wr.txt"
+			gen "$tmp/c.sock" "$cpid" -k "$keys" -f 0 -n "$rate_n" -r "$rate" >>"$tmp/cr.txt"
+		done
+		cdps=$(field decisions_per_s <"$tmp/c.txt" | median)
+		for a in w c; do
+			dps=$(field decisions_per_s <"$tmp/$a.txt" | median)
+			us=$(field agent_us_per_decision <"$tmp/$a.txt" | median)
+			gp=$(field gen_cpu_pct <"$tmp/$a.txt" | median)
+			p50=$(field p50_us <"$tmp/${a}r.txt" | median)
+			p99=$(field p99_us <"$tmp/${a}r.txt" | median)
+			rus=$(field agent_us_per_decision <"$tmp/${a}r.txt" | median)
+			name=warmlane
+			[ "$a" = c ] && name=floor
+			printf '| %-20s | %-9s | %10.0f | %6.3f | %9.3f | %7.1f | %9.1f | %9.1f | %9.3f |\n' \
+				"$eps endpoints $keys keys" "$name" "$dps" \
+				"$(awk -v a="$dps" -v b="$cdps" 'BEGIN { print a / b }')" \
+				"$us" "$gp" "$p50" "$p99" "$rus"
+		done
+		rm -f "$tmp/wr.txt" "$tmp/cr.txt"
+		kill "$wpid" "$cpid"
+		wait "$wpid" "$cpid" 2>/dev/null || true
+		pids=()
+		rm -f "$tmp/w.sock" "$tmp/c.sock"
+	fi
 
 	[ "$callgrind" = 0 ] && continue
-	for a in w c; do
+	for name in $cg_agents; do
+		case $name in
+		warmlane) a=w ;;
+		floor) a=c ;;
+		*) die "BENCH_CG_AGENTS: no agent $name" ;;
+		esac
 		if [ "$a" = w ]; then
 			cmd=("$warmlane" --config "$tmp/w.yaml")
 			sock=$tmp/w.sock
@@ -166,7 +194,12 @@ for setup in $setups; do
 			cmd=("$const_agent" "$tmp/c.sock")
 			sock=$tmp/c.sock
 		fi
-		valgrind -q --tool=callgrind --instr-atstart=no \
+		cg_sim=(--cache-sim=no)
+		if [ "$cachesim" != 0 ]; then
+			# shellcheck disable=SC2206 # split into options on purpose
+			cg_sim=(--cache-sim=yes $cachesim_args)
+		fi
+		valgrind -q --tool=callgrind --instr-atstart=no "${cg_sim[@]}" \
 			--callgrind-out-file="$tmp/cg.$a.out" "${cmd[@]}" >/dev/null &
 		vpid=$!
 		pids+=("$vpid")
@@ -178,10 +211,28 @@ for setup in $setups; do
 		wait "$vpid" 2>/dev/null || true
 		pids=()
 		rm -f "$sock"
-		ir=$(sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$tmp"/cg.$a.out* | awk '{ s += $1 } END { print s }')
+		if [ -n "$cg_keep" ]; then
+			mkdir -p "$cg_keep"
+			for f in "$tmp/cg.$a.out"*; do
+				cp "$f" "$cg_keep/$eps-$keys-$name${f##*/cg."$a".out}.out"
+			done
+		fi
+		# The events line names the totals' columns: Ir alone, or
+		# Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw with the cache.
+		per=$(awk -v n="$cg_n" '
+			/^events:/ && !ne { ne = split(substr($0, 9), ev, " ") }
+			/^totals:/ { for (i = 2; i <= NF; i++) t[i - 1] += $i }
+			END { for (i = 1; i <= ne; i++) printf "%s=%.2f ", ev[i], t[i] / n }
+		' "$tmp"/cg.$a.out*)
+		ir=$(sed -n 's/^Ir=\([0-9.]*\).*/\1/p' <<<"$per")
 		printf '# callgrind %s endpoints %s keys %-8s %s decisions: %.0f instructions per decision\n' \
-			"$eps" "$keys" "$([ "$a" = w ] && echo warmlane || echo floor)" \
-			"$cg_n" "$(awk -v i="$ir" -v n="$cg_n" 'BEGIN { print i / n }')"
+			"$eps" "$keys" "$name" "$cg_n" "$ir"
+		if [ "$cachesim" != 0 ]; then
+			geo=$(sed -n 's/^desc: \(I1\|D1\|LL\) cache: *\(.*\)/\1 \2;/p' \
+				"$tmp"/cg.$a.out* | sort -u | tr '\n' ' ')
+			printf '# cache-sim %s endpoints %s keys %-8s per decision: %s(%s)\n' \
+				"$eps" "$keys" "$name" "$per" "${geo% }"
+		fi
 		rm -f "$tmp"/cg.$a.out*
 	done
 done

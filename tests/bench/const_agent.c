@@ -15,7 +15,11 @@
  *
  * Listens on a unix socket and answers every `route` message with fixed
  * variables (the ones warmlane sets: backend, server, key, reason) and every
- * other message with `ack`, using the same codec (proto/) and the same I/O
+ * other message with `ack`, using the same codec (proto/: every argument
+ * read, name and value, by the inline reader warmlane's NOTIFY parser
+ * uses, spop_arg_read and spop_data_read; the message name compared as
+ * a literal and the set-vars written in one pass, spop_ack_set_var_str, as
+ * warmlane does) and the same I/O
  * pattern as the agent (libuv, a read buffer of one whole frame, and the
  * ACKs of one read pass batched into one write, as agent/conn.c does), but
  * no decision at all: the codec and loop floor. On SIGTERM or SIGINT it prints
@@ -51,6 +55,7 @@ struct ca_conn {
 
 static struct {
 	uint64_t conns, hellos, notifies, routes, others, disconnects, errors;
+	uint64_t args; /* arguments with a value (not NULL) */
 } ca_stats;
 
 static uv_pipe_t ca_listener;
@@ -115,10 +120,26 @@ static void ca_send(struct ca_conn *c, struct ca_wbuf *wb, size_t len)
 	}
 }
 
-static void ca_set_str(struct spop_writer *w, const char *name, const char *v)
+/* A set-var of a STRING in one pass, as warmlane writes its names; the
+ * lengths from sizeof, not strlen per ACK. */
+#define ca_set_str(w, name, v) \
+	spop_ack_set_var_str((w), SPOP_SCOPE_TXN, "" name, sizeof(name) - 1, \
+			     "" v, sizeof(v) - 1)
+
+/* Reads a message's nargs arguments as warmlane does, each name and value
+ * decoded in place (the values are only counted: no decision). Returns 0,
+ * or SPOP_EPROTO for a malformed or missing argument. */
+static int ca_read_args(struct spop_reader *r, unsigned nargs,
+			enum spop_status *st)
 {
-	struct spop_data d = spop_data_string(v, strlen(v));
-	spop_ack_set_var(w, SPOP_SCOPE_TXN, name, strlen(name), &d);
+	for (unsigned i = 0; i < nargs; i++) {
+		struct spop_str name;
+		struct spop_data val;
+		if (spop_arg_read(r, &name, &val, st) != 1)
+			return SPOP_EPROTO;
+		ca_stats.args += val.type != SPOP_DATA_NULL;
+	}
+	return 0;
 }
 
 /* Builds the ACK of one NOTIFY into out; 0 on a malformed payload. */
@@ -137,10 +158,10 @@ static size_t ca_ack(const struct spop_frame *f, uint8_t *out, size_t cap)
 		int m = spop_msg_next(&r, &name, &nargs, &st);
 		if (m == 0)
 			break;
-		if (m < 0 || spop_msg_skip_args(&r, nargs, &st) < 0)
+		if (m < 0 || ca_read_args(&r, nargs, &st) < 0)
 			return 0;
 		any = true;
-		if (spop_str_eq(name, "route")) {
+		if (SPOP_STR_EQ_LIT(name, "route")) {
 			ca_stats.routes++;
 			ca_set_str(&w, "backend", "llm");
 			ca_set_str(&w, "server", "s1");
@@ -318,10 +339,10 @@ static void ca_on_signal(uv_signal_t *s, int signum)
 	(void)signum;
 	printf("const-agent: connections=%" PRIu64 " hellos=%" PRIu64
 	       " notifies=%" PRIu64 " route=%" PRIu64 " other=%" PRIu64
-	       " disconnects=%" PRIu64 " errors=%" PRIu64 "\n",
+	       " disconnects=%" PRIu64 " errors=%" PRIu64 " args=%" PRIu64 "\n",
 	       ca_stats.conns, ca_stats.hellos, ca_stats.notifies,
 	       ca_stats.routes, ca_stats.others, ca_stats.disconnects,
-	       ca_stats.errors);
+	       ca_stats.errors, ca_stats.args);
 	fflush(stdout);
 	uv_walk(s->loop, ca_walk_close, NULL);
 }

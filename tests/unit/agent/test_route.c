@@ -889,11 +889,52 @@ START_TEST(retry_budget_from_log_lines)
 }
 END_TEST
 
+/* The budget a decision counts in is its endpoint's backend's, also when
+ * the endpoint's slot is taken by another server of another backend
+ * (route_budget_of: found once per generation of the slot). */
+START_TEST(retry_budget_follows_the_slot)
+{
+	struct config cfg;
+	struct route r;
+	struct route_request req;
+	struct route_decision d;
+	load(&cfg, "endpoints:\n"
+		   "  - { backend: llm, server: s1, keys: [k1] }\n");
+	ck_assert_int_eq(route_init(&r, &cfg), 0);
+	idle_poll(&r);
+	req_init(&req);
+	req.args[ROUTE_ARG_SESSION] = str("s");
+	req.now_ms = 1000;
+	route_decide(&r, &req, &d);
+	ck_assert_int_ge(d.endpoint, 0);
+	route_take_back(&r, d.endpoint);
+	int slot = d.endpoint;
+	ck_assert_uint_eq(r.n_budgets, 1);
+	ck_assert_str_eq(r.budgets[0].backend, "llm");
+	ck_assert_int_eq(core_endpoint_remove(r.core, slot), 0);
+	ck_assert_int_eq(route_server_add(&r, (struct core_str){ "other", 5 },
+					  (struct core_str){ "s9", 2 }, 1000), 1);
+	route_decide(&r, &req, &d);
+	ck_assert_int_eq(d.endpoint, slot);
+	ck_assert_str_eq(d.backend, "other");
+	route_take_back(&r, d.endpoint);
+	ck_assert_uint_eq(r.n_budgets, 2);
+	ck_assert_str_eq(r.budgets[1].backend, "other");
+	/* And again, now through the preset. */
+	route_decide(&r, &req, &d);
+	route_take_back(&r, d.endpoint);
+	ck_assert_uint_eq(r.n_budgets, 2);
+	route_finish(&r);
+	config_finish(&cfg);
+}
+END_TEST
+
 static Suite *route_suite(void)
 {
 	Suite *s = suite_create("agent-route");
 	TCase *tc = tcase_create("route");
 	tcase_add_test(tc, core_by_model);
+	tcase_add_test(tc, retry_budget_follows_the_slot);
 	tcase_add_test(tc, affinity_and_breaker);
 	tcase_add_test(tc, feedback_completes_non_streamed);
 	tcase_add_test(tc, feedback_keyless_reaches_server);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "core_impl.h" /* the EWMA orders */
 #include "fixture.h"
 
 /* ---- candidates and exclusions ---------------------------------------- */
@@ -2531,6 +2532,52 @@ START_TEST(given_identity_same_decision)
 }
 END_TEST
 
+/* Each EWMA order is sorted, and the EWMA kept beside each position
+ * (order_ewma, what order_fix compares) is its slot's, after answers of
+ * both kinds, end-to-end samples, and an endpoint removed and added. */
+static void check_orders(const struct core *c)
+{
+	for (unsigned k = 0; k < POOL_SIGNALS; k++) {
+		for (uint32_t at = 0; at < c->order_n; at++) {
+			uint32_t i = c->order[k][at];
+			ck_assert_uint_eq(c->rank[k][i], at);
+			ck_assert(c->order_ewma[k][at] == c->pool.ep[i].ewma[k]);
+			if (at > 0)
+				ck_assert(c->order_ewma[k][at - 1] <= c->order_ewma[k][at]);
+		}
+	}
+}
+
+START_TEST(order_ewma_follows_every_ewma)
+{
+	struct fx f;
+	fx_init(&f, 8, NULL);
+	uint64_t s = 12345;
+	for (int i = 0; i < 3000; i++) {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		int ep = f.ep[(s >> 33) % 8];
+		int64_t tr = 1 + (int64_t)((s >> 20) % 500);
+		bool stream = (s >> 12) & 1;
+		f.now += 1;
+		ck_assert_int_eq(fx_observe(&f, ep, 200, tr, false, 0, stream), 0);
+		struct core_completion cc = {
+			.endpoint = ep, .status = 200, .end = CORE_END_COMPLETE,
+			.tr_ms = tr, .total_ms = tr + (int64_t)((s >> 40) % 900),
+			.bytes = (s >> 24) % 100000, .stream = stream,
+		};
+		ck_assert_int_eq(core_complete(f.c, &cc, f.now), 0);
+		if (i == 1000) {
+			ck_assert_int_eq(core_endpoint_remove(f.c, f.ep[3]), 0);
+			f.ep[3] = fx_add(&f, "s3b", NULL, 2.0, NULL);
+		}
+		if (i % 250 == 0)
+			check_orders(f.c);
+	}
+	check_orders(f.c);
+	fx_finish(&f);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
 	Suite *s = suite_create("core");
@@ -2608,6 +2655,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, snapshot_round_trip);
 	tcase_add_test(tc, params_checked_and_reloaded);
 	tcase_add_test(tc, defaults_match_architecture);
+	tcase_add_test(tc, order_ewma_follows_every_ewma);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cache");
