@@ -107,7 +107,7 @@ void sim_stats_debug_tail(FILE *out, const struct sim_run *run, int header)
 {
 	if (header)
 		fprintf(out, "policy,agents,arrival_ms,endpoint,status,ttft_ms,queue_ms,prefill_ms,batch,"
-			     "live_at,live_min,input,cached,output,reason,detail,akey\n");
+			     "live_at,live_min,input,cached,output,reason,detail,akey,agent\n");
 	for (size_t i = 0; i < run->w->n; i++) {
 		const struct sim_rec *r = &run->rec[i];
 		const struct sim_req *q = &run->w->req[i];
@@ -115,11 +115,11 @@ void sim_stats_debug_tail(FILE *out, const struct sim_run *run, int header)
 		double ttft = r->t_first_us >= 0 ? (double)(r->t_first_us - q->arrival_us) / 1000.0 : -1;
 		double queue = ran ? (double)(r->t_start_us - q->arrival_us) / 1000.0 : -1;
 		double prefill = ran && r->t_first_us >= 0 ? (double)(r->t_first_us - r->t_start_us) / 1000.0 : -1;
-		fprintf(out, "%s,%u,%.3f,%s,%d,%.1f,%.1f,%.1f,%u,%u,%u,%u,%u,%u,%s,%s,%016llx\n", run->policy,
+		fprintf(out, "%s,%u,%.3f,%s,%d,%.1f,%.1f,%.1f,%u,%u,%u,%u,%u,%u,%s,%s,%016llx,%u\n", run->policy,
 			run->agents, (double)q->arrival_us / 1000.0, r->ep >= 0 ? run->cfg->ep[r->ep].name : "-",
 			r->status, ttft, queue, prefill, r->batch, r->live_at, r->live_min, q->input_tokens,
 			r->cached_tokens, q->output_tokens, r->reason ? r->reason : "-",
-			r->detail ? r->detail : "-", (unsigned long long)sim_trace_affinity_key(q));
+			r->detail ? r->detail : "-", (unsigned long long)sim_trace_affinity_key(q), (unsigned)r->agent);
 	}
 }
 

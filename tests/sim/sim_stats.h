@@ -38,8 +38,9 @@ void sim_stats_dump(FILE *out, const struct sim_run *run, int header);
 /* --debug-tail: one CSV line per request of run (a run with
  * sim_run_opts.detail), what it met as well as what it got: queue wait
  * and prefill (ms, -1 if never admitted), the batch its prefill ran in,
- * the live counts at its decision, the policy's detail and the affinity
- * key (hex, 0: none); with header, the column names first. */
+ * the live counts at its decision, the policy's detail, the affinity
+ * key (hex, 0: none) and the agent that decided it (0 to --agents - 1);
+ * with header, the column names first. */
 void sim_stats_debug_tail(FILE *out, const struct sim_run *run, int header);
 
 #endif
