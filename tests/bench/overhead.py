@@ -123,6 +123,7 @@ def agentcfg(out, opts):
         f'runtime_api: {{ socket: "{opts["stats"]}", backends: [llm] }}',
         'log_input: { path: "" }',
         f'state: {{ file: "{os.path.join(opts["dir"], "state.msgpack")}" }}',
+        f'command_socket: {{ path: "{os.path.join(opts["dir"], "ctl.sock")}" }}',
     ]
     if opts.get("coalesce_us", "") != "":
         lines.append(f'spop: {{ coalesce_us: {int(opts["coalesce_us"])} }}')
