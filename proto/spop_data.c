@@ -21,23 +21,9 @@ int spop_varint_size(uint64_t v)
 
 ptrdiff_t spop_varint_encode(uint64_t v, uint8_t *out, size_t cap)
 {
-	int n = spop_varint_size(v);
-	uint8_t *p = out;
-
-	if ((size_t)n > cap)
+	if (cap < SPOP_VARINT_MAX_LEN && (size_t)spop_varint_size(v) > cap)
 		return SPOP_NEED_MORE;
-	if (v < 240) {
-		*p = (uint8_t)v;
-		return 1;
-	}
-	*p++ = (uint8_t)(v | 0xF0);
-	v = (v - 240) >> 4;
-	while (v >= 128) {
-		*p++ = (uint8_t)(v | 0x80);
-		v = (v - 128) >> 7;
-	}
-	*p++ = (uint8_t)v;
-	return p - out;
+	return spop__varint_put(out, v) - out;
 }
 
 /* The first byte carries up to 8 bits, each continuation byte 7 more at

@@ -172,18 +172,30 @@ void spop_put_kv(struct spop_writer *w, const char *key,
 void spop_frame_start(struct spop_writer *w, enum spop_frame_type type,
 		      uint32_t flags, uint64_t stream_id, uint64_t frame_id)
 {
-	uint8_t hdr[4 + 1 + 4 + 2 * SPOP_VARINT_MAX_LEN];
-	size_t n = 0;
+	enum { HDR_MAX = 4 + 1 + 4 + 2 * SPOP_VARINT_MAX_LEN };
 
-	memset(hdr, 0, 4); /* the length, filled in by spop_frame_finish */
-	n = 4;
-	hdr[n++] = (uint8_t)type;
-	put_be32(hdr + n, flags);
-	n += 4;
-	n += (size_t)spop_varint_encode(stream_id, hdr + n, sizeof(hdr) - n);
-	n += (size_t)spop_varint_encode(frame_id, hdr + n, sizeof(hdr) - n);
 	if (!w->overflow)
 		w->frame_start = w->len;
+	/* In place when the longest header fits (every ACK: one per
+	 * NOTIFY); else built aside and appended all or nothing, so that a
+	 * header which fits only at its exact size still does. */
+	if (!w->overflow && w->len <= w->cap && w->cap - w->len >= HDR_MAX) {
+		uint8_t *p = w->buf + w->len, *s = p;
+		memset(p, 0, 4); /* the length, filled in by spop_frame_finish */
+		p[4] = (uint8_t)type;
+		put_be32(p + 5, flags);
+		p = spop__varint_put(p + 9, stream_id);
+		p = spop__varint_put(p, frame_id);
+		w->len += (size_t)(p - s);
+		return;
+	}
+	uint8_t hdr[HDR_MAX];
+	size_t n = 9;
+	memset(hdr, 0, 4);
+	hdr[4] = (uint8_t)type;
+	put_be32(hdr + 5, flags);
+	n = (size_t)(spop__varint_put(hdr + n, stream_id) - hdr);
+	n = (size_t)(spop__varint_put(hdr + n, frame_id) - hdr);
 	spop_put_bytes(w, hdr, n);
 }
 

@@ -44,6 +44,24 @@ static inline int spop__get_str(const uint8_t **pp, const uint8_t *end,
 	return 0;
 }
 
+/* Writes v's varint at p, which has room for SPOP_VARINT_MAX_LEN bytes
+ * (the caller checked); returns the byte after it. */
+static inline uint8_t *spop__varint_put(uint8_t *p, uint64_t v)
+{
+	if (v < 240) {
+		*p = (uint8_t)v;
+		return p + 1;
+	}
+	*p++ = (uint8_t)(v | 0xF0);
+	v = (v - 240) >> 4;
+	while (v >= 128) {
+		*p++ = (uint8_t)(v | 0x80);
+		v = (v - 128) >> 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
 /* Bytes spop_data_encode writes for d (SIZE_MAX for an unknown type). */
 size_t spop__data_size(const struct spop_data *d);
 

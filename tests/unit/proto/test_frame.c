@@ -451,6 +451,39 @@ START_TEST(writer_sticky_overflow)
 END_TEST
 
 /* Two frames built one after the other in one buffer. */
+/* The header in place (room for its longest form) and built aside (room
+ * for its exact size only, or less) give the same bytes, all or nothing:
+ * ids of every varint length, every room from none to the longest. */
+START_TEST(frame_header_every_room)
+{
+	static const uint64_t ids[] = { 0, 239, 240, 2287, 2288, 264431,
+					UINT32_MAX, UINT64_MAX };
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+		uint8_t want[64];
+		size_t n = 9;
+		memset(want, 0, 4);
+		want[4] = SPOP_FRAME_ACK;
+		want[5] = want[6] = want[7] = 0;
+		want[8] = SPOP_FLAG_FIN;
+		n += (size_t)spop_varint_encode(ids[i], want + n, 10);
+		n += (size_t)spop_varint_encode(ids[i] >> 3, want + n, 10);
+		for (size_t cap = 0; cap <= 4 + 1 + 4 + 20 + 1; cap++) {
+			uint8_t *buf = guard_buf(cap);
+			struct spop_writer w;
+			spop_ack_begin(&w, buf, cap, ids[i], ids[i] >> 3);
+			if (cap < n) {
+				ck_assert(w.overflow);
+				ck_assert_uint_eq(w.len, 0);
+			} else {
+				ck_assert(!w.overflow);
+				ck_assert_uint_eq(w.len, n);
+				ck_assert_mem_eq(buf, want, n);
+			}
+		}
+	}
+}
+END_TEST
+
 START_TEST(writer_two_frames)
 {
 	uint8_t buf[256];
@@ -761,6 +794,7 @@ static Suite *proto_suite(void)
 	tcase_add_test(tc, ack_golden_encode);
 	tcase_add_test(tc, ack_actions_roundtrip);
 	tcase_add_test(tc, writer_overflow);
+	tcase_add_test(tc, frame_header_every_room);
 	tcase_add_test(tc, writer_sticky_overflow);
 	tcase_add_test(tc, writer_two_frames);
 	suite_add_tcase(s, tc);
