@@ -100,10 +100,6 @@ static void *wl_create(const struct sim_policy_env *env)
 	} known[] = {
 		{ "sticky_tolerance", &p.sticky_tolerance, NULL },
 		{ "load_factor", &p.load_factor, NULL },
-		{ "place_load_factor", &p.place_load_factor, NULL },
-		{ "place_bound_z", &p.place_bound_z, NULL },
-		{ "place_bound_fit", &p.place_bound_fit, NULL },
-		{ "place_bound_fair_max", &p.place_bound_fair_max, NULL },
 		{ "ewma_alpha", &p.ewma_alpha, NULL },
 		{ "prior_ttfb_ms", &p.prior_ttfb_ms, NULL },
 		{ "cost_weight_per_ms", &p.cost_weight_per_ms, NULL },
