@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""sweep.py - every run of tests/sim/report.sh for the warmlane policy, over seeds, one variant against another.
+
+Usage: tests/sim/sweep.py [--seeds 1-5] [--sim PATH] [--trace FILE]
+                          [--variant 'NAME:--set a=1 --set b=2' ...]
+
+Each variant (the first is always "today": no extra arguments) runs every
+workload and scenario of the report (docs/routing-quality.md) with the
+warmlane policy alone, on every seed, and the table prints, per run, the
+mean over the seeds of the hit rate, the TTFT p90 (ms) and each figure of
+the scenario's table (its columns, in order). A fault figure is a draw of
+where the fault falls against the policy's clocks (docs/policy-v2.md,
+section 7): judge a change over seeds, not one run. Runs of the trace are
+left out when the trace is missing.
+"""
+import argparse
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+Q = "tests/sim/examples/quickstart.conf"
+TIERS = "tests/sim/examples/tiers.conf"
+VLLM = "tests/sim/examples/vllm.conf"
+FAULTS = ["fast-failure", "rate-limit", "slow", "recover", "scale-out", "down",
+          "flap", "agents-2", "agents-4"]
+
+
+def runs(trace):
+    out = []
+    if trace:
+        t = ["--trace", trace]
+        out += [("mooncake", t), ("mooncake-log", t + ["--log-ingest"]),
+                ("mooncake-session", t + ["--keys", "session"]),
+                ("mooncake-speed3", t + ["--speed", "3"]),
+                ("mooncake-agents2", t + ["--agents", "2"]),
+                ("mooncake-agents4", t + ["--agents", "4"])]
+        out += [("mooncake-" + sc, t + ["--scenario", sc]) for sc in FAULTS]
+        out += [("mooncake-recover-anon", t + ["--scenario", "recover", "--keys", "none"])]
+        out += [("anon-quick%d" % n, t + ["--keys", "none", "--config", Q, "--limit", str(n)])
+                for n in (80, 1500)]
+        out += [("anon-" + sc, t + ["--keys", "none", "--scenario", sc])
+                for sc in ("slow", "fast-failure")]
+        out += [("slowstart%d" % n, t + ["--keys", "session", "--config", Q, "--limit", str(n),
+                                         "--scenario", "slow-start"]) for n in (300, 1000)]
+    c = ["--workload", "chat"]
+    out += [("chat", c), ("groups", ["--workload", "groups"]),
+            ("mixed", ["--workload", "mixed"]),
+            ("hetero", c + ["--config", "tests/sim/examples/hetero.conf"]),
+            ("vllm-slow", c + ["--config", VLLM, "--scenario", "slow"]),
+            ("vllm-slow-log", c + ["--config", VLLM, "--scenario", "slow", "--log-ingest"]),
+            ("vllm-slowpf", c + ["--config", VLLM, "--scenario", "slow-prefill"]),
+            ("vllm-slowpf-log", c + ["--config", VLLM, "--scenario", "slow-prefill",
+                                     "--log-ingest"]),
+            ("chat-slowpf", c + ["--scenario", "slow-prefill"]),
+            ("tiers-healthy", c + ["--config", TIERS]),
+            ("chat-tiers", c + ["--config", TIERS, "--scenario", "tiers"]),
+            ("chat-tiers-log", c + ["--config", TIERS, "--scenario", "tiers", "--log-ingest"]),
+            ("chat-tiers-anon", c + ["--config", TIERS, "--scenario", "tiers", "--keys", "none"]),
+            ("chat-tiers-agents2", c + ["--config", TIERS, "--scenario", "tiers",
+                                        "--agents", "2"]),
+            ("chat-recover-anon", c + ["--scenario", "recover", "--keys", "none"])]
+    out += [("chat-" + sc, c + ["--scenario", sc]) for sc in FAULTS]
+    return out
+
+
+def number(s):
+    m = re.fullmatch(r"(-?[0-9.]+)%?", s)
+    return float(m.group(1)) if m else math.nan
+
+
+def one(sim, seed, args, extra):
+    """hit rate, p90, scenario figures of one run (the warmlane row)."""
+    base = [sim, "--seed", str(seed), "--policy", "warmlane"] + args + extra
+    csv = subprocess.run(base + ["--csv"], cwd=TOP, capture_output=True, text=True)
+    if csv.returncode != 0:
+        sys.exit("sweep.py: %s: %s" % (" ".join(base), csv.stderr.strip()))
+    row = csv.stdout.splitlines()[1].split(",")
+    figs = [float(row[2]), float(row[4])]
+    if "--scenario" in args:
+        human = subprocess.run(base, cwd=TOP, capture_output=True, text=True).stdout
+        on = False
+        for line in human.splitlines():
+            if line.startswith("# scenario"):
+                on = True
+            elif on and line.split()[:1] == ["warmlane"]:
+                figs += [number(x) for x in line.split()[1:]]
+                break
+    return figs
+
+
+def mean(rows):
+    out = []
+    for i in range(max(len(r) for r in rows)):
+        v = [r[i] for r in rows if i < len(r) and not math.isnan(r[i])]
+        out.append(sum(v) / len(v) if v else math.nan)
+    return out
+
+
+def fmt(x):
+    if math.isnan(x):
+        return "-"
+    return "%.4f" % x if abs(x) < 1 else "%.4g" % x
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="1-5")
+    ap.add_argument("--sim", default=os.path.join(TOP, "build/sim/tests/sim/warmlane-sim"))
+    ap.add_argument("--trace", default=os.path.join(TOP, "../shared/traces/mooncake_conversation.jsonl"))
+    ap.add_argument("--variant", action="append", default=[],
+                    help="NAME:ARGS, e.g. 'lf2.5:--set load_factor=2.5'")
+    a = ap.parse_args()
+    lo, _, hi = a.seeds.partition("-")
+    seeds = range(int(lo), int(hi or lo) + 1)
+    variants = [("today", [])] + [(v.partition(":")[0], shlex.split(v.partition(":")[2]))
+                                  for v in a.variant]
+    trace = a.trace if os.path.isfile(a.trace) else None
+    print("| run | " + " | ".join(n for n, _ in variants) + " |")
+    print("|---" * (len(variants) + 1) + "|")
+    for name, args in runs(trace):
+        cells = [" ".join(fmt(x) for x in mean([one(a.sim, s, args, extra) for s in seeds]))
+                 for _, extra in variants]
+        print("| %s | %s |" % (name, " | ".join(cells)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
