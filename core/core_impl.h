@@ -84,12 +84,8 @@ struct pending {
 struct asked {
 	uint64_t akey;
 	uint32_t endpoint;       /* index + 1; 0: empty */
-	uint32_t in_flight;      /* ASKED_COLD: not an affinity decision */
+	uint32_t in_flight;
 };
-
-/* In asked.in_flight: the decision placed the key where it was not warm
- * (its answer is a cold request's there). */
-#define ASKED_COLD 0x80000000u
 
 struct core {
 	struct core_params p;

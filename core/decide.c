@@ -153,9 +153,7 @@ static void commit(struct core *c, uint32_t idx, enum core_reason reason,
 	struct pool_endpoint *e = &c->pool.ep[idx];
 	if (out->has_akey)
 		c->asked[out->akey & (CORE_PENDING_SLOTS - 1)] =
-			(struct asked){ out->akey, idx + 1,
-					(e->in_flight & ~ASKED_COLD) |
-					(reason != CORE_REASON_AFFINITY ? ASKED_COLD : 0) };
+			(struct asked){ out->akey, idx + 1, e->in_flight };
 	in_flight_step(c, idx, 1);
 	e->decisions++;
 	explore_tick(&c->explore);

@@ -45,21 +45,6 @@ static unsigned verdict_answers(const struct core *c,
 	       n > 255 ? 255 : (unsigned)n;
 }
 
-/* Cold answers of its own after which e's usual cold answer judges its
- * probes (core_params.explore_cold). */
-#define EXPLORE_COLD_MIN 8u
-
-/* Wald's bound log((1 - a) / a) at a = 0.05, and the normal quantile
- * of that error (explore_cold_wald). */
-#define EXPLORE_WALD 2.944
-#define EXPLORE_Z 1.645
-
-/* Whether e's probes are judged by its cold answers. */
-static bool by_cold(const struct core *c, const struct pool_endpoint *e)
-{
-	return c->p.explore_cold > 0 && e->cold_n >= EXPLORE_COLD_MIN;
-}
-
 /* Whether e is left (the slow rules) or starved: its last answer
  * EXPLORE_STALE fair intervals ago (fair by its weight in v), and as many
  * of its own times to headers (signal sig): at hundreds of thousands of
@@ -133,15 +118,9 @@ static uint32_t scan(struct core *c, const struct view *v, unsigned sig,
 		/* worth first: the cheap test, false for a healthy one */
 		if (!e->explore_on && !worth(c, e, v, sig, now_ms))
 			continue;
-		/* an endpoint left by the slow rules (not one merely
-		 * quiet, as a flapping one is) */
-		bool cold = by_cold(c, e) &&
-			    (e->explore_on ? e->explore_left : e->suspect == POOL_LEFT);
-		bool reach = cold || verdict_answers(c, e, sig) <= EXPLORE_VERDICT_MAX;
-		/* judged by its cold answers, a re-trial's fit is no verdict */
+		bool reach = verdict_answers(c, e, sig) <= EXPLORE_VERDICT_MAX;
 		if (e->explore_on &&
-		    (!reach || (e->explore_left && left_no_more(c, e) &&
-				!(cold && e->retrials)))) {
+		    (!reach || (e->explore_left && left_no_more(c, e)))) {
 			/* not a verdict: no key comes back (a re-trial's
 			 * few samples are mostly its prompts' noise) */
 			stop(e);
@@ -286,9 +265,6 @@ static void recovered(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		      unsigned sig, double limit, uint64_t now_ms)
 {
 	double mean = e->explore_sum / e->explore_fast;
-	/* cold answers are slower than its usual mix: its usual instead */
-	if (by_cold(c, e) && e->explore_left && e->base_n[sig] > 0)
-		mean = e->base[sig];
 	if (e->ewma[sig] > limit && mean < e->ewma[sig]) {
 		e->ewma[sig] = mean;
 		c->ewma_version[sig]++;
@@ -307,7 +283,7 @@ static void recovered(struct core *c, struct pool_endpoint *e, uint32_t idx,
 }
 
 void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
-		    unsigned sig, double tr_ms, int cold, uint64_t start_ms,
+		    unsigned sig, double tr_ms, uint64_t start_ms,
 		    uint64_t now_ms)
 {
 	struct explore *x = &c->explore;
@@ -323,46 +299,17 @@ void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	if (!pool_sig_e2e(sig) && e->base_n[sig] > 0 && e->base[sig] > ref)
 		ref = e->base[sig]; /* its own usual, as fast_enough allows */
 	double limit = c->p.sticky_tolerance * ref;
-	bool by_c = by_cold(c, e) && e->explore_left;
-	if (by_c && cold != 1)
-		return; /* only a cold answer is compared with cold ones */
-	bool fast, slow;
-	if (by_c && c->p.explore_cold_wald > 0) {
-		/* Wald's test of "its usual cold answer" against "sticky_tolerance
-		 * times slower" (log domain), decided by the sign after the
-		 * answers a fixed test of the same error would take. */
-		double d = log(c->p.sticky_tolerance);
-		double var = e->cold_var > 1e-6 ? e->cold_var : 1e-6;
-		double step = d / var * (e->cold_mu + d / 2 - log(tr_ms + 1));
-		e->explore_sum += step;
-		if (e->explore_fast < UINT8_MAX)
-			e->explore_fast++;
-		if (step > 0)
-			e->explore_next = x->clock; /* the next one at once */
-		double most = ceil(4 * EXPLORE_Z * EXPLORE_Z * var / (d * d));
-		bool over = e->explore_fast >= most || e->explore_fast == UINT8_MAX;
-		fast = e->explore_sum >= EXPLORE_WALD || (over && e->explore_sum > 0);
-		slow = e->explore_sum <= -EXPLORE_WALD || (over && e->explore_sum <= 0);
+	if (tr_ms <= limit) {
+		e->explore_sum += tr_ms;
+		e->explore_fast++;
 	} else {
-		bool is_fast = by_c ? log(tr_ms + 1) <= e->cold_mu + log(c->p.sticky_tolerance)
-				    : tr_ms <= limit;
-		if (is_fast && by_c)
-			e->explore_next = x->clock; /* confirm it at once */
-		if (is_fast) {
-			e->explore_sum += tr_ms;
-			e->explore_fast++;
-		} else {
-			e->explore_slow++;
-		}
-		unsigned need = !by_c ? verdict_answers(c, e, sig) :
-				c->p.explore_cold < EXPLORE_VERDICT ? EXPLORE_VERDICT :
-				c->p.explore_cold > 255 ? 255 : (unsigned)c->p.explore_cold;
-		fast = e->explore_fast >= need && e->explore_fast > e->explore_slow;
-		slow = fast || e->explore_slow > e->explore_fast;
+		e->explore_slow++;
 	}
+	bool fast = e->explore_fast >= verdict_answers(c, e, sig) &&
+		    e->explore_fast > e->explore_slow;
 	if (fast && !e2e_slow(c, e, v)) {
 		recovered(c, e, idx, sig, limit, now_ms);
-	} else if (slow) {
+	} else if (fast || e->explore_slow > e->explore_fast) {
 		/* still slow: probed half as often, a new window */
 		if (e->explore_shift < EXPLORE_MAX_SHIFT)
 			e->explore_shift++;

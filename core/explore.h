@@ -85,10 +85,9 @@ static inline void explore_heard(struct pool_endpoint *e, uint64_t start_ms)
 }
 
 /* A success of endpoint idx, its time to headers tr_ms (signal sig) for
- * a request started at start_ms, answered at now_ms; cold: 1 the request
- * was placed where it was not warm, 0 it was warm there, -1 unknown. */
+ * a request started at start_ms, answered at now_ms. */
 void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
-		    unsigned sig, double tr_ms, int cold, uint64_t start_ms,
+		    unsigned sig, double tr_ms, uint64_t start_ms,
 		    uint64_t now_ms);
 
 #endif

@@ -115,45 +115,20 @@ struct lesson {
 	bool may_insert;
 	bool provisional;          /* a success the breaker counts at the end */
 	int64_t queued;            /* in flight at its decision; < 0: unknown */
-	int cold;                  /* its decision was not an affinity one:
-	                            * 1; an affinity one: 0; unknown: -1 */
 	uint64_t start_ms;         /* the request's start (stall.h) */
 	uint64_t headers_ms;       /* its response headers */
 };
 
 /* The in-flight count the decision akey -> idx found (struct asked),
- * forgotten once read, and in *cold whether it was not an affinity
- * decision (1, else 0); -1 (and *cold -1) when its slot holds another
- * decision. */
-static int64_t asked_take(struct core *c, uint64_t akey, uint32_t idx,
-			  int *cold)
+ * forgotten once read; -1 when its slot holds another decision. */
+static int64_t asked_take(struct core *c, uint64_t akey, uint32_t idx)
 {
 	struct asked *s = &c->asked[akey & (CORE_PENDING_SLOTS - 1)];
-	*cold = -1;
 	if (s->akey != akey || s->endpoint != idx + 1)
 		return -1;
-	int64_t q = s->in_flight & ~ASKED_COLD;
-	*cold = (s->in_flight & ASKED_COLD) != 0;
+	int64_t q = s->in_flight;
 	*s = (struct asked){ 0 };
 	return q;
-}
-
-/* Adds a cold request's time to headers tr to e's usual cold answer
- * (log domain: the mean of the first cold_start_samples, then an EWMA),
- * while e is fit: its slow answers must not become its usual. */
-static void cold_add(struct core *c, struct pool_endpoint *e, double tr)
-{
-	if (e->suspect != POOL_FIT || e->retrials ||
-	    (c->p.slow_run > 0 && e->slow_run >= c->p.slow_run))
-		return;
-	double x = log(tr + 1);
-	if (e->cold_n < UINT32_MAX)
-		e->cold_n++;
-	double a = e->cold_n <= c->p.cold_start_samples ? 1.0 / e->cold_n :
-		   c->p.ewma_alpha;
-	double d = x - e->cold_mu;
-	e->cold_mu += a * d;
-	e->cold_var = (1 - a) * (e->cold_var + a * d * d);
 }
 
 /* Adds squared distance d2 to e's spread of kind (an EWMA, the mean of
@@ -263,10 +238,7 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 					      (double)l->tr_ms, c->p.cold_start_samples,
 					      c->p.ewma_alpha / BASE_SLOWER);
 			explore_answer(c, e, idx, pool_sig(false, l->stream),
-				       (double)l->tr_ms, l->cold, l->start_ms,
-				       now_ms);
-			if (c->p.explore_cold > 0 && l->cold == 1)
-				cold_add(c, e, (double)l->tr_ms);
+				       (double)l->tr_ms, l->start_ms, now_ms);
 		}
 		if (l->has_akey && l->may_insert)
 			affinity_put(&c->aff, l->akey, idx, e->gen, now_ms);
@@ -326,7 +298,6 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 		return -EINVAL;
 	c->outcomes[o]++;
 	e->outcomes[o]++;
-	int cold = -1;
 	struct lesson l = {
 		.status = fb->status, .tr_ms = fb->tr_ms,
 		.retry_after_ms = fb->retry_after_ms, .stream = fb->stream,
@@ -338,12 +309,11 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 		.provisional = o == CORE_OUTCOME_SUCCESS && fb->stream &&
 			       fb->end_follows,
 		.queued = fb->has_akey ?
-			  asked_take(c, fb->akey, (uint32_t)fb->endpoint, &cold) : -1,
+			  asked_take(c, fb->akey, (uint32_t)fb->endpoint) : -1,
 		.start_ms = fb->tr_ms >= 0 && (uint64_t)fb->tr_ms <= now_ms ?
 			    now_ms - (uint64_t)fb->tr_ms : now_ms,
 		.headers_ms = now_ms,
 	};
-	l.cold = cold;
 	if (l.provisional && e->provisional < UINT32_MAX)
 		e->provisional++;
 	learn(c, e, (uint32_t)fb->endpoint, o, &l, now_ms);
@@ -384,7 +354,6 @@ int core_complete(struct core *c, const struct core_completion *cc,
 		   cc->end == CORE_END_SERVER_FAIL;
 	uint64_t start = cc->total_ms >= 0 && (uint64_t)cc->total_ms <= now_ms ?
 			 now_ms - (uint64_t)cc->total_ms : now_ms;
-	int cold = -1;
 	struct lesson l = {
 		.status = cc->status, .tr_ms = cc->tr_ms,
 		.retry_after_ms = cc->has_retry_after && cc->retry_after_ms >= 0 ?
@@ -393,14 +362,13 @@ int core_complete(struct core *c, const struct core_completion *cc,
 		.model = -1,
 		/* Without feedback (HAProxy 2.6) the line is the answer. */
 		.queued = !cc->feedback_seen && cc->has_akey ?
-			  asked_take(c, cc->akey, (uint32_t)cc->endpoint, &cold) : -1,
+			  asked_take(c, cc->akey, (uint32_t)cc->endpoint) : -1,
 		.start_ms = cc->total_ms < 0 && cc->tr_ms >= 0 &&
 			    (uint64_t)cc->tr_ms <= now_ms ?
 			    now_ms - (uint64_t)cc->tr_ms : start,
 		.headers_ms = cc->tr_ms >= 0 && start + (uint64_t)cc->tr_ms < now_ms ?
 			      start + (uint64_t)cc->tr_ms : now_ms,
 	};
-	l.cold = cold;
 	if (cc->feedback_seen) {
 		/* core_observe took the status (and the idle check, at the
 		 * headers): only the end is news, and only when the status

@@ -194,17 +194,6 @@ struct core_params {
 	 * recovered (explore.h; docs/policy-v2.md, "Exploration"). 0: off,
 	 * a left endpoint then waits for idle_reset's re-trial. */
 	double explore_share;              /* 0.25 */
-	/* An endpoint left by the slow rules is explored even when its
-	 * times to headers spread too much for the count verdict, and its
-	 * probes are judged by their answers to cold requests (a key placed
-	 * where it was not warm) against its own cold answers from before it
-	 * was left (log domain): explore_cold fast ones (at least 2), more
-	 * than the slow ones, are "recovered"; after a fast one the next
-	 * probe is due at once; a re-trial does not end its exploration.
-	 * explore_cold_wald > 0: Wald's sequential test instead of the count
-	 * (docs/policy-v2.md, section 9). 0: off (measured, not landed). */
-	double explore_cold;               /* 0 */
-	double explore_cold_wald;          /* 0 */
 	double cost_weight_per_ms;         /* 0: cost ignored */
 	uint64_t breaker_window_ms;        /* 10 s */
 	uint32_t breaker_min_requests;     /* 5 */

@@ -175,12 +175,6 @@ struct pool_endpoint {
 	uint8_t explore_fast;
 	uint8_t explore_slow;
 	uint8_t explore_shift;      /* verdicts "still slow" in a row */
-	/* Its usual answer to a cold request (core_params.explore_cold):
-	 * log(ms + 1), mean and variance, learnt while it is fit; kept
-	 * through forgetting. */
-	double cold_mu;
-	double cold_var;
-	uint32_t cold_n;
 };
 
 /* The groups above, checked where they are measured to matter. */
