@@ -87,8 +87,7 @@ static inline bool placeable(struct core *c, uint32_t idx, const struct pick *k,
 {
 	struct pool_endpoint *e = &c->pool.ep[idx];
 	bool fast = fast_enough(c, e, k);
-	double f = c->p.place_load_factor > 0 ? c->p.place_load_factor : c->p.load_factor;
-	bool ok = fast && within_bound_noise(c, e, k, f, c->p.place_bound_z);
+	bool ok = fast && within_bound(c, e, k);
 	if (t != NULL)
 		trace_walked(c, k, idx, fast, now_ms, t);
 	return ok;

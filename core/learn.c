@@ -51,12 +51,6 @@ static void ewma_add(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	if (a < c->p.ewma_alpha)
 		a = c->p.ewma_alpha;
 	e->ewma[sig] += a * (x - e->ewma[sig]);
-	{
-		double fa = c->p.fast_alpha > 0 ? c->p.fast_alpha : 0.25;
-		if (a > fa)
-			fa = a;
-		e->fast_ewma[sig] += fa * (x - e->fast_ewma[sig]);
-	}
 	/* The base of the time to headers: the same, BASE_SLOWER times
 	 * slower, and not while the endpoint is left as slow or re-tried. */
 	if (!pool_sig_e2e(sig) && e->suspect != POOL_LEFT && !e->retrials) {

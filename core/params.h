@@ -108,14 +108,6 @@ struct core_params {
 	/* See enum core_session_scope (config names "global", "caller"). */
 	enum core_session_scope session_scope; /* caller */
 	double load_factor;                /* 1.5 */
-	double place_load_factor;          /* 0: load_factor (experiment) */
-	double place_bound_z;              /* 0: off (experiment) */
-	double place_bound_fit;            /* 0: any endpoint (experiment) */
-	double place_bound_fair_max;       /* 0: any fair share (experiment) */
-	double place_bound_fast;           /* 0: off; else the short EWMA over base that ends the allowance */
-	double fast_alpha;                 /* 0.25 */
-	double place_bound_e2e;            /* experiment */
-	double place_bound_clean;          /* 1: no failure in the breaker's window (experiment) */
 	/* In-flight requests an endpoint may always hold
 	 * whatever the bound says. At low load the bound alone is too tight
 	 * for LLM servers, which batch many requests: with 4 endpoints and one

@@ -49,58 +49,17 @@ static inline double p2c_ewma(const struct core *c, const struct pool_endpoint *
 /* Step 4's bound: in_flight + 1 <= ceil(load_factor x (total + 1) x w /
  * W), or in_flight < load_floor (a floor so that light load never scatters
  * keys). */
-static inline bool within_bound_f(const struct core *c,
-				  const struct pool_endpoint *e,
-				  const struct pick *k, double f)
-{
-	if (e->in_flight < c->p.load_floor)
-		return true;
-	double cap = f * ((double)k->v->total_if + 1) *
-		     e->weight / k->v->total_w;
-	/* The tiny shrink keeps a product that should be an integer from
-	 * rounding up to the next one. */
-	return (double)e->in_flight + 1 <= ceil(cap * (1 - 1e-12));
-}
-
 static inline bool within_bound(const struct core *c,
 				const struct pool_endpoint *e,
 				const struct pick *k)
 {
-	return within_bound_f(c, e, k, c->p.load_factor);
-}
-
-/* experiment: the bound or z counting-noise deviations over the fair share, the larger */
-static inline bool within_bound_noise(const struct core *c,
-				      const struct pool_endpoint *e,
-				      const struct pick *k, double f, double z)
-{
-	if (within_bound_f(c, e, k, f))
+	if (e->in_flight < c->p.load_floor)
 		return true;
-	if (z <= 0)
-		return false;
-	if (c->p.place_bound_fit > 0 && k->median[0] > 0 &&
-	    p2c_ewma(c, e, k, 0) > c->p.place_bound_fit * k->median[0])
-		return false;
-	double fair = ((double)k->v->total_if + 1) * e->weight / k->v->total_w;
-	if (c->p.place_bound_fair_max > 0 && fair > c->p.place_bound_fair_max)
-		return false;
-	if (c->p.place_bound_clean > 0) {
-		if (e->br.state != CORE_BREAKER_CLOSED || e->br.consecutive > 0)
-			return false;
-		for (unsigned i = 0; i < BREAKER_BUCKETS; i++)
-			if (e->br.fail[i] != 0)
-				return false;
-	}
-	if (c->p.place_bound_fast > 0) {
-		unsigned sg = k->sig[0];
-		if (e->base_n[sg] == 0 || e->fast_ewma[sg] > c->p.place_bound_fast * e->base[sg])
-			return false;
-		unsigned s1 = k->sig[1];
-		if (c->p.place_bound_e2e > 0 && k->median[1] > 0 && e->samples[s1] > 0 &&
-		    e->fast_ewma[s1] > c->p.place_bound_e2e * k->median[1])
-			return false;
-	}
-	return (double)e->in_flight + 1 <= ceil((fair + z * sqrt(fair)) * (1 - 1e-12));
+	double cap = c->p.load_factor * ((double)k->v->total_if + 1) *
+		     e->weight / k->v->total_w;
+	/* The tiny shrink keeps a product that should be an integer from
+	 * rounding up to the next one. */
+	return (double)e->in_flight + 1 <= ceil(cap * (1 - 1e-12));
 }
 
 /* Step 3's bound, for a key's warm entry: within_bound, or in_flight + 1

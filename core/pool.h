@@ -175,7 +175,6 @@ struct pool_endpoint {
 	uint8_t explore_fast;
 	uint8_t explore_slow;
 	uint8_t explore_shift;      /* verdicts "still slow" in a row */
-	double fast_ewma[POOL_SIGNALS]; /* experiment: a short EWMA of tr */
 };
 
 /* The groups above, checked where they are measured to matter. */
