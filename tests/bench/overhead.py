@@ -204,6 +204,16 @@ def table(path):
                 rs = [r[label] / r[const] for r in rounds if label in r and r[const] > 0]
                 print(f"  {label}: median {med(rs):.3f} ("
                       + ", ".join(f"{x:.3f}" for x in rs) + ")")
+    base_way = "(2) SPOE to warmlane baseline"
+    if rounds and all(base_way in r for r in rounds):
+        print()
+        print(f"paired, each round's requests/s over the baseline's ({len(rounds)} rounds):")
+        for label in rows:
+            if label.startswith("(2)") and label != base_way:
+                rs = [r[label] / r[base_way] for r in rounds
+                      if label in r and r[base_way] > 0]
+                print(f"  {label}: median {med(rs):.3f} ("
+                      + ", ".join(f"{x:.3f}" for x in rs) + ")")
 
 
 def _proc_times():

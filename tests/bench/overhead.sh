@@ -32,6 +32,10 @@
 #   WARMLANE_BIN          the agent; default: built with meson
 #                         --buildtype=release into build/bench-rel
 #   BENCH_CONST_AGENT     the constant agent; default: from build/bench-rel
+#   BENCH_WARMLANE_BASE   a second warmlane binary (a build of an earlier
+#                         commit, say) run as one more way in each round,
+#                         with its own defaults: the table adds each round's
+#                         warmlane over it (paired: a regression check)
 #   BENCH_HAPROXY=/usr/sbin/haproxy     HAProxy 2.6 (or whatever it is)
 #   BENCH_HAPROXY_32      HAProxy 3.2 too: a path, or "auto" (default: the
 #                         first build/*/haproxy/haproxy-3.2 found), or "no"
@@ -78,6 +82,8 @@ warmlane=${WARMLANE_BIN:-$rel/agent/warmlane}
 const_agent=${BENCH_CONST_AGENT:-$rel/tests/bench/bench-const-agent}
 [ -x "$warmlane" ] || die "no agent at $warmlane"
 [ -x "$const_agent" ] || die "no constant agent at $const_agent"
+warmlane_base=${BENCH_WARMLANE_BASE:-}
+[ -z "$warmlane_base" ] || [ -x "$warmlane_base" ] || die "no agent at $warmlane_base"
 
 if [ "$haproxy32" = auto ]; then
 	haproxy32=""
@@ -233,11 +239,15 @@ run_way() {
 		die "HAProxy did not start ($label)"
 	fi
 	case $way in
-	warmlane)
+	warmlane | warmlane-base)
 		python3 "$here/overhead.py" agentcfg "$tmp/warmlane.yaml" dir="$tmp" \
 			agent="$tmp/spoa.sock" metrics="$metrics_port" stats="$tmp/stats.sock" \
 			coalesce_us="$coalesce"
-		start agent "$warmlane" --config "$tmp/warmlane.yaml"
+		if [ "$way" = warmlane ]; then
+			start agent "$warmlane" --config "$tmp/warmlane.yaml"
+		else
+			start agent "$warmlane_base" --config "$tmp/warmlane.yaml"
+		fi
 		agent_pid=$pid ;;
 	constant)
 		start agent "$const_agent" "$tmp/spoa.sock"
@@ -271,7 +281,7 @@ run_way() {
 	sent=$(cat "$tmp/warmup.out" "$tmp/wrk.out" | sed -n 's/^ *\([0-9]*\) requests in .*/\1/p' |
 		awk '{ s += $1 } END { print s }')
 	say "#     requests sent (warm-up + measured): $sent"
-	if [ "$way" = warmlane ]; then
+	if [ "$way" != constant ] && [ "$way" != leastconn ]; then
 		say "#     agent metrics: $(metrics "$metrics_port")"
 	fi
 	# The agent first: HAProxy stopping first would show in its log.
@@ -309,6 +319,9 @@ run_version() {
 				run_way "$hap" "$ver" "(2) SPOE to warmlane, coalesce_us $c" warmlane "$c"
 			fi
 		done
+		if [ -n "$warmlane_base" ]; then
+			run_way "$hap" "$ver" "(2) SPOE to warmlane baseline" warmlane-base
+		fi
 		run_way "$hap" "$ver" "(3) SPOE to constant agent" constant
 	done
 	say ""
@@ -324,6 +337,8 @@ say "# load:     $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) before the run"
 say "# besides:  $(python3 "$here/overhead.py" busy) (before the run)"
 say "# wrk:      $(wrk --version 2>&1 | head -n 1 | cut -d' ' -f1-2), -t$threads -c$conns -d$duration after a $warmup warm-up, $BENCH_SESSIONS sessions, nothing pinned; $rounds round(s)"
 say "# warmlane: $("$warmlane" --version 2>&1 | head -n 1) (${warmlane#"$root/"})"
+[ -z "$warmlane_base" ] ||
+	say "# baseline: $("$warmlane_base" --version 2>&1 | head -n 1) (${warmlane_base#"$root/"})"
 say "# setup:    HAProxy with its default threads; agents on a unix socket; the backend is HAProxy"
 say "#           itself (http-request return) on loopback; no logging in any way"
 
