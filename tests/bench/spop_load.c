@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "load_frames.h"
 #include "spop.h"
 
 /* Usage: bench-spop-load [options] SOCKET_PATH
@@ -38,21 +39,20 @@
  * route and feedback frames together, as HAProxy's pipelining does.
  * Latency is per frame, from its write (paced: from its scheduled time for
  * a route, so a late generator is not hidden) to its ACK. Prints one line
- * of key=value figures. Exit status 1 on any protocol error. */
+ * of key=value figures (writes, reads and polls: the syscalls of the
+ * measured phase). Exit status 1 on any protocol error.
+ *
+ * It must cost far less per decision than the agents it drives, or it is
+ * what a saturating run measures: its frames are laid from constant
+ * pieces with only the varying bytes written (load_frames.c; suite proto
+ * checks them against the generic codec's bytes) and a route ACK's
+ * set-vars are matched by their bytes, with spop_action_next for any
+ * other shape. */
 
 #define LG_MAX_FRAME 16380u
 #define LG_SLOTS 256u      /* in-flight frames per connection (power of 2) */
 #define LG_WBUF (LG_SLOTS * 512u)
 #define LG_RBUF (64u * 1024u)
-#define LG_NAME 64
-
-struct lg_fb {              /* a feedback to send: what the ACK said */
-	uint32_t key;
-	char server[2 * LG_NAME + 2];
-	char akey[LG_NAME];
-	char keyname[LG_NAME];
-	uint8_t server_len, akey_len, keyname_len;
-};
 
 struct lg_conn {
 	int fd;
@@ -63,7 +63,7 @@ struct lg_conn {
 	uint64_t sent_ns[LG_SLOTS];
 	uint32_t slot_key[LG_SLOTS];
 	bool slot_route[LG_SLOTS];
-	struct lg_fb fbq[LG_SLOTS]; /* feedbacks waiting to be sent */
+	struct lframe_fb fbq[LG_SLOTS]; /* feedbacks waiting to be sent */
 	unsigned fb_head, fb_n;
 	size_t rlen, wlen, woff;
 	uint8_t rbuf[LG_RBUF];
@@ -90,7 +90,7 @@ static struct {
 	uint64_t rng;
 	uint32_t *lat;           /* frame latencies (ns, saturated at 4 s) */
 	uint64_t n_lat, cap_lat;
-	uint64_t frames_out, bytes_out, writes, reads;
+	uint64_t frames_out, bytes_out, writes, reads, polls;
 } st = { .rng = 0x9e3779b97f4a7c15ull };
 
 static uint64_t now_ns(void)
@@ -172,106 +172,6 @@ static uint64_t self_cpu_ns(void)
 		       1000ull;
 }
 
-/* ---- frames --------------------------------------------------------------- */
-
-static void put_str_kv(struct spop_writer *w, const char *k, const char *v,
-		       size_t len)
-{
-	struct spop_data d = spop_data_string(v, len);
-	spop_put_kv(w, k, &d);
-}
-
-static void put_null_kv(struct spop_writer *w, const char *k)
-{
-	struct spop_data d = spop_data_null();
-	spop_put_kv(w, k, &d);
-}
-
-static uint64_t key_hash(uint32_t k, uint64_t salt)
-{
-	uint64_t x = (k + 1) * 0x9e3779b97f4a7c15ull ^ salt;
-	x ^= x >> 31;
-	x *= 0xbf58476d1ce4e5b9ull;
-	return x ^ (x >> 29);
-}
-
-/* A route NOTIFY for key k, as warmlane.spoe.conf has HAProxy send it. */
-static void build_route(struct spop_writer *w, uint64_t sid, uint32_t k)
-{
-	char session[48], id[64];
-	int sl = snprintf(session, sizeof(session),
-			  "%08" PRIx32 "-4b1e-9c1a-%012" PRIx64, k,
-			  (uint64_t)(key_hash(k, 1) & 0xffffffffffffull));
-	int il = snprintf(id, sizeof(id),
-			  "7F000001:%04X_7F000001:1F90_%08" PRIX64 "_%04" PRIX64
-			  ":1F2B", (unsigned)(k & 0xffff), sid & 0xffffffffu,
-			  sid & 0xffff);
-	static const uint8_t hdr[] = { 5, 'r', 'o', 'u', 't', 'e', 14 };
-	struct spop_data d;
-
-	spop_frame_start(w, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, 1);
-	spop_put_bytes(w, hdr, sizeof(hdr));
-	put_str_kv(w, "session", session, (size_t)sl);
-	/* A 1 KiB body window for every request, 4 KiB for half of them. */
-	d = spop_data_int64((int64_t)key_hash(k, 2));
-	spop_put_kv(w, "prefix1", &d);
-	if (k & 1) {
-		d = spop_data_int64((int64_t)key_hash(k, 3));
-		spop_put_kv(w, "prefix2", &d);
-	} else {
-		put_null_kv(w, "prefix2");
-	}
-	put_null_kv(w, "prefix3");
-	put_str_kv(w, "install", "inst-0042", 9);
-	d = spop_data_int64((int64_t)key_hash(k % 97, 4));
-	spop_put_kv(w, "caller", &d);
-	d = (struct spop_data){ .type = SPOP_DATA_IPV4,
-				.u.ipv4 = { 10, 0, (uint8_t)(k >> 8),
-					    (uint8_t)k } };
-	spop_put_kv(w, "src", &d);
-	put_str_kv(w, "model", "m1", 2);
-	d = spop_data_bool(true);
-	spop_put_kv(w, "stream", &d);
-	put_str_kv(w, "id", id, (size_t)il);
-	put_null_kv(w, "hint_srv");
-	put_null_kv(w, "hint_at");
-	put_null_kv(w, "hint_akey");
-	put_null_kv(w, "hint_name");
-	if (spop_frame_finish(w) < 0)
-		die("route frame does not fit");
-}
-
-static void build_feedback(struct spop_writer *w, uint64_t sid,
-			   const struct lg_fb *fb)
-{
-	char id[64];
-	int il = snprintf(id, sizeof(id),
-			  "7F000001:%04X_7F000001:1F90_%08" PRIX64 "_%04" PRIX64
-			  ":1F2B", (unsigned)(fb->key & 0xffff),
-			  sid & 0xffffffffu, sid & 0xffff);
-	static const uint8_t hdr[] = { 8, 'f', 'e', 'e', 'd', 'b', 'a', 'c',
-				       'k', 10 };
-	struct spop_data d;
-
-	spop_frame_start(w, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, 1);
-	spop_put_bytes(w, hdr, sizeof(hdr));
-	put_str_kv(w, "server", fb->server, fb->server_len);
-	d = spop_data_int64(200);
-	spop_put_kv(w, "status", &d);
-	d = spop_data_int64(180 + (int64_t)(fb->key % 400));
-	spop_put_kv(w, "tr", &d);
-	put_null_kv(w, "retry_after");
-	put_str_kv(w, "key", fb->keyname, fb->keyname_len);
-	put_str_kv(w, "akey", fb->akey, fb->akey_len);
-	d = spop_data_bool(true);
-	spop_put_kv(w, "stream", &d);
-	put_null_kv(w, "shadow");
-	put_null_kv(w, "shadow_reason");
-	put_str_kv(w, "id", id, (size_t)il);
-	if (spop_frame_finish(w) < 0)
-		die("feedback frame does not fit");
-}
-
 static void conn_hello(struct lg_conn *c)
 {
 	struct spop_writer w;
@@ -297,15 +197,13 @@ static void conn_fill(struct lg_conn *c, uint64_t now)
 {
 	if (!c->ready)
 		return;
-	struct spop_writer w;
-	spop_writer_init(&w, c->wbuf, sizeof(c->wbuf));
-	w.len = c->wlen;
-	while (c->inflight < opt.window && sizeof(c->wbuf) - w.len >= 1024) {
+	size_t len = c->wlen;
+	while (c->inflight < opt.window && sizeof(c->wbuf) - len >= LFRAME_MAX) {
 		unsigned slot = (unsigned)(c->seq % LG_SLOTS);
 		uint64_t t = now;
 		if (c->fb_n > 0) {
-			const struct lg_fb *fb = &c->fbq[c->fb_head];
-			build_feedback(&w, c->seq, fb);
+			const struct lframe_fb *fb = &c->fbq[c->fb_head];
+			len += lframe_feedback(c->wbuf + len, c->seq, fb);
 			c->slot_key[slot] = fb->key;
 			c->slot_route[slot] = false;
 			c->fb_head = (c->fb_head + 1) % LG_SLOTS;
@@ -324,7 +222,7 @@ static void conn_fill(struct lg_conn *c, uint64_t now)
 				k = st.fill_next++;
 			else
 				k = (uint32_t)(rng_next() % opt.keys);
-			build_route(&w, c->seq, k);
+			len += lframe_route(c->wbuf + len, c->seq, k);
 			c->slot_key[slot] = k;
 			c->slot_route[slot] = true;
 			st.routes_sent++;
@@ -334,16 +232,7 @@ static void conn_fill(struct lg_conn *c, uint64_t now)
 		c->inflight++;
 		st.frames_out++;
 	}
-	c->wlen = w.len;
-}
-
-static void copy_var(char *dst, uint8_t *len, size_t cap,
-		     const struct spop_data *v)
-{
-	if (v->type != SPOP_DATA_STRING || v->u.str.len >= cap)
-		die("unexpected variable type or size in an ACK");
-	memcpy(dst, v->u.str.ptr, v->u.str.len);
-	*len = (uint8_t)v->u.str.len;
+	c->wlen = len;
 }
 
 static void on_ack(struct lg_conn *c, const struct spop_frame *f,
@@ -362,47 +251,12 @@ static void on_ack(struct lg_conn *c, const struct spop_frame *f,
 		st.decisions++;
 		return;
 	}
-	struct spop_reader r;
-	struct lg_fb fb = { .key = c->slot_key[slot] };
-	char be[LG_NAME], sv[LG_NAME];
-	uint8_t bl = 0, sl = 0;
-	spop_reader_init(&r, f->payload, f->payload_len);
-	for (;;) {
-		enum spop_action a;
-		enum spop_scope sc;
-		struct spop_str name;
-		struct spop_data v;
-		enum spop_status s;
-		int k = spop_action_next(&r, &a, &sc, &name, &v, &s);
-		if (k == 0)
-			break;
-		if (k < 0)
-			die("malformed ACK");
-		if (a != SPOP_ACT_SET_VAR)
-			continue;
-		if (spop_str_eq(name, "backend"))
-			copy_var(be, &bl, sizeof(be), &v);
-		else if (spop_str_eq(name, "server"))
-			copy_var(sv, &sl, sizeof(sv), &v);
-		else if (spop_str_eq(name, "key"))
-			copy_var(fb.keyname, &fb.keyname_len,
-				 sizeof(fb.keyname), &v);
-		else if (spop_str_eq(name, "akey"))
-			copy_var(fb.akey, &fb.akey_len, sizeof(fb.akey), &v);
-	}
-	/* %b/%s as the frontend logs it; HAProxy's own pick when the agent
-	 * chose none. */
-	if (bl == 0 || sl == 0) {
-		memcpy(be, "llm", 3), bl = 3;
-		memcpy(sv, "s1", 2), sl = 2;
-	}
-	memcpy(fb.server, be, bl);
-	fb.server[bl] = '/';
-	memcpy(fb.server + bl + 1, sv, sl);
-	fb.server_len = (uint8_t)(bl + 1 + sl);
 	if (c->fb_n == LG_SLOTS)
 		die("feedback queue full");
-	c->fbq[(c->fb_head + c->fb_n) % LG_SLOTS] = fb;
+	struct lframe_fb *fb = &c->fbq[(c->fb_head + c->fb_n) % LG_SLOTS];
+	fb->key = c->slot_key[slot];
+	if (lframe_ack(f->payload, f->payload_len, fb) < 0)
+		die("malformed ACK, or a variable of another type or too long");
 	c->fb_n++;
 }
 
@@ -481,6 +335,7 @@ static void run_phase(struct lg_conn *cs, struct pollfd *pfd, uint64_t goal)
 			tsp = &ts;
 		}
 		int r = ppoll(pfd, opt.conns, tsp, NULL);
+		st.polls++;
 		if (r < 0 && errno != EINTR)
 			die(strerror(errno));
 		for (unsigned i = 0; i < opt.conns && r > 0; i++) {
@@ -583,7 +438,7 @@ int main(int argc, char **argv)
 	st.measuring = true;
 	st.routes_sent = 0;
 	st.routes_target = opt.n;
-	st.frames_out = st.writes = st.reads = st.bytes_out = 0;
+	st.frames_out = st.writes = st.reads = st.polls = st.bytes_out = 0;
 	uint64_t a0 = opt.pid > 0 ? agent_cpu_ns(opt.pid) : 0;
 	uint64_t g0 = self_cpu_ns();
 	st.t0 = now_ns();
@@ -605,10 +460,10 @@ int main(int argc, char **argv)
 		       100.0 * (double)(a1 - a0) / (double)wall);
 	printf(" gen_cpu_pct=%.1f p50_us=%.1f p90_us=%.1f p99_us=%.1f"
 	       " p999_us=%.1f frames=%" PRIu64 " writes=%" PRIu64
-	       " reads=%" PRIu64 "\n",
+	       " reads=%" PRIu64 " polls=%" PRIu64 "\n",
 	       100.0 * (double)(g1 - g0) / (double)wall, pct_us(0.50),
 	       pct_us(0.90), pct_us(0.99), pct_us(0.999), st.frames_out,
-	       st.writes, st.reads);
+	       st.writes, st.reads, st.polls);
 	for (unsigned i = 0; i < opt.conns; i++)
 		close(cs[i].fd);
 	free(cs);
