@@ -143,18 +143,31 @@ static inline uint8_t *put_string(uint8_t *p, const char *s, size_t len)
 	return p + len;
 }
 
-/* n hex digits of v, the most significant first (%0nx / %0nX). */
-static inline void put_hex(uint8_t *p, uint64_t v, unsigned n,
-			   const char *digits)
+/* The two hex digits of every byte, lower and upper case, filled on the
+ * first frame: a lookup per two digits instead of one per digit. */
+static uint8_t hex_pair[2][256][2];
+static int hex_ready;
+
+static void hex_init(void)
 {
-	while (n-- > 0) {
-		p[n] = (uint8_t)digits[v & 15];
-		v >>= 4;
-	}
+	static const char digits[2][17] = { "0123456789abcdef",
+					    "0123456789ABCDEF" };
+	for (unsigned c = 0; c < 2; c++)
+		for (unsigned b = 0; b < 256; b++) {
+			hex_pair[c][b][0] = (uint8_t)digits[c][b >> 4];
+			hex_pair[c][b][1] = (uint8_t)digits[c][b & 15];
+		}
+	hex_ready = 1;
 }
 
-static const char hex_lc[] = "0123456789abcdef";
-static const char hex_uc[] = "0123456789ABCDEF";
+/* 2n hex digits of v, the most significant first (%0*x, upper: %0*X). */
+static inline void put_hex(uint8_t *p, uint64_t v, unsigned n, unsigned upper)
+{
+	while (n-- > 0) {
+		memcpy(p + 2 * n, hex_pair[upper][v & 0xff], 2);
+		v >>= 8;
+	}
+}
 
 /* The header up to the payload: length (patched by frame_end), NOTIFY,
  * FIN, the stream id, frame id 1. */
@@ -184,21 +197,23 @@ static inline uint8_t *put_id(uint8_t *p, uint32_t k, uint64_t sid)
 {
 	p = LIT(p, "\x02" "id" "\x08\x2e" "7F000001:XXXX_7F000001:1F90_"
 		   "XXXXXXXX_XXXX:1F2B");
-	put_hex(p - 46 + 9, k & 0xffff, 4, hex_uc);
-	put_hex(p - 46 + 28, sid & 0xffffffffu, 8, hex_uc);
-	put_hex(p - 46 + 37, sid & 0xffff, 4, hex_uc);
+	put_hex(p - 46 + 9, k & 0xffff, 2, 1);
+	put_hex(p - 46 + 28, sid & 0xffffffffu, 4, 1);
+	put_hex(p - 46 + 37, sid & 0xffff, 2, 1);
 	return p;
 }
 
 size_t lframe_route(uint8_t *out, uint64_t sid, uint32_t k)
 {
+	if (!hex_ready)
+		hex_init();
 	uint8_t *p = frame_begin(out, sid);
 
 	p = LIT(p, "\x05" "route" "\x0e"
 		   "\x07" "session" "\x08\x1f"
 		   "XXXXXXXX-4b1e-9c1a-XXXXXXXXXXXX");
-	put_hex(p - 31, k, 8, hex_lc);
-	put_hex(p - 12, key_hash(k, 1) & 0xffffffffffffull, 12, hex_lc);
+	put_hex(p - 31, k, 4, 0);
+	put_hex(p - 12, key_hash(k, 1) & 0xffffffffffffull, 6, 0);
 	p = LIT(p, "\x07" "prefix1" "\x04");
 	p = put_varint(p, key_hash(k, 2));
 	if (k & 1) {
@@ -226,6 +241,8 @@ size_t lframe_route(uint8_t *out, uint64_t sid, uint32_t k)
 
 size_t lframe_feedback(uint8_t *out, uint64_t sid, const struct lframe_fb *fb)
 {
+	if (!hex_ready)
+		hex_init();
 	uint8_t *p = frame_begin(out, sid);
 
 	p = LIT(p, "\x08" "feedback" "\x0a" "\x06" "server");
@@ -264,14 +281,25 @@ static int copy_var(char *dst, uint8_t *len, const struct spop_data *v)
 static int ack_var(struct ack_vars *a, struct lframe_fb *fb,
 		   struct spop_str name, const struct spop_data *v)
 {
-	if (SPOP_STR_EQ_LIT(name, "backend"))
-		return copy_var(a->be, &a->bl, v);
-	if (SPOP_STR_EQ_LIT(name, "server"))
-		return copy_var(a->sv, &a->sl, v);
-	if (SPOP_STR_EQ_LIT(name, "key"))
-		return copy_var(fb->keyname, &fb->keyname_len, v);
-	if (SPOP_STR_EQ_LIT(name, "akey"))
-		return copy_var(fb->akey, &fb->akey_len, v);
+	/* The length picks the one name to compare. */
+	switch (name.len) {
+	case 7:
+		if (SPOP_STR_EQ_LIT(name, "backend"))
+			return copy_var(a->be, &a->bl, v);
+		break;
+	case 6:
+		if (SPOP_STR_EQ_LIT(name, "server"))
+			return copy_var(a->sv, &a->sl, v);
+		break;
+	case 3:
+		if (SPOP_STR_EQ_LIT(name, "key"))
+			return copy_var(fb->keyname, &fb->keyname_len, v);
+		break;
+	case 4:
+		if (SPOP_STR_EQ_LIT(name, "akey"))
+			return copy_var(fb->akey, &fb->akey_len, v);
+		break;
+	}
 	return 0;
 }
 
@@ -291,9 +319,10 @@ static void ack_server(struct ack_vars *a, struct lframe_fb *fb)
 
 int lframe_ack_ref(const uint8_t *p, size_t len, struct lframe_fb *fb)
 {
-	struct ack_vars a = { .bl = 0, .sl = 0 };
+	struct ack_vars a; /* its names are read up to bl and sl only */
 	struct spop_reader r;
 
+	a.bl = a.sl = 0;
 	fb->akey_len = fb->keyname_len = 0;
 	spop_reader_init(&r, p, len);
 	for (;;) {
@@ -316,9 +345,10 @@ int lframe_ack_ref(const uint8_t *p, size_t len, struct lframe_fb *fb)
 
 int lframe_ack(const uint8_t *p, size_t len, struct lframe_fb *fb)
 {
-	struct ack_vars a = { .bl = 0, .sl = 0 };
+	struct ack_vars a; /* its names are read up to bl and sl only */
 	const uint8_t *end = p + len, *q = p;
 
+	a.bl = a.sl = 0;
 	fb->akey_len = fb->keyname_len = 0;
 	/* 01 03 scope, a name of one length byte, 08 and a value of one
 	 * length byte: what spop_action_next reads as a set-var of a

@@ -291,7 +291,8 @@ static void conn_read(struct lg_conn *c)
 		else
 			die("unexpected frame from the agent (a DISCONNECT?)");
 	}
-	memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+	if (off < c->rlen)
+		memmove(c->rbuf, c->rbuf + off, c->rlen - off);
 	c->rlen -= off;
 }
 
