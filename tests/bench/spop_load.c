@@ -47,7 +47,7 @@
  * pieces with only the varying bytes written (load_frames.c; suite proto
  * checks them against the generic codec's bytes) and a route ACK's
  * set-vars are matched by their bytes, with spop_action_next for any
- * other shape. 1,316 instructions per decision (callgrind, 4 x 16, 10^6
+ * other shape. 1,328 instructions per decision (callgrind, 4 x 16, 10^6
  * keys, against bench-const-agent; 17,588 through spop_put_kv and
  * snprintf). Its syscalls are one send and one read per window written
  * and answered whole, and a ppoll per round: about 0.33 per decision at
