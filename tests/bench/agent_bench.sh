@@ -11,7 +11,9 @@
 # the generator to the other (taskset). Printed per setup, medians of the
 # rounds:
 #   - saturating: decisions/s, the ratio to the floor, agent CPU per
-#     decision (from /proc/PID/task/*/schedstat), the generator's CPU;
+#     decision (from /proc/PID/task/*/schedstat), the generator's CPU
+#     (gen %: a saturating figure is the agent's only while the agent's
+#     CPU is near its core's and the generator's well under it);
 #   - paced at BENCH_RATE decisions/s: frame latency p50/p99 and agent CPU
 #     per decision (the wake-up-per-frame regime);
 #   - with BENCH_CALLGRIND=1, instructions per decision under valgrind

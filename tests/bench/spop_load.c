@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "load_frames.h"
 #include "spop.h"
 
 /* Usage: bench-spop-load [options] SOCKET_PATH
@@ -38,21 +39,24 @@
  * route and feedback frames together, as HAProxy's pipelining does.
  * Latency is per frame, from its write (paced: from its scheduled time for
  * a route, so a late generator is not hidden) to its ACK. Prints one line
- * of key=value figures. Exit status 1 on any protocol error. */
+ * of key=value figures (writes, reads and polls: the syscalls of the
+ * measured phase). Exit status 1 on any protocol error.
+ *
+ * It must cost less per decision than the agents it drives, or it is
+ * what a saturating run measures: its frames are laid from constant
+ * pieces with only the varying bytes written (load_frames.c; suite proto
+ * checks them against the generic codec's bytes) and a route ACK's
+ * set-vars are matched by their bytes, with spop_action_next for any
+ * other shape. 1,328 instructions per decision (callgrind, 4 x 16, 10^6
+ * keys, against bench-const-agent; 17,588 through spop_put_kv and
+ * snprintf). Its syscalls are one send and one read per window written
+ * and answered whole, and a ppoll per round: about 0.33 per decision at
+ * 4 x 16, and they are now most of its CPU (docs/operations.md). */
 
 #define LG_MAX_FRAME 16380u
 #define LG_SLOTS 256u      /* in-flight frames per connection (power of 2) */
 #define LG_WBUF (LG_SLOTS * 512u)
 #define LG_RBUF (64u * 1024u)
-#define LG_NAME 64
-
-struct lg_fb {              /* a feedback to send: what the ACK said */
-	uint32_t key;
-	char server[2 * LG_NAME + 2];
-	char akey[LG_NAME];
-	char keyname[LG_NAME];
-	uint8_t server_len, akey_len, keyname_len;
-};
 
 struct lg_conn {
 	int fd;
@@ -63,8 +67,12 @@ struct lg_conn {
 	uint64_t sent_ns[LG_SLOTS];
 	uint32_t slot_key[LG_SLOTS];
 	bool slot_route[LG_SLOTS];
-	struct lg_fb fbq[LG_SLOTS]; /* feedbacks waiting to be sent */
-	unsigned fb_head, fb_n;
+	/* Feedbacks waiting to be sent, a ring of fb_mask + 1 entries: the
+	 * window rounded up to a power of 2 (routes in flight and feedbacks
+	 * waiting are never more than a window), so that the ring cycles
+	 * through a few KiB, not the 66 KiB of LG_SLOTS entries. */
+	struct lframe_fb fbq[LG_SLOTS];
+	unsigned fb_head, fb_n, fb_mask;
 	size_t rlen, wlen, woff;
 	uint8_t rbuf[LG_RBUF];
 	uint8_t wbuf[LG_WBUF];
@@ -90,7 +98,7 @@ static struct {
 	uint64_t rng;
 	uint32_t *lat;           /* frame latencies (ns, saturated at 4 s) */
 	uint64_t n_lat, cap_lat;
-	uint64_t frames_out, bytes_out, writes, reads;
+	uint64_t frames_out, bytes_out, writes, reads, polls;
 } st = { .rng = 0x9e3779b97f4a7c15ull };
 
 static uint64_t now_ns(void)
@@ -172,106 +180,6 @@ static uint64_t self_cpu_ns(void)
 		       1000ull;
 }
 
-/* ---- frames --------------------------------------------------------------- */
-
-static void put_str_kv(struct spop_writer *w, const char *k, const char *v,
-		       size_t len)
-{
-	struct spop_data d = spop_data_string(v, len);
-	spop_put_kv(w, k, &d);
-}
-
-static void put_null_kv(struct spop_writer *w, const char *k)
-{
-	struct spop_data d = spop_data_null();
-	spop_put_kv(w, k, &d);
-}
-
-static uint64_t key_hash(uint32_t k, uint64_t salt)
-{
-	uint64_t x = (k + 1) * 0x9e3779b97f4a7c15ull ^ salt;
-	x ^= x >> 31;
-	x *= 0xbf58476d1ce4e5b9ull;
-	return x ^ (x >> 29);
-}
-
-/* A route NOTIFY for key k, as warmlane.spoe.conf has HAProxy send it. */
-static void build_route(struct spop_writer *w, uint64_t sid, uint32_t k)
-{
-	char session[48], id[64];
-	int sl = snprintf(session, sizeof(session),
-			  "%08" PRIx32 "-4b1e-9c1a-%012" PRIx64, k,
-			  (uint64_t)(key_hash(k, 1) & 0xffffffffffffull));
-	int il = snprintf(id, sizeof(id),
-			  "7F000001:%04X_7F000001:1F90_%08" PRIX64 "_%04" PRIX64
-			  ":1F2B", (unsigned)(k & 0xffff), sid & 0xffffffffu,
-			  sid & 0xffff);
-	static const uint8_t hdr[] = { 5, 'r', 'o', 'u', 't', 'e', 14 };
-	struct spop_data d;
-
-	spop_frame_start(w, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, 1);
-	spop_put_bytes(w, hdr, sizeof(hdr));
-	put_str_kv(w, "session", session, (size_t)sl);
-	/* A 1 KiB body window for every request, 4 KiB for half of them. */
-	d = spop_data_int64((int64_t)key_hash(k, 2));
-	spop_put_kv(w, "prefix1", &d);
-	if (k & 1) {
-		d = spop_data_int64((int64_t)key_hash(k, 3));
-		spop_put_kv(w, "prefix2", &d);
-	} else {
-		put_null_kv(w, "prefix2");
-	}
-	put_null_kv(w, "prefix3");
-	put_str_kv(w, "install", "inst-0042", 9);
-	d = spop_data_int64((int64_t)key_hash(k % 97, 4));
-	spop_put_kv(w, "caller", &d);
-	d = (struct spop_data){ .type = SPOP_DATA_IPV4,
-				.u.ipv4 = { 10, 0, (uint8_t)(k >> 8),
-					    (uint8_t)k } };
-	spop_put_kv(w, "src", &d);
-	put_str_kv(w, "model", "m1", 2);
-	d = spop_data_bool(true);
-	spop_put_kv(w, "stream", &d);
-	put_str_kv(w, "id", id, (size_t)il);
-	put_null_kv(w, "hint_srv");
-	put_null_kv(w, "hint_at");
-	put_null_kv(w, "hint_akey");
-	put_null_kv(w, "hint_name");
-	if (spop_frame_finish(w) < 0)
-		die("route frame does not fit");
-}
-
-static void build_feedback(struct spop_writer *w, uint64_t sid,
-			   const struct lg_fb *fb)
-{
-	char id[64];
-	int il = snprintf(id, sizeof(id),
-			  "7F000001:%04X_7F000001:1F90_%08" PRIX64 "_%04" PRIX64
-			  ":1F2B", (unsigned)(fb->key & 0xffff),
-			  sid & 0xffffffffu, sid & 0xffff);
-	static const uint8_t hdr[] = { 8, 'f', 'e', 'e', 'd', 'b', 'a', 'c',
-				       'k', 10 };
-	struct spop_data d;
-
-	spop_frame_start(w, SPOP_FRAME_NOTIFY, SPOP_FLAG_FIN, sid, 1);
-	spop_put_bytes(w, hdr, sizeof(hdr));
-	put_str_kv(w, "server", fb->server, fb->server_len);
-	d = spop_data_int64(200);
-	spop_put_kv(w, "status", &d);
-	d = spop_data_int64(180 + (int64_t)(fb->key % 400));
-	spop_put_kv(w, "tr", &d);
-	put_null_kv(w, "retry_after");
-	put_str_kv(w, "key", fb->keyname, fb->keyname_len);
-	put_str_kv(w, "akey", fb->akey, fb->akey_len);
-	d = spop_data_bool(true);
-	spop_put_kv(w, "stream", &d);
-	put_null_kv(w, "shadow");
-	put_null_kv(w, "shadow_reason");
-	put_str_kv(w, "id", id, (size_t)il);
-	if (spop_frame_finish(w) < 0)
-		die("feedback frame does not fit");
-}
-
 static void conn_hello(struct lg_conn *c)
 {
 	struct spop_writer w;
@@ -291,24 +199,24 @@ static void conn_hello(struct lg_conn *c)
 	c->wlen = w.len;
 }
 
-/* Appends frames while the window has room: feedbacks first (a request's
- * answer is due before new requests), then routes as the phase allows. */
-static void conn_fill(struct lg_conn *c, uint64_t now)
+/* Writes frames into out[0..cap) while the window has room: feedbacks
+ * first (a request's answer is due before new requests), then routes as
+ * the phase allows. Returns their length. */
+static size_t conn_fill(struct lg_conn *c, uint64_t now, uint8_t *out,
+			size_t cap)
 {
 	if (!c->ready)
-		return;
-	struct spop_writer w;
-	spop_writer_init(&w, c->wbuf, sizeof(c->wbuf));
-	w.len = c->wlen;
-	while (c->inflight < opt.window && sizeof(c->wbuf) - w.len >= 1024) {
+		return 0;
+	size_t len = 0;
+	while (c->inflight < opt.window && cap - len >= LFRAME_MAX) {
 		unsigned slot = (unsigned)(c->seq % LG_SLOTS);
 		uint64_t t = now;
 		if (c->fb_n > 0) {
-			const struct lg_fb *fb = &c->fbq[c->fb_head];
-			build_feedback(&w, c->seq, fb);
+			const struct lframe_fb *fb = &c->fbq[c->fb_head];
+			len += lframe_feedback(out + len, c->seq, fb);
 			c->slot_key[slot] = fb->key;
 			c->slot_route[slot] = false;
-			c->fb_head = (c->fb_head + 1) % LG_SLOTS;
+			c->fb_head = (c->fb_head + 1) & c->fb_mask;
 			c->fb_n--;
 		} else {
 			if (st.routes_sent >= st.routes_target)
@@ -324,7 +232,7 @@ static void conn_fill(struct lg_conn *c, uint64_t now)
 				k = st.fill_next++;
 			else
 				k = (uint32_t)(rng_next() % opt.keys);
-			build_route(&w, c->seq, k);
+			len += lframe_route(out + len, c->seq, k);
 			c->slot_key[slot] = k;
 			c->slot_route[slot] = true;
 			st.routes_sent++;
@@ -334,16 +242,7 @@ static void conn_fill(struct lg_conn *c, uint64_t now)
 		c->inflight++;
 		st.frames_out++;
 	}
-	c->wlen = w.len;
-}
-
-static void copy_var(char *dst, uint8_t *len, size_t cap,
-		     const struct spop_data *v)
-{
-	if (v->type != SPOP_DATA_STRING || v->u.str.len >= cap)
-		die("unexpected variable type or size in an ACK");
-	memcpy(dst, v->u.str.ptr, v->u.str.len);
-	*len = (uint8_t)v->u.str.len;
+	return len;
 }
 
 static void on_ack(struct lg_conn *c, const struct spop_frame *f,
@@ -362,53 +261,29 @@ static void on_ack(struct lg_conn *c, const struct spop_frame *f,
 		st.decisions++;
 		return;
 	}
-	struct spop_reader r;
-	struct lg_fb fb = { .key = c->slot_key[slot] };
-	char be[LG_NAME], sv[LG_NAME];
-	uint8_t bl = 0, sl = 0;
-	spop_reader_init(&r, f->payload, f->payload_len);
-	for (;;) {
-		enum spop_action a;
-		enum spop_scope sc;
-		struct spop_str name;
-		struct spop_data v;
-		enum spop_status s;
-		int k = spop_action_next(&r, &a, &sc, &name, &v, &s);
-		if (k == 0)
-			break;
-		if (k < 0)
-			die("malformed ACK");
-		if (a != SPOP_ACT_SET_VAR)
-			continue;
-		if (spop_str_eq(name, "backend"))
-			copy_var(be, &bl, sizeof(be), &v);
-		else if (spop_str_eq(name, "server"))
-			copy_var(sv, &sl, sizeof(sv), &v);
-		else if (spop_str_eq(name, "key"))
-			copy_var(fb.keyname, &fb.keyname_len,
-				 sizeof(fb.keyname), &v);
-		else if (spop_str_eq(name, "akey"))
-			copy_var(fb.akey, &fb.akey_len, sizeof(fb.akey), &v);
-	}
-	/* %b/%s as the frontend logs it; HAProxy's own pick when the agent
-	 * chose none. */
-	if (bl == 0 || sl == 0) {
-		memcpy(be, "llm", 3), bl = 3;
-		memcpy(sv, "s1", 2), sl = 2;
-	}
-	memcpy(fb.server, be, bl);
-	fb.server[bl] = '/';
-	memcpy(fb.server + bl + 1, sv, sl);
-	fb.server_len = (uint8_t)(bl + 1 + sl);
-	if (c->fb_n == LG_SLOTS)
+	if (c->fb_n == c->fb_mask + 1)
 		die("feedback queue full");
-	c->fbq[(c->fb_head + c->fb_n) % LG_SLOTS] = fb;
+	struct lframe_fb *fb = &c->fbq[(c->fb_head + c->fb_n) & c->fb_mask];
+	fb->key = c->slot_key[slot];
+	if (lframe_ack(f->payload, f->payload_len, fb) < 0)
+		die("malformed ACK, or a variable of another type or too long");
 	c->fb_n++;
 }
 
+/* Every connection reads into lg_in, and writes from lg_out, while it has
+ * nothing left over: the few KiB the kernel copies into and out of stay
+ * in the cache whatever the number of connections, where a buffer each
+ * spread them over 8 x 8 KiB at 8 connections (with the smaller feedback
+ * ring, D1 misses per decision at 8 x 16 from 4.3 read + 9.7 write to
+ * 0.6 + 1.7 in callgrind's cache simulator, which sees only the
+ * generator's own accesses). A partial frame read, or frames a send did
+ * not take, go to the connection's own buffer. */
+static uint8_t lg_in[LG_RBUF], lg_out[LG_WBUF];
+
 static void conn_read(struct lg_conn *c)
 {
-	ssize_t n = read(c->fd, c->rbuf + c->rlen, sizeof(c->rbuf) - c->rlen);
+	uint8_t *buf = c->rlen == 0 ? lg_in : c->rbuf;
+	ssize_t n = read(c->fd, buf + c->rlen, LG_RBUF - c->rlen);
 	if (n == 0)
 		die("the agent closed a connection");
 	if (n < 0) {
@@ -417,13 +292,13 @@ static void conn_read(struct lg_conn *c)
 		die(strerror(errno));
 	}
 	st.reads++;
-	c->rlen += (size_t)n;
+	size_t len = c->rlen + (size_t)n;
 	uint64_t now = now_ns();
 	size_t off = 0;
 	for (;;) {
 		struct spop_frame f;
 		enum spop_status s;
-		ptrdiff_t k = spop_frame_decode(c->rbuf + off, c->rlen - off,
+		ptrdiff_t k = spop_frame_decode(buf + off, len - off,
 						LG_MAX_FRAME, &f, &s);
 		if (k == SPOP_NEED_MORE)
 			break;
@@ -437,8 +312,9 @@ static void conn_read(struct lg_conn *c)
 		else
 			die("unexpected frame from the agent (a DISCONNECT?)");
 	}
-	memmove(c->rbuf, c->rbuf + off, c->rlen - off);
-	c->rlen -= off;
+	if (off < len)
+		memmove(c->rbuf, buf + off, len - off);
+	c->rlen = len - off;
 }
 
 static void conn_write(struct lg_conn *c)
@@ -458,6 +334,27 @@ static void conn_write(struct lg_conn *c)
 	c->woff = c->wlen = 0;
 }
 
+/* Sends out[0..len) (lg_out); what the socket does not take waits in
+ * the connection's buffer for POLLOUT. */
+static void conn_send(struct lg_conn *c, const uint8_t *out, size_t len)
+{
+	size_t off = 0;
+	while (off < len) {
+		ssize_t n = send(c->fd, out + off, len - off, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				break;
+			die(strerror(errno));
+		}
+		st.writes++;
+		st.bytes_out += (uint64_t)n;
+		off += (size_t)n;
+	}
+	memcpy(c->wbuf, out + off, len - off);
+	c->woff = 0;
+	c->wlen = len - off;
+}
+
 /* Runs until every route of the phase has its feedback acknowledged. */
 static void run_phase(struct lg_conn *cs, struct pollfd *pfd, uint64_t goal)
 {
@@ -466,8 +363,11 @@ static void run_phase(struct lg_conn *cs, struct pollfd *pfd, uint64_t goal)
 		uint64_t now = now_ns();
 		for (unsigned i = 0; i < opt.conns; i++) {
 			if (cs[i].woff == cs[i].wlen)
-				conn_fill(&cs[i], now);
-			conn_write(&cs[i]);
+				conn_send(&cs[i], lg_out,
+					  conn_fill(&cs[i], now, lg_out,
+						    sizeof(lg_out)));
+			else
+				conn_write(&cs[i]);
 			pfd[i].events = POLLIN | (cs[i].wlen > 0 ? POLLOUT : 0);
 		}
 		struct timespec ts, *tsp = NULL;
@@ -481,6 +381,7 @@ static void run_phase(struct lg_conn *cs, struct pollfd *pfd, uint64_t goal)
 			tsp = &ts;
 		}
 		int r = ppoll(pfd, opt.conns, tsp, NULL);
+		st.polls++;
 		if (r < 0 && errno != EINTR)
 			die(strerror(errno));
 		for (unsigned i = 0; i < opt.conns && r > 0; i++) {
@@ -556,6 +457,9 @@ int main(int argc, char **argv)
 		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 			die("cannot connect to the agent");
 		cs[i].fd = fd;
+		cs[i].fb_mask = 1;
+		while (cs[i].fb_mask + 1 < opt.window)
+			cs[i].fb_mask = 2 * cs[i].fb_mask + 1;
 		pfd[i].fd = fd;
 		conn_hello(&cs[i]);
 	}
@@ -583,7 +487,7 @@ int main(int argc, char **argv)
 	st.measuring = true;
 	st.routes_sent = 0;
 	st.routes_target = opt.n;
-	st.frames_out = st.writes = st.reads = st.bytes_out = 0;
+	st.frames_out = st.writes = st.reads = st.polls = st.bytes_out = 0;
 	uint64_t a0 = opt.pid > 0 ? agent_cpu_ns(opt.pid) : 0;
 	uint64_t g0 = self_cpu_ns();
 	st.t0 = now_ns();
@@ -605,10 +509,10 @@ int main(int argc, char **argv)
 		       100.0 * (double)(a1 - a0) / (double)wall);
 	printf(" gen_cpu_pct=%.1f p50_us=%.1f p90_us=%.1f p99_us=%.1f"
 	       " p999_us=%.1f frames=%" PRIu64 " writes=%" PRIu64
-	       " reads=%" PRIu64 "\n",
+	       " reads=%" PRIu64 " polls=%" PRIu64 "\n",
 	       100.0 * (double)(g1 - g0) / (double)wall, pct_us(0.50),
 	       pct_us(0.90), pct_us(0.99), pct_us(0.999), st.frames_out,
-	       st.writes, st.reads);
+	       st.writes, st.reads, st.polls);
 	for (unsigned i = 0; i < opt.conns; i++)
 		close(cs[i].fd);
 	free(cs);
