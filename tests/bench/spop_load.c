@@ -370,8 +370,14 @@ static void run_phase(struct lg_conn *cs, struct pollfd *pfd, uint64_t goal)
 				conn_write(&cs[i]);
 			pfd[i].events = POLLIN | (cs[i].wlen > 0 ? POLLOUT : 0);
 		}
+		/* Paced: wake when the next route is due, if a window has room
+		 * for it; with every window full only an ACK can let it go, and
+		 * a zero timeout would spin until one comes. */
+		bool room = false;
+		for (unsigned i = 0; i < opt.conns && !room; i++)
+			room = cs[i].ready && cs[i].inflight < opt.window;
 		struct timespec ts, *tsp = NULL;
-		if (opt.rate > 0 && st.measuring &&
+		if (opt.rate > 0 && st.measuring && room &&
 		    st.routes_sent < st.routes_target) {
 			uint64_t due = st.t0 + (uint64_t)((double)st.routes_sent *
 							  1e9 / opt.rate);
