@@ -31,7 +31,7 @@
 #     Prefetches are not simulated.
 #
 # Environment (all optional):
-#   BENCH_ROUNDS=3 BENCH_N=200000 BENCH_CONNS=4 BENCH_WINDOW=16
+#   BENCH_ROUNDS=3 BENCH_N=200000 BENCH_CONNS=8 BENCH_WINDOW=16
 #                                        (BENCH_ROUNDS=0: valgrind's runs only)
 #   BENCH_RATE=20000 BENCH_RATE_N=60000  the paced run
 #   BENCH_SETUPS="8:1000 64:1000000"     endpoints:keys
@@ -54,7 +54,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 rounds=${BENCH_ROUNDS:-3}
 n=${BENCH_N:-200000}
-conns=${BENCH_CONNS:-4}
+conns=${BENCH_CONNS:-8}
 window=${BENCH_WINDOW:-16}
 rate=${BENCH_RATE:-20000}
 rate_n=${BENCH_RATE_N:-60000}
