@@ -92,19 +92,6 @@ static void stop(struct pool_endpoint *e)
 	e->explore_fast = 0;
 	e->explore_slow = 0;
 	e->explore_sum = 0;
-	e->explore_e2e = 0;
-}
-
-/* Whether e, left or starved, is to be judged by its ends of streams
- * (core_params.explore_e2e): its end-to-end EWMA in use and warm says
- * slow, as fast_enough would leave it on (without the log input there is
- * none, and nothing changes); a count verdict would be vetoed by it
- * (e2e_slow) until that stale EWMA moved. */
-static bool by_e2e(const struct core *c, const struct pool_endpoint *e,
-		   const struct pick *k)
-{
-	return c->p.explore_e2e > 0 && k->use[1] && warm(c, e, k->sig[1]) &&
-	       e->ewma[k->sig[1]] > k->tolerated[1];
 }
 
 /* Whether idx ranks before warm_idx for akey (rendezvous): a key it
@@ -120,10 +107,9 @@ static bool ranks_before(const struct core *c, uint64_t akey, uint32_t idx,
 
 /* The scan: arms what became worth exploring, disarms what no longer
  * is, and returns an armed endpoint whose probe is due, or UINT32_MAX. */
-static uint32_t scan(struct core *c, const struct pick *k, unsigned sig,
+static uint32_t scan(struct core *c, const struct view *v, unsigned sig,
 		     uint64_t now_ms)
 {
-	const struct view *v = k->v;
 	struct explore *x = &c->explore;
 	uint32_t due = UINT32_MAX;
 	for (uint32_t i = 0; i < v->n; i++) {
@@ -132,25 +118,9 @@ static uint32_t scan(struct core *c, const struct pick *k, unsigned sig,
 		/* worth first: the cheap test, false for a healthy one */
 		if (!e->explore_on && !worth(c, e, v, sig, now_ms))
 			continue;
-		bool left = e->suspect == POOL_LEFT ||
-			(c->p.slow_run > 0 && e->slow_run >= c->p.slow_run);
-		bool e2e = e->explore_e2e || by_e2e(c, e, k);
-		if (e->explore_on && e2e && !e->explore_e2e) {
-			/* armed on its headers, now left on its ends of
-			 * streams too: they judge it from here */
-			e->explore_e2e = 1;
-			e->explore_fast = 0;
-			e->explore_slow = 0;
-			e->explore_sum = 0;
-		}
-		bool reach = e2e || verdict_answers(c, e, sig) <= EXPLORE_VERDICT_MAX;
-		/* Judged by its ends of streams, a re-trial (retrials set
-		 * while it is fit again on a few samples) does not end it:
-		 * a re-trial straddling the recovery left it again and
-		 * doubled its silence (docs/policy-v2.md, section 10). */
+		bool reach = verdict_answers(c, e, sig) <= EXPLORE_VERDICT_MAX;
 		if (e->explore_on &&
-		    (!reach || (e->explore_left && left_no_more(c, e) &&
-				!(e2e && e->retrials)))) {
+		    (!reach || (e->explore_left && left_no_more(c, e)))) {
 			/* not a verdict: no key comes back (a re-trial's
 			 * few samples are mostly its prompts' noise) */
 			stop(e);
@@ -168,8 +138,8 @@ static uint32_t scan(struct core *c, const struct pick *k, unsigned sig,
 			 * slowdown, whatever the rate: docs/policy-v2.md). */
 			stop(e);
 			e->explore_on = 1;
-			e->explore_left = left;
-			e->explore_e2e = e2e;
+			e->explore_left = e->suspect == POOL_LEFT ||
+				(c->p.slow_run > 0 && e->slow_run >= c->p.slow_run);
 			uint64_t wait = spacing(c, e, v);
 			if (e->explore_left) {
 				e->explore_shift = EXPLORE_MAX_SHIFT;
@@ -196,7 +166,7 @@ uint32_t explore_pick(struct core *c, const struct pick *k, uint64_t akey,
 		if (x->clock < x->scan_at)
 			return UINT32_MAX;
 		x->scan_at = x->clock + v->n;
-		uint32_t d = scan(c, k, k->sig[0], now_ms);
+		uint32_t d = scan(c, v, k->sig[0], now_ms);
 		if (d == UINT32_MAX)
 			return UINT32_MAX;
 		x->due = d + 1;
@@ -291,9 +261,6 @@ static bool e2e_slow(struct core *c, const struct pool_endpoint *e,
 
 /* Verdict "recovered": the stale EWMA gives way to the fast answers'
  * mean if it still says slow, the slow rules' marks are cleared. */
-static void recovered_marks(struct core *c, struct pool_endpoint *e,
-			    uint32_t idx, uint64_t now_ms);
-
 static void recovered(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		      unsigned sig, double limit, uint64_t now_ms)
 {
@@ -303,14 +270,6 @@ static void recovered(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		c->ewma_version[sig]++;
 		order_fix(c, sig, idx);
 	}
-	recovered_marks(c, e, idx, now_ms);
-}
-
-/* The slow rules' marks cleared, its keys may come back, exploration
- * ends. */
-static void recovered_marks(struct core *c, struct pool_endpoint *e,
-			    uint32_t idx, uint64_t now_ms)
-{
 	if (e->explore_left)
 		reclaim_add(c, idx, now_ms);
 	e->suspect = POOL_FIT;
@@ -335,8 +294,6 @@ void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	x->last_ms = now_ms;
 	if (!e->explore_on || start_ms < e->explore_from_ms)
 		return; /* not explored, or sent before: old news */
-	if (e->explore_e2e)
-		return; /* its ends of streams judge it (explore_end) */
 	struct view *v = view_get(c, MODEL_NONE, CORE_TIER_MAX, now_ms);
 	double ref = view_median(c, v, sig);
 	if (!pool_sig_e2e(sig) && e->base_n[sig] > 0 && e->base[sig] > ref)
@@ -359,98 +316,5 @@ void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		e->explore_fast = 0;
 		e->explore_slow = 0;
 		e->explore_sum = 0;
-	}
-}
-
-/* The median EWMA of signal sig over v's warm candidates but idx: the
- * explored endpoint's own stale EWMA would pull it up (with 2 candidates
- * to the mean of a fast one and a 5x slower one). 0 when none. */
-static double median_but(struct core *c, const struct view *v, unsigned sig,
-			 uint32_t idx)
-{
-	uint32_t n = v->n_warm[sig];
-	if (view_has(v, idx) && warm(c, &c->pool.ep[idx], sig))
-		n--;
-	if (n == 0)
-		return 0;
-	uint32_t lo_at = (n - 1) / 2, hi_at = n / 2, seen = 0;
-	double lo = 0;
-	for (uint32_t j = 0; j < c->order_n; j++) {
-		uint32_t i = c->order[sig][j];
-		if (i == idx || !view_has(v, i) || !warm(c, &c->pool.ep[i], sig))
-			continue;
-		if (seen == lo_at)
-			lo = c->order_ewma[sig][j];
-		if (seen == hi_at)
-			return (lo + c->order_ewma[sig][j]) / 2;
-		seen++;
-	}
-	return 0;
-}
-
-void explore_end(struct core *c, struct pool_endpoint *e, uint32_t idx,
-		 unsigned sig, double x, uint64_t start_ms, uint64_t now_ms)
-{
-	if (!e->explore_on || !e->explore_e2e || start_ms < e->explore_from_ms)
-		return;
-	struct view *v = view_get(c, MODEL_NONE, CORE_TIER_MAX, now_ms);
-	double ref = median_but(c, v, sig, idx);
-	if (ref <= 0)
-		return; /* no peer to judge it against */
-	double limit = c->p.sticky_tolerance * ref;
-	if (x <= limit) {
-		e->explore_sum += x;
-		e->explore_fast++;
-	} else {
-		e->explore_slow++;
-	}
-	unsigned need = c->p.explore_e2e < 1 ? 1 : (unsigned)c->p.explore_e2e;
-	if (e->explore_fast >= need && e->explore_fast > e->explore_slow) {
-		/* Its stale EWMAs, learnt while it was slow, give way: the
-		 * end-to-end one to its fast answers' mean, the headers one
-		 * to its usual (its base) where it is over it. */
-		double mean = e->explore_sum / e->explore_fast;
-		if (e->ewma[sig] > limit && mean < e->ewma[sig]) {
-			e->ewma[sig] = mean;
-			c->ewma_version[sig]++;
-			order_fix(c, sig, idx);
-		}
-		uint32_t full = c->p.cold_start_samples;
-		for (unsigned kind = 0; kind < CORE_KIND_COUNT; kind++) {
-			unsigned h = pool_sig(false, kind);
-			double m = view_median(c, v, h), b = m;
-			if (e->base_n[h] > 0 && e->base[h] > m)
-				b = e->base[h];
-			bool known = e->base_n[h] >= full && full > 0;
-			/* Its usual, as a full EWMA: the stale one, learnt
-			 * while it was slow, starves it in p2c, and a
-			 * re-trial's few samples (cold prompts of keys it
-			 * takes back, 490-572 ms against a base of 100 on
-			 * the chat) would leave it again at once. */
-			if (known && e->samples[h] > 0 &&
-			    (e->samples[h] < full || e->ewma[h] > e->base[h])) {
-				e->ewma[h] = e->base[h];
-				if (e->samples[h] < full)
-					e->samples[h] = full;
-			} else if (!known && warm(c, e, h) &&
-				   e->ewma[h] > c->p.sticky_tolerance * b) {
-				e->ewma[h] = m;
-			} else {
-				continue;
-			}
-			c->ewma_version[h]++;
-			order_fix(c, h, idx);
-		}
-		e->explore_fresh_ms = now_ms;
-		recovered_marks(c, e, idx, now_ms);
-	} else if (e->explore_slow > e->explore_fast) {
-		if (e->explore_shift < EXPLORE_MAX_SHIFT)
-			e->explore_shift++;
-		e->explore_fast = 0;
-		e->explore_slow = 0;
-		e->explore_sum = 0;
-	} else {
-		/* a fast answer short of the verdict: confirm at once */
-		e->explore_next = c->explore.clock;
 	}
 }

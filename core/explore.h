@@ -90,11 +90,4 @@ void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		    unsigned sig, double tr_ms, uint64_t start_ms,
 		    uint64_t now_ms);
 
-/* The end of a stream of endpoint idx started at start_ms, its
- * end-to-end time per KiB x (signal sig), at now_ms: a verdict on an
- * endpoint judged by its ends of streams (core_params.explore_e2e), else
- * nothing. */
-void explore_end(struct core *c, struct pool_endpoint *e, uint32_t idx,
-		 unsigned sig, double x, uint64_t start_ms, uint64_t now_ms);
-
 #endif

@@ -414,13 +414,10 @@ int core_complete(struct core *c, const struct core_completion *cc,
 	/* Status -1 is neutral: only a known success is timed; not the
 	 * wake-up, told here or earlier by feedback (awake_ms). */
 	if (cc->end == CORE_END_COMPLETE && o == CORE_OUTCOME_SUCCESS &&
-	    cc->total_ms >= 0 && !l.after_idle && start >= e->awake_ms &&
-	    start >= e->explore_fresh_ms) {
+	    cc->total_ms >= 0 && !l.after_idle && start >= e->awake_ms) {
 		double kib = (double)(cc->bytes > E2E_MIN_BYTES ? cc->bytes : E2E_MIN_BYTES) / 1024;
 		ewma_add(c, e, idx, pool_sig(true, cc->stream),
 			 (double)cc->total_ms / kib);
-		explore_end(c, e, idx, pool_sig(true, cc->stream),
-			    (double)cc->total_ms / kib, start, now_ms);
 	}
 	return 0;
 }

@@ -194,16 +194,6 @@ struct core_params {
 	 * recovered (explore.h; docs/policy-v2.md, "Exploration"). 0: off,
 	 * a left endpoint then waits for idle_reset's re-trial. */
 	double explore_share;              /* 0.25 */
-	/* With the log input (end-to-end samples), an endpoint the slow
-	 * rules left while its end-to-end EWMA said slow is judged by its
-	 * probes' end-to-end times per KiB against sticky_tolerance x the
-	 * candidates' median (log sd 0.19 on the chat, against 0.92 for a
-	 * 2.5x slowdown), whatever the spread of its times to headers:
-	 * explore_e2e fast ones (at least 1), more than the slow ones, are
-	 * "recovered", and their mean replaces the stale end-to-end EWMA;
-	 * a re-trial does not end its exploration. 0: off
-	 * (docs/policy-v2.md, section 11). */
-	double explore_e2e;                /* 0 */
 	double cost_weight_per_ms;         /* 0: cost ignored */
 	uint64_t breaker_window_ms;        /* 10 s */
 	uint32_t breaker_min_requests;     /* 5 */

@@ -175,12 +175,6 @@ struct pool_endpoint {
 	uint8_t explore_fast;
 	uint8_t explore_slow;
 	uint8_t explore_shift;      /* verdicts "still slow" in a row */
-	uint8_t explore_e2e;        /* judged by its ends of streams
-				     * (core_params.explore_e2e) */
-	/* Ends of streams started before this (a verdict "recovered" on
-	 * them) teach its end-to-end EWMA nothing: they ran while it was
-	 * slow. 0: none. */
-	uint64_t explore_fresh_ms;
 };
 
 /* The groups above, checked where they are measured to matter. */

@@ -107,7 +107,6 @@ static void *wl_create(const struct sim_policy_env *env)
 		{ "place_load_z", &p.place_load_z, NULL },
 		{ "slow_start", &p.slow_start, NULL },
 		{ "explore_share", &p.explore_share, NULL },
-		{ "explore_e2e", &p.explore_e2e, NULL },
 		{ "breaker_failure_ratio", &p.breaker_failure_ratio, NULL },
 		{ "affinity_ttl_ms", NULL, &p.affinity_ttl_ms },
 		{ "idle_reset_ms", NULL, &p.idle_reset_ms },
