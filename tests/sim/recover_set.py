@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # tests/sim/recover_set.py - the recovery measurement set of docs/policy-v2.md, section 10: one line per figure.
 #
-# Usage: tests/sim/recover_set.py [NAME=VALUE ...]   (each passed to warmlane-sim as --set NAME=VALUE)
+# Usage: tests/sim/recover_set.py [--log-ingest] [NAME=VALUE ...]   (each NAME=VALUE passed to warmlane-sim
+# as --set NAME=VALUE; --log-ingest passed to every run: the agents also read the end-of-stream log lines)
 # Environment: WARMLANE_SIM_BUILD (default build/sim), TRACE (default
 # ../shared/traces/mooncake_conversation.jsonl relative to the repository root).
 # Run from the repository root. About 200 simulator runs, one at a time (a few seconds in all).
@@ -12,7 +13,8 @@ import sys
 
 SIM = os.path.join(os.environ.get('WARMLANE_SIM_BUILD', 'build/sim'), 'tests/sim/warmlane-sim')
 TRACE = os.environ.get('TRACE', '../shared/traces/mooncake_conversation.jsonl')
-SETS = [x for a in sys.argv[1:] for x in ('--set', a)]
+FLAGS = [a for a in sys.argv[1:] if a == '--log-ingest']
+SETS = FLAGS + [x for a in sys.argv[1:] if a not in FLAGS for x in ('--set', a)]
 CHAT = ['--workload', 'chat', '--size', '400', '--duration', '1800']  # tests/sim/meson.build, sim-recover
 
 
