@@ -43,7 +43,16 @@
 #   BENCH_CG_AGENTS="warmlane floor"     the agents valgrind runs
 #   BENCH_CG_KEEP=DIR                    keep the callgrind outputs there
 #                                        (for callgrind_annotate)
-#   BENCH_COALESCE_US=250                warmlane's spop.coalesce_us (its default)
+#   BENCH_COALESCE_US=250                warmlane's spop.coalesce_us in the paced
+#                                        run and under valgrind (its default)
+#   BENCH_RAW=0                          1: each round's generator lines too
+#   BENCH_SAT_COALESCE_US=0              the same in the saturating run: with
+#                                        C x W frames in flight the generator is a
+#                                        closed loop, and a pass that finds fewer
+#                                        than COALESCE_FULL_PASS frames sleeps out
+#                                        the window while the generator waits on
+#                                        its full windows: the figure would be the
+#                                        window's, not the agent's CPU
 #   WARMLANE_BIN, BENCH_CONST_AGENT, BENCH_LOAD: default from a
 #   --buildtype=release build in build/bench-rel
 #
@@ -68,6 +77,8 @@ cg_agents=${BENCH_CG_AGENTS:-"warmlane floor"}
 [ "$cachesim" = 0 ] || callgrind=1
 cg_n=${BENCH_CG_N:-20000}
 coalesce_us=${BENCH_COALESCE_US:-250}
+sat_coalesce_us=${BENCH_SAT_COALESCE_US:-0}
+raw=${BENCH_RAW:-0}
 
 die() { printf 'agent_bench.sh: %s\n' "$*" >&2; exit 1; }
 
@@ -99,12 +110,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-agentcfg() { # endpoints keys socket > yaml
+agentcfg() { # endpoints keys socket coalesce_us > yaml
 	printf 'log_level: warn\nlisten: ["unix:%s,mode=0600"]\n' "$3"
 	printf 'metrics: { listen: "" }\nruntime_api: { socket: "" }\n'
 	printf 'log_input: { path: "" }\ncommand_socket: { path: "" }\n'
 	printf 'state: { file: "" }\n'
-	printf 'spop: { coalesce_us: %s }\n' "$coalesce_us"
+	printf 'spop: { coalesce_us: %s }\n' "$4"
 	printf 'policy: { affinity_max_entries: %s }\nendpoints:\n' "$2"
 	for i in $(seq 1 "$1"); do
 		printf '  - { backend: llm, server: s%s, models: [m1], weight: 1, keys: [k1] }\n' "$i"
@@ -125,12 +136,14 @@ gen() { # socket pid args... -> one key=value line
 	taskset -c "$cpu_gen" "$load" -c "$conns" -w "$window" -p "$p" "$@" "$s"
 }
 
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p; s/^$1=\([^ ]*\).*/\1/p" | head -1; }
+# The value of key $1 on each line of stdin (one per round: the medians
+# below are over them).
+field() { sed -n "s/^\(.* \)\{0,1\}$1=\([^ ]*\).*/\2/p"; }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-printf '# agent_bench.sh: %s rounds of %s decisions, %s connections x %s in flight; agent on CPU %s, generator on CPU %s; warmlane spop.coalesce_us %s; load average %s\n' \
-	"$rounds" "$n" "$conns" "$window" "$cpu_agent" "$cpu_gen" "$coalesce_us" \
+printf '# agent_bench.sh: %s rounds of %s decisions, %s connections x %s in flight; agent on CPU %s, generator on CPU %s; warmlane spop.coalesce_us %s saturating, %s paced and under valgrind; load average %s\n' \
+	"$rounds" "$n" "$conns" "$window" "$cpu_agent" "$cpu_gen" "$sat_coalesce_us" "$coalesce_us" \
 	"$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '| %-20s | %-9s | %10s | %6s | %9s | %7s | %9s | %9s | %9s |\n' \
 	setup agent 'dec/s' ratio 'agent us' 'gen %' "p50 us@${rate}" "p99 us@${rate}" "us@${rate}"
@@ -139,27 +152,39 @@ printf '|%s|\n' "----------------------|-----------|------------|--------|------
 for setup in $setups; do
 	eps=${setup%%:*}
 	keys=${setup##*:}
-	agentcfg "$eps" "$keys" "$tmp/w.sock" >"$tmp/w.yaml"
+	agentcfg "$eps" "$keys" "$tmp/w.sock" "$sat_coalesce_us" >"$tmp/w.yaml"
+	agentcfg "$eps" "$keys" "$tmp/wp.sock" "$coalesce_us" >"$tmp/wp.yaml"
 	if [ "$rounds" -gt 0 ]; then
 		taskset -c "$cpu_agent" "$warmlane" --config "$tmp/w.yaml" &
 		wpid=$!
 		pids+=("$wpid")
+		# The paced run's warmlane, with its own window.
+		taskset -c "$cpu_agent" "$warmlane" --config "$tmp/wp.yaml" &
+		wppid=$!
+		pids+=("$wppid")
 		taskset -c "$cpu_agent" "$const_agent" "$tmp/c.sock" >/dev/null &
 		cpid=$!
 		pids+=("$cpid")
 		wait_sock "$tmp/w.sock"
+		wait_sock "$tmp/wp.sock"
 		wait_sock "$tmp/c.sock"
 		# The fill: every key decided once, so the map holds them all.
 		gen "$tmp/w.sock" "$wpid" -k "$keys" -n 1 >/dev/null
+		gen "$tmp/wp.sock" "$wppid" -k "$keys" -n 1 >/dev/null
 		gen "$tmp/c.sock" "$cpid" -k "$keys" -n 1 >/dev/null
 		: >"$tmp/w.txt"
 		: >"$tmp/c.txt"
 		for r in $(seq 1 "$rounds"); do
 			gen "$tmp/w.sock" "$wpid" -k "$keys" -f 0 -n "$n" >>"$tmp/w.txt"
 			gen "$tmp/c.sock" "$cpid" -k "$keys" -f 0 -n "$n" >>"$tmp/c.txt"
-			gen "$tmp/w.sock" "$wpid" -k "$keys" -f 0 -n "$rate_n" -r "$rate" >>"$tmp/wr.txt"
+			gen "$tmp/wp.sock" "$wppid" -k "$keys" -f 0 -n "$rate_n" -r "$rate" >>"$tmp/wr.txt"
 			gen "$tmp/c.sock" "$cpid" -k "$keys" -f 0 -n "$rate_n" -r "$rate" >>"$tmp/cr.txt"
 		done
+		if [ "$raw" != 0 ]; then
+			for f in w c wr cr; do
+				sed "s/^/# raw $eps-$keys $f: /" "$tmp/$f.txt"
+			done
+		fi
 		cdps=$(field decisions_per_s <"$tmp/c.txt" | median)
 		for a in w c; do
 			dps=$(field decisions_per_s <"$tmp/$a.txt" | median)
@@ -176,10 +201,10 @@ for setup in $setups; do
 				"$us" "$gp" "$p50" "$p99" "$rus"
 		done
 		rm -f "$tmp/wr.txt" "$tmp/cr.txt"
-		kill "$wpid" "$cpid"
-		wait "$wpid" "$cpid" 2>/dev/null || true
+		kill "$wpid" "$wppid" "$cpid"
+		wait "$wpid" "$wppid" "$cpid" 2>/dev/null || true
 		pids=()
-		rm -f "$tmp/w.sock" "$tmp/c.sock"
+		rm -f "$tmp/w.sock" "$tmp/wp.sock" "$tmp/c.sock"
 	fi
 
 	[ "$callgrind" = 0 ] && continue
@@ -190,8 +215,8 @@ for setup in $setups; do
 		*) die "BENCH_CG_AGENTS: no agent $name" ;;
 		esac
 		if [ "$a" = w ]; then
-			cmd=("$warmlane" --config "$tmp/w.yaml")
-			sock=$tmp/w.sock
+			cmd=("$warmlane" --config "$tmp/wp.yaml")
+			sock=$tmp/wp.sock
 		else
 			cmd=("$const_agent" "$tmp/c.sock")
 			sock=$tmp/c.sock
