@@ -191,6 +191,14 @@ wait_for() {
 	return 1
 }
 
+# utime + stime of a process, all its threads, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# TICKS REQUESTS -> microseconds of CPU per request.
+per_request() {
+	awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" \
+		'BEGIN { if (n > 0) printf "%.1f", t * 1e6 / hz / n; else print "-" }'
+}
+
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # Exactly UP: "UP 1/2" is a server going down.
 agent_up() { [ "$(server_status warmlane-agents agent1)" = UP ]; }
@@ -268,9 +276,14 @@ run_way() {
 	run_bg "$tmp/warmup.out" wrk -t"$threads" -c"$conns" -d"$warmup" \
 		-s "$here/overhead.lua" "$url" ||
 		die "wrk (warm-up) failed: $(cat "$tmp/warmup.out")"
+	local h0 a0=0 h1 a1=0
+	h0=$(cpu_ticks "$hap_pid")
+	[ -z "$agent_pid" ] || a0=$(cpu_ticks "$agent_pid")
 	run_bg "$tmp/wrk.out" wrk -t"$threads" -c"$conns" -d"$duration" --latency \
 		-s "$here/overhead.lua" "$url" ||
 		die "wrk failed: $(cat "$tmp/wrk.out")"
+	h1=$(cpu_ticks "$hap_pid")
+	[ -z "$agent_pid" ] || a1=$(cpu_ticks "$agent_pid")
 	local figures
 	figures=$(python3 "$here/overhead.py" wrk "$tmp/wrk.out") ||
 		die "cannot read wrk's output: $(cat "$tmp/wrk.out")"
@@ -281,6 +294,9 @@ run_way() {
 	sent=$(cat "$tmp/warmup.out" "$tmp/wrk.out" | sed -n 's/^ *\([0-9]*\) requests in .*/\1/p' |
 		awk '{ s += $1 } END { print s }')
 	say "#     requests sent (warm-up + measured): $sent"
+	local measured
+	measured=$(sed -n 's/^ *\([0-9]*\) requests in .*/\1/p' "$tmp/wrk.out")
+	say "#     cpu per measured request: haproxy $(per_request $((h1 - h0)) "$measured") us, agent $(per_request $((a1 - a0)) "$measured") us"
 	if [ "$way" != constant ] && [ "$way" != leastconn ]; then
 		say "#     agent metrics: $(metrics "$metrics_port")"
 	fi
