@@ -169,34 +169,39 @@ void spop_put_kv(struct spop_writer *w, const char *key,
 	spop_put_data(w, d);
 }
 
+/* Lays a frame header at p (room for SPOP_FRAME_HDR_MAX bytes): the length
+ * zeroed (spop_frame_finish fills it in), type, flags, the two ids.
+ * Returns the byte after it. */
+#define SPOP_FRAME_HDR_MAX (4 + 1 + 4 + 2 * SPOP_VARINT_MAX_LEN)
+static uint8_t *frame_hdr_put(uint8_t *p, enum spop_frame_type type,
+			      uint32_t flags, uint64_t stream_id,
+			      uint64_t frame_id)
+{
+	memset(p, 0, 4);
+	p[4] = (uint8_t)type;
+	put_be32(p + 5, flags);
+	p = spop__varint_put(p + 9, stream_id);
+	return spop__varint_put(p, frame_id);
+}
+
 void spop_frame_start(struct spop_writer *w, enum spop_frame_type type,
 		      uint32_t flags, uint64_t stream_id, uint64_t frame_id)
 {
-	enum { HDR_MAX = 4 + 1 + 4 + 2 * SPOP_VARINT_MAX_LEN };
-
 	if (!w->overflow)
 		w->frame_start = w->len;
 	/* In place when the longest header fits (every ACK: one per
-	 * NOTIFY); else built aside and appended all or nothing, so that a
+	 * NOTIFY); else laid aside and appended all or nothing, so that a
 	 * header which fits only at its exact size still does. */
-	if (!w->overflow && w->len <= w->cap && w->cap - w->len >= HDR_MAX) {
-		uint8_t *p = w->buf + w->len, *s = p;
-		memset(p, 0, 4); /* the length, filled in by spop_frame_finish */
-		p[4] = (uint8_t)type;
-		put_be32(p + 5, flags);
-		p = spop__varint_put(p + 9, stream_id);
-		p = spop__varint_put(p, frame_id);
-		w->len += (size_t)(p - s);
+	if (!w->overflow && w->len <= w->cap &&
+	    w->cap - w->len >= SPOP_FRAME_HDR_MAX) {
+		uint8_t *p = w->buf + w->len;
+		w->len += (size_t)(frame_hdr_put(p, type, flags, stream_id,
+						 frame_id) - p);
 		return;
 	}
-	uint8_t hdr[HDR_MAX];
-	size_t n = 9;
-	memset(hdr, 0, 4);
-	hdr[4] = (uint8_t)type;
-	put_be32(hdr + 5, flags);
-	n = (size_t)(spop__varint_put(hdr + n, stream_id) - hdr);
-	n = (size_t)(spop__varint_put(hdr + n, frame_id) - hdr);
-	spop_put_bytes(w, hdr, n);
+	uint8_t hdr[SPOP_FRAME_HDR_MAX];
+	spop_put_bytes(w, hdr, (size_t)(frame_hdr_put(hdr, type, flags,
+							stream_id, frame_id) - hdr));
 }
 
 void spop_frame_begin(struct spop_writer *w, uint8_t *buf, size_t cap,
