@@ -1,4 +1,4 @@
-/* slowstart.h - an endpoint slow from its first answers, judged against its alike peers for new keys (docs/policy-v2.md, section 4). */
+/* slowstart.h - an endpoint slow from its first answers, judged against its comparable peers for new keys (docs/policy-v2.md, section 4). */
 #ifndef WARMLANE_CORE_SLOWSTART_H
 #define WARMLANE_CORE_SLOWSTART_H
 
@@ -45,9 +45,23 @@ static inline bool slowstart_alike(const struct slowstart *x, const struct slows
 	return vy * SLOWSTART_ALIKE >= vx && vx * SLOWSTART_ALIKE >= vy;
 }
 
-/* One candidate x judged against its peers: the slowest of the alike
- * ones with SLOWSTART_ANSWERS (slowstart_judge_peer for each other
- * candidate). */
+/* Whether x may be judged against y: alike, or more regular than y. A
+ * server that answers every request alike but slower than peers whose
+ * times vary with the prompt is not one that sends its headers at
+ * admission (those answer faster than any prefill): it is a slow one
+ * whose every answer is cold, or queued (a llama.cpp server of one slot,
+ * 4x the layers: log variance 0.01 against its peers' 0.15, whose cache
+ * hits make theirs bimodal). The other way round stays out: a
+ * prefill-bound x is not judged against peers that send their headers
+ * before prefill. */
+static inline bool slowstart_comparable(const struct slowstart *x, const struct slowstart *y)
+{
+	return slowstart_alike(x, y) || x->var < y->var;
+}
+
+/* One candidate x judged against its peers: the slowest of the
+ * comparable ones with SLOWSTART_ANSWERS (slowstart_judge_peer for each
+ * other candidate). */
 struct slowstart_judge {
 	const struct slowstart *x;
 	double slowest;
@@ -61,14 +75,15 @@ struct slowstart_judge {
 static inline void slowstart_judge_peer(struct slowstart_judge *j, const struct slowstart *y,
 					double ratio)
 {
-	if (y == j->x || y->n < SLOWSTART_ANSWERS || !slowstart_alike(j->x, y) || !(ratio > 0))
+	if (y == j->x || y->n < SLOWSTART_ANSWERS || !slowstart_comparable(j->x, y) ||
+	    !(ratio > 0))
 		return;
 	double m = y->mean + log(ratio);
 	if (j->peers++ == 0 || m > j->slowest)
 		j->slowest = m;
 }
 
-/* Whether j's x is slower than every alike peer by more than tolerance,
+/* Whether j's x is slower than every comparable peer by more than tolerance,
  * with z standard errors of its own mean to spare: its log-mean over the
  * slowest peer's + log(tolerance), and over it by z x sqrt(var / n).
  * Against the slowest alike peer, not a mean or median of all: times to
@@ -76,7 +91,7 @@ static inline void slowstart_judge_peer(struct slowstart_judge *j, const struct 
  * comparable (a vLLM-style server's are a hundredfold under another's),
  * and a fleet of several speeds by design (a small node beside big ones)
  * is not slow from its start; a server slower than all of its kind is.
- * False while x has fewer than SLOWSTART_ANSWERS answers or no alike
+ * False while x has fewer than SLOWSTART_ANSWERS answers or no comparable
  * peer; z <= 0: off. */
 bool slowstart_slow(const struct slowstart_judge *j, double tolerance, double z);
 

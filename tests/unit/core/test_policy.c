@@ -556,7 +556,8 @@ static void answers(struct fx *f, int ep, int64_t base_ms, int n)
 /* 20 new sessions whose first rendezvous choice is endpoint 0 (x), after
  * x answered x_answers times at x_ms and each peer 8 times at peer_ms
  * (prefill-bound: x_ms, peer_ms times the prompt factors; peer_ms
- * negative: a vLLM-style peer, -peer_ms whatever the prompt). Each
+ * negative: a vLLM-style peer, -peer_ms whatever the prompt; x_ms
+ * negative: -x_ms whatever the prompt, every answer cold or queued). Each
  * session answered before the next comes, x at x_ms, the others at
  * |peer_ms|, nothing in flight (the load bound never binds). Returns how
  * many x got; every one placed by the ranking. */
@@ -571,7 +572,11 @@ static int new_keys_to_x(double slow_start, int64_t x_ms, int x_answers, int64_t
 	struct fx f;
 	fx_init(&f, 4, &p);
 	ck_assert_int_eq(f.ep[0], 0);
-	answers(&f, 0, x_ms, x_answers);
+	if (x_ms < 0)
+		for (int i = 0; i < x_answers; i++)
+			ck_assert_int_eq(fx_observe(&f, 0, 200, -x_ms, false, 0, false), 0);
+	else
+		answers(&f, 0, x_ms, x_answers);
 	for (int e = 1; e < 4; e++) {
 		if (peer_ms < 0)
 			for (int i = 0; i < 8; i++)
@@ -585,7 +590,7 @@ static int new_keys_to_x(double slow_start, int64_t x_ms, int x_answers, int64_t
 		struct core_decision d = fx_decide(&f, &r);
 		ck_assert_int_eq(d.reason, CORE_REASON_HASH);
 		got += d.endpoint == 0;
-		ck_assert_int_eq(fx_feedback(&f, &d, 200, d.endpoint == 0 ? x_ms : llabs(peer_ms), false), 0);
+		ck_assert_int_eq(fx_feedback(&f, &d, 200, d.endpoint == 0 ? llabs(x_ms) : llabs(peer_ms), false), 0);
 		core_endpoint_complete(f.c, d.endpoint);
 		f.now += 1000;
 	}
@@ -607,7 +612,7 @@ START_TEST(slow_start_passes_over_new_keys)
 }
 END_TEST
 
-START_TEST(slow_start_judges_alike_peers_only)
+START_TEST(slow_start_judges_comparable_peers_only)
 {
 	/* Twice slower than its peers: within sticky_tolerance (2.5), it
 	 * keeps its share. */
@@ -615,6 +620,12 @@ START_TEST(slow_start_judges_alike_peers_only)
 	/* Peers that send their headers before prefill (vLLM: 5 ms whatever
 	 * the prompt) say nothing of a prefill-bound x 20x over them. */
 	ck_assert_int_eq(new_keys_to_x(2, 100, 8, -5), 20);
+	/* The other way round they compare: an x answering every prompt in
+	 * 1.5 s, alike, beside prefill-bound peers whose cache hits make
+	 * theirs vary (about 200 ms), is slow from its start. */
+	ck_assert_int_eq(new_keys_to_x(2, -1500, 8, 100), 0);
+	/* Within sticky_tolerance of them (400 ms): kept. */
+	ck_assert_int_eq(new_keys_to_x(2, -400, 8, 100), 20);
 }
 END_TEST
 
@@ -641,7 +652,7 @@ static Suite *policy_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("slow start");
 	tcase_add_test(tc, slow_start_passes_over_new_keys);
-	tcase_add_test(tc, slow_start_judges_alike_peers_only);
+	tcase_add_test(tc, slow_start_judges_comparable_peers_only);
 	suite_add_tcase(s, tc);
 	return s;
 }
