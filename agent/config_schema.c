@@ -121,6 +121,8 @@ static const cyaml_schema_field_t policy_fields[] = {
 	STR("session_scope", struct raw_policy, session_scope),
 	CYAML_FIELD_BOOL_PTR("artefact_affinity", OPT, struct raw_policy,
 			     artefact_affinity),
+	CYAML_FIELD_BOOL_PTR("slow_start_leave", OPT, struct raw_policy,
+			     slow_start_leave),
 	STR("mode", struct raw_policy, mode),
 	FLT("tier_spill", struct raw_policy, tier_spill),
 	STR("tier_return", struct raw_policy, tier_return),

@@ -112,6 +112,7 @@ struct raw_policy {
 	char *score_by;
 	char *session_scope;
 	bool *artefact_affinity;
+	bool *slow_start_leave;
 	char *mode;
 };
 

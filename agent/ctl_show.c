@@ -336,6 +336,8 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 				ctl_out_printf(o, "too slow (over sticky_tolerance)\n");
 			else if (!t->entry_bounded)
 				ctl_out_printf(o, "over the load bound\n");
+			else if (!t->entry_start)
+				ctl_out_printf(o, "slow from its start (slow_start_leave)\n");
 			else
 				ctl_out_printf(o, "warm hit\n");
 		}
@@ -424,11 +426,12 @@ static void explain_json(struct ctl_cmd *cmd, const struct core *core,
 		ctl_out_printf(o, "{\"endpoint\":");
 		ctl_out_ep_name(o, core, t->entry_stale ? -1 : t->entry_endpoint, true);
 		ctl_out_printf(o, ",\"idle_ms\":%" PRIu64 ",\"candidate\":%s,\"closed\":%s,"
-			       "\"fast\":%s,\"within_bound\":%s}",
+			       "\"fast\":%s,\"within_bound\":%s,\"start_ok\":%s}",
 			       t->entry_idle_ms, t->entry_candidate ? "true" : "false",
 			       t->entry_closed ? "true" : "false",
 			       t->entry_fast ? "true" : "false",
-			       t->entry_bounded ? "true" : "false");
+			       t->entry_bounded ? "true" : "false",
+			       t->entry_start ? "true" : "false");
 	}
 	ctl_out_printf(o, ",\"ranking\":");
 	if (!t->ranked) {

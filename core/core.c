@@ -108,6 +108,7 @@ int core_create(struct core **out, const struct core_params *p)
 	if (c == NULL)
 		return -ENOMEM;
 	c->p = *p;
+	c->log_tolerance = log(p->sticky_tolerance);
 	owned_init(&c->owned, p->owned_half_life_ms, 0);
 	pool_init(&c->pool);
 	rc = affinity_init(&c->aff, p->affinity_max_entries, p->affinity_ttl_ms);
@@ -181,6 +182,7 @@ int core_set_params(struct core *c, const struct core_params *p)
 	c->owned.half_life_ms = p->owned_half_life_ms > 0 ?
 				(double)p->owned_half_life_ms : 1;
 	c->p = *p;
+	c->log_tolerance = log(p->sticky_tolerance);
 	c->aff.ttl_ms = p->affinity_ttl_ms;
 	c->version++;
 	ewma_moved_all(c);

@@ -89,6 +89,7 @@ struct asked {
 
 struct core {
 	struct core_params p;
+	double log_tolerance; /* log(p.sticky_tolerance): the hit path's */
 	struct pool pool;
 	struct affinity aff;
 	uint64_t version;        /* bumped by anything that changes candidacy */

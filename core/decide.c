@@ -238,6 +238,45 @@ static bool start_ok(const struct core *c, const struct pick *k,
 	return !slowstart_slow(&j, c->p.sticky_tolerance, c->p.slow_start);
 }
 
+/* Whether a key warm on idx stays there by the same judgement
+ * (policy.slow_start_leave). On the hit path: the peer that last showed
+ * idx within tolerance (its witness) is tried first, O(1) while the fleet
+ * is even; only a judgement it fails walks the candidates. */
+static bool start_keeps(struct core *c, const struct pick *k, uint32_t idx)
+{
+	struct pool_endpoint *x = &c->pool.ep[idx];
+	const struct slowstart *s = &x->first[k->kind];
+	if (!c->p.slow_start_leave || c->p.slow_start <= 0 ||
+	    s->n < SLOWSTART_ANSWERS)
+		return true;
+	uint32_t w = x->start_witness[k->kind];
+	if (w != 0 && w - 1 != idx && w - 1 < c->pool.end && view_has(k->v, w - 1)) {
+		const struct pool_endpoint *y = &c->pool.ep[w - 1];
+		const struct slowstart *ys = &y->first[k->kind];
+		double ratio = y->weight * x->inv_weight;
+		if (y->live && ys->n >= SLOWSTART_ANSWERS && slowstart_comparable(s, ys) &&
+		    ratio > 0 &&
+		    s->mean - ys->mean - (ratio == 1 ? 0 : log(ratio)) <= c->log_tolerance)
+			return true;
+	}
+	struct slowstart_judge j = { .x = s };
+	uint32_t slowest = UINT32_MAX;
+	for (uint32_t i = 0; i < k->v->n; i++) {
+		uint32_t yi = k->v->cand[i];
+		const struct pool_endpoint *y = &c->pool.ep[yi];
+		double before = j.slowest;
+		uint32_t peers = j.peers;
+		slowstart_judge_peer(&j, &y->first[k->kind], y->weight * x->inv_weight);
+		if (j.peers > peers && (peers == 0 || j.slowest > before))
+			slowest = yi;
+	}
+	if (slowstart_slow(&j, c->p.sticky_tolerance, c->p.slow_start))
+		return false;
+	x->start_witness[k->kind] =
+		slowest < UINT16_MAX ? (uint16_t)(slowest + 1) : 0;
+	return true;
+}
+
 /* Step 4 with place_choices > 1: the rendezvous ranking of c->items
  * (v->n of them, best at index best) walked until place_choices candidates
  * are healthy and within the load bound; the cheapest of them (p2c_cost),
@@ -344,7 +383,8 @@ static inline bool warm_usable(struct core *c, const struct view *v,
 {
 	struct pool_endpoint *e = &c->pool.ep[idx];
 	return view_has(v, idx) && e->br.state == CORE_BREAKER_CLOSED &&
-	       fast_enough(c, e, k) && within_warm_bound(c, e, k);
+	       fast_enough(c, e, k) && within_warm_bound(c, e, k) &&
+	       start_keeps(c, k, idx);
 }
 
 /* Step 3a, the shared warm hint (docs/peers.md): what becomes of it
@@ -536,8 +576,10 @@ void decide(struct core *c, const struct core_request *req,
 		}
 	}
 	/* 3b. A warm hit: the entry's endpoint can take the request. */
-	if (warm_idx != UINT32_MAX && t != NULL)
+	if (warm_idx != UINT32_MAX && t != NULL) {
 		trace_entry(c, v, warm_idx, &k, t);
+		t->entry_start = start_keeps(c, &k, warm_idx);
+	}
 	if (warm_idx != UINT32_MAX) {
 		/* back to an endpoint that recovered, or a probe of one that
 		 * may have (explore.h) */
@@ -583,10 +625,14 @@ void decide(struct core *c, const struct core_request *req,
 	struct owned_view ov = { .placed = UINT32_MAX }, *o = NULL;
 	/* Requests of a key sent together before its first answer (no
 	 * entry yet) are one key: counted once, never passed over where the
-	 * first of them went, and not moved by place_by_load. */
+	 * first of them went, and not moved by place_by_load. A slot that
+	 * names the key's warm endpoint is its answered placement (feedback
+	 * adds the entry and leaves the slot): that endpoint is being left,
+	 * and is judged as any other. */
 	const struct pending *pd = &c->pending[out->akey & (CORE_PENDING_SLOTS - 1)];
 	if (pd->akey == out->akey && pd->endpoint != 0 &&
-	    pd->endpoint != PENDING_ANY && pool->ep[pd->endpoint - 1].gen == pd->gen)
+	    pd->endpoint != PENDING_ANY && pd->endpoint - 1 != warm_idx &&
+	    pool->ep[pd->endpoint - 1].gen == pd->gen)
 		ov.placed = pd->endpoint - 1;
 	if (c->p.owned_bound >= 0) {
 		o = &ov;

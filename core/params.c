@@ -26,6 +26,7 @@ void core_params_defaults(struct core_params *p)
 		.place_load_z = 1.5,
 		.owned_bound = 0.5,
 		.slow_start = 2,
+		.slow_start_leave = true,
 		.owned_half_life_ms = 150 * 1000,
 		.explore_share = 0.25,
 		.cost_weight_per_ms = 0,

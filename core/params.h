@@ -178,13 +178,21 @@ struct core_params {
 	double owned_bound;                /* 0.5 */
 	/* A key placed by the rendezvous ranking passes over a candidate
 	 * whose times to headers, from its 5th answer on, are over
-	 * sticky_tolerance x those of its alike peers (the same header
-	 * behaviour: slowstart.h) in the log domain, by slow_start standard
+	 * sticky_tolerance x those of its comparable peers (of the same
+	 * header behaviour, or more variable: slowstart.h) in the log domain, by slow_start standard
 	 * errors of its own mean: an endpoint slow from its first request
 	 * has no past of its own to be slower than (the sticky rule) and
 	 * would take its hash's share of new keys until cold_start_samples.
 	 * 0: off. docs/policy-v2.md, section 4. */
 	double slow_start;                 /* 2 */
+	/* The same judgement for a key warm on such an endpoint: it leaves
+	 * (is placed again, as a new key is) instead of staying. Its cache
+	 * there is worth less than the time it loses: the endpoint is
+	 * slower than every comparable peer by more than sticky_tolerance, the
+	 * ratio the sticky rule leaves a warm endpoint at against its own
+	 * past. false: the warm entry is kept (only new keys pass over it).
+	 * docs/policy-v2.md, section 12. */
+	bool slow_start_leave;             /* true */
 	/* About half the affinity TTL: a session older than that has either
 	 * sent its turns or is on its own warm entry. */
 	uint64_t owned_half_life_ms;       /* 150 s */

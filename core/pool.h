@@ -125,6 +125,9 @@ struct pool_endpoint {
 	 * next normal end of a stream whose feedback did count would count
 	 * again as a success, which is harmless. */
 	uint32_t provisional;
+	/* Per kind, slot + 1 of the comparable peer that last showed it within
+	 * sticky_tolerance of its peers (start_keeps in decide.c); 0 none. */
+	uint16_t start_witness[CORE_KIND_COUNT];
 
 	/* Line 4. */
 	uint64_t outcomes[CORE_OUTCOME_COUNT];

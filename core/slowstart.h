@@ -1,4 +1,4 @@
-/* slowstart.h - an endpoint slow from its first answers, judged against its comparable peers for new keys (docs/policy-v2.md, section 4). */
+/* slowstart.h - an endpoint slow from its first answers, judged against its comparable peers for new keys and warm ones (docs/policy-v2.md, sections 4 and 12). */
 #ifndef WARMLANE_CORE_SLOWSTART_H
 #define WARMLANE_CORE_SLOWSTART_H
 

@@ -67,6 +67,7 @@ struct core_trace {
 	uint64_t entry_idle_ms;
 	bool entry_stale;          /* its endpoint was removed since */
 	bool entry_candidate, entry_closed, entry_fast, entry_bounded;
+	bool entry_start;         /* not slow from its start (slow_start_leave) */
 	/* Step 4. */
 	bool ranked;
 	uint32_t n_rank;

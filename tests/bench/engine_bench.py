@@ -106,6 +106,7 @@ def run_one(llama, models, policy, case, plan, log):
             fleet.start()
             env.use_fleet(fleet)
             if policy == "warmlane":
+                env.policy.update(plan["policy"])
                 env.start_agent()
             env.start_haproxy(h.haproxy_binary("2.6")[0])
             env.wait_backends_up(timeout=30)
@@ -164,10 +165,14 @@ def main():
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a policy: line of warmlane's config (repeatable)")
     a = ap.parse_args()
+    sets = dict(kv.split("=", 1) for kv in a.set)
     plan = dict(conversations=a.conversations, turns=a.turns, concurrency=a.concurrency,
                 parallel=a.parallel, cache_ram=a.cache_ram, system_chars=a.system_chars,
-                user_chars=a.user_chars, max_tokens=a.max_tokens, seed=a.seed)
+                user_chars=a.user_chars, max_tokens=a.max_tokens, seed=a.seed,
+                policy=sets)
     t0 = time.monotonic()
     llama = lf.fetch(a.engine_dir)
     if llama is None:

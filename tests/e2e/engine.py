@@ -2,7 +2,7 @@
 """warmlane with real inference engines: llama.cpp's llama-server behind real
 HAProxy, driven by the official OpenAI Node client (tests/engine).
 
-Usage: engine.py 2.6|3.2 engine
+Usage: engine.py 2.6|3.2 engine|slow
 Four llama-servers (one thread, one slot, a small host-memory prompt cache
 each: tests/engine/llamafleet.py says why one slot) serve a tiny random-weight model (tests/engine/mkmodel.py); HAProxy
 runs the example config of its version with warmlane; the driver
@@ -22,6 +22,9 @@ engine's real previous reply. Phases, each asserting behaviour only:
   leastconn the affinity phase's traffic on a cold fleet with the agent
             stopped (HAProxy's leastconn): its cached share is printed next
             to warmlane's, not asserted.
+
+Usage: engine.py 2.6|3.2 slow: one server slow from its first request
+(see slow()): its conversations leave it once it is judged.
 
 Set-up: tests/engine/fetch-llama.sh into <build>/engine (tests/run.sh runs
 it first; here it costs one line when done) and `npm ci` of the driver.
@@ -334,7 +337,79 @@ def agent_sees_up(env, name):
     return False
 
 
-SCENARIOS = {"engine": engine}
+def answered(recs, server, stream):
+    """End times (driver clock, ms) of server's successful answers of one
+    kind (streamed or not: the core judges each kind apart), in order."""
+    return sorted(r["t0"] + r["total_ms"] for r in recs
+                  if r["served"] == server and r["error"] is None and r["stream"] == stream)
+
+
+def slow(binary, version):
+    """Issue 12, a server slow from its first request on a real fleet:
+    four llama-servers, e4 running a model with 4x the layers (about 5-10x
+    slower to its first token than its peers, every answer of it cold);
+    24 conversations of 4 turns from 4 clients, so that the first turns
+    are all placed by hash before e4 has answered 5 times. Once e4 and
+    one peer have 5 answers of a kind (policy.slow_start, the core's
+    statistics per kind), a conversation on e4 leaves it at its next turn
+    of that kind (policy.slow_start_leave): at most one such turn may
+    stay (an answer whose log line the agent has not read yet). Counts,
+    not times; TTFT printed. WARMLANE_SLOW_START_LEAVE=false: the rule off
+    (they all stay)."""
+    llama, _model = setup()
+    folder = os.environ.get("WARMLANE_ENGINE_DIR") or os.path.join(
+        h.source_root(), "build", "engine")
+    victim = "e4"
+    models = [lf.model(folder)] * 3 + [lf.model(folder, layers=8)]
+    fleet = lf.Fleet(llama, models[0], n=4, parallel=1, cache_ram=64, threads=1,
+                     ctx=16384, models=models)
+    pol = {}
+    if os.environ.get("WARMLANE_SLOW_START_LEAVE"):
+        pol["slow_start_leave"] = os.environ["WARMLANE_SLOW_START_LEAVE"]
+    with EngineEnv("engineslow", version, policy=pol) as env:
+        try:
+            log(f"# fleet of 4 llama-servers ({victim} 4x the layers) up in "
+                f"{fleet.start():.2f}s")
+            env.use_fleet(fleet)
+            env.start_agent()
+            env.start_haproxy(binary)
+            env.wait_backends_up(timeout=20)
+            env.wait_agent(up=True)
+            recs = drive(env, dict(conversations=24, turns=4, seed=5, user_chars=400),
+                         "slow")
+        finally:
+            fleet.stop()
+    report(recs, f"warmlane, {victim} slow from the start")
+    assert_ok(recs, "slow")
+    peers = [f"e{i}" for i in range(1, 4)]
+    judged = {}
+    for stream in (False, True):
+        mine = answered(recs, victim, stream)
+        theirs = [a[4] for a in (answered(recs, p, stream) for p in peers) if len(a) >= 5]
+        if len(mine) >= 5 and theirs:
+            judged[stream] = max(mine[4], min(theirs))
+    if not judged:
+        raise AssertionError(f"slow: {victim} and its peers never had 5 answers of a kind")
+    stayed, left = [], []
+    for r in recs:
+        at = judged.get(r["stream"])
+        if r["turn"] == 1 or r["prev_served"] != victim or at is None or r["t0"] < at:
+            continue
+        (stayed if r["served"] == victim else left).append(r)
+    ttft = {s: pct([r["ttft_ms"] for r in recs if r["served"] == s], 0.5) for s in peers + [victim]}
+    log(f"slow: judged from {', '.join(f'{k}: {v / 1000:.1f}s' for k, v in ((('stream' if s else 'plain'), t) for s, t in sorted(judged.items())))}; "
+        f"later turns from {victim} after it: {len(left)} left, {len(stayed)} stayed "
+        f"{[(r['conv'], r['turn'], r['reason']) for r in stayed]}; TTFT p50 by server "
+        f"{', '.join(f'{k} {v:.0f} ms' for k, v in ttft.items())} (printed)")
+    if len(left) + len(stayed) < 3:
+        raise AssertionError(f"slow: only {len(left) + len(stayed)} later turns of {victim}'s "
+                             "conversations came after it was judged: the test says nothing")
+    if len(stayed) > 1:
+        raise AssertionError(f"slow: {len(stayed)} of {len(stayed) + len(left)} later turns "
+                             f"stayed on {victim}, slow from its start, after it was judged")
+
+
+SCENARIOS = {"engine": engine, "slow": slow}
 
 if __name__ == "__main__":
     sys.exit(h.main(SCENARIOS))

@@ -134,6 +134,8 @@ static void *wl_create(const struct sim_policy_env *env)
 		p.load_floor = (uint32_t)d;
 	if (sim_policy_param(env, "warm_slack", &d) == 1)
 		p.warm_slack = (uint32_t)d;
+	if (sim_policy_param(env, "slow_start_leave", &d) == 1)
+		p.slow_start_leave = d != 0;
 	if (sim_policy_param(env, "slow_run", &d) == 1)
 		p.slow_run = (uint32_t)d;
 	if (sim_policy_param(env, "score_by", &d) == 1)
@@ -260,6 +262,8 @@ static const char *wl_detail(const struct core_trace *t)
 		return "moved-slow";
 	if (!t->entry_bounded)
 		return "moved-bound";
+	if (!t->entry_start)
+		return "moved-slowstart";
 	return "moved-explore";
 }
 

@@ -8,6 +8,7 @@
 
 #include "core.h"
 #include "fixture.h"
+#include "trace.h"
 
 /* A key whose first rendezvous choice, on an idle twin of f's pool, is ep
  * (searched from session hash from upwards). */
@@ -629,6 +630,87 @@ START_TEST(slow_start_judges_comparable_peers_only)
 }
 END_TEST
 
+/* n sessions (at most 4) whose rendezvous choice is endpoint 0 (x),
+ * placed there before x answered anything and answered at x_ms x the
+ * prompt factors, then x's more answers (8 in all) and each peer's 8 at
+ * peer_ms x the same factors. Returns how many of their second turns
+ * stay on x (a warm hit; one placed there again fails the test). */
+static int warm_turns_stay_on(bool leave, int64_t x_ms, int64_t peer_ms, int n,
+			      double owned_bound)
+{
+	uint64_t keys[4];
+	sessions_homed_on(0, keys, 4);
+	struct core_params p;
+	core_params_defaults(&p);
+	p.owned_bound = owned_bound;
+	p.slow_start_leave = leave;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	ck_assert_int_eq(f.ep[0], 0);
+	for (int i = 0; i < n; i++) {
+		struct core_request r = fx_session(keys[i]);
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_eq(d.endpoint, 0);
+		ck_assert_int_eq(fx_feedback(&f, &d, 200, x_ms * prompt_factor[i], false), 0);
+		core_endpoint_complete(f.c, d.endpoint);
+		f.now += 1000;
+	}
+	for (int i = n; i < 8; i++)
+		ck_assert_int_eq(fx_observe(&f, 0, 200, x_ms * prompt_factor[i],
+					    false, 0, false), 0);
+	for (int e = 1; e < 4; e++)
+		answers(&f, f.ep[e], peer_ms, 8);
+	int stayed = 0;
+	for (int i = 0; i < n; i++) {
+		struct core_request r = fx_session(keys[i]);
+		/* explain names the rule (warmlanectl explain: "slow from
+		 * its start") and decides as the decision does */
+		static struct core_trace t;
+		struct core_rng copy = f.rng;
+		struct core_decision e;
+		ck_assert_int_eq(core_explain(f.c, &r, f.now, &copy, &e, &t), 0);
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_eq(e.endpoint, d.endpoint);
+		ck_assert(t.entry && t.entry_endpoint == 0 && t.entry_bounded);
+		ck_assert(t.entry_start == (d.endpoint == 0));
+		if (d.endpoint == 0) {
+			ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+			stayed++;
+		} else {
+			ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+		}
+		ck_assert_int_eq(fx_feedback(&f, &d, 200, d.endpoint == 0 ? x_ms : peer_ms, false), 0);
+		core_endpoint_complete(f.c, d.endpoint);
+		f.now += 1000;
+	}
+	fx_finish(&f);
+	return stayed;
+}
+
+static int warm_turns_stay_on_x(bool leave, int64_t x_ms, int64_t peer_ms)
+{
+	return warm_turns_stay_on(leave, x_ms, peer_ms, 4, -1);
+}
+
+START_TEST(slow_start_leave_moves_warm_keys)
+{
+	/* x 5x slower than every peer from its first answer: with the rule,
+	 * the sessions it took before it was judged leave it at their next
+	 * turn; without it they stay (its own past is as slow: the sticky
+	 * rule keeps them). */
+	ck_assert_int_eq(warm_turns_stay_on_x(true, 500, 100), 0);
+	ck_assert_int_eq(warm_turns_stay_on_x(false, 500, 100), 4);
+	/* Twice slower, within sticky_tolerance: they stay. */
+	ck_assert_int_eq(warm_turns_stay_on_x(true, 200, 100), 4);
+	/* As fast as its peers: they stay (the witness's path). */
+	ck_assert_int_eq(warm_turns_stay_on_x(true, 100, 100), 4);
+	/* With owned_bound on, one session: its first placement, answered,
+	 * is no longer an unanswered one that step 4 keeps where it went
+	 * (its pending slot stayed after the answer: it stayed on x). */
+	ck_assert_int_eq(warm_turns_stay_on(true, 500, 100, 1, 0.5), 0);
+}
+END_TEST
+
 static Suite *policy_suite(void)
 {
 	Suite *s = suite_create("core-policy");
@@ -653,6 +735,7 @@ static Suite *policy_suite(void)
 	tc = tcase_create("slow start");
 	tcase_add_test(tc, slow_start_passes_over_new_keys);
 	tcase_add_test(tc, slow_start_judges_comparable_peers_only);
+	tcase_add_test(tc, slow_start_leave_moves_warm_keys);
 	suite_add_tcase(s, tc);
 	return s;
 }
