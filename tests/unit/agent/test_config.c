@@ -447,6 +447,26 @@ START_TEST(key_probe_section)
 }
 END_TEST
 
+/* policy.slow_start_leave: on by default, off when set, the default
+ * again on a reload without it; a non-boolean refused at its line:col. */
+START_TEST(slow_start_leave_field)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert(cfg.params.slow_start_leave);
+	ck_assert_int_eq(load(&cfg, "policy: {slow_start_leave: false}\n"
+				    "endpoints: [{backend: b, server: s1}]\n"), 0);
+	ck_assert(!cfg.params.slow_start_leave);
+	ck_assert_int_eq(load(&cfg, "endpoints: [{backend: b, server: s1}]\n"), 0);
+	ck_assert(cfg.params.slow_start_leave);
+	ck_assert_int_eq(load(&cfg, "policy:\n  slow_start_leave: maybe\n"
+				    "endpoints: [{backend: b, server: s1}]\n"), -EINVAL);
+	ck_assert_str_eq(err, "t.yaml:2:21: policy.slow_start_leave: \"maybe\" is not a boolean\n");
+	ck_assert(cfg.params.slow_start_leave);
+	config_finish(&cfg);
+}
+END_TEST
+
 /* engine and endpoints[].engine_metrics: defaults, values, what is
  * refused, at its line:col. */
 START_TEST(engine_section)
@@ -998,6 +1018,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, syntax_error_alone);
 	tcase_add_test(tc, key_probe_section);
 	tcase_add_test(tc, engine_section);
+	tcase_add_test(tc, slow_start_leave_field);
 	tcase_add_test(tc, command_socket_section);
 	tcase_add_test(tc, semantic_cooldown_order);
 	tcase_add_test(tc, connection_limits);
