@@ -219,29 +219,45 @@ static inline bool owned_ok(const struct core *c, const struct owned_view *o,
 			   o->inc);
 }
 
+/* Whether idx is slow from its first answers against the decision's
+ * other candidates (slowstart.h), O(candidates); *slowest gets the
+ * comparable peer it was judged against, UINT32_MAX if none. */
+static bool slow_from_start(const struct core *c, const struct pick *k,
+			    uint32_t idx, uint32_t *slowest)
+{
+	const struct pool_endpoint *x = &c->pool.ep[idx];
+	struct slowstart_judge j = { .x = &x->first[k->kind] };
+	*slowest = UINT32_MAX;
+	for (uint32_t i = 0; i < k->v->n; i++) {
+		uint32_t yi = k->v->cand[i];
+		const struct pool_endpoint *y = &c->pool.ep[yi];
+		uint32_t peers = j.peers;
+		double before = j.slowest;
+		slowstart_judge_peer(&j, &y->first[k->kind], y->weight * x->inv_weight);
+		if (j.peers > peers && (peers == 0 || j.slowest > before))
+			*slowest = yi;
+	}
+	return slowstart_slow(&j, c->p.sticky_tolerance, c->p.slow_start);
+}
+
 /* Whether idx may take a key placed by the ranking for its speed from its
- * first answers against the other candidates' (policy.slow_start,
- * slowstart.h): O(candidates) when it has answered enough. A key's
- * unconfirmed placement is kept, as owned_ok keeps it. */
+ * first answers (policy.slow_start). A key's unconfirmed placement is
+ * kept, as owned_ok keeps it. */
 static bool start_ok(const struct core *c, const struct pick *k,
 		     const struct owned_view *o, uint32_t idx)
 {
-	struct slowstart_judge j = { .x = &c->pool.ep[idx].first[k->kind] };
-	if (c->p.slow_start <= 0 || j.x->n < SLOWSTART_ANSWERS ||
-	    (o != NULL && idx == o->placed))
-		return true;
-	const struct pool_endpoint *x = &c->pool.ep[idx];
-	for (uint32_t i = 0; i < k->v->n; i++) {
-		const struct pool_endpoint *y = &c->pool.ep[k->v->cand[i]];
-		slowstart_judge_peer(&j, &y->first[k->kind], y->weight * x->inv_weight);
-	}
-	return !slowstart_slow(&j, c->p.sticky_tolerance, c->p.slow_start);
+	uint32_t slowest;
+	return c->p.slow_start <= 0 ||
+	       c->pool.ep[idx].first[k->kind].n < SLOWSTART_ANSWERS ||
+	       (o != NULL && idx == o->placed) ||
+	       !slow_from_start(c, k, idx, &slowest);
 }
 
 /* Whether a key warm on idx stays there by the same judgement
- * (policy.slow_start_leave). On the hit path: the peer that last showed
- * idx within tolerance (its witness) is tried first, O(1) while the fleet
- * is even; only a judgement it fails walks the candidates. */
+ * (policy.slow_start_leave). On the hit path the peer it was last judged
+ * against (its witness: the slowest comparable one, which showed it
+ * within tolerance) is tried first, O(1) while the fleet is even; only a
+ * judgement it fails walks the candidates. */
 static bool start_keeps(struct core *c, const struct pick *k, uint32_t idx)
 {
 	struct pool_endpoint *x = &c->pool.ep[idx];
@@ -259,18 +275,8 @@ static bool start_keeps(struct core *c, const struct pick *k, uint32_t idx)
 		    s->mean - ys->mean - (ratio == 1 ? 0 : log(ratio)) <= c->log_tolerance)
 			return true;
 	}
-	struct slowstart_judge j = { .x = s };
-	uint32_t slowest = UINT32_MAX;
-	for (uint32_t i = 0; i < k->v->n; i++) {
-		uint32_t yi = k->v->cand[i];
-		const struct pool_endpoint *y = &c->pool.ep[yi];
-		double before = j.slowest;
-		uint32_t peers = j.peers;
-		slowstart_judge_peer(&j, &y->first[k->kind], y->weight * x->inv_weight);
-		if (j.peers > peers && (peers == 0 || j.slowest > before))
-			slowest = yi;
-	}
-	if (slowstart_slow(&j, c->p.sticky_tolerance, c->p.slow_start))
+	uint32_t slowest;
+	if (slow_from_start(c, k, idx, &slowest))
 		return false;
 	x->start_witness[k->kind] =
 		slowest < UINT16_MAX ? (uint16_t)(slowest + 1) : 0;
