@@ -245,6 +245,10 @@ struct core_endpoint_config {
 	size_t n_models;
 	double weight;                /* > 0 (config default 1) */
 	double cost_per_mtok;         /* >= 0 */
+	/* Requests the engine runs at once (llama.cpp's --parallel, vLLM's
+	 * max_num_seqs); more wait in its queue. 0: unknown
+	 * (policy.place_slots). */
+	uint32_t slots;
 	bool disabled;                /* excluded by config */
 	unsigned tier;                /* 1..CORE_TIER_MAX; 0: 1 */
 };
@@ -256,6 +260,7 @@ struct core_endpoint_info {
 	const char *key_id;
 	double weight;
 	double cost_per_mtok;
+	uint32_t slots;                      /* 0: unknown */
 	bool disabled;
 	unsigned tier;                       /* 1..CORE_TIER_MAX */
 	enum core_admin admin;

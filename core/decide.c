@@ -341,24 +341,28 @@ static inline bool trusted_idle(const struct core *c, const struct pool_endpoint
 	return fail == 0;
 }
 
-/* policy.place_load_z (params.h): the new key's rendezvous choice x
- * (items[0, n) the ranking, intact), or the best ranked candidate whose
- * load is lower than x's by more than place_load_z standard deviations of
- * both counts' noise, if it can take the key as x could. The first
- * clearly lighter in the key's own order, not the least loaded: agents
- * whose views differ by noise still pick the same one. A key with
- * requests placed before its first answer (placed: its endpoint, else
- * UINT32_MAX) keeps the rendezvous choice: moving its next request too
- * would split it, and sending it after the first whatever the load cost
- * independent agents their agreement (Mooncake, 4 agents 0.2961 ->
- * 0.2945). */
-static uint32_t place_by_load(struct core *c, const struct pick *k,
-			      const struct owned_view *o, uint32_t placed,
-			      uint32_t x, uint32_t n, uint64_t now_ms,
-			      struct core_trace *t)
+/* Whether e runs as many requests as it has slots (policy.place_slots):
+ * never when its slots are unknown. */
+static inline bool slots_busy(const struct pool_endpoint *e)
 {
-	if (placed != UINT32_MAX)
-		return x;
+	return e->slots > 0 && e->in_flight >= e->slots;
+}
+
+/* Whether e has a slot free: below its slots, or, unknown, none in
+ * flight. */
+static inline bool slot_free(const struct pool_endpoint *e)
+{
+	return e->slots > 0 ? e->in_flight < e->slots : e->in_flight == 0;
+}
+
+/* policy.place_load_z (params.h): the best ranked candidate (index in
+ * items[0, n)) whose load is lower than x's by more than place_load_z
+ * standard deviations of both counts' noise, UINT32_MAX if none. The
+ * first clearly lighter in the key's own order, not the least loaded:
+ * agents whose views differ by noise still pick the same one. */
+static uint32_t lighter(const struct core *c, uint32_t x, uint32_t n,
+			uint64_t now_ms)
+{
 	double vx, lx = new_load(&c->pool.ep[x], &vx);
 	double z2 = c->p.place_load_z * c->p.place_load_z;
 	uint32_t y = UINT32_MAX;
@@ -371,14 +375,54 @@ static uint32_t place_by_load(struct core *c, const struct pick *k,
 		if (y == UINT32_MAX || rdv_before(&c->items[i], &c->items[y]))
 			y = i;
 	}
+	return y;
+}
+
+/* policy.place_slots (params.h): the best ranked candidate with a slot
+ * free (index in items[0, n)), UINT32_MAX if none. */
+static uint32_t free_slot(const struct core *c, uint32_t n, uint64_t now_ms)
+{
+	uint32_t y = UINT32_MAX;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct pool_endpoint *e = &c->pool.ep[c->items[i].endpoint];
+		if (!slot_free(e) || !trusted_idle(c, e, now_ms))
+			continue;
+		if (y == UINT32_MAX || rdv_before(&c->items[i], &c->items[y]))
+			y = i;
+	}
+	return y;
+}
+
+/* A new key's endpoint: its rendezvous choice x (items[0, n) the
+ * ranking, intact), or another by load (place_load_z), else by slots
+ * (place_slots), if it can take the key as x could. A key with requests
+ * placed before its first answer (placed: its endpoint, else UINT32_MAX)
+ * keeps the rendezvous choice: moving its next request too would split
+ * it, and sending it after the first whatever the load cost independent
+ * agents their agreement (Mooncake, 4 agents 0.2961 -> 0.2945). */
+static uint32_t place_by_load(struct core *c, const struct pick *k,
+			      const struct owned_view *o, uint32_t placed,
+			      uint32_t x, uint32_t n, uint64_t now_ms,
+			      struct core_trace *t)
+{
+	if (placed != UINT32_MAX)
+		return x;
+	bool by_slots = false;
+	uint32_t y = c->p.place_load_z > 0 ? lighter(c, x, n, now_ms) : UINT32_MAX;
+	if (y == UINT32_MAX && c->p.place_slots && slots_busy(&c->pool.ep[x])) {
+		y = free_slot(c, n, now_ms);
+		by_slots = true;
+	}
 	if (y == UINT32_MAX)
 		return x;
 	y = c->items[y].endpoint;
 	if (!placeable(c, y, k, now_ms, t) || !owned_ok(c, o, y) ||
 	    !start_ok(c, k, o, y))
 		return x;
-	if (t != NULL)
-		t->by_load = true;
+	if (t != NULL) {
+		t->by_load = !by_slots;
+		t->by_slots = by_slots;
+	}
 	return y;
 }
 
@@ -682,8 +726,7 @@ void decide(struct core *c, const struct core_request *req,
 			if (owned_ok(c, o, it.endpoint) &&
 			    start_ok(c, &k, o, it.endpoint)) {
 				/* a new key: by load if clearly lighter */
-				uint32_t x = c->p.place_load_z > 0 &&
-					     warm_idx == UINT32_MAX ?
+				uint32_t x = warm_idx == UINT32_MAX ?
 					     place_by_load(c, &k, o, ov.placed,
 							   it.endpoint, v->n, now_ms, t) :
 					     it.endpoint;

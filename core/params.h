@@ -159,6 +159,19 @@ struct core_params {
 	 * with the counts, so that a busier view needs a larger gap. 0: off
 	 * (the rendezvous choice below the bound). */
 	double place_load_z;               /* 1.5 */
+	/* A new key whose choice X (after place_load_z) has every slot busy
+	 * (in flight >= its configured slots, core_endpoint_config.slots)
+	 * goes instead to the first candidate in the key's rendezvous order
+	 * with a slot free (in flight below its slots, or none in flight
+	 * where its slots are unknown), one not left as slow, fit and within
+	 * the bounds as X. On X the key's cold prefill would wait for a whole
+	 * request to end; on the free slot it starts now. The counting noise
+	 * place_load_z allows for cannot tell a busy one-slot engine (1 in
+	 * flight) from an idle one (0): this rule needs no statistics, only
+	 * the engine's size, and agents that see the same counts still pick
+	 * the same candidate (docs/policy-v2.md, section 13). Endpoints
+	 * without slots are never left by it. false: off. */
+	bool place_slots;                  /* true */
 	/* A key placed by the rendezvous ranking (no usable warm entry)
 	 * passes over candidates that already own more than (1 + owned_bound)
 	 * x their weight's part of the keys the candidates were given, plus

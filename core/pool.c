@@ -261,6 +261,7 @@ static void apply_meta(struct pool_endpoint *e,
 	e->weight = cfg->weight;
 	e->inv_weight = 1.0 / cfg->weight;
 	e->cost_per_mtok = cfg->cost_per_mtok;
+	e->slots = cfg->slots;
 	e->disabled = cfg->disabled;
 	e->tier = (uint8_t)(cfg->tier > 0 ? cfg->tier : 1);
 	e->all_models = cfg->n_models == 0;

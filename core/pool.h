@@ -143,6 +143,8 @@ struct pool_endpoint {
 	uint64_t rdv_seed;      /* from the names: equal in every agent */
 	double owned;           /* keys placed on it, decayed (owned.h) */
 	double cost_per_mtok;
+	uint32_t slots;         /* requests it runs at once; 0 unknown
+				 * (core_endpoint_config.slots) */
 	uint64_t models[POOL_MODEL_WORDS];
 
 	/* The slow-run detector's run (learn.c, queue_judge). */

@@ -1367,6 +1367,115 @@ START_TEST(place_load_new_keys_off_clearly_busier)
 }
 END_TEST
 
+/* A new key r on a pool of 4 named as fx_init's, each with slots[i]
+ * slots, the load bound out of the way (load_floor 1000), x holding
+ * x_load requests, y y_load and one failure in its breaker window when
+ * y_failed: where it goes with place_slots on. */
+static int place_slots_decide(const struct core_request *r, bool on,
+			      const uint32_t slots[4], int x, uint32_t x_load,
+			      int y, uint32_t y_load, bool y_failed)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.owned_bound = -1;
+	p.explore_share = 0;
+	p.load_floor = 1000;
+	p.place_slots = on;
+	struct fx f;
+	fx_init(&f, 0, &p);
+	for (int i = 0; i < 4; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "s%d", i);
+		struct core_endpoint_config cfg = {
+			.backend = "be", .server = name, .weight = 1,
+			.slots = slots[i],
+		};
+		f.ep[i] = core_endpoint_add(f.c, &cfg, f.now);
+		ck_assert_int_eq(f.ep[i], i);
+		ck_assert_uint_eq(fx_info(&f, i).slots, slots[i]);
+	}
+	f.n = 4;
+	if (y_failed)
+		fx_observe(&f, y, 500, 10, false, 0, false);
+	core_endpoint_sync(f.c, x, CORE_ADMIN_ENABLED, x_load, f.now);
+	core_endpoint_sync(f.c, y, CORE_ADMIN_ENABLED, y_load, f.now);
+	/* explain names the rule whenever the key left x: 1 in flight
+	 * against 0 is within place_load_z's noise */
+	struct core_trace t;
+	struct core_rng copy = f.rng;
+	struct core_decision e;
+	ck_assert_int_eq(core_explain(f.c, r, f.now, &copy, &e, &t), 0);
+	ck_assert(!t.by_load);
+	ck_assert_int_eq(t.by_slots, e.endpoint != x);
+	struct core_decision d = fx_decide(&f, r);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	ck_assert_int_eq(d.endpoint, e.endpoint);
+	fx_finish(&f);
+	return d.endpoint;
+}
+
+START_TEST(place_slots_new_keys_to_a_free_slot)
+{
+	/* For each of 100 new keys: its first three rendezvous choices x, y,
+	 * z on one-slot endpoints. x busy (1 in flight, within place_load_z's
+	 * noise of an idle one) sends it to y, the best ranked with its slot
+	 * free; y busy too, to z; y with a failure in its breaker window is
+	 * not trusted as free (a fast-failing server looks idle): z. x with
+	 * a slot of two free, x's slots unknown, or the rule off: x. A
+	 * candidate whose slots are unknown is free with nothing in flight. */
+	static const uint32_t one[4] = { 1, 1, 1, 1 };
+	static const uint32_t none[4] = { 0, 0, 0, 0 };
+	for (uint64_t key = 1; key <= 100; key++) {
+		struct core_request r = fx_session(key * 0x9e3779b97f4a7c15ull);
+		int x, y, z;
+		first_three_choices(&r, &x, &y, &z);
+		uint32_t two[4] = { 1, 1, 1, 1 }, x_only[4] = { 0, 0, 0, 0 };
+		two[x] = 2;
+		x_only[x] = 1;
+
+		ck_assert_int_eq(place_slots_decide(&r, true, one, x, 1, y, 0, false), y);
+		ck_assert_int_eq(place_slots_decide(&r, true, one, x, 1, y, 1, false), z);
+		ck_assert_int_eq(place_slots_decide(&r, true, one, x, 1, y, 0, true), z);
+		ck_assert_int_eq(place_slots_decide(&r, true, two, x, 1, y, 0, false), x);
+		ck_assert_int_eq(place_slots_decide(&r, true, none, x, 1, y, 0, false), x);
+		ck_assert_int_eq(place_slots_decide(&r, false, one, x, 1, y, 0, false), x);
+		ck_assert_int_eq(place_slots_decide(&r, true, x_only, x, 1, y, 0, false), y);
+		ck_assert_int_eq(place_slots_decide(&r, true, x_only, x, 1, y, 1, false), z);
+	}
+}
+END_TEST
+
+START_TEST(place_slots_keeps_warm_keys)
+{
+	/* A key warm on a one-slot endpoint stays there while its slot is
+	 * busy: the cache it would leave costs more than the wait. */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.explore_share = 0;
+	p.load_floor = 1000;
+	struct fx f;
+	fx_init(&f, 0, &p);
+	for (int i = 0; i < 4; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "s%d", i);
+		struct core_endpoint_config cfg = {
+			.backend = "be", .server = name, .weight = 1, .slots = 1,
+		};
+		f.ep[i] = core_endpoint_add(f.c, &cfg, f.now);
+	}
+	f.n = 4;
+	struct core_request r = fx_session(77);
+	struct core_decision d = fx_decide(&f, &r);
+	fx_feedback(&f, &d, 200, 50, false);
+	core_endpoint_complete(f.c, d.endpoint);
+	core_endpoint_sync(f.c, d.endpoint, CORE_ADMIN_ENABLED, 1, f.now);
+	struct core_decision e = fx_decide(&f, &r);
+	ck_assert_int_eq(e.reason, CORE_REASON_AFFINITY);
+	ck_assert_int_eq(e.endpoint, d.endpoint);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(place_load_keeps_warm_keys)
 {
 	/* A key with a warm entry on x stays there with x busier by far (the
@@ -2350,6 +2459,7 @@ START_TEST(defaults_match_architecture)
 	ck_assert_int_eq(p.score_by, CORE_SCORE_BOTH);
 	ck_assert_double_eq(p.load_factor, 1.5);
 	ck_assert_double_eq(p.cost_weight_per_ms, 0);
+	ck_assert(p.place_slots);
 	ck_assert_uint_eq(p.breaker_window_ms, 10000);
 	ck_assert_uint_eq(p.breaker_min_requests, 5);
 	ck_assert_double_eq(p.breaker_failure_ratio, 0.5);
@@ -2639,6 +2749,8 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, place_choices_cheapest_of_first_n);
 	tcase_add_test(tc, place_load_new_keys_off_clearly_busier);
 	tcase_add_test(tc, place_load_keeps_warm_keys);
+	tcase_add_test(tc, place_slots_new_keys_to_a_free_slot);
+	tcase_add_test(tc, place_slots_keeps_warm_keys);
 	tcase_add_test(tc, spill_when_all_hashed_choices_fail);
 	tcase_add_test(tc, p2c_spreads_without_identity);
 	tcase_add_test(tc, p2c_prefers_fast_and_cheap);
