@@ -89,6 +89,7 @@ struct config_endpoint {
 	size_t n_models;
 	double weight;        /* > 0, default 1 */
 	double cost_per_mtok; /* >= 0, default 0 */
+	uint32_t slots;       /* requests its engine runs at once; 0 unknown */
 	char **keys;          /* upstream key ids; the first is used */
 	size_t n_keys;
 	char *engine_metrics; /* http:// URL of the engine's /metrics; NULL: none */

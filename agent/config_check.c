@@ -225,6 +225,9 @@ static void check_endpoints(struct config_check *s,
 		snprintf(path, sizeof(path), "%s.cost_per_mtok", base);
 		config_check_double(s, path, re->cost_per_mtok, 0, true, 1e9,
 				    &ep->cost_per_mtok);
+		/* 0: unknown (core_endpoint_config.slots) */
+		snprintf(path, sizeof(path), "%s.slots", base);
+		config_check_u32(s, path, re->slots, 0, 1000000, &ep->slots);
 		static const char *const urls[] = { "engine_metrics", "engine_info" };
 		char *const *uvals[] = { &re->engine_metrics, &re->engine_info };
 		char **udsts[] = { &ep->engine_metrics, &ep->engine_info };

@@ -178,6 +178,8 @@ void config_check_policy(struct config_check *s, const struct raw_policy *rp,
 		p->artefact_affinity = *rp->artefact_affinity;
 	if (rp->slow_start_leave != NULL)
 		p->slow_start_leave = *rp->slow_start_leave;
+	if (rp->place_slots != NULL)
+		p->place_slots = *rp->place_slots;
 	if (check_enum(s, "policy.session_scope", rp->session_scope,
 		       CORE_SESSION_SCOPE_COUNT, scope_name, "global, caller",
 		       &k))

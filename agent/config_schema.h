@@ -113,6 +113,7 @@ struct raw_policy {
 	char *session_scope;
 	bool *artefact_affinity;
 	bool *slow_start_leave;
+	bool *place_slots;
 	char *mode;
 };
 
@@ -123,6 +124,7 @@ struct raw_endpoint {
 	unsigned models_count;
 	double *weight;
 	double *cost_per_mtok;
+	double *slots;
 	char **keys;
 	unsigned keys_count;
 	char *engine_metrics;

@@ -114,10 +114,10 @@ void ctl_cmd_show_endpoints(struct ctl_cmd *cmd)
 			ctl_out_json_cstr(o, in.key_id);
 			ctl_out_printf(o, ",\"admin\":\"%s\",\"view\":\"%s\",\"breaker\":\"%s\","
 				       "\"cooldown_left_ms\":%" PRIu64 ",\"in_flight\":%u,"
-				       "\"weight\":",
+				       "\"slots\":%u,\"weight\":",
 				       core_admin_name(in.admin), view,
 				       core_breaker_name(in.breaker), in.cooldown_left_ms,
-				       in.in_flight);
+				       in.in_flight, in.slots);
 			ctl_out_num(o, in.weight, true);
 			ctl_out_printf(o, ",\"ewma_ms\":");
 			ctl_out_num(o, in.ewma_ms[CORE_KIND_PLAIN], true);
@@ -367,6 +367,8 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 			ctl_out_printf(o, "   (%u more not listed)\n", t->candidates - t->n_rank);
 		if (t->by_load)
 			ctl_out_printf(o, "   a new key: to the first clearly less loaded (place_load_z)\n");
+		if (t->by_slots)
+			ctl_out_printf(o, "   a new key: every slot of its choice busy, to the first with one free (place_slots)\n");
 		ctl_out_printf(o, "   load bound: in_flight + 1 <= ceil(load_factor ");
 			       ctl_out_num(o, t->load_factor, false);
 			       ctl_out_printf(o, " x (in flight %" PRIu64 " + 1) x weight / ", t->total_in_flight);

@@ -180,6 +180,7 @@ static void reload_endpoints(struct route *r, const struct config *old,
 				.models = (const char *const *)ne->models,
 				.n_models = ne->n_models, .weight = ne->weight,
 				.cost_per_mtok = ne->cost_per_mtok,
+				.slots = ne->slots,
 				.tier = config_tier(r->cfg, ne->backend, ne),
 			};
 			int e = core_endpoint_update(c, i, &ec);
@@ -202,6 +203,7 @@ static void reload_endpoints(struct route *r, const struct config *old,
 					.backend = info.backend, .server = info.server,
 					.weight = info.weight,
 					.cost_per_mtok = info.cost_per_mtok,
+					.slots = info.slots,
 					.tier = t,
 				};
 				if (core_endpoint_update(c, i, &ec) == 0)

@@ -77,6 +77,7 @@ static int route_add_one(struct route *r, const char *backend,
 		.n_models = ep != NULL ? ep->n_models : 0,
 		.weight = ep != NULL ? ep->weight : 1.0,
 		.cost_per_mtok = ep != NULL ? ep->cost_per_mtok : 0.0,
+		.slots = ep != NULL ? ep->slots : 0,
 		.tier = config_tier(r->cfg, backend, ep),
 	};
 	int i = core_endpoint_add(r->core, &ec, now_ms);

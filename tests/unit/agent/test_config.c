@@ -467,6 +467,31 @@ START_TEST(slow_start_leave_field)
 }
 END_TEST
 
+/* endpoints[].slots and policy.place_slots: unknown (0) and on by
+ * default; a count taken; a fraction or a negative refused at its
+ * line:col; the rule off when set, on again on a reload without it. */
+START_TEST(slots_fields)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert(cfg.params.place_slots);
+	ck_assert_int_eq(load(&cfg, "endpoints: [{backend: b, server: s1}]\n"), 0);
+	ck_assert_uint_eq(cfg.endpoints[0].slots, 0);
+	ck_assert_int_eq(load(&cfg, "policy: {place_slots: false}\n"
+				    "endpoints: [{backend: b, server: s1, slots: 4}]\n"), 0);
+	ck_assert(!cfg.params.place_slots);
+	ck_assert_uint_eq(cfg.endpoints[0].slots, 4);
+	ck_assert_int_eq(load(&cfg, "endpoints:\n  - backend: b\n    server: s1\n"
+				    "    slots: 1.5\n"), -EINVAL);
+	ck_assert_str_eq(err, "t.yaml:4:12: endpoints[0].slots: must be a whole number, got 1.5\n");
+	ck_assert_int_eq(load(&cfg, "endpoints: [{backend: b, server: s1, slots: -1}]\n"), -EINVAL);
+	ck_assert_str_eq(err, "t.yaml:1:45: endpoints[0].slots: must be between 0 and 1000000, got -1\n");
+	ck_assert_int_eq(load(&cfg, "endpoints: [{backend: b, server: s1}]\n"), 0);
+	ck_assert(cfg.params.place_slots);
+	config_finish(&cfg);
+}
+END_TEST
+
 /* engine and endpoints[].engine_metrics: defaults, values, what is
  * refused, at its line:col. */
 START_TEST(engine_section)
@@ -1019,6 +1044,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, key_probe_section);
 	tcase_add_test(tc, engine_section);
 	tcase_add_test(tc, slow_start_leave_field);
+	tcase_add_test(tc, slots_fields);
 	tcase_add_test(tc, command_socket_section);
 	tcase_add_test(tc, semantic_cooldown_order);
 	tcase_add_test(tc, connection_limits);
