@@ -59,6 +59,8 @@ static int wl_add(struct wl *s, uint32_t e, double weight, double cost, uint64_t
 		.key_id = "k",
 		.weight = weight,
 		.cost_per_mtok = cost,
+		/* as an operator configures it (warmlane.yaml's slots) */
+		.slots = e < s->cfg->nep ? s->cfg->ep[e].max_running : 0,
 		.tier = e < s->cfg->nep ? s->cfg->ep[e].tier : 0,
 	};
 	int i = core_endpoint_add(s->core, &cfg, now_ms);
@@ -136,6 +138,8 @@ static void *wl_create(const struct sim_policy_env *env)
 		p.warm_slack = (uint32_t)d;
 	if (sim_policy_param(env, "slow_start_leave", &d) == 1)
 		p.slow_start_leave = d != 0;
+	if (sim_policy_param(env, "place_slots", &d) == 1)
+		p.place_slots = d != 0;
 	if (sim_policy_param(env, "slow_run", &d) == 1)
 		p.slow_run = (uint32_t)d;
 	if (sim_policy_param(env, "score_by", &d) == 1)
@@ -239,6 +243,8 @@ static const char *wl_detail(const struct core_trace *t)
 			return t->entry ? "stale-other" : "new-other";
 		if (t->by_load)
 			return t->entry ? "stale-by-load" : "new-by-load";
+		if (t->by_slots)
+			return t->entry ? "stale-by-slots" : "new-by-slots";
 		if (t->n_rank > 0 && t->rank[0].endpoint == d->endpoint)
 			return t->entry ? "stale-first" : "new-first";
 		/* why the first was passed over: its speed, the load bound,
