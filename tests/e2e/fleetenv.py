@@ -90,7 +90,7 @@ class FleetEnv(h.Env):
         self.runtime_api = runtime_api
         self.poll_interval = poll_interval
         self.state_file = state_file
-        self.endpoints = {}  # server name -> {"models": [...], "keys": [...], "weight": w, "tier": t}
+        self.endpoints = {}  # server name -> {"models": [...], "keys": [...], "weight": w, "tier": t, "slots": n}
         self.stats = self.path("stats.sock")          # level user: the agent's
         self.admin_stats = self.path("admin.sock")    # level admin: the test's
         self.fleet_proc = None
@@ -211,6 +211,7 @@ class FleetEnv(h.Env):
             extra = "".join(f', {k}: "{e[k]}"' for k in ("engine_metrics", "engine_info")
                             if e.get(k))
             tier = f", tier: {e['tier']}" if "tier" in e else ""
+            tier += f", slots: {e['slots']}" if "slots" in e else ""
             lines.append(f"  - {{ backend: llm, server: {b.name}, models: [{models}], "
                          f"weight: {e.get('weight', 1)}, keys: [{keys}]{extra}{tier} }}")
         p = self.path("warmlane.yaml")
