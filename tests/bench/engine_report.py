@@ -200,10 +200,11 @@ def main():
         if hm:
             top = max(hm, key=lambda k: hm[k])
             n = sum(hm.values())
-            w(f"- {case}: warmlane placed {hm[top]} of {n} new conversations on {top} "
-              f"(a fair share is {n / max(1, len(hm)):.0f}); its later turns stayed there "
-              f"and {by[(case, 'warmlane')][0]['stayed_missed']} of them found their prompt "
-              "evicted.")
+            s = by[(case, "warmlane")][0]
+            w(f"- {case}: warmlane placed at most {hm[top]} of {n} new conversations on "
+              f"one server ({top}; a fair share is {n / max(1, len(hm)):.0f}); of its "
+              f"{s['later']} later turns, {s['stayed_missed']} stayed on their server and "
+              "found their prompt evicted.")
     w("")
     w("![TTFT CDF per case and policy](engine-ttft-cdf.png)")
     w("")

@@ -193,7 +193,8 @@ def main():
       "the system prompt (seen in the records above as cached counts of 948-960, just past "
       "the 947 shared tokens; a single llama-server with 8 such conversations and no memory "
       "pressure, run by hand, lost 4 of them the same way). The more conversations a server holds, the "
-      "more saved prompts there are to take: warmlane's crowded server lost most of its own.\n\n")
+      "more saved prompts there are to take: before policy.place_slots, warmlane's hash put 13 "
+      "of 32 conversations on one server, which lost most of its own.\n\n")
     w("So the simulator has an endpoint model of llama.cpp, chosen per endpoint in the fleet "
       "file: `cache = llama` with `max_running` slots, `cache_ram_tokens` (the `--cache-ram` "
       "bytes over 2 KiB per token of this model's KV state) and `slot_prompt_similarity` "
