@@ -399,6 +399,16 @@ int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 	return 0;
 }
 
+int core_endpoint_limit(struct core *c, int idx, uint32_t maxconn)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	e->slots_limit = maxconn;
+	e->slots = e->slots_cfg > 0 ? e->slots_cfg : maxconn;
+	return 0;
+}
+
 int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
 			 double kv, uint64_t now_ms)
 {

@@ -246,7 +246,8 @@ struct core_endpoint_config {
 	double weight;                /* > 0 (config default 1) */
 	double cost_per_mtok;         /* >= 0 */
 	/* Requests the engine runs at once (llama.cpp's --parallel, vLLM's
-	 * max_num_seqs); more wait in its queue. 0: unknown
+	 * max_num_seqs); more wait in its queue. 0: unknown, then HAProxy's
+	 * maxconn for the server if it has one (core_endpoint_limit)
 	 * (policy.place_slots). */
 	uint32_t slots;
 	bool disabled;                /* excluded by config */
@@ -260,7 +261,8 @@ struct core_endpoint_info {
 	const char *key_id;
 	double weight;
 	double cost_per_mtok;
-	uint32_t slots;                      /* 0: unknown */
+	uint32_t slots;                      /* in use: configured, else
+					      * HAProxy's maxconn; 0 unknown */
 	bool disabled;
 	unsigned tier;                       /* 1..CORE_TIER_MAX */
 	enum core_admin admin;
@@ -406,6 +408,13 @@ int core_endpoint_next(const struct core *c, int prev);
  * core_endpoint_engine). Returns 0 or -ENOENT. Never allocates. */
 int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 		       uint32_t scur_plus_qcur, uint64_t now_ms);
+
+/* HAProxy's maxconn for endpoint idx's server (the runtime API's slim,
+ * its share when the server has several key ids; 0: none): what HAProxy
+ * runs at once and queues beyond, the endpoint's slots unless
+ * core_endpoint_config.slots gives them (policy.place_slots). Returns 0 or
+ * -ENOENT. Never allocates. */
+int core_endpoint_limit(struct core *c, int idx, uint32_t maxconn);
 
 /* A poll of endpoint idx's engine (agent/engine.c) at now_ms. ok: load =
  * its running + waiting requests, kv its KV-cache usage (0..1, or -1 when

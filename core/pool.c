@@ -261,7 +261,8 @@ static void apply_meta(struct pool_endpoint *e,
 	e->weight = cfg->weight;
 	e->inv_weight = 1.0 / cfg->weight;
 	e->cost_per_mtok = cfg->cost_per_mtok;
-	e->slots = cfg->slots;
+	e->slots_cfg = cfg->slots;
+	e->slots = cfg->slots > 0 ? cfg->slots : e->slots_limit;
 	e->disabled = cfg->disabled;
 	e->tier = (uint8_t)(cfg->tier > 0 ? cfg->tier : 1);
 	e->all_models = cfg->n_models == 0;

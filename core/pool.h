@@ -143,8 +143,8 @@ struct pool_endpoint {
 	uint64_t rdv_seed;      /* from the names: equal in every agent */
 	double owned;           /* keys placed on it, decayed (owned.h) */
 	double cost_per_mtok;
-	uint32_t slots;         /* requests it runs at once; 0 unknown
-				 * (core_endpoint_config.slots) */
+	uint32_t slots;         /* requests it runs at once; 0 unknown:
+				 * slots_cfg, else slots_limit */
 	uint64_t models[POOL_MODEL_WORDS];
 
 	/* The slow-run detector's run (learn.c, queue_judge). */
@@ -172,6 +172,8 @@ struct pool_endpoint {
 	uint64_t engine_polls[2]; /* [0] failed, [1] succeeded */
 	uint64_t engine_stale;  /* times its sample aged out */
 	uint64_t artefact;      /* fingerprint of what it serves; 0: unknown */
+	uint32_t slots_cfg;     /* core_endpoint_config.slots; 0: none */
+	uint32_t slots_limit;   /* HAProxy's maxconn (core_endpoint_limit) */
 	bool artefact_mismatch; /* another endpoint of a model of its differs */
 	/* Exploration, the rest (explore_on above). */
 	uint64_t explore_next;      /* the explore clock of its next probe */
