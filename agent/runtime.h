@@ -51,6 +51,7 @@ enum runtime_col {
 	RUNTIME_COL_MODE,   /* optional: http, tcp... */
 	RUNTIME_COL_BCK,    /* optional: 1 = backup server */
 	RUNTIME_COL_SID,    /* optional: the server's numeric id (shared hints) */
+	RUNTIME_COL_SLIM,   /* optional: the server's maxconn (its slots) */
 	RUNTIME_COL_COUNT
 };
 
@@ -64,6 +65,7 @@ struct runtime_row {
 	int64_t weight;    /* -1 when absent */
 	bool backup;       /* a backup server (bck 1) */
 	int64_t sid;       /* the server's id; -1 when absent */
+	int64_t slim;      /* its maxconn; -1 when absent or not set */
 };
 
 typedef void (*runtime_row_fn)(void *arg, const struct runtime_row *row);

@@ -12,6 +12,7 @@ static const char *const runtime_col_names[RUNTIME_COL_COUNT] = {
 	[RUNTIME_COL_STATUS] = "status", [RUNTIME_COL_WEIGHT] = "weight",
 	[RUNTIME_COL_TYPE] = "type",	 [RUNTIME_COL_MODE] = "mode",
 	[RUNTIME_COL_BCK] = "bck",	 [RUNTIME_COL_SID] = "sid",
+	[RUNTIME_COL_SLIM] = "slim",
 };
 
 /* ---- CSV ---------------------------------------------------------------- */
@@ -186,6 +187,7 @@ static int csv_line(struct runtime_csv *p, const char *line, size_t len,
 		.mode = v[RUNTIME_COL_MODE],
 		.weight = -1,
 		.sid = -1,
+		.slim = -1,
 	};
 	uint32_t w;
 	if (row.pxname.len == 0 || row.svname.len == 0 ||
@@ -201,6 +203,9 @@ static int csv_line(struct runtime_csv *p, const char *line, size_t len,
 	if (p->col[RUNTIME_COL_SID] >= 0 && v[RUNTIME_COL_SID].len > 0 &&
 	    parse_u32(v[RUNTIME_COL_SID], &w))
 		row.sid = w;
+	if (p->col[RUNTIME_COL_SLIM] >= 0 && v[RUNTIME_COL_SLIM].len > 0 &&
+	    parse_u32(v[RUNTIME_COL_SLIM], &w))
+		row.slim = w;
 	row.admin = runtime_status_admin(v[RUNTIME_COL_STATUS], &row.status_known);
 	p->rows++;
 	fn(arg, &row);

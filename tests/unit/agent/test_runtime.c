@@ -24,6 +24,7 @@ struct got_row {
 	bool known;
 	int64_t weight;
 	int64_t sid;
+	int64_t slim;
 };
 
 struct rows {
@@ -52,6 +53,7 @@ static void collect(void *arg, const struct runtime_row *row)
 	g->known = row->status_known;
 	g->weight = row->weight;
 	g->sid = row->sid;
+	g->slim = row->slim;
 }
 
 static const struct got_row *find_row(const struct rows *rs, const char *px,
@@ -107,6 +109,9 @@ static void check_capture(const struct rows *rs)
 	/* The server ids a shared hint names (hint.c). */
 	ck_assert_int_eq(g->sid, 1);
 	ck_assert_int_eq(find_row(rs, "llm", "s7")->sid, 7);
+	/* maxconn: the server's slots (policy.place_slots); none set: -1 */
+	ck_assert_int_eq(g->slim, -1);
+	ck_assert_int_eq(find_row(rs, "busy", "b1")->slim, 2);
 	ck_assert_int_eq(find_row(rs, "llm", "s2")->admin, CORE_ADMIN_DOWN);
 	ck_assert_int_eq(find_row(rs, "llm", "s3")->admin, CORE_ADMIN_MAINT);
 	ck_assert_int_eq(find_row(rs, "llm", "s4")->admin, CORE_ADMIN_DRAIN);
@@ -357,6 +362,7 @@ static bool has_ep(struct harness *h, const char *path, const char *key)
 }
 
 #define HDR "# pxname,svname,qcur,qmax,scur,smax,status,weight,type,mode,bck,\n"
+#define HDR_SLIM "# pxname,svname,qcur,qmax,scur,smax,status,weight,type,mode,bck,slim\n"
 
 START_TEST(poller_syncs_core)
 {
@@ -367,24 +373,27 @@ START_TEST(poller_syncs_core)
 		 "runtime_api: {socket: \"%s\", poll_interval: 10ms}\n"
 		 "endpoints:\n"
 		 "  - {backend: llm, server: s1, keys: [k1, k2], models: [m1]}\n"
-		 "  - {backend: llm, server: s2}\n"
+		 "  - {backend: llm, server: s2, slots: 4}\n"
 		 "  - {backend: llm, server: gone}\n",
 		 sock);
 	static const char *const answers[] = {
 		/* poll 1: s1 busy and split over its two keys, s2 in
-		 * maintenance, s3 added at run time, another backend */
-		HDR
-		"llm,s1,1,,4,,UP,1,2,http,\n"
-		"llm,s2,0,,0,,MAINT (via llm/s1),1,2,http,\n"
-		"llm,s3,0,,2,,no check,1,2,http,\n"
-		"llm,s4,0,,0,,UP,1,2,http,1\n"
-		"llm,BACKEND,0,,6,,UP,2,1,http,\n"
-		"other,o1,0,,0,,UP,1,2,http,\n\n",
-		/* poll 2: s1 draining, s2 back, s3 removed again */
-		HDR
-		"llm,s1,0,,1,,DRAIN,1,2,http,\n"
-		"llm,s2,2,,1,,UP 2/3,1,2,http,\n"
-		"llm,s4,0,,0,,UP,1,2,http,1\n",
+		 * maintenance, s3 added at run time, another backend; the
+		 * maxconn of s1 (split too), s2 (its slots say otherwise)
+		 * and s3 */
+		HDR_SLIM
+		"llm,s1,1,,4,,UP,1,2,http,,3\n"
+		"llm,s2,0,,0,,MAINT (via llm/s1),1,2,http,,1\n"
+		"llm,s3,0,,2,,no check,1,2,http,,1\n"
+		"llm,s4,0,,0,,UP,1,2,http,1,\n"
+		"llm,BACKEND,0,,6,,UP,2,1,http,,\n"
+		"other,o1,0,,0,,UP,1,2,http,,\n\n",
+		/* poll 2: s1 draining and its maxconn gone, s2 back, s3
+		 * removed again */
+		HDR_SLIM
+		"llm,s1,0,,1,,DRAIN,1,2,http,,\n"
+		"llm,s2,2,,1,,UP 2/3,1,2,http,,\n"
+		"llm,s4,0,,0,,UP,1,2,http,1,\n",
 	};
 	fake_answers = answers;
 	fake_n_answers = 2;
@@ -414,9 +423,16 @@ START_TEST(poller_syncs_core)
 	ck_assert_uint_eq(a.in_flight + b.in_flight, 5); /* scur 4 + qcur 1 */
 	ck_assert_uint_ge(a.in_flight, 2);
 	ck_assert_uint_ge(b.in_flight, 2);
+	/* HAProxy's maxconn is the slots, split as the in-flight count;
+	 * endpoints[].slots wins */
+	ck_assert_uint_eq(a.slots + b.slots, 3);
+	ck_assert_uint_ge(a.slots, 1);
+	ck_assert_uint_ge(b.slots, 1);
 	ck_assert_int_eq(ep_info(&h, "llm/s2", NULL).admin, CORE_ADMIN_MAINT);
+	ck_assert_uint_eq(ep_info(&h, "llm/s2", NULL).slots, 4);
 	struct core_endpoint_info s3 = ep_info(&h, "llm/s3", NULL);
 	ck_assert_uint_eq(s3.in_flight, 2);
+	ck_assert_uint_eq(s3.slots, 1);
 	ck_assert(s3.weight == 1.0); /* defaults: not in the config */
 	ck_assert(!has_ep(&h, "llm/gone", NULL)); /* HAProxy lacks it */
 	ck_assert(!has_ep(&h, "other/o1", NULL)); /* not a watched backend */
@@ -448,6 +464,8 @@ START_TEST(poller_syncs_core)
 	struct core_endpoint_info s2 = ep_info(&h, "llm/s2", NULL);
 	ck_assert_int_eq(s2.admin, CORE_ADMIN_ENABLED);
 	ck_assert_uint_eq(s2.in_flight, 3);
+	ck_assert_uint_eq(s2.slots, 4);
+	ck_assert_uint_eq(ep_info(&h, "llm/s1", "k1").slots, 0);
 	uint64_t polls = h.srv.stats.runtime_polls;
 	run_until(&h, &h.srv.stats.runtime_polls, polls + 3);
 	ck_assert_uint_eq(h.srv.stats.runtime_poll_failures, 0);
