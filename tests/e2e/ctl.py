@@ -8,7 +8,8 @@ A session's first request is placed by the hash; once its success is known
 the server that answered, `explain` predicts the warm hit the next request
 gets, and explaining changes nothing (`show endpoints` before and after);
 `set endpoint ... drain` moves the session where explain says, `ready`
-and `clear affinity` undo it.
+and `clear affinity` undo it; a server's maxconn set on HAProxy's admin
+socket shows as its slots.
 spill (by hand, not in CI: it depends on how many requests are in flight
 when explain looks): s3 ten times slower than s1 and s2 (left on its
 end-to-end time per KiB), ten long requests in flight, load_factor 1.0;
@@ -97,6 +98,19 @@ def scenario(binary, version):
 
         r2 = post(2)
         assert (r2.served, r2.reason) == (r1.served, "affinity"), f"explain said affinity on {r1.served}: {r2}"
+
+        # HAProxy's maxconn is a server's slots (policy.place_slots): set
+        # on the admin socket, the runtime API's next poll brings it
+        env.admin("set maxconn server llm/s2 3")
+        slots = {}
+
+        def maxconn_seen():
+            slots.update({e["server"]: e["slots"]
+                          for e in json.loads(run("show", "endpoints", "-json"))["endpoints"]})
+            return slots.get("s2") == 3
+        h.wait_until("s2's maxconn 3 as its slots", maxconn_seen)
+        assert slots["s1"] == 0 and slots["s3"] == 0, slots
+        log(f"slots from HAProxy's maxconn: {slots}")
 
         assert run("set", "endpoint", f"llm/{r1.served}", "drain") == \
             f"llm/{r1.served}: drain (1 endpoint)\n\n"
