@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The command socket through real HAProxy traffic: warmlanectl against the agent the requests go through.
 
-Usage: ctl.py 2.6|3.0|3.2 [ctl|spill]
+Usage: ctl.py 2.6|3.0|3.2 [ctl|spill|slots]
 ctl (the default, in CI):
 A session's first request is placed by the hash; once its success is known
 (feedback on 3.x, the log line on 2.6) `show affinity` shows the entry on
@@ -10,6 +10,8 @@ gets, and explaining changes nothing (`show endpoints` before and after);
 `set endpoint ... drain` moves the session where explain says, `ready`
 and `clear affinity` undo it; a server's maxconn set on HAProxy's admin
 socket shows as its slots.
+slots (in CI): policy.place_slots, a new key off its first choice whose
+one slot (HAProxy's maxconn 1) is busy, explained and then routed so.
 spill (by hand, not in CI: it depends on how many requests are in flight
 when explain looks): s3 ten times slower than s1 and s2 (left on its
 end-to-end time per KiB), ten long requests in flight, load_factor 1.0;
@@ -23,6 +25,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -170,7 +173,77 @@ def spill(binary, version):
         env.stop_agent_checked()
 
 
+def slots(binary, version):
+    """policy.place_slots through real HAProxy: every server's maxconn 1
+    (set on the admin socket, read by the runtime API as its slots); a
+    session T whose first choice is some server X holds X's one slot with
+    a long answer; a new session S whose first choice is X too is then
+    explained as leaving it for a free slot, and goes where explain says,
+    reason hash. Ordered by waits on what the agent shows, never by time."""
+    ctl = ctl_binary()
+    with fe.FleetEnv("ctl-slots", version) as env:
+        sock = env.path("ctl.sock")
+        env.agent_extra.append(f'command_socket: {{ path: "{sock}", mode: "0600" }}')
+        servers = ("s1", "s2", "s3")
+        env.start([fe.instance(n, fast=False, decode_ms_per_token=5.0) for n in servers],
+                  binary)
+
+        def run(*words):
+            p = subprocess.run([ctl, "-s", sock] + list(words), capture_output=True,
+                               text=True, timeout=15)
+            assert p.returncode == 0, f"warmlanectl {' '.join(words)}: {p.returncode} {p.stdout}{p.stderr}"
+            return p.stdout
+
+        def endpoints():
+            return {e["server"]: e for e in json.loads(run("show", "endpoints", "-json"))["endpoints"]}
+
+        def decided(session):
+            out = run("explain", f"session={session}", "model=m1")
+            m = re.search(r"^decision: llm/([^ \[]+)", out, re.M)
+            assert m, out
+            return m.group(1), out
+
+        for sv in servers:
+            env.admin(f"set maxconn server llm/{sv} 1")
+        h.wait_until("maxconn 1 as every server's slots",
+                     lambda: all(e["slots"] == 1 for e in endpoints().values()))
+        x, out = decided("conv-slots-S")
+        assert "every slot of its choice busy" not in out, out
+        t = next((f"conv-slots-T{i}" for i in range(300)
+                  if decided(f"conv-slots-T{i}")[0] == x), None)
+        assert t is not None, f"no session of 300 has {x} first"
+        log(f"S and {t} both have {x} first; {t} holds its slot")
+
+        held = {}
+
+        def hold():
+            c = fe.Client(env.port, timeout=60)
+            try:
+                held["r"] = c.post(fe.chat_body("hold the slot", max_tokens=600),
+                                   {"x-session-id": t}, i=0, tag="hold")
+            finally:
+                c.close()
+        th = threading.Thread(target=hold, daemon=True)
+        th.start()
+        h.wait_until(f"{x} busy", lambda: endpoints()[x]["in_flight"] >= 1 or "r" in held)
+        assert "r" not in held, f"the long answer ended before S was explained: {held}"
+        y, out = decided("conv-slots-S")
+        log(out.rstrip())
+        assert y != x and "every slot of its choice busy, to the first with one free" in out, out
+        cl = fe.Client(env.port)
+        r = cl.post(fe.chat_body("a new session"), {"x-session-id": "conv-slots-S"}, i=1,
+                    tag="new")
+        cl.close()
+        assert (r.status, r.served, r.reason) == (200, y, "hash"), \
+            f"explain said {y} (x {x} busy): {r}"
+        th.join(60)
+        assert not th.is_alive() and held["r"].status == 200 and held["r"].served == x, held
+        log(f"slots: S went to {y} while {x} was busy (reason {r.reason}); T answered by "
+            f"{held['r'].served}")
+        env.stop_agent_checked()
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 2:
         sys.argv.append("ctl")
-    sys.exit(h.main({"ctl": scenario, "spill": spill}))
+    sys.exit(h.main({"ctl": scenario, "spill": spill, "slots": slots}))
