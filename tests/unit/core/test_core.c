@@ -1371,6 +1371,26 @@ END_TEST
  * slots, the load bound out of the way (load_floor 1000), x holding
  * x_load requests, y y_load and one failure in its breaker window when
  * y_failed: where it goes with place_slots on. */
+/* fx_init's pool of 4 (the same names, so the same rankings), endpoint i
+ * with slots[i] slots (NULL: unknown). */
+static void fx_init_slots(struct fx *f, const struct core_params *p,
+			  const uint32_t *slots)
+{
+	fx_init(f, 0, p);
+	for (int i = 0; i < 4; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "s%d", i);
+		struct core_endpoint_config cfg = {
+			.backend = "be", .server = name, .weight = 1,
+			.slots = slots != NULL ? slots[i] : 0,
+		};
+		f->ep[i] = core_endpoint_add(f->c, &cfg, f->now);
+		ck_assert_int_eq(f->ep[i], i);
+		ck_assert_uint_eq(fx_info(f, i).slots, cfg.slots);
+	}
+	f->n = 4;
+}
+
 static int place_slots_decide(const struct core_request *r, bool on,
 			      const uint32_t slots[4], int x, uint32_t x_load,
 			      int y, uint32_t y_load, bool y_failed)
@@ -1382,19 +1402,7 @@ static int place_slots_decide(const struct core_request *r, bool on,
 	p.load_floor = 1000;
 	p.place_slots = on;
 	struct fx f;
-	fx_init(&f, 0, &p);
-	for (int i = 0; i < 4; i++) {
-		char name[16];
-		snprintf(name, sizeof(name), "s%d", i);
-		struct core_endpoint_config cfg = {
-			.backend = "be", .server = name, .weight = 1,
-			.slots = slots[i],
-		};
-		f.ep[i] = core_endpoint_add(f.c, &cfg, f.now);
-		ck_assert_int_eq(f.ep[i], i);
-		ck_assert_uint_eq(fx_info(&f, i).slots, slots[i]);
-	}
-	f.n = 4;
+	fx_init_slots(&f, &p, slots);
 	if (y_failed)
 		fx_observe(&f, y, 500, 10, false, 0, false);
 	core_endpoint_sync(f.c, x, CORE_ADMIN_ENABLED, x_load, f.now);
@@ -1416,7 +1424,7 @@ static int place_slots_decide(const struct core_request *r, bool on,
 
 START_TEST(place_slots_new_keys_to_a_free_slot)
 {
-	/* For each of 100 new keys: its first three rendezvous choices x, y,
+	/* For each of 40 new keys: its first three rendezvous choices x, y,
 	 * z on one-slot endpoints. x busy (1 in flight, within place_load_z's
 	 * noise of an idle one) sends it to y, the best ranked with its slot
 	 * free; y busy too, to z; y with a failure in its breaker window is
@@ -1425,7 +1433,7 @@ START_TEST(place_slots_new_keys_to_a_free_slot)
 	 * candidate whose slots are unknown is free with nothing in flight. */
 	static const uint32_t one[4] = { 1, 1, 1, 1 };
 	static const uint32_t none[4] = { 0, 0, 0, 0 };
-	for (uint64_t key = 1; key <= 100; key++) {
+	for (uint64_t key = 1; key <= 40; key++) {
 		struct core_request r = fx_session(key * 0x9e3779b97f4a7c15ull);
 		int x, y, z;
 		first_three_choices(&r, &x, &y, &z);
@@ -1445,56 +1453,42 @@ START_TEST(place_slots_new_keys_to_a_free_slot)
 }
 END_TEST
 
-START_TEST(place_slots_keeps_warm_keys)
+/* A key warm on x, x then holding load requests, on a pool whose every
+ * endpoint has slots slots (0: unknown): where the key goes next. */
+static struct core_decision warm_then_busy(uint32_t slots, uint32_t load,
+					   int *x)
 {
-	/* A key warm on a one-slot endpoint stays there while its slot is
-	 * busy: the cache it would leave costs more than the wait. */
 	struct core_params p;
 	core_params_defaults(&p);
 	p.explore_share = 0;
 	p.load_floor = 1000;
+	const uint32_t all[4] = { slots, slots, slots, slots };
 	struct fx f;
-	fx_init(&f, 0, &p);
-	for (int i = 0; i < 4; i++) {
-		char name[16];
-		snprintf(name, sizeof(name), "s%d", i);
-		struct core_endpoint_config cfg = {
-			.backend = "be", .server = name, .weight = 1, .slots = 1,
-		};
-		f.ep[i] = core_endpoint_add(f.c, &cfg, f.now);
-	}
-	f.n = 4;
+	fx_init_slots(&f, &p, all);
 	struct core_request r = fx_session(77);
 	struct core_decision d = fx_decide(&f, &r);
 	fx_feedback(&f, &d, 200, 50, false);
 	core_endpoint_complete(f.c, d.endpoint);
-	core_endpoint_sync(f.c, d.endpoint, CORE_ADMIN_ENABLED, 1, f.now);
+	core_endpoint_sync(f.c, d.endpoint, CORE_ADMIN_ENABLED, load, f.now);
 	struct core_decision e = fx_decide(&f, &r);
-	ck_assert_int_eq(e.reason, CORE_REASON_AFFINITY);
-	ck_assert_int_eq(e.endpoint, d.endpoint);
+	*x = d.endpoint;
 	fx_finish(&f);
+	return e;
 }
-END_TEST
 
 START_TEST(place_load_keeps_warm_keys)
 {
 	/* A key with a warm entry on x stays there with x busier by far (the
-	 * warm entry's own bound decides; load_floor 1000 keeps it). */
-	struct core_params p;
-	core_params_defaults(&p);
-	p.explore_share = 0;
-	p.load_floor = 1000;
-	struct fx f;
-	fx_init(&f, 4, &p);
-	struct core_request r = fx_session(77);
-	struct core_decision d = fx_decide(&f, &r);
-	fx_feedback(&f, &d, 200, 50, false);
-	core_endpoint_complete(f.c, d.endpoint);
-	core_endpoint_sync(f.c, d.endpoint, CORE_ADMIN_ENABLED, 20, f.now);
-	struct core_decision e = fx_decide(&f, &r);
+	 * warm entry's own bound decides; load_floor 1000 keeps it), and
+	 * with x's one slot busy: the cache it would leave costs more than
+	 * the wait (place_slots moves new keys only). */
+	int x;
+	struct core_decision e = warm_then_busy(0, 20, &x);
 	ck_assert_int_eq(e.reason, CORE_REASON_AFFINITY);
-	ck_assert_int_eq(e.endpoint, d.endpoint);
-	fx_finish(&f);
+	ck_assert_int_eq(e.endpoint, x);
+	e = warm_then_busy(1, 1, &x);
+	ck_assert_int_eq(e.reason, CORE_REASON_AFFINITY);
+	ck_assert_int_eq(e.endpoint, x);
 }
 END_TEST
 
@@ -2750,7 +2744,6 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, place_load_new_keys_off_clearly_busier);
 	tcase_add_test(tc, place_load_keeps_warm_keys);
 	tcase_add_test(tc, place_slots_new_keys_to_a_free_slot);
-	tcase_add_test(tc, place_slots_keeps_warm_keys);
 	tcase_add_test(tc, spill_when_all_hashed_choices_fail);
 	tcase_add_test(tc, p2c_spreads_without_identity);
 	tcase_add_test(tc, p2c_prefers_fast_and_cheap);
