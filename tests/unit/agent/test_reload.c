@@ -382,7 +382,8 @@ END_TEST
 
 /* Failover tiers on reload: a configured server takes its entry's new
  * tier, a server HAProxy alone has takes its backend's new default
- * (backends[]), keeping their statistics. */
+ * (backends[]), keeping their statistics; the configured server its new
+ * slots, the other the maxconn HAProxy gave it. */
 START_TEST(reload_applies_tiers)
 {
 	struct harness h;
@@ -399,6 +400,7 @@ START_TEST(reload_applies_tiers)
 	struct core_endpoint_info in;
 	ck_assert_int_eq(core_endpoint_info(r->core, p, 0, &in), 0);
 	ck_assert_uint_eq(in.tier, 1);
+	ck_assert_int_eq(core_endpoint_limit(r->core, p, 5), 0);
 
 	char dir[64], next_yaml[512], sock[128];
 	make_temp_dir(dir, sizeof(dir));
@@ -411,7 +413,7 @@ START_TEST(reload_applies_tiers)
 		"log_input: {path: \"\"}\n"
 		"backends: [{name: api, tier: 2}]\n"
 		"endpoints:\n"
-		"  - {backend: llm, server: gpu1, tier: 3}\n", sock);
+		"  - {backend: llm, server: gpu1, tier: 3, slots: 2}\n", sock);
 	struct config next;
 	char err[1024];
 	ck_assert_int_eq(config_init(&next), 0);
@@ -426,8 +428,10 @@ START_TEST(reload_applies_tiers)
 	ck_assert_uint_eq(ch.updated, 2);
 	ck_assert_int_eq(core_endpoint_info(r->core, g, 0, &in), 0);
 	ck_assert_uint_eq(in.tier, 3);
+	ck_assert_uint_eq(in.slots, 2);
 	ck_assert_int_eq(core_endpoint_info(r->core, p, 0, &in), 0);
 	ck_assert_uint_eq(in.tier, 2);
+	ck_assert_uint_eq(in.slots, 5);
 	harness_finish(&h);
 	unlink(sock);
 	rmdir(dir);
