@@ -315,6 +315,9 @@ read -r p1 p2 p3 p4 < <(python3 -c 'import json, sys; print(*(i["port"] for i in
 [ -n "$metrics_port" ] || metrics_port=$(free_port)
 
 # --- warmlane ------------------------------------------------------------------
+# The llama-servers run one request at a time (--parallel 1): their slots
+slots=
+[ "$fake" -eq 1 ] || slots=", slots: 1"
 cat >"$tmp/warmlane.yaml" <<EOF
 log_level: info
 listen: ["unix:$tmp/spoa.sock,mode=0660"]
@@ -327,10 +330,10 @@ log_input: { path: "$tmp/log.sock" }
 # 401/403s only make a key suspect: HAProxy's probe frontend checks it
 key_probe: { target: "unix:$tmp/probe.sock" }
 endpoints:
-  - { backend: llm, server: s1, models: [$model], weight: 1, keys: [k1] }
-  - { backend: llm, server: s2, models: [$model, fake-large], weight: 1, keys: [k1] }
-  - { backend: llm, server: s3, models: [$model], weight: 1, keys: [k1] }
-  - { backend: llm, server: s4, models: [$model, fake-large], weight: 1, keys: [k1] }
+  - { backend: llm, server: s1, models: [$model], weight: 1, keys: [k1]$slots }
+  - { backend: llm, server: s2, models: [$model, fake-large], weight: 1, keys: [k1]$slots }
+  - { backend: llm, server: s3, models: [$model], weight: 1, keys: [k1]$slots }
+  - { backend: llm, server: s4, models: [$model, fake-large], weight: 1, keys: [k1]$slots }
 EOF
 agent_pid=
 start_agent() {
