@@ -154,6 +154,11 @@ run vllm-slow-log --workload chat --config tests/sim/examples/vllm.conf --scenar
 run vllm-slowpf --workload chat --config tests/sim/examples/vllm.conf --scenario slow-prefill
 run vllm-slowpf-log --workload chat --config tests/sim/examples/vllm.conf --scenario slow-prefill --log-ingest
 run chat-slowpf --workload chat --scenario slow-prefill
+# the engine benchmark's one-slot llama.cpp fleet and traffic (issue 12,
+# policy.place_slots: the core is told each endpoint's max_running)
+run llama --workload engine --config tests/sim/examples/llama.conf
+run llama-agents2 --workload engine --config tests/sim/examples/llama.conf --agents 2
+run llama-noslots --workload engine --config tests/sim/examples/llama.conf --policy warmlane --set place_slots=0
 # failover tiers (issue 21): four own endpoints, then a slower, dearer API
 run tiers-healthy --workload chat --config tests/sim/examples/tiers.conf
 run chat-tiers --workload chat --config tests/sim/examples/tiers.conf --scenario tiers
@@ -446,6 +451,15 @@ MD
 	scen_md <"$tmp/vllm-slowpf.txt"
 	printf '\n'
 	scen_md <"$tmp/vllm-slowpf-log.txt"
+	printf '\n'
+
+	printf '## A one-slot llama.cpp fleet (`tests/sim/examples/llama.conf`, `--workload engine`)\n\n'
+	printf 'The engine benchmark'"'"'s fleet and traffic (docs/sim-vs-engine.md): four llama.cpp-style endpoints of one slot each, 32 conversations x 4 turns from 4 clients. warmlane is told each endpoint'"'"'s slots (`policy.place_slots`, docs/policy-v2.md section 13, which has the means over seeds 1-5: one seed of 128 requests is a draw). The simulator'"'"'s times are not the real fleet'"'"'s (it does not model the two cores the four servers share). `%s`\n\n' "$(sed 's/^# //' "$tmp/llama.info")"
+	csv_md <"$tmp/llama.csv"
+	printf '\nTwo independent agents behind a random spray:\n\n'
+	csv_md <"$tmp/llama-agents2.csv"
+	printf '\nwarmlane without the slots rule (`--set place_slots=0`), one agent:\n\n'
+	csv_md <"$tmp/llama-noslots.csv"
 	printf '\n'
 
 	printf '## Scenarios\n\n'
