@@ -190,8 +190,7 @@ bool runtime_apply_row(struct runtime *rt, const struct runtime_row *row,
 		core_endpoint_sync(r->core, idx[i], admin, share, now_ms);
 		/* HAProxy queues what is over the server's maxconn: its
 		 * slots, unless endpoints[].slots says (split the same way) */
-		uint32_t lim = row->slim > 0 && row->slim <= UINT32_MAX ?
-			       (uint32_t)row->slim : 0;
+		uint32_t lim = row->slim > 0 ? (uint32_t)row->slim : 0;
 		core_endpoint_limit(r->core, idx[i],
 				    lim / n + (i < lim % n ? 1 : 0));
 		if (runtime_seen_grow(rt, idx[i]) == 0)
