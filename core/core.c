@@ -405,7 +405,19 @@ int core_endpoint_limit(struct core *c, int idx, uint32_t maxconn)
 	if (e == NULL)
 		return -ENOENT;
 	e->slots_limit = maxconn;
-	e->slots = e->slots_cfg > 0 ? e->slots_cfg : maxconn;
+	pool_slots_apply(e);
+	return 0;
+}
+
+int core_endpoint_engine_full(struct core *c, int idx, uint32_t running)
+{
+	struct pool_endpoint *e = pool_get(&c->pool, idx);
+	if (e == NULL)
+		return -ENOENT;
+	if (running > e->slots_seen) {
+		e->slots_seen = running;
+		pool_slots_apply(e);
+	}
 	return 0;
 }
 

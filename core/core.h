@@ -247,8 +247,9 @@ struct core_endpoint_config {
 	double cost_per_mtok;         /* >= 0 */
 	/* Requests the engine runs at once (llama.cpp's --parallel, vLLM's
 	 * max_num_seqs); more wait in its queue. 0: unknown, then HAProxy's
-	 * maxconn for the server if it has one (core_endpoint_limit)
-	 * (policy.place_slots). */
+	 * maxconn for the server if it has one (core_endpoint_limit), else
+	 * what its engine was seen running while full
+	 * (core_endpoint_engine_full) (policy.place_slots). */
 	uint32_t slots;
 	bool disabled;                /* excluded by config */
 	unsigned tier;                /* 1..CORE_TIER_MAX; 0: 1 */
@@ -262,7 +263,8 @@ struct core_endpoint_info {
 	double weight;
 	double cost_per_mtok;
 	uint32_t slots;                      /* in use: configured, else
-					      * HAProxy's maxconn; 0 unknown */
+					      * HAProxy's maxconn, else the
+					      * engine's seen; 0 unknown */
 	bool disabled;
 	unsigned tier;                       /* 1..CORE_TIER_MAX */
 	enum core_admin admin;
@@ -415,6 +417,13 @@ int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
  * core_endpoint_config.slots gives them (policy.place_slots). Returns 0 or
  * -ENOENT. Never allocates. */
 int core_endpoint_limit(struct core *c, int idx, uint32_t maxconn);
+
+/* A sample of endpoint idx's engine with requests waiting: running (its
+ * share of the engine's, split as the load is) is what it runs at once
+ * while full. The most seen is its slots where neither
+ * core_endpoint_config.slots nor core_endpoint_limit gives them
+ * (policy.place_slots). Returns 0 or -ENOENT. Never allocates. */
+int core_endpoint_engine_full(struct core *c, int idx, uint32_t running);
 
 /* A poll of endpoint idx's engine (agent/engine.c) at now_ms. ok: load =
  * its running + waiting requests, kv its KV-cache usage (0..1, or -1 when

@@ -262,7 +262,7 @@ static void apply_meta(struct pool_endpoint *e,
 	e->inv_weight = 1.0 / cfg->weight;
 	e->cost_per_mtok = cfg->cost_per_mtok;
 	e->slots_cfg = cfg->slots;
-	e->slots = cfg->slots > 0 ? cfg->slots : e->slots_limit;
+	pool_slots_apply(e);
 	e->disabled = cfg->disabled;
 	e->tier = (uint8_t)(cfg->tier > 0 ? cfg->tier : 1);
 	e->all_models = cfg->n_models == 0;

@@ -143,8 +143,8 @@ struct pool_endpoint {
 	uint64_t rdv_seed;      /* from the names: equal in every agent */
 	double owned;           /* keys placed on it, decayed (owned.h) */
 	double cost_per_mtok;
-	uint32_t slots;         /* requests it runs at once; 0 unknown:
-				 * slots_cfg, else slots_limit */
+	uint32_t slots;         /* requests it runs at once; 0 unknown
+				 * (pool_slots_apply) */
 	uint64_t models[POOL_MODEL_WORDS];
 
 	/* The slow-run detector's run (learn.c, queue_judge). */
@@ -174,6 +174,8 @@ struct pool_endpoint {
 	uint64_t artefact;      /* fingerprint of what it serves; 0: unknown */
 	uint32_t slots_cfg;     /* core_endpoint_config.slots; 0: none */
 	uint32_t slots_limit;   /* HAProxy's maxconn (core_endpoint_limit) */
+	uint32_t slots_seen;    /* the engine's most running with some
+				 * waiting (core_endpoint_engine_full) */
 	bool artefact_mismatch; /* another endpoint of a model of its differs */
 	/* Exploration, the rest (explore_on above). */
 	uint64_t explore_next;      /* the explore clock of its next probe */
@@ -183,6 +185,14 @@ struct pool_endpoint {
 	uint8_t explore_slow;
 	uint8_t explore_shift;      /* verdicts "still slow" in a row */
 };
+
+/* The slots in use: configured, else HAProxy's maxconn, else the most
+ * the engine was seen running with requests waiting; 0 unknown. */
+static inline void pool_slots_apply(struct pool_endpoint *e)
+{
+	e->slots = e->slots_cfg > 0 ? e->slots_cfg :
+		   e->slots_limit > 0 ? e->slots_limit : e->slots_seen;
+}
 
 /* The groups above, checked where they are measured to matter. */
 _Static_assert(offsetof(struct pool_endpoint, ewma) == 64 &&

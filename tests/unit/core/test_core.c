@@ -1422,6 +1422,31 @@ static int place_slots_decide(const struct core_request *r, bool on,
 	return d.endpoint;
 }
 
+START_TEST(slots_sources)
+{
+	/* The slots in use: configured, else HAProxy's maxconn, else the
+	 * most the engine was seen running while full (which only grows). */
+	const uint32_t cfg[4] = { 2, 0, 0, 0 };
+	struct fx f;
+	fx_init_slots(&f, NULL, cfg);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(core_endpoint_limit(f.c, i, i == 2 ? 0 : 8), 0);
+		ck_assert_int_eq(core_endpoint_engine_full(f.c, i, 5), 0);
+		ck_assert_int_eq(core_endpoint_engine_full(f.c, i, 3), 0);
+	}
+	ck_assert_uint_eq(fx_info(&f, 0).slots, 2);
+	ck_assert_uint_eq(fx_info(&f, 1).slots, 8);
+	ck_assert_uint_eq(fx_info(&f, 2).slots, 5);
+	ck_assert_uint_eq(fx_info(&f, 3).slots, 0);
+	/* maxconn gone: the engine's again */
+	ck_assert_int_eq(core_endpoint_limit(f.c, 1, 0), 0);
+	ck_assert_uint_eq(fx_info(&f, 1).slots, 5);
+	ck_assert_int_eq(core_endpoint_engine_full(f.c, 99, 1), -ENOENT);
+	ck_assert_int_eq(core_endpoint_limit(f.c, 99, 1), -ENOENT);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(place_slots_new_keys_to_a_free_slot)
 {
 	/* For each of 40 new keys: its first three rendezvous choices x, y,
@@ -2744,6 +2769,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, place_load_new_keys_off_clearly_busier);
 	tcase_add_test(tc, place_load_keeps_warm_keys);
 	tcase_add_test(tc, place_slots_new_keys_to_a_free_slot);
+	tcase_add_test(tc, slots_sources);
 	tcase_add_test(tc, spill_when_all_hashed_choices_fail);
 	tcase_add_test(tc, p2c_spreads_without_identity);
 	tcase_add_test(tc, p2c_prefers_fast_and_cheap);
