@@ -66,9 +66,17 @@ static unsigned engine_endpoints(struct engine *en, const struct engine_target *
 	return n;
 }
 
-/* Gives the core one poll's result for every endpoint of t's names. */
+/* A count's share for the i-th of n endpoints of one engine. */
+static uint32_t engine_share(uint32_t v, unsigned i, unsigned n)
+{
+	return (uint32_t)(v / n + (i < v % n ? 1 : 0));
+}
+
+/* Gives the core one poll's result for every endpoint of t's names;
+ * full: the engine's running count when some requests were waiting (it
+ * ran all it could), else 0. */
 static void engine_apply(struct engine *en, const struct engine_target *t,
-			 bool ok, uint32_t load, double kv)
+			 bool ok, uint32_t load, uint32_t full, double kv)
 {
 	struct route *r = en->route;
 	uint64_t now = uv_now(en->loop);
@@ -77,9 +85,19 @@ static void engine_apply(struct engine *en, const struct engine_target *t,
 	/* One engine, n key ids: the core counts each endpoint+key, so the
 	 * engine's count is split as the runtime API's is. */
 	for (unsigned i = 0; i < n; i++) {
-		uint32_t share = (uint32_t)(load / n + (i < load % n ? 1 : 0));
-		core_endpoint_engine(r->core, idx[i], ok, share, kv, now);
+		core_endpoint_engine(r->core, idx[i], ok, engine_share(load, i, n),
+				     kv, now);
+		if (full > 0)
+			core_endpoint_engine_full(r->core, idx[i],
+						  engine_share(full, i, n));
 	}
+}
+
+/* A count as published (a double; the parser bounds it) as a uint32. */
+static uint32_t engine_count(double v)
+{
+	double x = llround(v);
+	return x > UINT32_MAX ? UINT32_MAX : x < 0 ? 0 : (uint32_t)x;
 }
 
 static void engine_on_done(void *arg, long status, const char *err,
@@ -118,15 +136,17 @@ static void engine_on_done(void *arg, long status, const char *err,
 			snprintf(why, sizeof(why),
 				 "no running and waiting metrics of vLLM, SGLang or llama.cpp");
 	}
-	uint32_t load = 0;
+	uint32_t load = 0, full = 0;
 	if (ok) {
-		double v = llround(l.running + l.waiting);
-		load = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+		load = engine_count(l.running + l.waiting);
+		/* waiting beside running: the engine ran all it could */
+		if (engine_count(l.waiting) > 0)
+			full = engine_count(l.running);
 		r->engine.polls_ok++;
 	} else {
 		r->engine.polls_failed++;
 	}
-	engine_apply(en, t, ok, load, l.kv_usage);
+	engine_apply(en, t, ok, load, full, l.kv_usage);
 	char q_why[200];
 	if (!ok) {
 		log_quote(q_why, sizeof(q_why), why, strlen(why));
@@ -370,7 +390,7 @@ static void engine_on_tick(uv_timer_t *h)
 				    t->buf, ENGINE_BODY_MAX, engine_on_done, t);
 		if (e < 0) {
 			r->engine.polls_failed++;
-			engine_apply(en, t, false, 0, -1);
+			engine_apply(en, t, false, 0, 0, -1);
 			log_debug("engine metrics poll not sent",
 				  "backend=%s server=%s error=%s", t->backend,
 				  t->server, strerror(-e));

@@ -230,11 +230,14 @@ START_TEST(polls_and_failures)
 	ck_assert(in.engine_fresh);
 	ck_assert_uint_eq(in.engine_load, 7);
 	ck_assert_uint_eq(in.in_flight, 7);
+	/* 3 running while 4 wait: its slots (policy.place_slots) */
+	ck_assert_uint_eq(in.slots, 3);
 	ck_assert_uint_ge(in.engine_polls_ok, 2);
 	ck_assert_uint_eq(in.engine_polls_failed, 0);
 	for (size_t i = 0; i < N_FAILING; i++) {
 		in = info_of(&r, failing[i]);
-		ck_assert_msg(!in.engine_fresh && in.in_flight == 0, "%s", failing[i]);
+		ck_assert_msg(!in.engine_fresh && in.in_flight == 0 && in.slots == 0, "%s",
+			      failing[i]);
 		ck_assert_msg(in.engine_polls_failed >= 1 && in.engine_polls_ok == 0,
 			      "%s: failed %llu", failing[i],
 			      (unsigned long long)in.engine_polls_failed);
