@@ -64,6 +64,11 @@ def engineload(binary, version):
                 for s in fleet.servers:
                     env.endpoints[s.name]["engine_metrics"] = (
                         f"http://127.0.0.1:{s.port}/metrics")
+            # B is not told the slots: it learns them from the engines'
+            # metrics (requests deferred beside one processing)
+            for s in fleet.servers:
+                b.endpoints[s.name].pop("slots", None)
+            for env in (a, b):
                 # a llama-server busy generating on its one thread answers
                 # /metrics late on a loaded machine: 2 s, not the 1 s default
                 env.agent_extra.append("engine: { poll_interval: 100ms, timeout: 2s }")
@@ -130,6 +135,14 @@ def run(a, b, fleet):
         raise AssertionError(f"seen: B's engine view of {busy} is not fresh ({b_fresh})")
     if b_haproxy != 0:
         raise AssertionError(f"seen: B's HAProxy carried requests to {busy}: {b_haproxy}")
+    # the engine's own count of what it runs while others wait: its one
+    # slot (--parallel 1), learnt by B, which configures none
+    h.wait_until(f"agent B to learn {busy}'s slots from its metrics",
+                 lambda: series(b, "warmlane_endpoint_slots", busy) == 1, timeout=20)
+    if series(b, "warmlane_endpoint_slots", idle) != 0:
+        raise AssertionError(f"seen: B has slots for {idle}, which never queued: "
+                             f"{series(b, 'warmlane_endpoint_slots', idle)}")
+    log(f"seen: B learnt {busy}'s 1 slot from its /metrics; {idle} unknown")
 
     # --- steered: new sessions through B go to the idle server -------------
     c = fe.Client(b.port, timeout=30)
