@@ -66,12 +66,6 @@ static unsigned engine_endpoints(struct engine *en, const struct engine_target *
 	return n;
 }
 
-/* A count's share for the i-th of n endpoints of one engine. */
-static uint32_t engine_share(uint32_t v, unsigned i, unsigned n)
-{
-	return (uint32_t)(v / n + (i < v % n ? 1 : 0));
-}
-
 /* Gives the core one poll's result for every endpoint of t's names;
  * full: the engine's running count when some requests were waiting (it
  * ran all it could), else 0. */
@@ -85,11 +79,11 @@ static void engine_apply(struct engine *en, const struct engine_target *t,
 	/* One engine, n key ids: the core counts each endpoint+key, so the
 	 * engine's count is split as the runtime API's is. */
 	for (unsigned i = 0; i < n; i++) {
-		core_endpoint_engine(r->core, idx[i], ok, engine_share(load, i, n),
+		core_endpoint_engine(r->core, idx[i], ok, route_share(load, i, n),
 				     kv, now);
 		if (full > 0)
 			core_endpoint_engine_full(r->core, idx[i],
-						  engine_share(full, i, n));
+						  route_share(full, i, n));
 	}
 }
 

@@ -182,17 +182,15 @@ bool runtime_apply_row(struct runtime *rt, const struct runtime_row *row,
 		admin = CORE_ADMIN_NOLB;
 	/* One server, n key ids: HAProxy counts the server, the core each
 	 * endpoint+key; split so the pool's total stays right. */
-	uint64_t total = (uint64_t)row->scur + row->qcur;
-	if (total > UINT32_MAX)
-		total = UINT32_MAX;
+	uint64_t sum = (uint64_t)row->scur + row->qcur;
+	uint32_t total = sum > UINT32_MAX ? UINT32_MAX : (uint32_t)sum;
+	/* HAProxy queues what is over the server's maxconn: its slots,
+	 * unless endpoints[].slots says (split the same way) */
+	uint32_t lim = row->slim > 0 ? (uint32_t)row->slim : 0;
 	for (unsigned i = 0; i < n; i++) {
-		uint32_t share = (uint32_t)(total / n + (i < total % n ? 1 : 0));
-		core_endpoint_sync(r->core, idx[i], admin, share, now_ms);
-		/* HAProxy queues what is over the server's maxconn: its
-		 * slots, unless endpoints[].slots says (split the same way) */
-		uint32_t lim = row->slim > 0 ? (uint32_t)row->slim : 0;
-		core_endpoint_limit(r->core, idx[i],
-				    lim / n + (i < lim % n ? 1 : 0));
+		core_endpoint_sync(r->core, idx[i], admin, route_share(total, i, n),
+				   now_ms);
+		core_endpoint_limit(r->core, idx[i], route_share(lim, i, n));
 		if (runtime_seen_grow(rt, idx[i]) == 0)
 			rt->seen[idx[i]] = rt->gen;
 	}

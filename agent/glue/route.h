@@ -456,4 +456,12 @@ void route_wire_init(void);
 /* The reason's name ("affinity", "no_model", ...), or "unknown". */
 const char *route_reason_name(enum route_reason reason);
 
+/* The i-th of n shares of a server's count v (its key ids are n core
+ * endpoints, the server one engine): the first v % n get one more, so
+ * that the shares sum to v. */
+static inline uint32_t route_share(uint32_t v, unsigned i, unsigned n)
+{
+	return v / n + (i < v % n ? 1 : 0);
+}
+
 #endif
