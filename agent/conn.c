@@ -461,20 +461,21 @@ static void conn_on_frame(struct conn *c, struct notify_ctx *ctx,
 static bool conn_decode(struct conn *c, struct notify_ctx *ctx, size_t *scan,
 			struct conn_next *x)
 {
-	struct spop_frame f;
+	/* Decoded in its place: a copy of the frame would be read back
+	 * across the decoder's narrower stores (a store-forwarding stall). */
+	struct spop_frame *f = &x->nf.frame;
 	x->st = SPOP_ERR_INVALID;
 	x->len = spop_frame_decode(c->rbuf + *scan, c->rlen - *scan,
-				   c->max_frame, &f, &x->st);
+				   c->max_frame, f, &x->st);
 	if (x->len == SPOP_NEED_MORE)
 		return false;
-	x->nf.frame = f;
 	if (x->len < 0)
 		return true;
 	*scan += (size_t)x->len;
 	x->parsed = 0;
 	x->fetch = false;
-	if (f.type == SPOP_FRAME_NOTIFY) {
-		x->parsed = notify_parse_frame(ctx, &f, &x->nf, &x->st);
+	if (f->type == SPOP_FRAME_NOTIFY) {
+		x->parsed = notify_parse_frame(ctx, f, &x->nf, &x->st);
 		x->fetch = x->parsed == 0 && ctx->prefetch &&
 			   notify_prefetch(ctx, &x->nf);
 	}

@@ -38,8 +38,9 @@ ptrdiff_t spop_frame_decode(const uint8_t *buf, size_t len,
 			    enum spop_status *status)
 {
 	const uint8_t *p, *end;
-	struct spop_frame out;
-	uint32_t flen;
+	enum spop_frame_type type;
+	uint32_t flags, flen;
+	uint64_t stream_id, frame_id;
 	ptrdiff_t r;
 
 	if (len < 4)
@@ -60,39 +61,44 @@ ptrdiff_t spop_frame_decode(const uint8_t *buf, size_t len,
 
 	p = buf + 4;
 	end = p + flen;
-	memset(&out, 0, sizeof(out));
 	/* From here on the frame is complete: anything that runs past its end
 	 * is invalid, not incomplete. */
 	if (5 > (size_t)(end - p)) {
 		*status = SPOP_ERR_INVALID;
 		return SPOP_EPROTO;
 	}
-	out.type = (enum spop_frame_type)p[0];
-	out.flags = get_be32(p + 1);
+	type = (enum spop_frame_type)p[0];
+	flags = get_be32(p + 1);
 	p += 5;
-	r = spop_varint_decode(p, (size_t)(end - p), &out.stream_id);
+	r = spop_varint_decode(p, (size_t)(end - p), &stream_id);
 	if (r < 0) {
 		*status = SPOP_ERR_INVALID;
 		return SPOP_EPROTO;
 	}
 	p += r;
-	r = spop_varint_decode(p, (size_t)(end - p), &out.frame_id);
+	r = spop_varint_decode(p, (size_t)(end - p), &frame_id);
 	if (r < 0) {
 		*status = SPOP_ERR_INVALID;
 		return SPOP_EPROTO;
 	}
 	p += r;
-	if (!known_type(out.type)) {
+	if (!known_type(type)) {
 		*status = SPOP_ERR_INVALID;
 		return SPOP_EPROTO;
 	}
-	if (out.type == SPOP_FRAME_UNSET || !(out.flags & SPOP_FLAG_FIN)) {
+	if (type == SPOP_FRAME_UNSET || !(flags & SPOP_FLAG_FIN)) {
 		*status = SPOP_ERR_FRAG_NOT_SUPPORTED;
 		return SPOP_EPROTO;
 	}
-	out.payload = p;
-	out.payload_len = (size_t)(end - p);
-	*f = out;
+	/* Field by field: a frame built whole on the stack and copied out is
+	 * read back in 16-byte loads across its 4-byte stores, which the
+	 * store buffer cannot forward (a stall a frame). */
+	f->type = type;
+	f->flags = flags;
+	f->stream_id = stream_id;
+	f->frame_id = frame_id;
+	f->payload = p;
+	f->payload_len = (size_t)(end - p);
 	return (ptrdiff_t)flen + 4;
 }
 
@@ -229,12 +235,6 @@ ptrdiff_t spop_frame_finish(struct spop_writer *w)
 
 /* ---- readers ---- */
 
-void spop_reader_init(struct spop_reader *r, const uint8_t *p, size_t len)
-{
-	r->p = p;
-	r->end = len ? p + len : p;
-}
-
 int spop_kv_next(struct spop_reader *r, struct spop_str *key,
 		 struct spop_data *val, enum spop_status *status)
 {
@@ -277,12 +277,24 @@ invalid:
 int spop_msg_next(struct spop_reader *r, struct spop_str *name,
 		  unsigned *nargs, enum spop_status *status)
 {
-	const uint8_t *p = r->p;
+	const uint8_t *p = r->p, *end = r->end;
 	struct spop_str nm;
 
-	if (p == r->end)
+	if (p == end)
 		return 0;
-	if (spop__get_str(&p, r->end, &nm) < 0 || p == r->end) {
+	/* A name of one length byte in registers; a name read through a
+	 * local and copied out whole is read back in one 16-byte load across
+	 * the two 8-byte stores, which the store buffer cannot forward. */
+	if (*p < 240 && (size_t)*p < (size_t)(end - p - 1)) {
+		size_t n = *p;
+		name->ptr = p + 1;
+		name->len = n;
+		p += 1 + n;
+		*nargs = *p++;
+		r->p = p;
+		return 1;
+	}
+	if (spop__get_str(&p, end, &nm) < 0 || p == end) {
 		*status = SPOP_ERR_INVALID;
 		return SPOP_EPROTO;
 	}

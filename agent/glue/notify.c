@@ -168,7 +168,7 @@ static inline int notify_parse_args(struct spop_reader *r, unsigned nargs,
 	/* HAProxy sends every argument the SPOE file names: usually none
 	 * left, where clearing the array first is a memset per message. */
 	for (uint32_t m = ~seen & ((1u << count) - 1); m != 0; m &= m - 1)
-		args[__builtin_ctz(m)] = (struct spop_data){ .type = SPOP_DATA_NULL };
+		args[__builtin_ctz(m)].type = SPOP_DATA_NULL;
 	return 0;
 }
 
@@ -421,7 +421,8 @@ int notify_parse_frame(struct notify_ctx *ctx, const struct spop_frame *f,
 {
 	struct notify_msg extra;
 	struct spop_reader r;
-	nf->frame = *f;
+	if (f != &nf->frame) /* the caller may have decoded it in place */
+		nf->frame = *f;
 	nf->nmsg = 0;
 	nf->more = false;
 	nf->stage = CORE_PREFETCH_SLOT;

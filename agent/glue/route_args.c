@@ -198,15 +198,22 @@ static struct core_id route_arg_id(const struct spop_data *d)
 void route_request_core(const struct route_request *req,
 			struct core_request *out)
 {
-	*out = (struct core_request){
-		.session = route_arg_id(&req->args[ROUTE_ARG_SESSION]),
-		.prefix = { route_arg_id(&req->args[ROUTE_ARG_PREFIX1]),
-			    route_arg_id(&req->args[ROUTE_ARG_PREFIX2]),
-			    route_arg_id(&req->args[ROUTE_ARG_PREFIX3]) },
-		.install = route_arg_id(&req->args[ROUTE_ARG_INSTALL]),
-		.caller = route_arg_id(&req->args[ROUTE_ARG_CALLER]),
-		.src = route_arg_id(&req->args[ROUTE_ARG_SRC]),
-		.model = route_arg_str(&req->args[ROUTE_ARG_MODEL]),
-		.stream = route_arg_bool(&req->args[ROUTE_ARG_STREAM]),
-	};
+	/* Field by field, not a compound literal: that is zeroed whole
+	 * (the hint's endpoint array too) on the stack and copied out. The
+	 * core reads the hint only when present, and identity 0 says the
+	 * akey is not given. */
+	const struct spop_data *a = req->args;
+	out->session = route_arg_id(&a[ROUTE_ARG_SESSION]);
+	out->prefix[0] = route_arg_id(&a[ROUTE_ARG_PREFIX1]);
+	out->prefix[1] = route_arg_id(&a[ROUTE_ARG_PREFIX2]);
+	out->prefix[2] = route_arg_id(&a[ROUTE_ARG_PREFIX3]);
+	out->install = route_arg_id(&a[ROUTE_ARG_INSTALL]);
+	out->caller = route_arg_id(&a[ROUTE_ARG_CALLER]);
+	out->src = route_arg_id(&a[ROUTE_ARG_SRC]);
+	out->model = route_arg_str(&a[ROUTE_ARG_MODEL]);
+	out->stream = route_arg_bool(&a[ROUTE_ARG_STREAM]);
+	out->hint.present = false;
+	out->hint.n = 0;
+	out->identity = 0;
+	out->akey = 0;
 }
