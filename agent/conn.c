@@ -505,6 +505,7 @@ static void conn_process(struct conn *c)
 		/* Nothing is decoded past a refused frame, nor past one that
 		 * is not a NOTIFY until it is answered: a HELLO sets the
 		 * frame size the next are decoded with. */
+		unsigned fresh = tail; /* decoded from here on: in this round */
 		while (whole && tail - head < CONN_AHEAD) {
 			const struct conn_next *last = &next[(tail - 1) % CONN_AHEAD];
 			if (tail > head &&
@@ -515,7 +516,10 @@ static void conn_process(struct conn *c)
 		}
 		if (head == tail)
 			break;
-		for (unsigned i = head + 1; ctx.prefetch && i < tail; i++) {
+		/* The next step of each frame decoded in an earlier round: a
+		 * frame decoded now has just taken its first, and the second
+		 * reads what the first fetches (a miss, had it no time). */
+		for (unsigned i = head + 1; ctx.prefetch && i < fresh; i++) {
 			struct conn_next *x = &next[i % CONN_AHEAD];
 			if (x->fetch)
 				x->fetch = notify_prefetch(&ctx, &x->nf);
