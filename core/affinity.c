@@ -36,6 +36,20 @@ static void advise_huge(void *p, size_t len)
 #endif
 }
 
+/* len zeroed bytes at a cache-line boundary (*aligned), from calloc, so
+ * that the system still zeroes them lazily (aligned_alloc and a memset
+ * would make the whole map resident at start). calloc aligns to 16: a
+ * 32-byte entry would straddle two lines every other one, and a prefetch
+ * of its start fetches only the line with its key. Returns what to free. */
+static void *calloc_lines(size_t len, void **aligned)
+{
+	const uintptr_t line = 64;
+	void *p = calloc(1, len + line);
+	if (p != NULL)
+		*aligned = (void *)(((uintptr_t)p + line - 1) & ~(line - 1));
+	return p;
+}
+
 int affinity_init(struct affinity *a, uint32_t cap, uint64_t ttl_ms)
 {
 	memset(a, 0, sizeof(*a));
@@ -44,9 +58,10 @@ int affinity_init(struct affinity *a, uint32_t cap, uint64_t ttl_ms)
 	uint64_t n = 16;
 	while (n < 2ull * cap)
 		n *= 2;
-	a->e = calloc(cap, sizeof(*a->e));
-	a->slots = calloc((size_t)n, sizeof(*a->slots));
-	if (a->e == NULL || a->slots == NULL) {
+	a->e_mem = calloc_lines((size_t)cap * sizeof(*a->e), (void **)&a->e);
+	a->slots_mem = calloc_lines((size_t)n * sizeof(*a->slots),
+				    (void **)&a->slots);
+	if (a->e_mem == NULL || a->slots_mem == NULL) {
 		affinity_finish(a);
 		return -ENOMEM;
 	}
@@ -63,10 +78,8 @@ int affinity_init(struct affinity *a, uint32_t cap, uint64_t ttl_ms)
 
 void affinity_finish(struct affinity *a)
 {
-	free(a->e);
-	a->e = NULL;
-	free(a->slots);
-	a->slots = NULL;
+	free(a->e_mem);
+	free(a->slots_mem);
 	memset(a, 0, sizeof(*a));
 }
 

@@ -28,8 +28,9 @@ struct affinity_slot {
 };
 
 struct affinity {
-	struct affinity_entry *e;
+	struct affinity_entry *e;   /* cache-line aligned: an entry in one line */
 	struct affinity_slot *slots;
+	void *e_mem, *slots_mem;    /* what was allocated (e, slots inside) */
 	uint32_t mask;          /* slots - 1 */
 	uint32_t cap;           /* entries */
 	uint32_t used;          /* live entries */
@@ -83,20 +84,33 @@ static inline void affinity_prefetch(const struct affinity *a, uint64_t key)
 }
 
 /* The later, dependent steps of a lookup, for a caller that overlaps the
- * lookups of several keys (core_prefetch): the entry key's home slot
- * points to (this reads the slot: issue it once affinity_prefetch has had
- * time), then that entry's LRU neighbours, which a refresh relinks (reads
- * the entry). A key past its home slot is not followed: at most half the
- * slots are full, so most keys are in theirs. */
-/* The entry key's home slot points to, if its tag is key's (not checked:
- * the key itself), or NULL. */
+ * lookups of several keys (core_prefetch): the entry key's slot points to
+ * (this reads the slots: issue it once affinity_prefetch has had time),
+ * then that entry's LRU neighbours, which a refresh relinks (reads the
+ * entry). */
+/* Slots a prefetch step follows from a key's home: at half full, linear
+ * probing leaves about a third of the keys past their home slot, almost
+ * all within a few slots (8 to a cache line). */
+#define AFFINITY_PREFETCH_PROBES 8
+
+/* The entry of the first slot from key's home with key's tag (not
+ * checked: the key itself), or NULL at an empty slot or after
+ * AFFINITY_PREFETCH_PROBES slots. */
 static inline const struct affinity_entry *
 affinity_home(const struct affinity *a, uint64_t key)
 {
 	uint64_t h = mix64(key);
-	const struct affinity_slot *s = &a->slots[(uint32_t)h & a->mask];
-	return s->ref != 0 && s->tag == (uint32_t)(h >> 32) ? &a->e[s->ref - 1]
-							     : NULL;
+	uint32_t tag = (uint32_t)(h >> 32);
+	uint32_t i = (uint32_t)h & a->mask;
+	for (unsigned n = 0; n < AFFINITY_PREFETCH_PROBES; n++) {
+		const struct affinity_slot *s = &a->slots[i];
+		if (s->ref == 0)
+			return NULL;
+		if (s->tag == tag)
+			return &a->e[s->ref - 1];
+		i = (i + 1) & a->mask;
+	}
+	return NULL;
 }
 
 static inline void affinity_prefetch_entry(const struct affinity *a,
