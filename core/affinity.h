@@ -30,7 +30,6 @@ struct affinity_slot {
 struct affinity {
 	struct affinity_entry *e;   /* cache-line aligned: an entry in one line */
 	struct affinity_slot *slots;
-	void *e_mem, *slots_mem;    /* what was allocated (e, slots inside) */
 	uint32_t mask;          /* slots - 1 */
 	uint32_t cap;           /* entries */
 	uint32_t used;          /* live entries */
@@ -40,6 +39,7 @@ struct affinity {
 	uint32_t lru_tail;      /* least recent */
 	uint64_t ttl_ms;
 	uint64_t hits, misses, evictions, expirations;
+	void *e_mem, *slots_mem;    /* what was allocated (e, slots inside) */
 };
 
 /* Bytes the map holds per entry of capacity (entry plus its index
