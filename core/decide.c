@@ -57,6 +57,11 @@ bool core_identity(const struct core *c, const struct core_request *req,
 	return false;
 }
 
+/* noipa: a caller that sees this body (LTO) would take it for one
+ * without side effects and drop the call (see AFFINITY_PREFETCH_FN). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((noipa))
+#endif
 void core_prefetch(const struct core *c, uint64_t akey,
 		   enum core_prefetch stage)
 {

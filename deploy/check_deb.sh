@@ -114,6 +114,21 @@ deb="$work/warmlane_${version}_amd64.deb"
 [ -f "$deb" ] || { ls "$work"; bad "no $(basename "$deb")"; exit 1; }
 ok "built $(basename "$deb") ($(stat -c %s "$deb") bytes)"
 
+# The package's optimisation level (dpkg-buildflags: -O2) keeps the map's
+# prefetches: GCC dropped them there once, a third of the agent's CPU at
+# 10^6 keys (core/affinity.h, AFFINITY_PREFETCH_FN). Read off the build
+# tree's binary, before dh_strip took its symbols.
+built=$(ls "$tree"/obj-*/agent/warmlane 2>/dev/null | head -n 1)
+if [ -z "$built" ] || ! command -v objdump >/dev/null; then
+	bad "no unstripped agent in the build tree, or no objdump"
+else
+	pf=$(objdump -d --no-show-raw-insn "$built" |
+		awk '/<core_prefetch>:/ { on = 1; next } on && /^$/ { exit } on' |
+		grep -cE 'prefetch|prfm' || true)
+	[ "$pf" -gt 0 ] && ok "core_prefetch prefetches at the package's -O2 ($pf instructions)" ||
+		bad "core_prefetch holds no prefetch instruction at the package's -O2"
+fi
+
 # --- lintian: no error, no warning (info tags printed, not failed) --------
 start=$(date +%s)
 if lintian --display-info --show-overrides --fail-on error,warning \
