@@ -73,7 +73,7 @@ bool affinity_peek(const struct affinity *a, uint64_t key, uint64_t now_ms,
 
 /* The prefetch helpers are inlined whatever the optimisation level: GCC
  * 12 takes a function whose only effect is __builtin_prefetch for one
- * without side effects, and at -O2 (Debian's package build), where it
+ * without side effects, and at -O2 (dpkg-buildflags' level), where it
  * does not inline them, or with LTO it drops their calls (ipa-modref):
  * core_prefetch compiled to a bare `ret` there, and the agent ran 35%
  * slower at 10^6 keys (docs/operations.md). */

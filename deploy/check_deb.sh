@@ -114,19 +114,31 @@ deb="$work/warmlane_${version}_amd64.deb"
 [ -f "$deb" ] || { ls "$work"; bad "no $(basename "$deb")"; exit 1; }
 ok "built $(basename "$deb") ($(stat -c %s "$deb") bytes)"
 
-# The package's optimisation level (dpkg-buildflags: -O2) keeps the map's
-# prefetches: GCC dropped them there once, a third of the agent's CPU at
-# 10^6 keys (core/affinity.h, AFFINITY_PREFETCH_FN). Read off the build
-# tree's binary, before dh_strip took its symbols.
+# The package's optimisation (debian/rules: -O3 and LTO over
+# dpkg-buildflags' -O2, 10-15% of the agent's CPU per decision) and the
+# map's prefetches with it: GCC dropped them once where it did not inline
+# the helpers or saw core_prefetch from its callers (-O2, LTO), a third
+# of the agent's CPU at 10^6 keys (core/affinity.h, AFFINITY_PREFETCH_FN).
+# Read off the build tree, before dh_strip took the binary's symbols.
 built=$(ls "$tree"/obj-*/agent/warmlane 2>/dev/null | head -n 1)
+cc_json=$(ls "$tree"/obj-*/compile_commands.json 2>/dev/null | head -n 1)
+if [ -z "$cc_json" ]; then
+	bad "no compile_commands.json in the build tree"
+else
+	cmd=$(grep -m 1 '"command":.*core/decide\.c' "$cc_json" || true)
+	case $cmd in
+	*-flto*-O3* | *-O3*-flto*) ok "the core is compiled with -O3 and -flto" ;;
+	*) bad "core/decide.c is not compiled with -O3 and -flto: ${cmd:-no command}" ;;
+	esac
+fi
 if [ -z "$built" ] || ! command -v objdump >/dev/null; then
 	bad "no unstripped agent in the build tree, or no objdump"
 else
 	pf=$(objdump -d --no-show-raw-insn "$built" |
 		awk '/<core_prefetch>:/ { on = 1; next } on && /^$/ { exit } on' |
 		grep -cE 'prefetch|prfm' || true)
-	[ "$pf" -gt 0 ] && ok "core_prefetch prefetches at the package's -O2 ($pf instructions)" ||
-		bad "core_prefetch holds no prefetch instruction at the package's -O2"
+	[ "$pf" -gt 0 ] && ok "core_prefetch prefetches in the package's build ($pf instructions)" ||
+		bad "core_prefetch holds no prefetch instruction in the package's build"
 fi
 
 # --- lintian: no error, no warning (info tags printed, not failed) --------
