@@ -51,7 +51,7 @@ static void wbuf_put(struct conn *c, struct conn_wbuf *wb)
 static size_t conn_out_cap(const struct conn *c)
 {
 	size_t cap = (size_t)c->max_frame + 4;
-	return cap < CONN_WBUF_SIZE ? cap : CONN_WBUF_SIZE;
+	return cap < CONN_FRAME_MAX ? cap : CONN_FRAME_MAX;
 }
 
 static void conn_write_cb(uv_write_t *req, int status)
@@ -128,9 +128,10 @@ static int conn_send(struct conn *c, struct conn_wbuf *wb, size_t len,
 }
 
 /* Writes the ACKs batched so far, if any, in one write. Called when a
- * pass over the read buffer ends, when the next ACK does not fit, and
- * before any frame or close that must come after them. Returns 0, or a
- * libuv error after which the connection is closing. */
+ * pass over the read buffer ends, when less room than the largest frame
+ * is left for the next ACK, and before any frame or close that must come
+ * after them. Returns 0, or a libuv error after which the connection is
+ * closing. */
 static int conn_flush(struct conn *c)
 {
 	struct conn_wbuf *wb = c->batch;
@@ -148,28 +149,23 @@ static int conn_flush(struct conn *c)
 	return 0;
 }
 
-/* Appends one whole ACK frame of len bytes (at most conn_out_cap) to the
- * batch, writing the batch first when the frame does not fit: a frame is
- * never split across writes. Returns 0, or a libuv error after which the
- * connection is closing. */
-static int conn_queue_ack(struct conn *c, const uint8_t *frame, size_t len)
+/* Where the next ACK is encoded: the end of the batch, with room for a
+ * frame of the largest size (cap), the batch written first when less is
+ * left. A frame is never split across writes, and the room left never
+ * cuts an ACK down. Returns NULL when the connection is closing. */
+static uint8_t *conn_ack_room(struct conn *c, size_t cap)
 {
-	if (c->batch != NULL && len > CONN_WBUF_SIZE - c->batch_len) {
-		int r = conn_flush(c);
-		if (r < 0)
-			return r;
-	}
+	if (c->batch != NULL && CONN_WBUF_SIZE - c->batch_len < cap &&
+	    conn_flush(c) < 0)
+		return NULL;
 	if (c->batch == NULL) {
 		c->batch = wbuf_get(c, false);
 		if (c->batch == NULL) { /* cannot happen: conn_process checked */
 			conn_destroy(c);
-			return UV_ENOBUFS;
+			return NULL;
 		}
 	}
-	memcpy(c->batch->data + c->batch_len, frame, len);
-	c->batch_len += len;
-	c->batch_frames++;
-	return 0;
+	return c->batch->data + c->batch_len;
 }
 
 /* Whether one more frame's answer has a place: room in the batch for a
@@ -330,7 +326,7 @@ static void conn_on_hello(struct conn *c, const struct spop_frame *f)
 	}
 	/* Only pipelining: 3.1+ ignores async and fragmentation, and 2.6
 	 * would otherwise send fragments this agent does not reassemble. */
-	ptrdiff_t n = spop_agent_hello_encode(wb->data, CONN_WBUF_SIZE, max, true);
+	ptrdiff_t n = spop_agent_hello_encode(wb->data, CONN_FRAME_MAX, max, true);
 	if (n <= 0) {
 		wbuf_put(c, wb);
 		conn_fail(c, SPOP_ERR_RES, NULL);
@@ -385,19 +381,23 @@ static void conn_on_notify(struct conn *c, struct notify_ctx *ctx,
 	}
 	struct notify_deferred later;
 	enum spop_status st = x->st;
-	/* Built whole in scratch with the single-frame limit, then appended
-	 * to the batch: the room left in the batch never cuts an ACK down. */
-	ptrdiff_t n = x->parsed < 0
-		? SPOP_EPROTO
-		: notify_answer(ctx, &x->nf, c->scratch, conn_out_cap(c),
-				&later, &st);
+	ptrdiff_t n = SPOP_EPROTO;
+	if (x->parsed == 0) {
+		/* Encoded in place: a copy would read the ACK back across the
+		 * encoder's narrower stores (a store-forwarding stall). */
+		size_t cap = conn_out_cap(c);
+		uint8_t *out = conn_ack_room(c, cap);
+		if (out == NULL)
+			return;
+		n = notify_answer(ctx, &x->nf, out, cap, &later, &st);
+	}
 	if (n <= 0) {
 		conn_fail(c, st, st == SPOP_ERR_INVALID ? "malformed NOTIFY payload"
 							: NULL);
 		return;
 	}
-	if (conn_queue_ack(c, c->scratch, (size_t)n) < 0)
-		return;
+	c->batch_len += (size_t)n;
+	c->batch_frames++;
 	/* After the ACK is batched and before the read buffer moves: the
 	 * deferred feedback holds views into this frame. */
 	notify_run_deferred(ctx, &later);

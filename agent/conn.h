@@ -11,10 +11,15 @@
 
 struct server;
 
-/* Every frame the agent sends (AGENT-HELLO, ACK, AGENT-DISCONNECT) fits in
- * one of these: names in the config are at most CONFIG_NAME_MAX bytes, so
- * the largest ACK is under 700 bytes. */
-#define CONN_WBUF_SIZE 2048
+/* The largest frame the agent sends (AGENT-HELLO, ACK, AGENT-DISCONNECT):
+ * names in the config are at most CONFIG_NAME_MAX bytes, so an ACK of one
+ * decision is under 700 bytes; a frame of many `route` messages is cut
+ * down to a bare `ack` past this (or the negotiated frame size). */
+#define CONN_FRAME_MAX 2048
+/* A write buffer: twice the largest frame, so that the ACKs of a read pass
+ * are encoded in place, each with the room of the largest frame, and a
+ * batch is written once less than that is left. */
+#define CONN_WBUF_SIZE (2 * CONN_FRAME_MAX)
 /* Writes in flight per connection before reading pauses (backpressure).
  * The ACKs of one read share a write, so this counts writes, not frames.
  * HAProxy keeps at most 20 NOTIFYs outstanding per connection
@@ -60,12 +65,12 @@ struct conn {
 	unsigned n_wbufs;        /* allocated */
 	unsigned pending_writes; /* in flight */
 	/* The ACKs of the current pass over the read buffer, not yet written:
-	 * whole frames back to back, written when the pass ends or the next
-	 * one does not fit. NULL when empty. */
+	 * whole frames back to back, each encoded in place, written when the
+	 * pass ends or less room than the largest frame is left. NULL when
+	 * empty. */
 	struct conn_wbuf *batch;
 	size_t batch_len;
 	unsigned batch_frames;
-	uint8_t scratch[CONN_WBUF_SIZE]; /* one ACK, before it joins the batch */
 	uint8_t *rbuf;           /* max_frame_size + 4 bytes */
 	size_t rcap, rlen;
 };

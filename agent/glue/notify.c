@@ -8,7 +8,7 @@
 #include "log.h"
 
 /* Decisions an ACK can carry: each takes at least 16 bytes (its `reason`
- * set-var) of an ACK of at most CONN_WBUF_SIZE (2048); one more is the
+ * set-var) of an ACK of at most CONN_FRAME_MAX (2048); one more is the
  * decision whose answer overflowed. */
 #define NOTIFY_MAX_DECIDED (2048 / 16 + 1)
 

@@ -361,9 +361,9 @@ static size_t long_ack_size(void)
 }
 
 /* Large (exactly the negotiated frame size) and small ACKs mixed in one
- * read: each arrives whole, uncut, in order; the batch is written when the
- * next ACK does not fit, so it takes several writes, but fewer than
- * frames. */
+ * read: each arrives whole, uncut, in order; the batch is written when
+ * less room than the frame size is left for the next ACK, so it takes
+ * several writes, but fewer than frames. */
 START_TEST(notify_coalesced_large)
 {
 	enum { N = 40 };
