@@ -115,7 +115,7 @@ deb="$work/warmlane_${version}_amd64.deb"
 ok "built $(basename "$deb") ($(stat -c %s "$deb") bytes)"
 
 # The package's optimisation (debian/rules: -O3 and LTO over
-# dpkg-buildflags' -O2, 10-15% of the agent's CPU per decision) and the
+# dpkg-buildflags' -O2, about 12% of the agent's CPU per decision) and the
 # map's prefetches with it: GCC dropped them once where it did not inline
 # the helpers or saw core_prefetch from its callers (-O2, LTO), a third
 # of the agent's CPU at 10^6 keys (core/affinity.h, AFFINITY_PREFETCH_FN).
