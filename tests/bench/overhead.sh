@@ -218,7 +218,8 @@ import sys, urllib.request
 t = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=3).read().decode()
 keep = [l for l in t.splitlines()
         if l.startswith(("warmlane_spop_messages_total", "warmlane_decisions_total",
-                         "warmlane_spop_protocol_errors_total", "warmlane_spop_read_stalls_total"))
+                         "warmlane_spop_protocol_errors_total", "warmlane_spop_read_stalls_total",
+                         "warmlane_spop_coalesce_waits_total", "warmlane_spop_coalesce_busy_total"))
         and not l.rstrip().endswith(" 0")]
 print("; ".join(keep))
 EOF
