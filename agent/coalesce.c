@@ -10,6 +10,30 @@
 #include "config.h"
 #include "server.h"
 
+void coalesce_note_sleep(struct coalesce *c, uint64_t asked_ns,
+			 uint64_t slept_ns, uint64_t w_ns)
+{
+	bool late = slept_ns > asked_ns + w_ns / COALESCE_LATE_DIV;
+	uint32_t x = late ? COALESCE_LATE_ONE : 0;
+	if (x >= c->late)
+		c->late += (x - c->late) >> COALESCE_LATE_SHIFT;
+	else
+		c->late -= (c->late - x) >> COALESCE_LATE_SHIFT;
+}
+
+bool coalesce_busy(struct coalesce *c)
+{
+	if (c->late <= COALESCE_LATE_ONE / COALESCE_BUSY_ONE_IN) {
+		c->held = 0;
+		return false;
+	}
+	if (++c->held >= COALESCE_PROBE_EVERY) {
+		c->held = 0;
+		return false; /* the probe */
+	}
+	return true;
+}
+
 static void coalesce_on_prepare(uv_prepare_t *h)
 {
 	struct coalesce *c = h->data;
@@ -28,6 +52,10 @@ static void coalesce_on_prepare(uv_prepare_t *h)
 	 * saturated loop never sleeps). */
 	if (served == 0 || served >= COALESCE_FULL_PASS || since >= w)
 		return;
+	if (coalesce_busy(c)) {
+		c->srv->stats.coalesce_busy++;
+		return;
+	}
 #if defined(__linux__)
 	/* The thread's timer slack (50 us by default) would stretch every
 	 * window by as much. */
@@ -42,6 +70,7 @@ static void coalesce_on_prepare(uv_prepare_t *h)
 		;
 	c->srv->stats.coalesce_waits++;
 	c->poll_ns = uv_hrtime();
+	coalesce_note_sleep(c, left, c->poll_ns - now, w);
 }
 
 int coalesce_init(struct coalesce *c, struct server *srv)

@@ -61,6 +61,7 @@ struct stats {
 	uint64_t io_errors;     /* read or write errors other than EOF/RST */
 	uint64_t writes;        /* socket writes: several frames may share one */
 	uint64_t coalesce_waits; /* polls delayed by spop.coalesce_us */
+	uint64_t coalesce_busy;  /* polls not delayed: windows came back late */
 	struct stats_histogram decide_latency; /* route_decide, uv_hrtime */
 	uint64_t runtime_polls;         /* runtime-API polls started */
 	uint64_t runtime_poll_failures; /* polls that got no usable answer */

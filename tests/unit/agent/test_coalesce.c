@@ -269,11 +269,72 @@ START_TEST(full_pass_never_waits)
 }
 END_TEST
 
+/* The late share: sleeps that end a quarter window past their deadline
+ * hold the window off (but for a probe every COALESCE_PROBE_EVERY
+ * passes), and sleeps on time give it back. */
+START_TEST(late_sleeps_hold_the_window)
+{
+	const uint64_t w = 250000, asked = 200000;
+	struct coalesce c = { 0 };
+	ck_assert(!coalesce_busy(&c));
+	/* Late by exactly a quarter window is not late. */
+	for (int i = 0; i < 100; i++)
+		coalesce_note_sleep(&c, asked, asked + w / COALESCE_LATE_DIV, w);
+	ck_assert_uint_eq(c.late, 0);
+	ck_assert(!coalesce_busy(&c));
+	/* One late sleep in 16 stays under 1 in COALESCE_BUSY_ONE_IN. */
+	for (int i = 0; i < 400; i++)
+		coalesce_note_sleep(&c, asked, i % 16 ? asked : 2 * asked, w);
+	ck_assert(!coalesce_busy(&c));
+	/* A run of late ones holds it, a probe each COALESCE_PROBE_EVERY. */
+	for (int i = 0; i < 8; i++)
+		coalesce_note_sleep(&c, asked, asked + w, w);
+	unsigned held = 0, probes = 0;
+	for (int i = 0; i < 4 * COALESCE_PROBE_EVERY; i++) {
+		if (coalesce_busy(&c))
+			held++;
+		else
+			probes++;
+	}
+	ck_assert_uint_eq(probes, 4);
+	ck_assert_uint_eq(held, 4 * (COALESCE_PROBE_EVERY - 1));
+	/* Probes that sleep on time give the window back. */
+	unsigned n = 0;
+	while (c.late > COALESCE_LATE_ONE / COALESCE_BUSY_ONE_IN && n < 100) {
+		coalesce_note_sleep(&c, asked, asked + 1000, w);
+		n++;
+	}
+	ck_assert_uint_lt(n, 100);
+	ck_assert(!coalesce_busy(&c));
+}
+END_TEST
+
+/* Held off, the loop polls at once: every pass that would have slept is
+ * counted busy, and none waits. */
+START_TEST(busy_cpu_polls_at_once)
+{
+	struct harness h;
+	harness_init(&h, NULL);
+	h.cfg.coalesce_us = 400000;
+	struct coalesce co = { 0 };
+	ck_assert_int_eq(coalesce_init(&co, &h.srv), 0);
+	co.late = COALESCE_LATE_ONE; /* every recent sleep came back late */
+	unsigned first;
+	bool c_early;
+	round_run(&h, 400000000ull, false, &first, &c_early);
+	ck_assert_uint_eq(h.srv.stats.coalesce_waits, 0);
+	ck_assert_uint_ge(h.srv.stats.coalesce_busy, 1);
+	coalesce_finish(&co);
+	harness_finish(&h);
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *const tests[] = {
 		frames_in_window_share_a_pass, off_never_sleeps,
 		sparse_frames_never_wait, full_pass_never_waits,
+		late_sleeps_hold_the_window, busy_cpu_polls_at_once,
 	};
 	return unit_run(unit_suite("agent-coalesce", "window", tests,
 				   sizeof(tests) / sizeof(tests[0])));
