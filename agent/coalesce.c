@@ -14,11 +14,8 @@ void coalesce_note_sleep(struct coalesce *c, uint64_t asked_ns,
 			 uint64_t slept_ns, uint64_t w_ns)
 {
 	bool late = slept_ns > asked_ns + w_ns / COALESCE_LATE_DIV;
-	uint32_t x = late ? COALESCE_LATE_ONE : 0;
-	if (x >= c->late)
-		c->late += (x - c->late) >> COALESCE_LATE_SHIFT;
-	else
-		c->late -= (c->late - x) >> COALESCE_LATE_SHIFT;
+	c->late += ((late ? COALESCE_LATE_ONE : 0) >> COALESCE_LATE_SHIFT) -
+		   (c->late >> COALESCE_LATE_SHIFT);
 }
 
 bool coalesce_busy(struct coalesce *c)
