@@ -83,7 +83,8 @@ static int check_params(const struct core_params *p)
 	if (!isfinite(p->owned_bound) ||
 	    (p->owned_bound >= 0 && p->owned_half_life_ms == 0))
 		return -EINVAL;
-	if (!isfinite(p->slow_start) || !finite_ge(p->place_load_z, 0))
+	if (!isfinite(p->slow_start) || !finite_ge(p->place_load_z, 0) ||
+	    !finite_ge(p->place_long_z, 0))
 		return -EINVAL;
 	return 0;
 }

@@ -159,6 +159,10 @@ struct core_request {
 	struct core_id src;        /* used only if the ladder holds "src" */
 	struct core_str model;     /* len 0: no model, every endpoint serves */
 	bool stream;
+	uint32_t size_kib;         /* the request body's advertised size in
+	                            * KiB (HAProxy's req.body_size / 1024,
+	                            * saturated); 0: unknown or under 1 KiB
+	                            * (policy.place_long_kib) */
 	struct core_hint hint;     /* zeroed: none (a single HAProxy) */
 	/* core_identity of this request, when the caller has it already
 	 * (it prefetched the key's slot): 0 not given (core_decide computes

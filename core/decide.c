@@ -361,21 +361,23 @@ static inline bool slot_free(const struct pool_endpoint *e)
 }
 
 /* policy.place_load_z (params.h): the best ranked candidate (index in
- * items[0, n)) whose load is lower than x's by more than place_load_z
- * standard deviations of both counts' noise, UINT32_MAX if none. The
- * first clearly lighter in the key's own order, not the least loaded:
- * agents whose views differ by noise still pick the same one. */
+ * items[0, n)) whose load is lower than x's by more than z standard
+ * deviations of both counts' noise, UINT32_MAX if none. The first
+ * clearly lighter in the key's own order, not the least loaded: agents
+ * whose views differ by noise still pick the same one. judged: only one
+ * slow_start has answers enough to judge (kind k). */
 static uint32_t lighter(const struct core *c, uint32_t x, uint32_t n,
-			uint64_t now_ms)
+			double z, bool judged, unsigned k, uint64_t now_ms)
 {
 	double vx, lx = new_load(&c->pool.ep[x], &vx);
-	double z2 = c->p.place_load_z * c->p.place_load_z;
+	double z2 = z * z;
 	uint32_t y = UINT32_MAX;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct pool_endpoint *e = &c->pool.ep[c->items[i].endpoint];
 		double vi, d = lx - new_load(e, &vi);
 		/* written so that a NaN (a weight near 0) counts as no gap */
-		if (!(d > 0 && d * d > z2 * (vx + vi)) || !trusted_idle(c, e, now_ms))
+		if (!(d > 0 && d * d > z2 * (vx + vi)) || !trusted_idle(c, e, now_ms) ||
+		    (judged && e->first[k].n < SLOWSTART_ANSWERS))
 			continue;
 		if (y == UINT32_MAX || rdv_before(&c->items[i], &c->items[y]))
 			y = i;
@@ -398,9 +400,23 @@ static uint32_t free_slot(const struct core *c, uint32_t n, uint64_t now_ms)
 	return y;
 }
 
+/* Whether a new key is held to place_long_z: a long prompt, and its
+ * rendezvous choice x judged by slow_start. Long prompts sent by load
+ * would pick which prompts an endpoint's first answers time, and
+ * slow_start compares those times raw: an endpoint slow from its start
+ * that got the short ones passed for a fast one (the quick start's
+ * fleet, 1,000 requests: its share of new keys 2.1% -> 9.9% with
+ * place_long_kib 64). Between judged endpoints the long ones go too. */
+static inline bool place_long(const struct core *c, const struct pick *k,
+			      uint32_t x)
+{
+	return c->p.place_long_kib > 0 && k->size_kib >= c->p.place_long_kib &&
+	       c->pool.ep[x].first[k->kind].n >= SLOWSTART_ANSWERS;
+}
+
 /* A new key's endpoint: its rendezvous choice x (items[0, n) the
- * ranking, intact), or another by load (place_load_z), else by slots
- * (place_slots), if it can take the key as x could. A key with requests
+ * ranking, intact), or another by load (place_load_z, place_long_z),
+ * else by slots (place_slots), if it can take the key as x could. A key with requests
  * placed before its first answer (placed: its endpoint, else UINT32_MAX)
  * keeps the rendezvous choice: moving its next request too would split
  * it, and sending it after the first whatever the load cost independent
@@ -413,7 +429,11 @@ static uint32_t place_by_load(struct core *c, const struct pick *k,
 	if (placed != UINT32_MAX)
 		return x;
 	bool by_slots = false;
-	uint32_t y = c->p.place_load_z > 0 ? lighter(c, x, n, now_ms) : UINT32_MAX;
+	bool lng = place_long(c, k, x);
+	uint32_t y = UINT32_MAX;
+	if (lng || c->p.place_load_z > 0)
+		y = lighter(c, x, n, lng ? c->p.place_long_z : c->p.place_load_z,
+			    lng, k->kind, now_ms);
 	if (y == UINT32_MAX && c->p.place_slots && slots_busy(&c->pool.ep[x])) {
 		y = free_slot(c, n, now_ms);
 		by_slots = true;
@@ -426,6 +446,7 @@ static uint32_t place_by_load(struct core *c, const struct pick *k,
 		return x;
 	if (t != NULL) {
 		t->by_load = !by_slots;
+		t->by_long = !by_slots && lng;
 		t->by_slots = by_slots;
 	}
 	return y;
@@ -583,7 +604,11 @@ void decide(struct core *c, const struct core_request *req,
 
 	/* 2c. Cold endpoints borrow the median of the warm ones (p2c trusts
 	 * its own EWMA sooner: p2c_ewma). */
-	struct pick k = { .v = v, .kind = req->stream ? CORE_KIND_STREAM : CORE_KIND_PLAIN };
+	struct pick k = {
+		.v = v,
+		.kind = req->stream ? CORE_KIND_STREAM : CORE_KIND_PLAIN,
+		.size_kib = req->size_kib,
+	};
 	pick_signals(c, v, &k);
 	if (t != NULL) {
 		memcpy(t->use, k.use, sizeof(t->use));

@@ -24,6 +24,8 @@ void core_params_defaults(struct core_params *p)
 		.warm_slack = 6,
 		.place_choices = 1,
 		.place_load_z = 1.5,
+		.place_long_kib = 0,
+		.place_long_z = 0.5,
 		.place_slots = true,
 		.owned_bound = 0.5,
 		.slow_start = 2,

@@ -159,6 +159,22 @@ struct core_params {
 	 * with the counts, so that a busier view needs a larger gap. 0: off
 	 * (the rendezvous choice below the bound). */
 	double place_load_z;               /* 1.5 */
+	/* A new key whose request body is at least place_long_kib KiB
+	 * (core_request.size_kib) is held to place_long_z instead of
+	 * place_load_z, where its rendezvous choice and the lighter
+	 * candidate both have the SLOWSTART_ANSWERS slow_start judges by.
+	 * Its cold prefill is what the batch slows (prefill x (1 + slowdown
+	 * x running)): a gap of a request or two that place_load_z leaves
+	 * as noise costs a long prompt tens of ms per request and a short
+	 * one nothing. The tail of time to first token is these prompts
+	 * (docs/policy-v2.md, section 14). Placing them by load costs
+	 * agreement where agents do not share placements: for one HAProxy,
+	 * or several that share the warm hint (docs/peers.md); independent
+	 * agents lose their long prompts' hits (Mooncake, 2 agents 0.92 ->
+	 * 0.86 of one). And the latency rules read raw times while this one
+	 * chooses which prompts an endpoint answers (section 14). 0: off. */
+	uint32_t place_long_kib;           /* 0 */
+	double place_long_z;               /* 0.5 */
 	/* A new key whose choice X (after place_load_z) has every slot busy
 	 * (in flight >= its configured slots, core_endpoint_config.slots)
 	 * goes instead to the first candidate in the key's rendezvous order

@@ -18,6 +18,7 @@ struct pick {
 	unsigned sig[2];   /* pool_sig of each */
 	double median[2];
 	double tolerated[2];
+	uint32_t size_kib; /* core_request.size_kib */
 };
 
 /* The EWMA of signal s the decision uses: its own once warm, else the

@@ -76,6 +76,8 @@ struct core_trace {
 	uint32_t load_floor, place_choices;
 	bool by_load;              /* a new key sent to the least loaded
 				    * candidate instead (place_load_z) */
+	bool by_long;              /* by_load, held to place_long_z: a long
+				    * prompt (place_long_kib) */
 	bool by_slots;             /* a new key sent to a free slot: every
 				    * slot of its choice was busy (place_slots) */
 	/* Step 5: the two random choices and their costs. */

@@ -1367,6 +1367,65 @@ START_TEST(place_load_new_keys_off_clearly_busier)
 }
 END_TEST
 
+/* A new key r of size_kib KiB on a pool of 4, the load bound out of the
+ * way, x holding x_load requests and every endpoint but unjudged (-1:
+ * none; 4: all) judged (5 answers of 100 ms each kind): where it goes
+ * with place_long_kib kib. */
+static int place_long_decide(struct core_request r, uint32_t size_kib,
+			     uint32_t kib, int unjudged, int x, uint32_t x_load)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.owned_bound = -1;
+	p.explore_share = 0;
+	p.load_floor = 1000;
+	p.place_long_kib = kib;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	for (int i = 0; i < 4 && unjudged < 4; i++)
+		if (i != unjudged)
+			fx_warm(&f, i, 100, 5);
+	core_endpoint_sync(f.c, x, CORE_ADMIN_ENABLED, x_load, f.now);
+	r.size_kib = size_kib;
+	struct core_trace t;
+	struct core_rng copy = f.rng;
+	struct core_decision e;
+	ck_assert_int_eq(core_explain(f.c, &r, f.now, &copy, &e, &t), 0);
+	ck_assert_int_eq(t.by_load, e.endpoint != x);
+	ck_assert_int_eq(t.by_long, e.endpoint != x);
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	ck_assert_int_eq(d.endpoint, e.endpoint);
+	fx_finish(&f);
+	return d.endpoint;
+}
+
+START_TEST(place_long_prompts_on_a_smaller_gap)
+{
+	/* x with 2 in flight against 0 (3 against 1 with the key): a gap of
+	 * 2, noise for place_load_z (1.5 x sqrt(4) = 3), clear for
+	 * place_long_z (0.5 x 2 = 1). A prompt of place_long_kib or more
+	 * goes to y, the best ranked lighter; a shorter one, the rule off,
+	 * or endpoints without the 5 answers slow_start judges by (the rule
+	 * would choose which prompts their first answers time) keep x. */
+	for (uint64_t key = 1; key <= 100; key++) {
+		struct core_request r = fx_session(key * 0x9e3779b97f4a7c15ull);
+		int x, y, z;
+		first_three_choices(&r, &x, &y, &z);
+
+		ck_assert_int_eq(place_long_decide(r, 64, 64, -1, x, 2), y);
+		ck_assert_int_eq(place_long_decide(r, 1000, 64, -1, x, 2), y);
+		ck_assert_int_eq(place_long_decide(r, 63, 64, -1, x, 2), x);
+		ck_assert_int_eq(place_long_decide(r, 1000, 0, -1, x, 2), x);
+		ck_assert_int_eq(place_long_decide(r, 1000, 64, 4, x, 2), x);
+		ck_assert_int_eq(place_long_decide(r, 1000, 64, x, x, 2), x);
+		ck_assert_int_eq(place_long_decide(r, 1000, 64, y, x, 2), z);
+		/* no gap at all: x */
+		ck_assert_int_eq(place_long_decide(r, 1000, 64, -1, x, 0), x);
+	}
+}
+END_TEST
+
 /* A new key r on a pool of 4 named as fx_init's, each with slots[i]
  * slots, the load bound out of the way (load_floor 1000), x holding
  * x_load requests, y y_load and one failure in its breaker window when
@@ -2767,6 +2826,7 @@ static Suite *core_suite(void)
 	tcase_add_loop_test(tc, hot_keys_stay_within_bound, 0, 2);
 	tcase_add_test(tc, place_choices_cheapest_of_first_n);
 	tcase_add_test(tc, place_load_new_keys_off_clearly_busier);
+	tcase_add_test(tc, place_long_prompts_on_a_smaller_gap);
 	tcase_add_test(tc, place_load_keeps_warm_keys);
 	tcase_add_test(tc, place_slots_new_keys_to_a_free_slot);
 	tcase_add_test(tc, slots_sources);
