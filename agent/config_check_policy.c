@@ -122,6 +122,11 @@ void config_check_policy(struct config_check *s, const struct raw_policy *rp,
 	/* 0: off (core_params.place_load_z). */
 	config_check_double(s, "policy.place_load_z", rp->place_load_z, 0, true,
 			    100, &p->place_load_z);
+	/* 0: off (core_params.place_long_kib); 1 GiB is no prompt. */
+	config_check_u32(s, "policy.place_long_kib", rp->place_long_kib, 0,
+			 1048576, &p->place_long_kib);
+	config_check_double(s, "policy.place_long_z", rp->place_long_z, 0, true,
+			    100, &p->place_long_z);
 	/* Negative: off (core_params.owned_bound). */
 	config_check_double(s, "policy.owned_bound", rp->owned_bound, -1, true,
 			    100, &p->owned_bound);

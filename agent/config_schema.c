@@ -101,6 +101,8 @@ static const cyaml_schema_field_t policy_fields[] = {
 	INT("warm_slack", struct raw_policy, warm_slack),
 	INT("place_choices", struct raw_policy, place_choices),
 	FLT("place_load_z", struct raw_policy, place_load_z),
+	INT("place_long_kib", struct raw_policy, place_long_kib),
+	FLT("place_long_z", struct raw_policy, place_long_z),
 	FLT("owned_bound", struct raw_policy, owned_bound),
 	FLT("slow_start", struct raw_policy, slow_start),
 	STR("owned_half_life", struct raw_policy, owned_half_life),

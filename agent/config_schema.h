@@ -91,6 +91,8 @@ struct raw_policy {
 	double *warm_slack;
 	double *place_choices;
 	double *place_load_z;
+	double *place_long_kib;
+	double *place_long_z;
 	double *owned_bound;
 	double *slow_start;
 	char *owned_half_life;

@@ -219,7 +219,7 @@ int ctl_cmd_request(struct ctl_cmd *cmd, unsigned from, struct ctl_req *r)
 		}
 		int a = route_arg_lookup((struct spop_str){ (const uint8_t *)w->p, nlen });
 		if (a < 0 || a == ROUTE_ARG_ID) {
-			ctl_cmd_error(cmd, "unknown argument %.*s (session, prefix1, prefix2, prefix3, install, caller, src, model, stream, akey)",
+			ctl_cmd_error(cmd, "unknown argument %.*s (session, prefix1, prefix2, prefix3, install, caller, src, model, stream, size, akey)",
 				      (int)(nlen > 64 ? 64 : nlen), w->p);
 			return -1;
 		}
@@ -228,7 +228,8 @@ int ctl_cmd_request(struct ctl_cmd *cmd, unsigned from, struct ctl_req *r)
 		uint8_t ip[16];
 		char ipb[64];
 		if ((a == ROUTE_ARG_PREFIX1 || a == ROUTE_ARG_PREFIX2 ||
-		     a == ROUTE_ARG_PREFIX3 || a == ROUTE_ARG_CALLER) &&
+		     a == ROUTE_ARG_PREFIX3 || a == ROUTE_ARG_CALLER ||
+		     a == ROUTE_ARG_SIZE) &&
 		    parse_i64(v, vlen, &iv)) {
 			d->type = SPOP_DATA_INT64;
 			d->u.i64 = iv;
@@ -310,7 +311,8 @@ static const char ctl_help[] =
 	"prompt                                 interactive mode: a \"> \" prompt after each answer\n"
 	"quit                                   close the connection\n"
 	"Add -json to any command for a JSON answer. Request arguments are the route\n"
-	"message's: session= prefix1= prefix2= prefix3= install= caller= src= model= stream=\n";
+	"message's: session= prefix1= prefix2= prefix3= install= caller= src= model= stream=\n"
+	"size= (the body's bytes)\n";
 
 static void cmd_help(struct ctl_cmd *cmd)
 {

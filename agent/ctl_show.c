@@ -366,7 +366,8 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 		if (t->candidates > t->n_rank)
 			ctl_out_printf(o, "   (%u more not listed)\n", t->candidates - t->n_rank);
 		if (t->by_load)
-			ctl_out_printf(o, "   a new key: to the first clearly less loaded (place_load_z)\n");
+			ctl_out_printf(o, "   a new key: to the first clearly less loaded (%s)\n",
+				       t->by_long ? "place_long_z: a long prompt" : "place_load_z");
 		if (t->by_slots)
 			ctl_out_printf(o, "   a new key: every slot of its choice busy, to the first with one free (place_slots)\n");
 		ctl_out_printf(o, "   load bound: in_flight + 1 <= ceil(load_factor ");

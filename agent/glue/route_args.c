@@ -27,6 +27,7 @@ const struct route_name route_arg_names[ROUTE_ARG_COUNT] = {
 	[ROUTE_ARG_HINT_AT] = ROUTE_NAME("hint_at"),
 	[ROUTE_ARG_HINT_AKEY] = ROUTE_NAME("hint_akey"),
 	[ROUTE_ARG_HINT_NAME] = ROUTE_NAME("hint_name"),
+	[ROUTE_ARG_SIZE] = ROUTE_NAME("size"),
 };
 
 const struct route_name route_fb_names[ROUTE_FB_COUNT] = {
@@ -51,7 +52,7 @@ const uint8_t route_arg_order[ROUTE_ARG_COUNT] = {
 	ROUTE_ARG_PREFIX3, ROUTE_ARG_INSTALL, ROUTE_ARG_CALLER,
 	ROUTE_ARG_SRC, ROUTE_ARG_MODEL, ROUTE_ARG_STREAM, ROUTE_ARG_ID,
 	ROUTE_ARG_HINT_SRV, ROUTE_ARG_HINT_AT, ROUTE_ARG_HINT_AKEY,
-	ROUTE_ARG_HINT_NAME,
+	ROUTE_ARG_HINT_NAME, ROUTE_ARG_SIZE,
 };
 
 const uint8_t route_fb_order[ROUTE_FB_COUNT] = {
@@ -195,6 +196,17 @@ static struct core_id route_arg_id(const struct spop_data *d)
 	return id;
 }
 
+/* A size in bytes as whole KiB, saturated; 0 for none, a negative one
+ * or another type (core_request.size_kib). */
+static uint32_t route_arg_kib(const struct spop_data *d)
+{
+	int64_t v;
+	if (!route_arg_int(d, &v) || v <= 0)
+		return 0;
+	return (uint64_t)v / 1024 > UINT32_MAX ? UINT32_MAX :
+						 (uint32_t)((uint64_t)v / 1024);
+}
+
 void route_request_core(const struct route_request *req,
 			struct core_request *out)
 {
@@ -212,6 +224,7 @@ void route_request_core(const struct route_request *req,
 	out->src = route_arg_id(&a[ROUTE_ARG_SRC]);
 	out->model = route_arg_str(&a[ROUTE_ARG_MODEL]);
 	out->stream = route_arg_bool(&a[ROUTE_ARG_STREAM]);
+	out->size_kib = route_arg_kib(&a[ROUTE_ARG_SIZE]);
 	out->hint.present = false;
 	out->hint.n = 0;
 	out->identity = 0;

@@ -30,6 +30,13 @@ static void put_null_kv(struct spop_writer *w, const char *k)
 	spop_put_kv(w, k, &d);
 }
 
+/* Request k's body bytes (the size argument, req.body_size): what its
+ * prefix windows cover, 4 KiB and more for half of them. */
+static inline uint64_t lframe_body(uint32_t k)
+{
+	return (k & 1 ? 4096u : 1024u) + (k % 97) * 16u;
+}
+
 ptrdiff_t lframe_route_ref(uint8_t *out, size_t cap, uint64_t sid,
 			   uint32_t k)
 {
@@ -41,7 +48,7 @@ ptrdiff_t lframe_route_ref(uint8_t *out, size_t cap, uint64_t sid,
 			  "7F000001:%04X_7F000001:1F90_%08" PRIX64 "_%04" PRIX64
 			  ":1F2B", (unsigned)(k & 0xffff), sid & 0xffffffffu,
 			  sid & 0xffff);
-	static const uint8_t hdr[] = { 5, 'r', 'o', 'u', 't', 'e', 14 };
+	static const uint8_t hdr[] = { 5, 'r', 'o', 'u', 't', 'e', 15 };
 	struct spop_writer w;
 	struct spop_data d;
 
@@ -74,6 +81,8 @@ ptrdiff_t lframe_route_ref(uint8_t *out, size_t cap, uint64_t sid,
 	put_null_kv(&w, "hint_at");
 	put_null_kv(&w, "hint_akey");
 	put_null_kv(&w, "hint_name");
+	d = spop_data_int64((int64_t)lframe_body(k));
+	spop_put_kv(&w, "size", &d);
 	return spop_frame_finish(&w);
 }
 
@@ -209,7 +218,7 @@ size_t lframe_route(uint8_t *out, uint64_t sid, uint32_t k)
 		hex_init();
 	uint8_t *p = frame_begin(out, sid);
 
-	p = LIT(p, "\x05" "route" "\x0e"
+	p = LIT(p, "\x05" "route" "\x0f"
 		   "\x07" "session" "\x08\x1f"
 		   "XXXXXXXX-4b1e-9c1a-XXXXXXXXXXXX");
 	put_hex(p - 31, k, 4, 0);
@@ -235,7 +244,9 @@ size_t lframe_route(uint8_t *out, uint64_t sid, uint32_t k)
 	p = LIT(p, "\x08" "hint_srv" "\x00"
 		   "\x07" "hint_at" "\x00"
 		   "\x09" "hint_akey" "\x00"
-		   "\x09" "hint_name" "\x00");
+		   "\x09" "hint_name" "\x00"
+		   "\x04" "size" "\x04");
+	p = put_varint(p, lframe_body(k));
 	return frame_end(out, p);
 }
 

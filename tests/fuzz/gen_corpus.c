@@ -100,6 +100,24 @@ static void notify_seeds(void)
 	put("notify", "integers", ints, sizeof(ints) - 1);
 	put("notify", "missing-arg", "\x01m\x02\x01" "a\x00", 6);
 	put("notify", "empty-message", "\x00\x00", 2);
+
+	/* the size argument: a body's bytes, then the widest unsigned one */
+	uint8_t buf[128];
+	struct spop_writer w;
+	struct spop_data sess = spop_data_string("s1", 2);
+	struct spop_data big = { .type = SPOP_DATA_UINT64, .u.u64 = UINT64_MAX };
+	struct spop_data size = spop_data_int64(81920);
+	uint8_t two = 2;
+	spop_writer_init(&w, buf, sizeof(buf));
+	spop_put_str(&w, "route", 5);
+	spop_put_bytes(&w, &two, 1);
+	spop_put_kv(&w, "session", &sess);
+	spop_put_kv(&w, "size", &size);
+	spop_put_str(&w, "route", 5);
+	spop_put_bytes(&w, &two, 1);
+	spop_put_kv(&w, "size", &big);
+	spop_put_kv(&w, "session", &sess);
+	put("notify", "route-size", buf, w.len);
 }
 
 static void frame_seeds(void)

@@ -48,6 +48,8 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert_uint_eq(a->place_choices, b->place_choices);
 	ck_assert(a->owned_bound == b->owned_bound);
 	ck_assert(a->place_load_z == b->place_load_z);
+	ck_assert_uint_eq(a->place_long_kib, b->place_long_kib);
+	ck_assert(a->place_long_z == b->place_long_z);
 	ck_assert(a->slow_start == b->slow_start);
 	ck_assert_uint_eq(a->owned_half_life_ms, b->owned_half_life_ms);
 	ck_assert(a->explore_share == b->explore_share);
@@ -144,6 +146,8 @@ static const char full_yaml[] =
 	"  place_choices: 3\n"
 	"  owned_bound: 0.25\n"
 	"  place_load_z: 2.5\n"
+	"  place_long_kib: 80\n"
+	"  place_long_z: 0.25\n"
 	"  slow_start: 3\n"
 	"  owned_half_life: 75s\n"
 	"  explore_share: 0.5\n"
@@ -213,6 +217,8 @@ START_TEST(full_file)
 	ck_assert_uint_eq(p->place_choices, 3);
 	ck_assert(p->owned_bound == 0.25);
 	ck_assert(p->place_load_z == 2.5);
+	ck_assert_uint_eq(p->place_long_kib, 80);
+	ck_assert(p->place_long_z == 0.25);
 	ck_assert(p->slow_start == 3);
 	ck_assert_uint_eq(p->owned_half_life_ms, 75 * 1000);
 	ck_assert(p->explore_share == 0.5);

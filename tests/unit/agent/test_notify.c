@@ -48,6 +48,8 @@ static size_t route_payload_order(uint8_t *buf, size_t cap,
 			v = str("m1");
 		else if (strcmp(name, "stream") == 0)
 			v = spop_data_bool(true);
+		else if (strcmp(name, "size") == 0)
+			v = spop_data_int64(81920);
 		else if (strcmp(name, "id") == 0)
 			v = str("7F000001:C3A2_7F000001:1F90_6930A1B2_0001:1F2B");
 		spop_put_kv(&w, name, &v);
@@ -68,7 +70,7 @@ START_TEST(notify_route_any_order)
 		rev[i] = nr - 1 - i;
 	}
 	const struct { const unsigned *order; unsigned n; } v[] = {
-		{ fwd, nr }, { rev, nr }, { fwd, 10 }, { rev + 4, 10 },
+		{ fwd, nr }, { rev, nr }, { fwd, 10 }, { rev + nr - 10, 10 },
 	};
 	uint8_t first[512];
 	ptrdiff_t first_n = 0;

@@ -522,6 +522,24 @@ START_TEST(request_mapping)
 	req.args[ROUTE_ARG_STREAM] = spop_data_int64(1);
 	route_request_core(&req, &cr);
 	ck_assert(cr.stream);
+
+	/* size: bytes of any integer type as whole KiB, saturated; none, a
+	 * negative one or another type is 0 (unknown). */
+	struct { struct spop_data d; uint32_t kib; } sizes[] = {
+		{ spop_data_null(), 0 },
+		{ spop_data_int64(1023), 0 },
+		{ spop_data_int64(1024), 1 },
+		{ spop_data_int64(81920 + 1023), 80 },
+		{ spop_data_int64(-4096), 0 },
+		{ { .type = SPOP_DATA_UINT32, .u.u32 = 65536 }, 64 },
+		{ { .type = SPOP_DATA_UINT64, .u.u64 = UINT64_MAX }, UINT32_MAX },
+		{ str("81920"), 0 },
+	};
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		req.args[ROUTE_ARG_SIZE] = sizes[i].d;
+		route_request_core(&req, &cr);
+		ck_assert_uint_eq(cr.size_kib, sizes[i].kib);
+	}
 }
 END_TEST
 
