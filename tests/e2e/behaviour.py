@@ -39,6 +39,10 @@ Scenarios:
   slowstart    issue 12: a server 5x slower from its first request gets at
                most half its fair share of the new sessions after its 5th
                answer (policy.slow_start)
+  longprompt   policy.place_long_kib: with one server busy, new sessions
+               whose body is that many KiB or more leave it for the idle
+               one, shorter ones keep their hashed server (HAProxy's
+               req.body_size reaches the core as the size argument)
   tiers        failover tiers (issue 21): s1, s2 are tier 1, t1 tier 2;
                t1 gets nothing while tier 1 serves, takes the traffic
                (reason failover) while s1 and s2 answer 429 +
@@ -1311,11 +1315,74 @@ def slowstart(binary, version):
             "after its 5th answer, not at most half its fair share (12.5%)"
 
 
+def longprompt(binary, version):
+    """policy.place_long_kib 4, place_long_z 0, with place_load_z, the load
+    bound, owned_bound, exploration and place_slots out of the way: s1
+    holds 8 streams of 300 tokens (3 s each), s2 none. 16 new sessions of
+    a short body (under 1 KiB) stay on their rendezvous choice, so some
+    on s1; 16 of a 5 KiB body all go to s2 (reason hash): without the
+    size argument they would split as the short ones. Both servers first
+    answer 5 streamed requests (the guard: slow_start's judgement).
+    Counts, not times."""
+    pol = {"place_long_kib": 4, "place_long_z": 0, "place_load_z": 0,
+           "load_floor": 1000, "owned_bound": -1, "explore_share": 0,
+           "place_slots": "false"}
+    with fe.FleetEnv("longprompt", version, policy=pol) as env:
+        env.start([fe.instance(n, fast=False, base_ms=20.0, prefill_ms_per_block=0.0,
+                               decode_ms_per_token=10.0) for n in ("s1", "s2")], binary)
+
+        def warm(i):
+            return (fe.chat_body(short(i, "lw"), max_tokens=2, stream=True),
+                    {"x-session-id": f"lw-{i}"}, f"lw-{i}")
+        recs = fe.drive(env.port, warm, n=24, concurrency=2)
+        fe.assert_all_ok(recs, "warm-up")
+        summary(env, recs, "warm-up")
+        per = fe.by(recs, "served")
+        assert min(per.get("s1", 0), per.get("s2", 0)) >= 5, \
+            f"warm-up: {fe.fmt_counts(per)}, not 5 answers on each server"
+        holders = [r.tag for r in recs if r.served == "s1"][:8]
+
+        def hold(i):
+            return (fe.chat_body(short(i, "hold"), max_tokens=300, stream=True),
+                    {"x-session-id": holders[i % len(holders)]}, "hold")
+        bg = fe.Background(env.port, hold, concurrency=len(holders)).start()
+        try:
+            time.sleep(1.0)  # a few runtime-API polls: s1's streams counted
+            c = fe.Client(env.port)
+            probes = {"short": [], "long": []}
+            for i in range(16):
+                for kind, text in (("short", short(i, "ps")),
+                                   ("long", f"pl {i}: " + "x" * 5120)):
+                    body = fe.chat_body(text, max_tokens=2, stream=True)
+                    probes[kind].append(c.post(body, {"x-session-id": f"p{kind}-{i}"},
+                                               i=i, tag=kind))
+                    time.sleep(0.1)
+            c.close()
+        finally:
+            held = bg.stop()
+        fe.assert_all_ok(held, "s1's streams")
+        for kind, rs in probes.items():
+            fe.assert_all_ok(rs, kind)
+            summary(env, rs, f"new sessions, {kind} body, s1 busy")
+        env.stop_agent_checked()
+        on_s1 = {k: sum(r.served == "s1" for r in rs) for k, rs in probes.items()}
+        log(f"s1 held {len(holders)} streams ({fe.fmt_counts(fe.by(held, 'served'))}); "
+            f"new sessions on s1: short {on_s1['short']}/16, long {on_s1['long']}/16")
+        assert all(r.served == "s1" for r in held), "a holder left s1"
+        assert on_s1["short"] >= 1, \
+            "no short session stayed on s1: the setup does not show the rule"
+        assert on_s1["long"] == 0, \
+            f"{on_s1['long']} long sessions went to busy s1 (place_long_kib 4)"
+        assert all(r.reason == "hash" for r in probes["long"]), \
+            f"long sessions' reasons {fe.fmt_counts(fe.by(probes['long'], 'reason'))}"
+
+
 SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimit, "breaker": breaker,
              "deadkey": deadkey, "maint": maint, "haproxyown": haproxyown, "models": models,
              "sessionscope": sessionscope,
              "killrestart": killrestart, "metrics": metrics, "slowleave": slowleave,
-             "recover": recover, "tiers": tiers, "slowstart": slowstart}
+             "recover": recover, "tiers": tiers, "slowstart": slowstart,
+             "longprompt": longprompt}
 
 if __name__ == "__main__":
     sys.exit(h.main(SCENARIOS))
