@@ -107,6 +107,7 @@ static void *wl_create(const struct sim_policy_env *env)
 		{ "cost_weight_per_ms", &p.cost_weight_per_ms, NULL },
 		{ "owned_bound", &p.owned_bound, NULL },
 		{ "place_load_z", &p.place_load_z, NULL },
+		{ "place_long_z", &p.place_long_z, NULL },
 		{ "slow_start", &p.slow_start, NULL },
 		{ "explore_share", &p.explore_share, NULL },
 		{ "breaker_failure_ratio", &p.breaker_failure_ratio, NULL },
@@ -134,6 +135,8 @@ static void *wl_create(const struct sim_policy_env *env)
 		p.place_choices = (uint32_t)d;
 	if (sim_policy_param(env, "load_floor", &d) == 1)
 		p.load_floor = (uint32_t)d;
+	if (sim_policy_param(env, "place_long_kib", &d) == 1)
+		p.place_long_kib = (uint32_t)d;
 	if (sim_policy_param(env, "warm_slack", &d) == 1)
 		p.warm_slack = (uint32_t)d;
 	if (sim_policy_param(env, "slow_start_leave", &d) == 1)
@@ -219,7 +222,13 @@ static void wl_poll(void *st, const struct sim_view *v)
 /* The route message HAProxy would send for r. */
 static struct core_request wl_request(const struct sim_req *r)
 {
-	struct core_request q = { .stream = r->stream != 0 };
+	/* req.body_size: the body's bytes at about 4 per token, as the
+	 * prefix windows are derived (sim_trace_derive_keys) */
+	uint64_t kib = (uint64_t)r->input_tokens * 4 / 1024;
+	struct core_request q = {
+		.stream = r->stream != 0,
+		.size_kib = kib > UINT32_MAX ? UINT32_MAX : (uint32_t)kib,
+	};
 	q.session = (struct core_id){ r->session != 0, r->session };
 	for (int k = 0; k < 3 && k < SIM_NPREFIX; k++)
 		q.prefix[k] = (struct core_id){ r->prefix[k] != 0, r->prefix[k] };
