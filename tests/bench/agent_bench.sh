@@ -2,7 +2,7 @@
 # agent_bench.sh - the agent alone over SPOP against the codec-and-loop floor: decisions/s, ratio, latency, CPU and instructions per decision.
 #
 # Run by hand, not in CI. tests/bench/spop_load.c (bench-spop-load) plays
-# HAProxy: HELLO, then pipelined `route` NOTIFYs with the 14 arguments of
+# HAProxy: HELLO, then pipelined `route` NOTIFYs with the 15 arguments of
 # haproxy/warmlane.spoe.conf and, for each ACK, the `feedback` NOTIFY with
 # the ACK's akey (one decision = both). Each setup runs warmlane (a release
 # build) and bench-const-agent (the floor: same codec, same loop, the ACKs
