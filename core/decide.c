@@ -364,8 +364,8 @@ static inline bool slot_free(const struct pool_endpoint *e)
  * items[0, n)) whose load is lower than x's by more than z standard
  * deviations of both counts' noise, UINT32_MAX if none. The first
  * clearly lighter in the key's own order, not the least loaded: agents
- * whose views differ by noise still pick the same one. judged: only one
- * slow_start has answers enough to judge (kind k). */
+ * whose views differ by noise still pick the same one. judged: only
+ * candidates with the answers slow_start judges by (of kind k). */
 static uint32_t lighter(const struct core *c, uint32_t x, uint32_t n,
 			double z, bool judged, unsigned k, uint64_t now_ms)
 {
@@ -401,12 +401,13 @@ static uint32_t free_slot(const struct core *c, uint32_t n, uint64_t now_ms)
 }
 
 /* Whether a new key is held to place_long_z: a long prompt, and its
- * rendezvous choice x judged by slow_start. Long prompts sent by load
- * would pick which prompts an endpoint's first answers time, and
- * slow_start compares those times raw: an endpoint slow from its start
- * that got the short ones passed for a fast one (the quick start's
- * fleet, 1,000 requests: its share of new keys 2.1% -> 9.9% with
- * place_long_kib 64). Between judged endpoints the long ones go too. */
+ * rendezvous choice x judged by slow_start (lighter() asks the same of
+ * the candidate). Long prompts sent by load would pick which prompts an
+ * endpoint's first answers time, and slow_start compares those times
+ * raw: an endpoint slow from its start that got the short ones passed
+ * for a fast one (the quick start's fleet, 300 requests, 64 KiB: its
+ * share of new keys 2.4% -> 12.3% without this, 2.0% with it). Its
+ * later answers still drift (docs/policy-v2.md, section 14). */
 static inline bool place_long(const struct core *c, const struct pick *k,
 			      uint32_t x)
 {
@@ -416,11 +417,12 @@ static inline bool place_long(const struct core *c, const struct pick *k,
 
 /* A new key's endpoint: its rendezvous choice x (items[0, n) the
  * ranking, intact), or another by load (place_load_z, place_long_z),
- * else by slots (place_slots), if it can take the key as x could. A key with requests
- * placed before its first answer (placed: its endpoint, else UINT32_MAX)
- * keeps the rendezvous choice: moving its next request too would split
- * it, and sending it after the first whatever the load cost independent
- * agents their agreement (Mooncake, 4 agents 0.2961 -> 0.2945). */
+ * else by slots (place_slots), if it can take the key as x could. A key
+ * with requests placed before its first answer (placed: its endpoint,
+ * else UINT32_MAX) keeps the rendezvous choice: moving its next request
+ * too would split it, and sending it after the first whatever the load
+ * cost independent agents their agreement (Mooncake, 4 agents 0.2961 ->
+ * 0.2945). */
 static uint32_t place_by_load(struct core *c, const struct pick *k,
 			      const struct owned_view *o, uint32_t placed,
 			      uint32_t x, uint32_t n, uint64_t now_ms,
