@@ -1321,6 +1321,17 @@ START_TEST(place_choices_cheapest_of_first_n)
 }
 END_TEST
 
+/* Parameters where only the new-key rules under test place a key: the
+ * owned count, exploration and the load bound (load_floor 1000) out of
+ * the way. */
+static void new_key_params(struct core_params *p)
+{
+	core_params_defaults(p);
+	p->owned_bound = -1;
+	p->explore_share = 0;
+	p->load_floor = 1000;
+}
+
 /* A new key r on a pool of 4, the load bound out of the way (load_floor
  * 1000), x holding x_load requests and y one failure in its breaker
  * window when y_failed: where it goes with place_load_z z. */
@@ -1328,10 +1339,7 @@ static int place_load_decide(const struct core_request *r, double z, int x,
 			     uint32_t x_load, int y, bool y_failed)
 {
 	struct core_params p;
-	core_params_defaults(&p);
-	p.owned_bound = -1;
-	p.explore_share = 0;
-	p.load_floor = 1000;
+	new_key_params(&p);
 	p.place_load_z = z;
 	struct fx f;
 	fx_init(&f, 4, &p);
@@ -1375,10 +1383,7 @@ static int place_long_decide(struct core_request r, uint32_t size_kib,
 			     uint32_t kib, int unjudged, int x, uint32_t x_load)
 {
 	struct core_params p;
-	core_params_defaults(&p);
-	p.owned_bound = -1;
-	p.explore_share = 0;
-	p.load_floor = 1000;
+	new_key_params(&p);
 	p.place_long_kib = kib;
 	struct fx f;
 	fx_init(&f, 4, &p);
@@ -1455,10 +1460,7 @@ static int place_slots_decide(const struct core_request *r, bool on,
 			      int y, uint32_t y_load, bool y_failed)
 {
 	struct core_params p;
-	core_params_defaults(&p);
-	p.owned_bound = -1;
-	p.explore_share = 0;
-	p.load_floor = 1000;
+	new_key_params(&p);
 	p.place_slots = on;
 	struct fx f;
 	fx_init_slots(&f, &p, slots);
