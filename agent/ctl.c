@@ -227,6 +227,11 @@ int ctl_cmd_request(struct ctl_cmd *cmd, unsigned from, struct ctl_req *r)
 		int64_t iv;
 		uint8_t ip[16];
 		char ipb[64];
+		if (a == ROUTE_ARG_SIZE && !parse_i64(v, vlen, &iv)) {
+			/* HAProxy sends an integer; a string would be size 0 */
+			ctl_cmd_error(cmd, "size must be the body's bytes, a whole number");
+			return -1;
+		}
 		if ((a == ROUTE_ARG_PREFIX1 || a == ROUTE_ARG_PREFIX2 ||
 		     a == ROUTE_ARG_PREFIX3 || a == ROUTE_ARG_CALLER ||
 		     a == ROUTE_ARG_SIZE) &&

@@ -536,6 +536,45 @@ START_TEST(test_explain_spill)
 }
 END_TEST
 
+/* policy.place_long_kib through explain's size=: with a busy, a new
+ * session hashed to it stays there with a short body and leaves it with
+ * a long one, and explain names the bar that moved it. */
+START_TEST(test_explain_long_prompt)
+{
+	struct fix f;
+	fix_init(&f, "policy: { place_long_kib: 4, place_long_z: 0, place_load_z: 0,"
+		     " load_floor: 1000, owned_bound: -1, explore_share: 0 }\n"
+		     "endpoints:\n"
+		     "  - { backend: llm, server: a }\n"
+		     "  - { backend: llm, server: b }\n");
+	for (int i = 0; i < 10; i++) { /* both judged by slow_start */
+		feedback(&f, "llm/a", 200, 100, NULL);
+		feedback(&f, "llm/b", 200, 100, NULL);
+	}
+	struct core *c = f.h.srv.route.core;
+	int ia = core_endpoint_find_path(c, core_str_c("llm/a"), core_str_c(""));
+	ck_assert_int_eq(core_endpoint_sync(c, ia, CORE_ADMIN_ENABLED, 6,
+					    uv_now(&f.h.loop)), 0);
+	unsigned on_a = 0;
+	for (int i = 0; i < 20; i++) {
+		char cmd[96];
+		snprintf(cmd, sizeof(cmd), "explain session=lp%d size=1000\n", i);
+		char *a = talk(&f, cmd);
+		ck_assert_msg(strstr(a, "place_long_z") == NULL, "%s", a);
+		if (strstr(a, "decision: llm/a reason=hash\n") == NULL)
+			continue;
+		on_a++;
+		snprintf(cmd, sizeof(cmd), "explain session=lp%d size=8192\n", i);
+		a = talk(&f, cmd);
+		ck_assert_msg(strstr(a, "decision: llm/b reason=hash\n") != NULL, "%s", a);
+		ck_assert_msg(strstr(a, "to the first clearly less loaded "
+				     "(place_long_z: a long prompt)") != NULL, "%s", a);
+	}
+	ck_assert_uint_gt(on_a, 0);
+	fix_finish(&f);
+}
+END_TEST
+
 /* ---- bad input ---- */
 
 START_TEST(test_garbage)
@@ -558,6 +597,8 @@ START_TEST(test_garbage)
 	ck_assert_msg(strncmp(a, "error: explain takes the route arguments", 40) == 0, "%s", a);
 	a = talk(&f, "show affinity akey=12\n");
 	ck_assert_msg(strncmp(a, "error: akey must be 16 hex digits", 33) == 0, "%s", a);
+	a = talk(&f, "explain session=s1 size=80KiB\n");
+	ck_assert_str_eq(a, "error: size must be the body's bytes, a whole number\n\n");
 	a = talk(&f, "show info");
 	ck_assert_str_eq(a, "error: line without newline (9 bytes) not run\n\n");
 	ck_assert_uint_eq(f.ctl->n_conns, 0);
@@ -708,6 +749,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, test_read_only_state_unchanged);
 	tcase_add_test(tc, test_explain_twin);
 	tcase_add_test(tc, test_explain_spill);
+	tcase_add_test(tc, test_explain_long_prompt);
 	suite_add_tcase(s, tc);
 	TCase *bad = tcase_create("bad input");
 	tcase_add_test(bad, test_garbage);
