@@ -692,6 +692,29 @@ START_TEST(explore_share_range)
 }
 END_TEST
 
+/* policy.place_long_kib: off by default, a whole number of KiB up to
+ * 1 GiB; place_long_z a bar in [0, 100]. */
+START_TEST(place_long_range)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert_uint_eq(cfg.params.place_long_kib, 0);
+	ck_assert(cfg.params.place_long_z == 0.5);
+	config_finish(&cfg);
+	static const struct refusal cases[] = {
+		{ "policy: { place_long_kib: -1 }\n",
+		  "t.yaml:1:27: policy.place_long_kib: must be between 0 and 1048576, got -1\n" },
+		{ "policy: { place_long_kib: 80.5 }\n",
+		  "t.yaml:1:27: policy.place_long_kib: must be a whole number, got 80.5\n" },
+		{ "policy: { place_long_kib: 80KiB }\n",
+		  "t.yaml:1:27: policy.place_long_kib: \"80KiB\" is not a number\n" },
+		{ "policy: { place_long_z: -0.5 }\n",
+		  "t.yaml:1:25: policy.place_long_z: must be in [0, 100], got -0.5\n" },
+	};
+	expect_refusals(cases, sizeof(cases) / sizeof(cases[0]));
+}
+END_TEST
+
 /* "did you mean" only for a near key, among those valid at that place. */
 START_TEST(unknown_key_suggestion)
 {
@@ -1056,6 +1079,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, connection_limits);
 	tcase_add_test(tc, coalesce_window);
 	tcase_add_test(tc, explore_share_range);
+	tcase_add_test(tc, place_long_range);
 	tcase_add_test(tc, retry_budget_section);
 	tcase_add_test(tc, semantic_session_scope);
 	tcase_add_test(tc, tiers_section);
