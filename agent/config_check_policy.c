@@ -115,6 +115,8 @@ void config_check_policy(struct config_check *s, const struct raw_policy *rp,
 			    1000, &p->load_factor);
 	config_check_u32(s, "policy.load_floor", rp->load_floor, 0, 1000000,
 			 &p->load_floor);
+	config_check_u32(s, "policy.load_floor_e2e", rp->load_floor_e2e, 0, 1000000,
+			 &p->load_floor_e2e);
 	config_check_u32(s, "policy.warm_slack", rp->warm_slack, 0, 1000000,
 			 &p->warm_slack);
 	config_check_u32(s, "policy.place_choices", rp->place_choices, 1, 64,

@@ -98,6 +98,7 @@ static const cyaml_schema_field_t policy_fields[] = {
 	INT("slow_run", struct raw_policy, slow_run),
 	FLT("load_factor", struct raw_policy, load_factor),
 	INT("load_floor", struct raw_policy, load_floor),
+	INT("load_floor_e2e", struct raw_policy, load_floor_e2e),
 	INT("warm_slack", struct raw_policy, warm_slack),
 	INT("place_choices", struct raw_policy, place_choices),
 	FLT("place_load_z", struct raw_policy, place_load_z),

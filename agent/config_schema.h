@@ -88,6 +88,7 @@ struct raw_policy {
 	double *slow_run;
 	double *load_factor;
 	double *load_floor;
+	double *load_floor_e2e;
 	double *warm_slack;
 	double *place_choices;
 	double *place_load_z;

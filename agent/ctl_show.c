@@ -355,8 +355,9 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 			}
 			ctl_out_printf(o, " fast=%s in_flight=%u", r->fast ? "yes" : "no",
 				       r->in_flight);
-			if (r->in_flight < t->load_floor)
-				ctl_out_printf(o, " under load_floor %u", t->load_floor);
+			if (r->in_flight < r->floor)
+				ctl_out_printf(o, " under %s %u", r->floor > t->load_floor ?
+					       "load_floor_e2e" : "load_floor", r->floor);
 			else
 				ctl_out_printf(o, " +1 vs bound %.0f", bound_cap(t, r->weight));
 			ctl_out_printf(o, ": %s cost=", r->bounded ? "within" : "over");
@@ -374,7 +375,11 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 			       ctl_out_num(o, t->load_factor, false);
 			       ctl_out_printf(o, " x (in flight %" PRIu64 " + 1) x weight / ", t->total_in_flight);
 			       ctl_out_num(o, t->total_weight, false);
-			       ctl_out_printf(o, "), or in_flight < load_floor %u\n", t->load_floor);
+			       ctl_out_printf(o, "), or in_flight < load_floor %u", t->load_floor);
+		if (t->load_floor_e2e > t->load_floor)
+			ctl_out_printf(o, " (load_floor_e2e %u where its end-to-end times are scored)",
+				       t->load_floor_e2e);
+		ctl_out_printf(o, "\n");
 	}
 	if (t->p2c) {
 		ctl_out_printf(o, "5. %s: ", d->reason == CORE_REASON_SPILL ? "spill, power of two choices"
@@ -449,18 +454,18 @@ static void explain_json(struct ctl_cmd *cmd, const struct core *core,
 				       r->walked ? "true" : "false");
 			if (r->walked) {
 				ctl_out_printf(o, ",\"fast\":%s,\"within_bound\":%s,\"in_flight\":%u,"
-					       "\"bound\":%.0f,\"cost\":",
+					       "\"bound\":%.0f,\"floor\":%u,\"cost\":",
 					       r->fast ? "true" : "false",
 					       r->bounded ? "true" : "false", r->in_flight,
-					       bound_cap(t, r->weight));
+					       bound_cap(t, r->weight), r->floor);
 				ctl_out_num(o, r->cost, true);
 			}
 			ctl_out_printf(o, "}");
 		}
 		ctl_out_printf(o, "],\"load_bound\":{\"load_factor\":");
 		ctl_out_num(o, t->load_factor, true);
-		ctl_out_printf(o, ",\"load_floor\":%u,\"place_choices\":%u}", t->load_floor,
-			       t->place_choices);
+		ctl_out_printf(o, ",\"load_floor\":%u,\"load_floor_e2e\":%u,\"place_choices\":%u}",
+			       t->load_floor, t->load_floor_e2e, t->place_choices);
 	}
 	ctl_out_printf(o, ",\"p2c\":");
 	if (!t->p2c) {

@@ -57,6 +57,7 @@ void trace_rank(const struct core *c, uint32_t n, struct core_trace *t)
 	t->ranked = true;
 	t->load_factor = c->p.load_factor;
 	t->load_floor = c->p.load_floor;
+	t->load_floor_e2e = c->p.load_floor_e2e;
 	t->place_choices = c->p.place_choices;
 	struct rdv_item keep[CORE_TRACE_MAX];
 	uint32_t m = 0;
@@ -96,6 +97,7 @@ void trace_walked(const struct core *c, const struct pick *k,
 		r->walked = true;
 		r->fast = fast;
 		r->bounded = within_bound(c, e, k);
+		r->floor = bound_floor(c, e, k);
 		r->cost = p2c_cost(c, e, k, now_ms);
 		return;
 	}

@@ -21,6 +21,7 @@ void core_params_defaults(struct core_params *p)
 		.session_scope = CORE_SESSION_CALLER,
 		.load_factor = 1.5,
 		.load_floor = 4,
+		.load_floor_e2e = 8,
 		.warm_slack = 6,
 		.place_choices = 1,
 		.place_load_z = 1.5,

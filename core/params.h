@@ -114,6 +114,19 @@ struct core_params {
 	 * request in flight, ceil(1.5 x 2 / 4) = 1 would move a second session
 	 * off its warm endpoint. */
 	uint32_t load_floor;               /* 4 */
+	/* load_floor for an endpoint whose end-to-end times the decision
+	 * scores (score_by, with the log input: warm on them). Without
+	 * them the bound is also what sheds a server that got slow but
+	 * still answers headers early (vLLM's): its requests pile up, and
+	 * only the count shows it. With them its times show it, and the
+	 * bound has only overload to guard against, which a batching
+	 * server is far from at a few requests. At 4, each of several
+	 * agents, seeing its own share of the in-flight requests (2 per
+	 * endpoint on the Mooncake trace with 2 agents), moves new keys off
+	 * their rendezvous choice on noise, each a different one: 2 agents
+	 * 0.92 of one agent's hit rate, 0.97 at 8 (docs/policy-v2.md,
+	 * section 15). Below load_floor it is load_floor. */
+	uint32_t load_floor_e2e;           /* 8 */
 	/* A key's warm entry keeps its endpoint while that endpoint's
 	 * in-flight, with this request, is within its fair share (its weight's
 	 * part of the candidates' in-flight + 1) plus warm_slack, even past

@@ -47,14 +47,29 @@ static inline double p2c_ewma(const struct core *c, const struct pool_endpoint *
 	       e->ewma[sig] : k->median[s];
 }
 
+/* The in-flight requests e may always hold (step 4's bound):
+ * load_floor_e2e where k scores end-to-end times and e is warm on them,
+ * else load_floor. */
+static inline uint32_t bound_floor(const struct core *c,
+				   const struct pool_endpoint *e,
+				   const struct pick *k)
+{
+	uint32_t f = c->p.load_floor;
+	if (c->p.load_floor_e2e > f && k->use[1] && warm(c, e, k->sig[1]))
+		f = c->p.load_floor_e2e;
+	return f;
+}
+
 /* Step 4's bound: in_flight + 1 <= ceil(load_factor x (total + 1) x w /
- * W), or in_flight < load_floor (a floor so that light load never scatters
- * keys). */
+ * W), or in_flight under bound_floor (a floor so that light load never
+ * scatters keys). */
 static inline bool within_bound(const struct core *c,
 				const struct pool_endpoint *e,
 				const struct pick *k)
 {
-	if (e->in_flight < c->p.load_floor)
+	/* load_floor first: bound_floor's test is the rarer one */
+	if (e->in_flight < c->p.load_floor ||
+	    e->in_flight < bound_floor(c, e, k))
 		return true;
 	double cap = c->p.load_factor * ((double)k->v->total_if + 1) *
 		     e->weight / k->v->total_w;

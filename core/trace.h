@@ -43,6 +43,7 @@ struct core_trace_rank {
 	double score;              /* rdv_cost: the lower ranks first */
 	bool walked, fast, bounded;
 	uint32_t in_flight;
+	uint32_t floor;            /* pick.h bound_floor, when walked */
 	double weight;
 	double cost;               /* p2c_cost, when walked */
 };
@@ -73,7 +74,7 @@ struct core_trace {
 	uint32_t n_rank;
 	struct core_trace_rank rank[CORE_TRACE_MAX];
 	double load_factor;
-	uint32_t load_floor, place_choices;
+	uint32_t load_floor, load_floor_e2e, place_choices;
 	bool by_load;              /* a new key sent to the least loaded
 				    * candidate instead (place_load_z) */
 	bool by_long;              /* by_load, held to place_long_z: a long

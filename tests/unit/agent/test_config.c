@@ -44,6 +44,7 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert_uint_eq(a->slow_run, b->slow_run);
 	ck_assert_double_eq(a->load_factor, b->load_factor);
 	ck_assert_uint_eq(a->load_floor, b->load_floor);
+	ck_assert_uint_eq(a->load_floor_e2e, b->load_floor_e2e);
 	ck_assert_uint_eq(a->warm_slack, b->warm_slack);
 	ck_assert_uint_eq(a->place_choices, b->place_choices);
 	ck_assert(a->owned_bound == b->owned_bound);
@@ -142,6 +143,7 @@ static const char full_yaml[] =
 	"  slow_run: 6\n"
 	"  load_factor: 1.25\n"
 	"  load_floor: 2\n"
+	"  load_floor_e2e: 6\n"
 	"  warm_slack: 3\n"
 	"  place_choices: 3\n"
 	"  owned_bound: 0.25\n"
@@ -213,6 +215,7 @@ START_TEST(full_file)
 	ck_assert_uint_eq(p->slow_run, 6);
 	ck_assert_double_eq(p->load_factor, 1.25);
 	ck_assert_uint_eq(p->load_floor, 2);
+	ck_assert_uint_eq(p->load_floor_e2e, 6);
 	ck_assert_uint_eq(p->warm_slack, 3);
 	ck_assert_uint_eq(p->place_choices, 3);
 	ck_assert(p->owned_bound == 0.25);
@@ -700,6 +703,7 @@ START_TEST(place_long_range)
 	ck_assert_int_eq(config_init(&cfg), 0);
 	ck_assert_uint_eq(cfg.params.place_long_kib, 0);
 	ck_assert(cfg.params.place_long_z == 0.5);
+	ck_assert_uint_eq(cfg.params.load_floor_e2e, 8);
 	config_finish(&cfg);
 	static const struct refusal cases[] = {
 		{ "policy: { place_long_kib: -1 }\n",
@@ -710,6 +714,10 @@ START_TEST(place_long_range)
 		  "t.yaml:1:27: policy.place_long_kib: \"80KiB\" is not a number\n" },
 		{ "policy: { place_long_z: -0.5 }\n",
 		  "t.yaml:1:25: policy.place_long_z: must be in [0, 100], got -0.5\n" },
+		{ "policy: { load_floor_e2e: -8 }\n",
+		  "t.yaml:1:27: policy.load_floor_e2e: must be between 0 and 1000000, got -8\n" },
+		{ "policy: { load_floor_e2e: 8.5 }\n",
+		  "t.yaml:1:27: policy.load_floor_e2e: must be a whole number, got 8.5\n" },
 	};
 	expect_refusals(cases, sizeof(cases) / sizeof(cases[0]));
 }

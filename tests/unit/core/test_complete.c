@@ -1081,6 +1081,59 @@ START_TEST(e2e_in_snapshot)
 }
 END_TEST
 
+/* policy.load_floor_e2e: four endpoints warm at 500 ms to headers (and
+ * at 1000 ms end to end when e2e); a new session's rendezvous choice x
+ * holds 5 requests, the others none, over load_floor (4) and the bound
+ * (ceil(1.5 x 6 / 4) = 3). Where the decision scores end-to-end times
+ * and x is warm on them, 5 is under load_floor_e2e (8): the key stays on
+ * x; without the log input, with score_by headers, or with
+ * load_floor_e2e 0 it goes elsewhere. place_load_z, owned_bound and
+ * exploration are off: the bound alone decides. */
+static int floor_e2e_case(bool e2e, enum core_score_by by, uint32_t floor_e2e,
+			  int *x)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.score_by = by;
+	p.load_floor_e2e = floor_e2e;
+	p.place_load_z = 0;
+	p.owned_bound = -1;
+	p.explore_share = 0;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	for (int i = 0; i < 4; i++) {
+		fx_warm(&f, f.ep[i], 500, 25);
+		struct core_decision d = { .endpoint = f.ep[i] };
+		struct core_completion cc = done(&d, 200, CORE_END_COMPLETE, true);
+		cc.total_ms = 1000;
+		for (int k = 0; e2e && k < 25; k++)
+			ck_assert_int_eq(complete(&f, &cc), 0);
+	}
+	struct core_request r = fx_session(4242);
+	struct fx g; /* a twin with nothing in flight: x, the choice */
+	fx_init(&g, 4, &p);
+	*x = fx_decide(&g, &r).endpoint;
+	fx_finish(&g);
+	ck_assert_int_ge(*x, 0);
+	ck_assert_int_eq(core_endpoint_sync(f.c, *x, CORE_ADMIN_ENABLED, 5, f.now), 0);
+	struct core_decision d = fx_decide(&f, &r);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	fx_finish(&f);
+	return d.endpoint;
+}
+
+START_TEST(floor_e2e_where_end_to_end_scored)
+{
+	int x;
+	ck_assert_int_eq(floor_e2e_case(true, CORE_SCORE_BOTH, 8, &x), x);
+	ck_assert_int_eq(floor_e2e_case(true, CORE_SCORE_END_TO_END, 8, &x), x);
+	ck_assert_int_ne(floor_e2e_case(true, CORE_SCORE_BOTH, 0, &x), x);
+	ck_assert_int_ne(floor_e2e_case(true, CORE_SCORE_BOTH, 5, &x), x);
+	ck_assert_int_ne(floor_e2e_case(false, CORE_SCORE_BOTH, 8, &x), x);
+	ck_assert_int_ne(floor_e2e_case(true, CORE_SCORE_HEADERS, 8, &x), x);
+}
+END_TEST
+
 static Suite *complete_suite(void)
 {
 	Suite *s = suite_create("complete");
@@ -1114,6 +1167,7 @@ static Suite *complete_suite(void)
 	tcase_add_test(tc, score_by_p2c_prefers_fast_e2e);
 	tcase_add_test(tc, score_by_checked_and_named);
 	tcase_add_test(tc, e2e_in_snapshot);
+	tcase_add_test(tc, floor_e2e_where_end_to_end_scored);
 	suite_add_tcase(s, tc);
 	return s;
 }
