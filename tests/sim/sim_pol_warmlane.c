@@ -135,6 +135,8 @@ static void *wl_create(const struct sim_policy_env *env)
 		p.place_choices = (uint32_t)d;
 	if (sim_policy_param(env, "load_floor", &d) == 1)
 		p.load_floor = (uint32_t)d;
+	if (sim_policy_param(env, "load_floor_e2e", &d) == 1)
+		p.load_floor_e2e = (uint32_t)d;
 	if (sim_policy_param(env, "place_long_kib", &d) == 1)
 		p.place_long_kib = (uint32_t)d;
 	if (sim_policy_param(env, "warm_slack", &d) == 1)
