@@ -123,9 +123,10 @@ struct core_params {
 	 * server is far from at a few requests. At 4, each of several
 	 * agents, seeing its own share of the in-flight requests (2 per
 	 * endpoint on the Mooncake trace with 2 agents), moves new keys off
-	 * their rendezvous choice on noise, each a different one: 2 agents
-	 * 0.92 of one agent's hit rate, 0.97 at 8 (docs/policy-v2.md,
-	 * section 15). Below load_floor it is load_floor. */
+	 * their rendezvous choice on noise, each a different one: with the
+	 * log input, 2 agents 0.92 of one agent's hit rate, 0.97 at 8
+	 * (docs/policy-v2.md, section 15). Below load_floor it is
+	 * load_floor. */
 	uint32_t load_floor_e2e;           /* 8 */
 	/* A key's warm entry keeps its endpoint while that endpoint's
 	 * in-flight, with this request, is within its fair share (its weight's
