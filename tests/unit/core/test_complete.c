@@ -7,6 +7,7 @@
 
 #include "core.h"
 #include "fixture.h"
+#include "trace.h" /* core_explain */
 
 /* A completion of decision d (its endpoint and akey). */
 static struct core_completion done(const struct core_decision *d, int status,
@@ -1116,8 +1117,21 @@ static int floor_e2e_case(bool e2e, enum core_score_by by, uint32_t floor_e2e,
 	fx_finish(&g);
 	ck_assert_int_ge(*x, 0);
 	ck_assert_int_eq(core_endpoint_sync(f.c, *x, CORE_ADMIN_ENABLED, 5, f.now), 0);
+	/* explain names the floor x had (warmlanectl's "under ...") */
+	struct core_trace t;
+	struct core_rng copy = f.rng;
+	struct core_decision e;
+	ck_assert_int_eq(core_explain(f.c, &r, f.now, &copy, &e, &t), 0);
+	ck_assert(t.ranked && t.n_rank > 0);
+	ck_assert_int_eq(t.rank[0].endpoint, *x);
+	ck_assert(t.rank[0].walked);
+	bool scored = e2e && by != CORE_SCORE_HEADERS && floor_e2e > p.load_floor;
+	ck_assert_uint_eq(t.rank[0].floor, scored ? floor_e2e : p.load_floor);
+	ck_assert_uint_eq(t.load_floor_e2e, floor_e2e);
 	struct core_decision d = fx_decide(&f, &r);
 	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	ck_assert_int_eq(d.endpoint, e.endpoint);
+	ck_assert(t.rank[0].bounded == (d.endpoint == *x));
 	fx_finish(&f);
 	return d.endpoint;
 }
