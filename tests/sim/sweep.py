@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """sweep.py - every run of tests/sim/report.sh for the warmlane policy, over seeds, one variant against another.
 
-Usage: tests/sim/sweep.py [--seeds 1-5] [--sim PATH] [--trace FILE]
-                          [--variant 'NAME:--set a=1 --set b=2' ...]
+Usage: tests/sim/sweep.py [--seeds 1-5] [--sim PATH] [--trace FILE] [--only REGEX]
+                          [--against PATH] [--variant 'NAME:--set a=1 --set b=2' ...]
 
 Each variant (the first is always "today": no extra arguments) runs every
 workload and scenario of the report (docs/routing-quality.md) with the
@@ -11,7 +11,13 @@ mean over the seeds of the hit rate, the TTFT p90 (ms) and each figure of
 the scenario's table (its columns, in order). A fault figure is a draw of
 where the fault falls against the policy's clocks (docs/policy-v2.md,
 section 7): judge a change over seeds, not one run. Runs of the trace are
-left out when the trace is missing.
+left out when the trace is missing; --only keeps the runs whose name
+matches REGEX.
+
+--against PATH adds a first column, "against": the same runs with another
+simulator binary, typically another revision's (tests/sim/build-rev.sh REV
+builds one and prints its path), e.g. the policy an issue was filed on.
+A run that binary does not know (a newer scenario or option) shows "-".
 """
 import argparse
 import math
@@ -73,11 +79,14 @@ def number(s):
     return float(m.group(1)) if m else math.nan
 
 
-def one(sim, seed, args, extra):
-    """hit rate, p90, scenario figures of one run (the warmlane row)."""
+def one(sim, seed, args, extra, lenient=False):
+    """hit rate, p90, scenario figures of one run (the warmlane row); with
+    lenient, [] for a run the binary refuses."""
     base = [sim, "--seed", str(seed), "--policy", "warmlane"] + args + extra
     csv = subprocess.run(base + ["--csv"], cwd=TOP, capture_output=True, text=True)
     if csv.returncode != 0:
+        if lenient:
+            return []
         sys.exit("sweep.py: %s: %s" % (" ".join(base), csv.stderr.strip()))
     row = csv.stdout.splitlines()[1].split(",")
     figs = [float(row[2]), float(row[4])]
@@ -95,10 +104,14 @@ def one(sim, seed, args, extra):
 
 def mean(rows):
     out = []
-    for i in range(max(len(r) for r in rows)):
+    for i in range(max([len(r) for r in rows] + [0])):
         v = [r[i] for r in rows if i < len(r) and not math.isnan(r[i])]
         out.append(sum(v) / len(v) if v else math.nan)
     return out
+
+
+def cell(figs):
+    return " ".join(fmt(x) for x in figs) or "-"
 
 
 def fmt(x):
@@ -112,6 +125,8 @@ def main():
     ap.add_argument("--seeds", default="1-5")
     ap.add_argument("--sim", default=os.path.join(TOP, "build/sim/tests/sim/warmlane-sim"))
     ap.add_argument("--trace", default=os.path.join(TOP, "../shared/traces/mooncake_conversation.jsonl"))
+    ap.add_argument("--only", default="", metavar="REGEX")
+    ap.add_argument("--against", default="", metavar="PATH")
     ap.add_argument("--variant", action="append", default=[],
                     help="NAME:ARGS, e.g. 'lf2.5:--set load_factor=2.5'")
     a = ap.parse_args()
@@ -120,11 +135,15 @@ def main():
     variants = [("today", [])] + [(v.partition(":")[0], shlex.split(v.partition(":")[2]))
                                   for v in a.variant]
     trace = a.trace if os.path.isfile(a.trace) else None
-    print("| run | " + " | ".join(n for n, _ in variants) + " |")
-    print("|---" * (len(variants) + 1) + "|")
+    against = ["against"] if a.against else []
+    print("| run | " + " | ".join(against + [n for n, _ in variants]) + " |")
+    print("|---" * (len(against) + len(variants) + 1) + "|")
     for name, args in runs(trace):
-        cells = [" ".join(fmt(x) for x in mean([one(a.sim, s, args, extra) for s in seeds]))
-                 for _, extra in variants]
+        if a.only and not re.fullmatch(a.only, name):
+            continue
+        cells = [cell(mean([one(a.against, s, args, [], True) for s in seeds]))] if against else []
+        cells += [cell(mean([one(a.sim, s, args, extra) for s in seeds]))
+                  for _, extra in variants]
         print("| %s | %s |" % (name, " | ".join(cells)), flush=True)
 
 
