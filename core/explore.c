@@ -105,12 +105,28 @@ static bool ranks_before(const struct core *c, uint64_t akey, uint32_t idx,
 	return rdv_before(&a, &b);
 }
 
+/* Whether k scores e's end-to-end times and they say slow. No verdict
+ * "recovered" is then in reach: it needs them within the tolerance too
+ * (explore_answer, e2e_slow), and they move only with the probes' own
+ * ends of streams, one a spacing, at the EWMA's pace. Probes would only
+ * keep e answering, so never idle, and so from idle_reset's re-trial,
+ * which forgets those times and judges it afresh (with the log input,
+ * an endpoint 5x slow that recovered got 3.3% of the anonymous requests
+ * 30-120 s after, fair 12.5%, probed; 4.7% not: docs/policy-v2.md,
+ * section 16). */
+static bool e2e_holds(const struct core *c, const struct pool_endpoint *e,
+		      const struct pick *k)
+{
+	return k->use[1] && warm(c, e, k->sig[1]) && e->ewma[k->sig[1]] > k->tolerated[1];
+}
+
 /* The scan: arms what became worth exploring, disarms what no longer
  * is, and returns an armed endpoint whose probe is due, or UINT32_MAX. */
-static uint32_t scan(struct core *c, const struct view *v, unsigned sig,
-		     uint64_t now_ms)
+static uint32_t scan(struct core *c, const struct pick *k, uint64_t now_ms)
 {
 	struct explore *x = &c->explore;
+	const struct view *v = k->v;
+	unsigned sig = k->sig[0];
 	uint32_t due = UINT32_MAX;
 	for (uint32_t i = 0; i < v->n; i++) {
 		uint32_t idx = v->cand[i];
@@ -118,7 +134,8 @@ static uint32_t scan(struct core *c, const struct view *v, unsigned sig,
 		/* worth first: the cheap test, false for a healthy one */
 		if (!e->explore_on && !worth(c, e, v, sig, now_ms))
 			continue;
-		bool reach = verdict_answers(c, e, sig) <= EXPLORE_VERDICT_MAX;
+		bool reach = verdict_answers(c, e, sig) <= EXPLORE_VERDICT_MAX &&
+			     !e2e_holds(c, e, k);
 		if (e->explore_on &&
 		    (!reach || (e->explore_left && left_no_more(c, e)))) {
 			/* not a verdict: no key comes back (a re-trial's
@@ -166,7 +183,7 @@ uint32_t explore_pick(struct core *c, const struct pick *k, uint64_t akey,
 		if (x->clock < x->scan_at)
 			return UINT32_MAX;
 		x->scan_at = x->clock + v->n;
-		uint32_t d = scan(c, v, k->sig[0], now_ms);
+		uint32_t d = scan(c, k, now_ms);
 		if (d == UINT32_MAX)
 			return UINT32_MAX;
 		x->due = d + 1;

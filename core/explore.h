@@ -21,7 +21,9 @@
  * fit again, and, if it was left, keys warm elsewhere that rank it first
  * come back to it for one idle_reset (explore_reclaim). One slow answer
  * more than the fast ones is the verdict "still slow". An endpoint whose
- * spread would need more answers than a re-trial takes is not explored.
+ * spread would need more answers than a re-trial takes is not explored,
+ * nor one whose end-to-end EWMA says slow (the verdict needs it fast,
+ * and only idle_reset's re-trial, which probes would put off, forgets it).
  * Every answer also goes to the EWMA as any success does; failures go to
  * the breaker as any do. */
 #ifndef WARMLANE_CORE_EXPLORE_H

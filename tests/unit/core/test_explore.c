@@ -31,10 +31,12 @@ static int setup(struct fx *f, double share)
 }
 
 /* One new key per decision (session from, from + 1, ...), answered at
- * once: SLOW_MS from x while slow, FAST_MS from every other. Returns how
- * many went to x; *last the decisions to x among the last `window`. */
-static int run(struct fx *f, int x, bool slow, uint64_t *from, int n,
-	       int window, int *last)
+ * once: in x_tr ms from x, FAST_MS from every other. With x_e2e >= 0 its
+ * end-of-stream log line follows (4 KiB; x ends in x_e2e ms, every other
+ * in 1,000), else the end alone. Returns how many went to x; *last the
+ * decisions to x among the last `window`. */
+static int run_ends(struct fx *f, int x, int64_t x_tr, int64_t x_e2e,
+		    uint64_t *from, int n, int window, int *last)
 {
 	int to_x = 0;
 	*last = 0;
@@ -42,18 +44,37 @@ static int run(struct fx *f, int x, bool slow, uint64_t *from, int n,
 		struct core_request r = fx_session((*from)++);
 		struct core_decision d = fx_decide(f, &r);
 		ck_assert_int_ge(d.endpoint, 0);
-		int64_t tr = d.endpoint == x && slow ? SLOW_MS : FAST_MS;
+		bool on_x = d.endpoint == x;
+		int64_t tr = on_x ? x_tr : FAST_MS;
 		f->now += (uint64_t)tr; /* the answer comes after its request */
 		ck_assert_int_eq(fx_feedback(f, &d, 200, tr, false), 0);
-		ck_assert_int_eq(core_endpoint_complete(f->c, d.endpoint), 0);
+		if (x_e2e >= 0) {
+			struct core_completion cc = {
+				.endpoint = d.endpoint, .status = 200,
+				.end = CORE_END_COMPLETE, .tr_ms = tr,
+				.total_ms = on_x ? x_e2e : 1000, .bytes = 4096,
+				.feedback_seen = true, .has_akey = d.has_akey,
+				.akey = d.akey,
+			};
+			ck_assert_int_eq(core_complete(f->c, &cc, f->now), 0);
+		} else {
+			ck_assert_int_eq(core_endpoint_complete(f->c, d.endpoint), 0);
+		}
 		f->now += 10;
-		if (d.endpoint == x) {
+		if (on_x) {
 			to_x++;
 			if (i >= n - window)
 				(*last)++;
 		}
 	}
 	return to_x;
+}
+
+/* run_ends without log lines: x answers SLOW_MS while slow. */
+static int run(struct fx *f, int x, bool slow, uint64_t *from, int n,
+	       int window, int *last)
+{
+	return run_ends(f, x, slow ? SLOW_MS : FAST_MS, -1, from, n, window, last);
 }
 
 START_TEST(explore_still_slow_bounded)
@@ -300,6 +321,50 @@ START_TEST(explore_quiet_keeps_warm_keys)
 }
 END_TEST
 
+START_TEST(explore_not_while_e2e_slow)
+{
+	/* With the log input, x turns 5x slower on both signals and is left;
+	 * then it recovers. Its end-to-end EWMA still says slow and moves
+	 * only with answers, so a probe's verdict could not say "recovered":
+	 * x is not probed, goes idle, and idle_reset's re-trial (20 s here)
+	 * forgets its times and gives it its share back. Probed (the rule
+	 * off), it got 14 probes, each verdict "still slow", which kept it
+	 * from going idle: 751 of the 4,000 new keys against 911
+	 * (docs/policy-v2.md, section 16). */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.idle_reset_ms = 20 * 1000;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	int x = f.ep[1], last;
+	uint64_t s = 1;
+	run_ends(&f, x, FAST_MS, 1000, &s, 400, 100, &last);
+	ck_assert_int_gt(last, 10); /* warm on both signals, its share */
+	run_ends(&f, x, SLOW_MS, 5000, &s, 300, 100, &last);
+	ck_assert_int_le(last, 100 / 16);
+	/* the ends of its streams that were under way */
+	for (int i = 0; i < 20; i++) {
+		struct core_completion cc = {
+			.endpoint = x, .status = 200, .end = CORE_END_COMPLETE,
+			.tr_ms = SLOW_MS, .total_ms = 5000, .bytes = 4096,
+		};
+		ck_assert_int_eq(core_complete(f.c, &cc, f.now), 0);
+	}
+	ck_assert_int_eq(f.c->pool.ep[x].suspect, POOL_LEFT);
+	struct core_stats before, after;
+	core_stats(f.c, &before);
+	/* recovered: 4,000 decisions, about 200 s of the fake clock */
+	int n = run_ends(&f, x, FAST_MS, 1000, &s, 4000, 400, &last);
+	core_stats(f.c, &after);
+	printf("# e2e slow, then recovered: x got %d of 4000 new keys, %d of the last 400;"
+	       " %llu probes\n", n, last,
+	       (unsigned long long)(after.explore_probes - before.explore_probes));
+	ck_assert_uint_eq(after.explore_probes, before.explore_probes);
+	ck_assert_int_ge(last, (int)(0.8 * 400 / 4));
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(explore_share_checked)
 {
 	struct core_params p;
@@ -325,6 +390,7 @@ static Suite *explore_suite(void)
 	tcase_add_test(tc, explore_not_irregular);
 	tcase_add_test(tc, explore_quiet_is_not_starved);
 	tcase_add_test(tc, explore_quiet_keeps_warm_keys);
+	tcase_add_test(tc, explore_not_while_e2e_slow);
 	tcase_add_test(tc, explore_share_checked);
 	suite_add_tcase(s, tc);
 	return s;
