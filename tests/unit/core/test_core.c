@@ -982,6 +982,26 @@ START_TEST(tolerance_against_own_history)
 }
 END_TEST
 
+/* The base (its own past) follows the EWMA down: an endpoint whose first
+ * answers were slow (cold prompts on an empty cache: 1,500 ms) and that
+ * then answers in 500 ms, as its peers do, is left when it turns 4x
+ * slower. A base anchored on those first answers (about 1,280 ms after 200
+ * more at alpha / 40) would keep it: 2,000 ms is within 2.5x of that
+ * (docs/policy-v2.md, section 17). */
+START_TEST(base_follows_a_faster_usual)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	for (int i = 0; i < 4; i++)
+		fx_warm(&f, f.ep[i], 1500, 20);
+	struct core_request r = fx_session(5);
+	struct core_decision d;
+	int home = warm_home(&f, &r, &d);
+	ck_assert_int_le(slow_down(&f, home, 2000, 100, &r), 30);
+	fx_finish(&f);
+}
+END_TEST
+
 /* While it is over the median's tolerance its own past does not learn the
  * slowdown: however long it stays slow, it stays left. */
 START_TEST(slow_endpoint_base_does_not_learn)
@@ -2815,6 +2835,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, weights_share);
 	tcase_add_test(tc, warm_hit_needs_tolerance);
 	tcase_add_test(tc, tolerance_against_own_history);
+	tcase_add_test(tc, base_follows_a_faster_usual);
 	tcase_add_test(tc, slow_endpoint_base_does_not_learn);
 	tcase_add_test(tc, slow_endpoint_retrials);
 	tcase_add_test(tc, retrial_wait_saturates);
