@@ -1256,19 +1256,22 @@ def recover(binary, version):
 
         def anon(i):
             return fe.chat_body(short(i, "rec"), max_tokens=2, stream=True), {}, "anon"
-        rec = fe.drive(env.port, anon, duration=45.0, concurrency=4)
+        # 30 s after the recovery, then 30 s measured: a 15 s window gave
+        # 20.8-27.5% on 2.6 (10 runs, the same before and after the base
+        # learnt to follow the EWMA down), too close to the bound for CI
+        rec = fe.drive(env.port, anon, duration=60.0, concurrency=4)
         fe.assert_all_ok(rec, "after the recovery")
         late = [r for r in rec if r.t0 - t_ok >= 30.0]
         early = [r for r in rec if r.t0 - t_ok < 30.0]
         share = sum(r.served == victim for r in late) / max(1, len(late))
         log(f"recovered {victim}: {sum(r.served == victim for r in early)} of {len(early)} "
             f"anonymous requests in the first 30 s, {sum(r.served == victim for r in late)} "
-            f"of {len(late)} ({100 * share:.1f}%, fair 25%) in the next 15 s; "
+            f"of {len(late)} ({100 * share:.1f}%, fair 25%) in the next 30 s; "
             f"served {fe.fmt_counts(fe.by(late, 'served'))}")
         env.stop_agent_checked()
-        assert len(late) >= 100, f"only {len(late)} requests 30-45 s after the recovery"
+        assert len(late) >= 100, f"only {len(late)} requests 30-60 s after the recovery"
         assert share >= 0.8 * 0.25, \
-            f"recovered {victim}: {100 * share:.1f}% of anonymous requests 30-45 s after, " \
+            f"recovered {victim}: {100 * share:.1f}% of anonymous requests 30-60 s after, " \
             "not within 20% of its fair share (25%)"
 
 
