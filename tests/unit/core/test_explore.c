@@ -12,20 +12,29 @@
 #define FAST_MS 40
 #define SLOW_MS 200 /* 5x */
 
-/* 4 endpoints warm at FAST_MS; x's answers then turn SLOW_MS until it is
- * left (its EWMA over 2.5 x the median and 2.5 x its base). idle_reset
- * an hour: about 50 ms of the fake clock per decision never reach it. */
-static int setup(struct fx *f, double share)
+/* An hour: about 50 ms of the fake clock per decision never reach it,
+ * which keeps the other way back, idle_reset's re-trial, out of the way. */
+#define IDLE_HOUR (3600 * 1000)
+
+/* 4 endpoints, the default policy but explore_share and idle_reset_ms,
+ * cold; returns x, the one each test watches. */
+static int fleet(struct fx *f, double share, uint64_t idle_reset_ms)
 {
 	struct core_params p;
 	core_params_defaults(&p);
 	p.explore_share = share;
-	/* the other way back, idle_reset's re-trial, out of the way */
-	p.idle_reset_ms = 3600 * 1000;
+	p.idle_reset_ms = idle_reset_ms;
 	fx_init(f, 4, &p);
+	return f->ep[1];
+}
+
+/* fleet() warm at FAST_MS; x's answers then turn SLOW_MS until it is
+ * left (its EWMA over 2.5 x the median and 2.5 x its base). */
+static int setup(struct fx *f, double share)
+{
+	int x = fleet(f, share, IDLE_HOUR);
 	for (int k = 0; k < 4; k++)
 		fx_warm(f, f->ep[k], FAST_MS, 30);
-	int x = f->ep[1];
 	fx_warm(f, x, SLOW_MS, 60);
 	return x;
 }
@@ -213,12 +222,8 @@ START_TEST(explore_not_irregular)
 	 * and a verdict would need more answers than a re-trial takes
 	 * (EXPLORE_VERDICT_MAX): it is not explored, its way back stays the
 	 * re-trial. A regular one is (explore_still_slow_bounded). */
-	struct core_params p;
-	core_params_defaults(&p);
-	p.idle_reset_ms = 3600 * 1000;
 	struct fx f;
-	fx_init(&f, 4, &p);
-	int x = f.ep[1];
+	int x = fleet(&f, 0.25, IDLE_HOUR);
 	uint64_t s = 1;
 	ck_assert_int_gt(run_irregular(&f, x, 1, &s, 800), 150);
 	int slow = run_irregular(&f, x, 5, &s, 400);
@@ -238,14 +243,10 @@ START_TEST(explore_quiet_is_not_starved)
 	 * requests not answered yet, 8 fair intervals being 16 ms) is not
 	 * starved while that is under 8 of its own times to headers (40 ms:
 	 * 320 ms). Past them it is. */
-	struct core_params p;
-	core_params_defaults(&p);
-	p.idle_reset_ms = 3600 * 1000;
 	struct fx f;
-	fx_init(&f, 4, &p);
+	int x = fleet(&f, 0.25, IDLE_HOUR);
 	for (int k = 0; k < 4; k++)
 		fx_warm(&f, f.ep[k], FAST_MS, 30);
-	int x = f.ep[1];
 	uint64_t s = 1;
 	for (int i = 0; i < 1000; i++) {
 		struct core_request r = fx_session(s++);
@@ -284,14 +285,10 @@ START_TEST(explore_quiet_keeps_warm_keys)
 	 * was out (a fault, a config change). It is probed with new keys and
 	 * anonymous requests only: a warm session moved to it would lose
 	 * its cache for no evidence about a slowdown. */
-	struct core_params p;
-	core_params_defaults(&p);
-	p.idle_reset_ms = 3600 * 1000;
 	struct fx f;
-	fx_init(&f, 4, &p);
+	int x = fleet(&f, 0.25, IDLE_HOUR);
 	for (int k = 0; k < 4; k++)
 		fx_warm(&f, f.ep[k], FAST_MS, 30);
-	int x = f.ep[1];
 	set_disabled(&f, x, 1, true);
 	struct core_decision home[200];
 	for (uint64_t s = 0; s < 200; s++) {
@@ -331,12 +328,8 @@ START_TEST(explore_not_while_e2e_slow)
 	 * off), it got 14 probes, each verdict "still slow", which kept it
 	 * from going idle: 751 of the 4,000 new keys against 911
 	 * (docs/policy-v2.md, section 16). */
-	struct core_params p;
-	core_params_defaults(&p);
-	p.idle_reset_ms = 20 * 1000;
 	struct fx f;
-	fx_init(&f, 4, &p);
-	int x = f.ep[1], last;
+	int x = fleet(&f, 0.25, 20 * 1000), last;
 	uint64_t s = 1;
 	run_ends(&f, x, FAST_MS, 1000, &s, 400, 100, &last);
 	ck_assert_int_gt(last, 10); /* warm on both signals, its share */
