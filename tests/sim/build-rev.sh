@@ -16,6 +16,7 @@ commit=$(git rev-parse --verify --quiet "$rev^{commit}") ||
 	{ echo "build-rev.sh: $rev: not a revision of this repository" >&2; exit 2; }
 dir="$top/build/rev/$commit"
 if [ ! -d "$dir/src" ]; then
+	git worktree prune # a worktree whose folder went with build/
 	mkdir -p "$dir"
 	git worktree add --detach "$dir/src" "$commit" >/dev/null 2>&1 ||
 		{ echo "build-rev.sh: git worktree add failed for $commit" >&2; exit 1; }

@@ -130,6 +130,13 @@ def main():
     ap.add_argument("--variant", action="append", default=[],
                     help="NAME:ARGS, e.g. 'lf2.5:--set load_factor=2.5'")
     a = ap.parse_args()
+    for what, path in (("--sim", a.sim), ("--against", a.against)):
+        if path and not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            sys.exit("sweep.py: %s %s: not an executable file" % (what, path))
+    try:
+        re.compile(a.only)
+    except re.error as e:
+        sys.exit("sweep.py: --only %s: %s" % (a.only, e))
     lo, _, hi = a.seeds.partition("-")
     seeds = range(int(lo), int(hi or lo) + 1)
     variants = [("today", [])] + [(v.partition(":")[0], shlex.split(v.partition(":")[2]))
