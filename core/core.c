@@ -442,6 +442,15 @@ int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
 	return 0;
 }
 
+int core_endpoint_check(struct core *c, int idx, uint32_t duration_ms,
+			uint64_t now_ms)
+{
+	if (pool_get(&c->pool, idx) == NULL)
+		return -ENOENT;
+	explore_check(c, (uint32_t)idx, duration_ms, now_ms);
+	return 0;
+}
+
 int core_endpoint_artefact(struct core *c, int idx, uint64_t fingerprint)
 {
 	struct pool_endpoint *e = pool_get(&c->pool, idx);
@@ -514,6 +523,10 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		.engine_stale = e->engine_stale,
 		.artefact = e->artefact,
 		.artefact_mismatch = e->artefact_mismatch,
+		.check_ms = e->check_at_ms <= now_ms &&
+			    now_ms - e->check_at_ms <= EXPLORE_CHECK_FRESH_MS ? e->check_ms : 0,
+		.check_slow = e->check_slow,
+		.check_vouch = e->check_vouch != 0,
 	};
 	latency_out(e, out->ewma_ms, out->samples, out->e2e_ewma_ms,
 		    out->e2e_samples);

@@ -300,6 +300,12 @@ struct core_endpoint_info {
 	uint64_t artefact;                   /* core_endpoint_artefact; 0: unknown */
 	bool artefact_mismatch;              /* core_endpoint_artefact_mismatch */
 	bool drained;                        /* core_endpoint_drain */
+	/* HAProxy's layer-7 health check (core_endpoint_check). */
+	double check_ms;                     /* its last duration; 0: none (or
+					      * none in EXPLORE_CHECK_FRESH_MS) */
+	bool check_slow;                     /* slow against its peers' since */
+	bool check_vouch;                    /* found it recovered: its own
+					      * answers do not leave it yet */
 };
 
 /* Whole-core counters. */
@@ -320,6 +326,8 @@ struct core_stats {
 	uint64_t hints[CORE_HINT_COUNT]; /* decisions by what became of their hint */
 	uint64_t explore_probes;       /* decisions exploration placed (explore.h) */
 	uint64_t explore_recovered;    /* its verdicts "recovered" */
+	uint64_t check_recovered;      /* health checks' verdicts "recovered"
+					* (core_endpoint_check) */
 };
 
 /* Persistent statistics of an endpoint (state snapshot). Times are
@@ -439,6 +447,16 @@ int core_endpoint_engine_full(struct core *c, int idx, uint32_t running);
  * allocates. */
 int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
 			 double kv, uint64_t now_ms);
+
+/* HAProxy's last layer-7 health check of endpoint idx (the runtime API's
+ * check_duration with an L7 check_status) took duration_ms, read at
+ * now_ms; 0: none (no check, a layer-4 one, or it failed). The same
+ * request on every server: a left endpoint whose check was slow against
+ * its peers' and is within sticky_tolerance of them again is re-tried
+ * at once (explore.h, explore_check). Returns 0 or -ENOENT. Never
+ * allocates. */
+int core_endpoint_check(struct core *c, int idx, uint32_t duration_ms,
+			uint64_t now_ms);
 
 /* The fingerprint of the artefact endpoint idx serves (agent/engine.c,
  * proto/artefact.c: its own /v1/models or /props); 0: unknown. With

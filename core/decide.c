@@ -254,6 +254,7 @@ static bool start_ok(const struct core *c, const struct pick *k,
 	uint32_t slowest;
 	return c->p.slow_start <= 0 ||
 	       c->pool.ep[idx].first[k->kind].n < SLOWSTART_ANSWERS ||
+	       c->pool.ep[idx].check_vouch || /* explore_check */
 	       (o != NULL && idx == o->placed) ||
 	       !slow_from_start(c, k, idx, &slowest);
 }
@@ -268,7 +269,7 @@ static bool start_keeps(struct core *c, const struct pick *k, uint32_t idx)
 	struct pool_endpoint *x = &c->pool.ep[idx];
 	const struct slowstart *s = &x->first[k->kind];
 	if (!c->p.slow_start_leave || c->p.slow_start <= 0 ||
-	    s->n < SLOWSTART_ANSWERS)
+	    s->n < SLOWSTART_ANSWERS || x->check_vouch)
 		return true;
 	uint32_t w = x->start_witness[k->kind];
 	if (w != 0 && w - 1 != idx && w - 1 < c->pool.end && view_has(k->v, w - 1)) {

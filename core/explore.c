@@ -335,3 +335,97 @@ void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		e->explore_sum = 0;
 	}
 }
+
+/* A check is slow only this much over its peers' median too: checks of a
+ * few milliseconds (GET /health, a bare connect) say nothing of speed,
+ * and their jitter is many times their median. */
+#define CHECK_SLACK_MS 50u
+
+/* The fresh checks of the endpoints in service at now_ms, sorted, kept
+ * for CHECK_SORT_MS: a runtime-API poll reports every endpoint at once,
+ * so this is one pass per poll. */
+#define CHECK_SORT_MS 100u
+
+static void check_sort(struct core *c, uint64_t now_ms)
+{
+	struct explore *x = &c->explore;
+	if (x->check_n_at_ms != 0 && now_ms >= x->check_n_at_ms &&
+	    now_ms - x->check_n_at_ms < CHECK_SORT_MS)
+		return;
+	x->check_n_at_ms = now_ms > 0 ? now_ms : 1;
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < c->pool.end && n < EXPLORE_CHECKS; i++) {
+		const struct pool_endpoint *p = &c->pool.ep[i];
+		if (!p->live || p->disabled || p->drained ||
+		    p->admin != CORE_ADMIN_ENABLED || p->check_ms == 0 ||
+		    now_ms < p->check_at_ms || now_ms - p->check_at_ms > EXPLORE_CHECK_FRESH_MS)
+			continue;
+		/* insertion: a few dozen values once per poll */
+		uint32_t j = n++;
+		for (; j > 0 && x->check_v[j - 1] > p->check_ms; j--)
+			x->check_v[j] = x->check_v[j - 1];
+		x->check_v[j] = p->check_ms;
+	}
+	x->check_n = n;
+}
+
+/* The median of the fresh checks but one of value own (its own, when it
+ * is among them), or 0 when fewer than two are left. */
+static double check_median(struct core *c, uint32_t own, uint64_t now_ms)
+{
+	check_sort(c, now_ms);
+	const struct explore *x = &c->explore;
+	uint32_t n = x->check_n, skip = n;
+	for (uint32_t j = 0; j < n; j++)
+		if (x->check_v[j] == own) {
+			skip = j;
+			break;
+		}
+	uint32_t m = skip < n ? n - 1 : n;
+	if (m < 2)
+		return 0;
+#define CHECK_AT(p) ((double)x->check_v[(p) < skip ? (p) : (p) + 1])
+	double med = m % 2 ? CHECK_AT(m / 2) : (CHECK_AT(m / 2 - 1) + CHECK_AT(m / 2)) / 2;
+#undef CHECK_AT
+	return med;
+}
+
+void explore_check(struct core *c, uint32_t idx, uint32_t ms, uint64_t now_ms)
+{
+	struct pool_endpoint *e = &c->pool.ep[idx];
+	e->check_ms = ms;
+	e->check_at_ms = now_ms;
+	if (ms == 0) {
+		e->check_vouch = 0; /* no check: nothing vouches */
+		return;
+	}
+	double ref = check_median(c, ms, now_ms);
+	if (ref <= 0)
+		return;
+	if (ms > c->p.sticky_tolerance * ref && ms > ref + CHECK_SLACK_MS) {
+		e->check_slow = true;
+		e->check_vouch = 0;
+		return;
+	}
+	if (!e->check_slow)
+		return;
+	/* Verdict "recovered": what it learnt while its check was slow is
+	 * forgotten and it is re-tried at once, as after idle_reset, the
+	 * wait of its next re-trial not doubled (the check judged it, not a
+	 * re-trial); keys it lost come back as after a probe's verdict. */
+	e->check_slow = false;
+	if (!any_samples(e))
+		return;
+	bool left = e->suspect == POOL_LEFT ||
+		    (c->p.slow_run > 0 && e->slow_run >= c->p.slow_run);
+	uint8_t retrials = e->retrials;
+	forget_samples(e);
+	e->retrials = retrials;
+	e->woke = 1;
+	e->check_vouch = 1;
+	stop(e);
+	if (left)
+		reclaim_add(c, idx, now_ms);
+	c->explore.check_recovered++;
+	c->version++;
+}

@@ -40,6 +40,12 @@ struct pick;
 /* Endpoints that may take their keys back at once (explore_reclaim). */
 #define EXPLORE_RECLAIM_MAX 4u
 
+/* Health checks a peers' median is taken over (explore_check). */
+#define EXPLORE_CHECKS 64u
+
+/* A check read more than this long ago is not an endpoint's current one. */
+#define EXPLORE_CHECK_FRESH_MS 10000u
+
 struct explore {
 	uint64_t clock;          /* decisions committed */
 	uint64_t scan_at;        /* no scan of the candidates before */
@@ -48,6 +54,10 @@ struct explore {
 	double gap_ms;           /* EWMA of the time between its successes */
 	uint64_t probes;         /* placements exploration made */
 	uint64_t recovered;      /* verdicts "recovered" */
+	uint64_t check_recovered; /* verdicts "recovered" of health checks */
+	uint64_t check_n_at_ms;  /* check_v's time; 0: never */
+	uint32_t check_n;
+	uint32_t check_v[EXPLORE_CHECKS]; /* fresh checks, sorted */
 	uint32_t reclaim_n;
 	uint32_t reclaim[EXPLORE_RECLAIM_MAX];           /* slot indices */
 	uint32_t reclaim_gen[EXPLORE_RECLAIM_MAX];       /* and generations */
@@ -91,5 +101,22 @@ static inline void explore_heard(struct pool_endpoint *e, uint64_t start_ms)
 void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		    unsigned sig, double tr_ms, uint64_t start_ms,
 		    uint64_t now_ms);
+
+/* HAProxy's layer-7 health check of endpoint idx took ms, read at now_ms
+ * (0: none, or not layer 7). A check is the same small request on every
+ * server, so its duration compares endpoints whatever prompts their
+ * users sent, and it comes whether or not users are sent there. A check
+ * over sticky_tolerance x the median of its peers' fresh checks (and
+ * CHECK_SLACK_MS over it) marks idx's check slow; a later one within
+ * that is the verdict "recovered": its samples are forgotten and it is
+ * re-tried at once, as after idle_reset; if the slow rules had left it,
+ * keys that rank it first may come back (explore_reclaim); and until it
+ * has cold_start_samples answers, its own do not leave it (check_vouch:
+ * they are cold prompts on an empty cache). A check never leaves an
+ * endpoint. Without
+ * it a recovery shows only in answers, and none go to an endpoint left
+ * as slow: it waited for a probe, or for idle_reset. One pass over the
+ * pool per poll (the peers' checks, sorted); no allocation. */
+void explore_check(struct core *c, uint32_t idx, uint32_t ms, uint64_t now_ms);
 
 #endif

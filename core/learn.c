@@ -81,6 +81,9 @@ static void ewma_add(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		e->base[sig] += a * (x - e->base[sig]);
 		base_follow(c, e, sig);
 	}
+	/* What a health check vouched for, its own answers judge now. */
+	if (e->check_vouch && e->samples[sig] >= c->p.cold_start_samples)
+		e->check_vouch = 0;
 	if (warm(c, e, sig) != was_warm) {
 		e->veteran |= (uint8_t)(1u << sig);
 		c->version++; /* it just became warm: views count it */

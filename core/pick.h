@@ -111,7 +111,7 @@ static inline bool fast_enough(struct core *c, struct pool_endpoint *e,
 			       const struct pick *k)
 {
 	bool all_warm = true, suspect = false;
-	if (c->p.slow_run > 0 && e->slow_run >= c->p.slow_run) {
+	if (c->p.slow_run > 0 && e->slow_run >= c->p.slow_run && !e->check_vouch) {
 		e->suspect = POOL_LEFT; /* queue_judge's run */
 		return false;
 	}
@@ -127,6 +127,8 @@ static inline bool fast_enough(struct core *c, struct pool_endpoint *e,
 		if (s == 0 && w &&
 		    e->ewma[sig] <= c->p.sticky_tolerance * e->base[sig])
 			continue;
+		if (e->check_vouch)
+			continue; /* kept: a health check found it recovered */
 		e->suspect = POOL_LEFT;
 		return false;
 	}

@@ -91,6 +91,10 @@ struct pool_endpoint {
 	 * started from explore_from_ms are counted towards a verdict. */
 	uint8_t explore_on;
 	uint8_t explore_left;       /* it was left when they began */
+	uint8_t check_vouch;        /* a health check found it recovered: its
+				     * own answers do not leave it until it
+				     * is warm on cold_start_samples
+				     * (explore_check) */
 
 	/* Line 1: latency, read by the decision and taught by feedback. */
 	double ewma[POOL_SIGNALS];
@@ -184,6 +188,11 @@ struct pool_endpoint {
 	uint8_t explore_fast;
 	uint8_t explore_slow;
 	uint8_t explore_shift;      /* verdicts "still slow" in a row */
+	/* HAProxy's layer-7 health check (explore_check): whether it was
+	 * slow against its peers', its last duration and when it was read. */
+	bool check_slow;
+	uint32_t check_ms;          /* 0: none */
+	uint64_t check_at_ms;
 };
 
 /* The slots in use: configured, else HAProxy's maxconn, else the most

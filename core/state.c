@@ -40,6 +40,7 @@ void core_stats(const struct core *c, struct core_stats *out)
 		.affinity_expirations = c->aff.expirations,
 		.explore_probes = c->explore.probes,
 		.explore_recovered = c->explore.recovered,
+		.check_recovered = c->explore.check_recovered,
 	};
 	memcpy(out->decisions, c->decisions, sizeof(out->decisions));
 	memcpy(out->tier_decisions, c->tier_decisions, sizeof(out->tier_decisions));

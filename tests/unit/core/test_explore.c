@@ -358,6 +358,127 @@ START_TEST(explore_not_while_e2e_slow)
 }
 END_TEST
 
+/* HAProxy's layer-7 checks of the 4 endpoints: x's took x_ms, every
+ * other's CHECK_MS. */
+#define CHECK_MS 100
+static void checks(struct fx *f, int x, uint32_t x_ms)
+{
+	for (int k = 0; k < 4; k++)
+		ck_assert_int_eq(core_endpoint_check(f->c, f->ep[k],
+						     f->ep[k] == x ? x_ms : CHECK_MS, f->now), 0);
+}
+
+/* run, with the checks polled every 10 decisions: x's x_check_ms. */
+static int run_checked(struct fx *f, int x, int64_t x_tr, uint32_t x_check_ms,
+		       uint64_t *from, int n, int window, int *last)
+{
+	int to_x = 0, l;
+	*last = 0;
+	for (int i = 0; i < n; i += 10) {
+		checks(f, x, x_check_ms);
+		to_x += run_ends(f, x, x_tr, -1, from, 10, 10, &l);
+		if (i >= n - window)
+			*last += l;
+	}
+	return to_x;
+}
+
+START_TEST(check_recovered_gets_share_back)
+{
+	/* No exploration and no idle_reset within reach: x, left as slow,
+	 * can come back only by its health check. Its check was slow (5x its
+	 * peers') while it was, then fits again: the verdict "recovered"
+	 * re-tries it, and it takes its share of new keys by rendezvous
+	 * (at least 0.8 of 1/4 of the last 200 of 400). A check that never
+	 * showed the slowdown says nothing: x gets none of the 400. */
+	for (int seen = 0; seen < 2; seen++) {
+		struct fx f;
+		int x = setup(&f, 0);
+		uint64_t s = 1;
+		int last;
+		run_checked(&f, x, SLOW_MS, seen ? 5 * CHECK_MS : CHECK_MS, &s, 300, 100, &last);
+		ck_assert_int_eq(last, 0);
+		ck_assert_int_eq(f.c->pool.ep[x].suspect, POOL_LEFT);
+		ck_assert(fx_info(&f, x).check_slow == (seen != 0));
+		int n = run_checked(&f, x, FAST_MS, CHECK_MS, &s, 400, 200, &last);
+		struct core_stats cs;
+		core_stats(f.c, &cs);
+		printf("# check %s the slowdown: recovered x got %d of 400 new keys, %d of the last 200;"
+		       " %llu check verdicts\n", seen ? "showed" : "did not show", n, last,
+		       (unsigned long long)cs.check_recovered);
+		if (seen) {
+			ck_assert_int_ge(last, (int)(0.8 * 200 / 4));
+			ck_assert_uint_eq(cs.check_recovered, 1);
+			ck_assert(fx_info(&f, x).check_ms == CHECK_MS);
+		} else {
+			ck_assert_int_eq(n, 0);
+			ck_assert_uint_eq(cs.check_recovered, 0);
+		}
+		fx_finish(&f);
+	}
+}
+END_TEST
+
+START_TEST(check_vouches_until_warm)
+{
+	/* After the check's verdict, x's first answers are cold prompts on
+	 * an empty cache: here 5x its peers'. They would leave it again
+	 * after a re-trial's 4 answers; the check vouches for it until its
+	 * own answers number cold_start_samples (20), which then judge it:
+	 * x still 5x slower is left at its 20th answer, and its check's
+	 * vouch ends with it. */
+	struct fx f;
+	int x = setup(&f, 0);
+	uint64_t s = 1;
+	int last;
+	run_checked(&f, x, SLOW_MS, 5 * CHECK_MS, &s, 300, 100, &last);
+	ck_assert_int_eq(last, 0);
+	int n = run_checked(&f, x, SLOW_MS, CHECK_MS, &s, 400, 200, &last);
+	printf("# vouched for by its check, x still 5x slower got %d new keys of 400, %d of the"
+	       " last 200\n", n, last);
+	ck_assert_int_ge(n, (int)f.p.cold_start_samples);
+	ck_assert_int_le(n, (int)f.p.cold_start_samples + 2);
+	ck_assert_int_eq(last, 0);
+	ck_assert_int_eq(f.c->pool.ep[x].suspect, POOL_LEFT);
+	ck_assert(!fx_info(&f, x).check_vouch);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(check_not_judged_without_a_reference)
+{
+	/* Checks of a few milliseconds (GET /health, a bare connect) say
+	 * nothing of speed: 8 ms against 2 ms is not slow (CHECK_SLACK_MS).
+	 * With one peer's check only there is no median to judge by. Either
+	 * way, a fast check after them is no verdict. */
+	struct fx f;
+	int x = setup(&f, 0);
+	uint64_t s = 1;
+	int last;
+	for (int i = 0; i < 30; i++) {
+		for (int k = 0; k < 4; k++)
+			ck_assert_int_eq(core_endpoint_check(f.c, f.ep[k], f.ep[k] == x ? 8 : 2,
+							     f.now), 0);
+		f.now += 100;
+	}
+	ck_assert(!fx_info(&f, x).check_slow);
+	/* x and one peer checked: the peer's lone check is no median */
+	int peer = f.ep[0] == x ? f.ep[1] : f.ep[0];
+	f.now += 20000; /* the checks above are stale */
+	ck_assert_int_eq(core_endpoint_check(f.c, peer, CHECK_MS, f.now), 0);
+	ck_assert_int_eq(core_endpoint_check(f.c, x, 5 * CHECK_MS, f.now), 0);
+	ck_assert(!fx_info(&f, x).check_slow);
+	ck_assert_int_eq(core_endpoint_check(f.c, x, CHECK_MS, f.now), 0);
+	int n = run(&f, x, false, &s, 400, 200, &last);
+	struct core_stats cs;
+	core_stats(f.c, &cs);
+	ck_assert_uint_eq(cs.check_recovered, 0);
+	ck_assert_int_eq(n, 0);
+	ck_assert_int_eq(core_endpoint_check(f.c, 999, CHECK_MS, f.now), -2);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(explore_share_checked)
 {
 	struct core_params p;
@@ -384,6 +505,9 @@ static Suite *explore_suite(void)
 	tcase_add_test(tc, explore_quiet_is_not_starved);
 	tcase_add_test(tc, explore_quiet_keeps_warm_keys);
 	tcase_add_test(tc, explore_not_while_e2e_slow);
+	tcase_add_test(tc, check_recovered_gets_share_back);
+	tcase_add_test(tc, check_vouches_until_warm);
+	tcase_add_test(tc, check_not_judged_without_a_reference);
 	tcase_add_test(tc, explore_share_checked);
 	suite_add_tcase(s, tc);
 	return s;
