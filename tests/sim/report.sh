@@ -95,6 +95,13 @@ if [ $have_trace = 1 ]; then
 			$([ "$sc" = fast-failure ] && echo --dump "$tmp/mooncake-ff.dump")
 	done
 	run mooncake-recover-anon --trace "$trace" --scenario recover --keys none
+	# the shipped log input, and HAProxy's optional completion checks
+	for k in keyed anon; do
+		kk=
+		if [ $k = anon ]; then kk="--keys none"; fi
+		run "mooncake-recover-$k-log" --trace "$trace" --scenario recover $kk --log-ingest
+		run "mooncake-recover-$k-log-check" --trace "$trace" --scenario recover $kk --log-ingest --http-check
+	done
 	# anonymous requests: every warmlane decision is power of two choices
 	for n in 80 1500; do
 		run "anon-quick$n" --trace "$trace" --keys none --config tests/sim/examples/quickstart.conf \
@@ -169,6 +176,12 @@ run chat-tiers-log --workload chat --config tests/sim/examples/tiers.conf --scen
 run chat-tiers-anon --workload chat --config tests/sim/examples/tiers.conf --scenario tiers --keys none
 run chat-tiers-agents2 --workload chat --config tests/sim/examples/tiers.conf --scenario tiers --agents 2
 run chat-recover-anon --workload chat --scenario recover --keys none
+for k in keyed anon; do
+	kk=
+	if [ $k = anon ]; then kk="--keys none"; fi
+	run "chat-recover-$k-log" --workload chat --scenario recover $kk --log-ingest
+	run "chat-recover-$k-log-check" --workload chat --scenario recover $kk --log-ingest --http-check
+done
 for sc in fast-failure rate-limit slow recover scale-out down flap agents-2 agents-4; do
 	run "chat-$sc" --workload chat --scenario "$sc" $([ "$sc" = fast-failure ] && echo --dump "$tmp/chat-ff.dump")
 done
@@ -473,7 +486,7 @@ MD
 		case $sc in
 		fast-failure) printf 'Expectation: under 1%% of traffic to the failing endpoint after the first 20 requests that follow its first failure (share_after).\n\n' ;;
 		rate-limit) printf 'Expectation: no request reaches it during the window beyond what was in flight and the half-open probes (bound: per agent 5 + 3 per Retry-After period).\n\n' ;;
-		recover) printf 'Expectation (issue 12): back to within 20%% of its fair share within 30 s of the end of the slowdown (share_30-120s >= 0.8 x fair); met without keys (`sim-recover-anonymous`), not with them (`sim-recover` is expected to fail). Then the same anonymous (`--keys none`).\n\n' ;;
+		recover) printf 'Expectation (issue 12): back to within 20%% of its fair share within 30 s of the end of the slowdown (share_30-120s >= 0.8 x fair); met without keys (`sim-recover-anonymous`), not with them (`sim-recover` is expected to fail). Then the same anonymous (`--keys none`), and warmlane with the log input (`--log-ingest`) and with HAProxy'"'"'s completion health checks too (`--http-check`: the example configs'"'"' optional check, every 2 s; docs/policy-v2.md, section 18).\n\n' ;;
 		slow) printf 'Expectation: sessions leave it once its EWMA exceeds 2.5x the median (and, for the time to headers, 2.5x its own past), without a hit-rate collapse: under a quarter of its fair share (by weight) once slow, hit%% at least 0.9 of the same policy without the fault.\n\n' ;;
 		scale-out) printf 'Expectation: adding a 9th endpoint moves at most about 1/9 of keys (keys_moved: keys whose endpoint after the addition differs from the one before).\n\n' ;;
 		down) printf 'Connection refused: the router gets no feedback; HAProxy marks it DOWN after 6 s.\n\n' ;;
@@ -493,6 +506,21 @@ MD
 				[ -f "$tmp/$w-recover-anon.txt" ] || continue
 				printf '%s, anonymous:\n\n' "$w"
 				scen_md <"$tmp/$w-recover-anon.txt"
+				printf '\n'
+			done
+			for w in chat mooncake; do
+				[ -f "$tmp/$w-recover-keyed-log.txt" ] || continue
+				printf '%s, warmlane with the log input, and with completion checks:\n\n' "$w"
+				scen_md <"$tmp/$w-recover-keyed-log.txt" | grep -e '^| policy' -e '^|---'
+				for k in keyed anon; do
+					for c in log log-check; do
+						label="keyed, log input"
+						if [ $k = anon ]; then label="anonymous, log input"; fi
+						if [ $c = log-check ]; then label="$label, completion checks"; fi
+						scen_md <"$tmp/$w-recover-$k-$c.txt" | grep '^| warmlane ' |
+							sed "s/^| warmlane |/| warmlane, $label |/"
+					done
+				done
 				printf '\n'
 			done
 		fi

@@ -25,6 +25,10 @@ struct ep_state {
 	size_t qhead, qlen, qcap;
 	double inflight_sum;
 	uint64_t inflight_samples;
+	/* HAProxy's layer-7 health check (--http-check): the next one's
+	 * start, the one running's end and duration, the last one's */
+	int64_t check_next_us, check_done_us;
+	double check_running_ms, check_ms;
 };
 
 struct agent {
@@ -51,6 +55,7 @@ struct sim_fleet {
 	int log_ingest;
 	int detail;
 	int64_t engine_poll_us;
+	int64_t check_us;     /* --http-check: HAProxy's check interval; 0 none */
 	uint32_t bt;          /* tokens per block of w */
 	/* closed loop (w->closed): what is sent, which conversations are busy */
 	struct sim_req *creq; /* w->req, whose arrival times the loop writes */
@@ -195,6 +200,7 @@ static void view_refresh(struct sim_fleet *f, struct agent *a)
 		a->view[e].present = (uint8_t)ep_present(&f->cfg->ep[e], f->now);
 		a->view[e].up = (uint8_t)ep_up_in_haproxy(f, e, f->now);
 		a->view[e].live = a->live[e];
+		a->view[e].check_ms = f->eps[e].check_ms;
 	}
 }
 
@@ -476,8 +482,51 @@ static int retry(struct sim_fleet *f, uint32_t i)
 	return attempt(f, i, (uint32_t)e) < 0 ? -ENOMEM : 1;
 }
 
+/* HAProxy's layer-7 check of e (--http-check): a completion of
+ * SIM_CHECK_PROMPT uncached tokens and SIM_CHECK_OUTPUT generated ones,
+ * non-streamed, so its duration is the whole answer's: run in e's batch
+ * as it is now (a check is too small to change it). */
+#define SIM_CHECK_PROMPT 64
+#define SIM_CHECK_OUTPUT 8
+static double check_duration_ms(const struct sim_fleet *f, uint32_t e)
+{
+	const struct sim_ep_params *p = &f->cfg->ep[e];
+	uint32_t others = f->eps[e].running;
+	double slow_p = ep_slow(f, e, f->now, SIM_PHASE_PREFILL) / p->speed;
+	double slow_d = ep_slow(f, e, f->now, SIM_PHASE_DECODE) / p->speed;
+	return SIM_CHECK_PROMPT / 1000.0 * p->prefill_ms_per_ktok *
+	       (1 + p->prefill_batch_slowdown * others) * slow_p +
+	       (SIM_CHECK_OUTPUT - 1) * p->decode_ms_per_tok *
+	       (1 + p->decode_batch_slowdown * others) * slow_d;
+}
+
+/* The checks due by now: each endpoint every check_us, on its own phase;
+ * a check's duration is what the runtime API shows once it ended. A
+ * server that is down answers none (its check fails: no duration). */
+static void checks_run(struct sim_fleet *f)
+{
+	for (uint32_t e = 0; f->check_us > 0 && e < f->cfg->nep; e++) {
+		struct ep_state *s = &f->eps[e];
+		if (s->check_done_us > 0 && f->now >= s->check_done_us) {
+			s->check_ms = s->check_running_ms;
+			s->check_done_us = 0;
+		}
+		if (f->now < s->check_next_us || s->check_done_us > 0)
+			continue;
+		while (s->check_next_us <= f->now)
+			s->check_next_us += f->check_us;
+		if (!ep_present(&f->cfg->ep[e], f->now) || ep_refusing(f, e, f->now)) {
+			s->check_ms = 0;
+			continue;
+		}
+		s->check_running_ms = check_duration_ms(f, e);
+		s->check_done_us = f->now + (int64_t)llround(s->check_running_ms * 1000);
+	}
+}
+
 static int on_poll(struct sim_fleet *f, uint32_t ai)
 {
+	checks_run(f);
 	struct agent *a = &f->ag[ai];
 	for (uint32_t e = 0; e < f->cfg->nep; e++)
 		a->view[e].in_flight = a->live[e];
@@ -646,6 +695,7 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 		.log_ingest = opts->log_ingest,
 		.detail = opts->detail,
 		.engine_poll_us = opts->engine_poll_us,
+		.check_us = opts->check_us,
 		.bt = w->block_tokens ? w->block_tokens : SIM_KV_BLOCK_TOKENS,
 		.creq = w->req,
 	};
@@ -666,6 +716,8 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 		/* cache_blocks counts 512-token blocks whatever w's block size */
 		uint64_t cap = (uint64_t)p->cache_blocks * SIM_KV_BLOCK_TOKENS / f.bt;
 		f.eps[e].llama = p->cache_llama;
+		/* HAProxy spreads its checks over the interval */
+		f.eps[e].check_next_us = f.check_us * e / cfg->nep;
 		if (sim_kv_init(&f.eps[e].kv, p->cache_llama ? 0 : (uint32_t)(cap > UINT32_MAX ? UINT32_MAX : cap)) < 0)
 			goto fail;
 		if (p->cache_llama &&

@@ -47,6 +47,8 @@ struct sim_run_opts {
 	int shared_hints;        /* the HAProxies share the warm hint (sim_hints.h) */
 	int64_t engine_poll_us;  /* agents poll the engines' /metrics this often
 				  * (agent/engine.c); 0: they do not */
+	int64_t check_us;        /* HAProxy's layer-7 health checks this often
+				  * (--http-check); 0: none */
 	int detail;              /* fill sim_rec's --debug-tail fields (policies may then
 				  * do more work per decision: the warmlane one explains it) */
 };

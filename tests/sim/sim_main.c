@@ -36,6 +36,7 @@ struct opts {
 	double slo_ms;
 	int csv, check, skip_missing, log_ingest, shared_hints;
 	uint64_t engine_poll_ms;  /* --engine-load: agents poll the engines' /metrics */
+	int http_check;           /* --http-check: HAProxy's layer-7 checks, every 2 s */
 	const char *set[32];
 	unsigned nset;
 };
@@ -66,6 +67,8 @@ static void usage(FILE *out)
 		"                      0.2-0.6 ms later, up to 1.4 s and 1 in 60 lost in the\n"
 		"                      first second: docs/peers.md)\n"
 		"  --log-ingest        agents also read HAProxy's end-of-stream log lines\n"
+		"  --http-check        HAProxy checks each server with a small completion every\n"
+		"                      2 s; agents read each check's duration (check_duration)\n"
 		"  --engine-load       agents also poll each engine's running + waiting\n"
 		"                      requests (engine_metrics), every 200 ms\n"
 		"  --engine-poll MS    ... every MS ms instead (implies --engine-load)\n"
@@ -182,6 +185,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			used = 0;
 		} else if (strcmp(a, "--shared-hints") == 0) {
 			o->shared_hints = 1;
+			used = 0;
+		} else if (strcmp(a, "--http-check") == 0) {
+			o->http_check = 1;
 			used = 0;
 		} else if (strcmp(a, "--engine-load") == 0) {
 			if (o->engine_poll_ms == 0)
@@ -498,6 +504,8 @@ int main(int argc, char **argv)
 		fprintf(info, " log-ingest");
 	if (o.shared_hints)
 		fprintf(info, " shared-hints");
+	if (o.http_check)
+		fprintf(info, " http-check");
 	if (o.engine_poll_ms)
 		fprintf(info, " engine-poll=%llums", (unsigned long long)o.engine_poll_ms);
 	fprintf(info, "\n");
@@ -523,7 +531,8 @@ int main(int argc, char **argv)
 		struct sim_run_opts ro = { .policy = pols[p], .agents = agents, .seed = o.seed,
 					   .set = o.set, .nset = o.nset, .log_ingest = o.log_ingest,
 					   .shared_hints = o.shared_hints, .detail = tail != NULL,
-					   .engine_poll_us = (int64_t)o.engine_poll_ms * 1000 };
+					   .engine_poll_us = (int64_t)o.engine_poll_ms * 1000,
+					   .check_us = o.http_check ? 2000000 : 0 };
 		if (sim_fleet_run(&cfg, &w, &ro, &run, err, sizeof(err)) < 0) {
 			fprintf(stderr, "warmlane-sim: %s\n", err);
 			rc = -ENOMEM;

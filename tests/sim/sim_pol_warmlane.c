@@ -7,6 +7,7 @@
 #include "core.h"
 #include "trace.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,8 +207,11 @@ static void wl_poll(void *st, const struct sim_view *v)
 			s->idx[e] = -1;
 		}
 		if (s->idx[e] >= 0)
+		{
 			core_endpoint_sync(s->core, s->idx[e], x->up ? CORE_ADMIN_ENABLED : CORE_ADMIN_DOWN,
 					   x->in_flight, now);
+			core_endpoint_check(s->core, s->idx[e], (uint32_t)llround(x->check_ms), now);
+		}
 	}
 	/* The agent's key probes (agent/probe.c): a 401/403 in feedback only
 	 * makes a key suspect; the probe, answered here as the server would

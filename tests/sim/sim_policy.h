@@ -26,6 +26,8 @@ struct sim_view_ep {
 	uint32_t engine_load; /* --engine-load: the engine's running + waiting
 			       * requests (every agent's) at this agent's last
 			       * poll of its /metrics */
+	double check_ms;      /* --http-check: the runtime API's check_duration of
+			       * its last layer-7 check; 0: none */
 };
 
 struct sim_view {
