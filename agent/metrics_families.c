@@ -423,6 +423,9 @@ static const struct metrics_family families_core[] = {
 	{ "warmlane_explore_recovered_total", COUNTER,
 	  "Explored endpoints whose answers said they recovered.",
 	  CORE(explore_recovered) },
+	{ "warmlane_check_recovered_total", COUNTER,
+	  "Endpoints whose HAProxy layer-7 health check, slow against their peers' checks, fit again: each re-tried at once.",
+	  CORE(check_recovered) },
 
 	/* One sample per endpoint (core_endpoint_info). */
 	{ "warmlane_endpoint_in_flight", GAUGE,
@@ -482,6 +485,12 @@ static const struct metrics_family families_core[] = {
 	{ "warmlane_endpoint_engine_kv_usage_ratio", GAUGE,
 	  "KV-cache usage of the engine's last sample (vLLM, SGLang), 0 to 1; -1 when it publishes none.",
 	  EP(EP_G6, double, engine_kv) },
+	{ "warmlane_endpoint_check_seconds", GAUGE,
+	  "Duration of the endpoint's last layer-7 health check passed (HAProxy's check_duration with check_status L7OK); 0 without one in the last 10 s.",
+	  EP(EP_MS, double, check_ms) },
+	{ "warmlane_endpoint_check_slow", GAUGE,
+	  "1 while the endpoint's health check is over sticky_tolerance times its peers' median (and 50 ms over it), until one is within it again.",
+	  EP(EP_FLAG, bool, check_slow) },
 	{ "warmlane_endpoint_engine_polls_total", COUNTER,
 	  "Polls of the engine's /metrics that ended, by result (failed: no answer, not 200, over the size bound, or no load metrics in it).",
 	  EP_FN(engine_polls) },

@@ -191,6 +191,12 @@ bool runtime_apply_row(struct runtime *rt, const struct runtime_row *row,
 		core_endpoint_sync(r->core, idx[i], admin, route_share(total, i, n),
 				   now_ms);
 		core_endpoint_limit(r->core, idx[i], route_share(lim, i, n));
+		/* its layer-7 check's duration (0 for the core is none: a
+		 * check answered within the millisecond counts as 1) */
+		core_endpoint_check(r->core, idx[i],
+				    row->check_ms < 0 ? 0 :
+				    row->check_ms == 0 ? 1 : (uint32_t)row->check_ms,
+				    now_ms);
 		if (runtime_seen_grow(rt, idx[i]) == 0)
 			rt->seen[idx[i]] = rt->gen;
 	}

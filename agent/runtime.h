@@ -52,6 +52,8 @@ enum runtime_col {
 	RUNTIME_COL_BCK,    /* optional: 1 = backup server */
 	RUNTIME_COL_SID,    /* optional: the server's numeric id (shared hints) */
 	RUNTIME_COL_SLIM,   /* optional: the server's maxconn (its slots) */
+	RUNTIME_COL_CHECK_STATUS,   /* optional: its last check's result */
+	RUNTIME_COL_CHECK_DURATION, /* optional: and its duration, ms */
 	RUNTIME_COL_COUNT
 };
 
@@ -66,6 +68,10 @@ struct runtime_row {
 	bool backup;       /* a backup server (bck 1) */
 	int64_t sid;       /* the server's id; -1 when absent */
 	int64_t slim;      /* its maxconn; -1 when absent or not set */
+	/* Its last layer-7 health check's duration in ms (check_status L7OK,
+	 * or "* L7OK" while the next one runs); -1 when absent, failed or
+	 * not layer 7 (a bare connect). */
+	int64_t check_ms;
 };
 
 typedef void (*runtime_row_fn)(void *arg, const struct runtime_row *row);

@@ -13,6 +13,8 @@ static const char *const runtime_col_names[RUNTIME_COL_COUNT] = {
 	[RUNTIME_COL_TYPE] = "type",	 [RUNTIME_COL_MODE] = "mode",
 	[RUNTIME_COL_BCK] = "bck",	 [RUNTIME_COL_SID] = "sid",
 	[RUNTIME_COL_SLIM] = "slim",
+	[RUNTIME_COL_CHECK_STATUS] = "check_status",
+	[RUNTIME_COL_CHECK_DURATION] = "check_duration",
 };
 
 /* ---- CSV ---------------------------------------------------------------- */
@@ -31,6 +33,18 @@ static bool view_is(struct core_str v, const char *s)
 {
 	size_t n = strlen(s);
 	return v.len == n && memcmp(v.ptr, s, n) == 0;
+}
+
+/* Whether a check_status says a layer-7 check passed: L7OK (L7OKC too,
+ * a 404 with disable-on-404), "* " first while the next check runs
+ * (HAProxy then still shows the last one's duration). */
+static bool check_l7ok(struct core_str v)
+{
+	if (v.len >= 2 && v.ptr[0] == '*' && v.ptr[1] == ' ') {
+		v.ptr += 2;
+		v.len -= 2;
+	}
+	return v.len >= 4 && memcmp(v.ptr, "L7OK", 4) == 0;
 }
 
 /* Splits line into fields (commas; a field may be double-quoted with ""
@@ -188,6 +202,7 @@ static int csv_line(struct runtime_csv *p, const char *line, size_t len,
 		.weight = -1,
 		.sid = -1,
 		.slim = -1,
+		.check_ms = -1,
 	};
 	uint32_t w;
 	if (row.pxname.len == 0 || row.svname.len == 0 ||
@@ -206,6 +221,10 @@ static int csv_line(struct runtime_csv *p, const char *line, size_t len,
 	if (p->col[RUNTIME_COL_SLIM] >= 0 && v[RUNTIME_COL_SLIM].len > 0 &&
 	    parse_u32(v[RUNTIME_COL_SLIM], &w))
 		row.slim = w;
+	if (p->col[RUNTIME_COL_CHECK_STATUS] >= 0 && p->col[RUNTIME_COL_CHECK_DURATION] >= 0 &&
+	    check_l7ok(v[RUNTIME_COL_CHECK_STATUS]) && v[RUNTIME_COL_CHECK_DURATION].len > 0 &&
+	    parse_u32(v[RUNTIME_COL_CHECK_DURATION], &w))
+		row.check_ms = w;
 	row.admin = runtime_status_admin(v[RUNTIME_COL_STATUS], &row.status_known);
 	p->rows++;
 	fn(arg, &row);

@@ -40,12 +40,14 @@ static void row_cb(void *arg, const struct runtime_row *row)
 	FUZZ_CHECK(row->weight >= -1 && row->weight <= UINT32_MAX);
 	FUZZ_CHECK(row->sid >= -1 && row->sid <= UINT32_MAX);
 	FUZZ_CHECK(row->slim >= -1 && row->slim <= UINT32_MAX);
+	FUZZ_CHECK(row->check_ms >= -1 && row->check_ms <= UINT32_MAX);
 	uint64_t h = s->digest;
 	h = fold(h, row->pxname.ptr, row->pxname.len);
 	h = fold(h, row->svname.ptr, row->svname.len);
 	h = fold(h, row->mode.ptr, row->mode.len);
 	int64_t nums[] = { row->scur, row->qcur, row->admin, row->status_known,
-			   row->weight, row->backup, row->sid, row->slim };
+			   row->weight, row->backup, row->sid, row->slim,
+			   row->check_ms };
 	s->digest = fold(h, nums, sizeof(nums));
 	s->rows++;
 	if (s->pause_every > 0 && s->rows % (uint64_t)s->pause_every == 0)

@@ -25,6 +25,7 @@ struct got_row {
 	int64_t weight;
 	int64_t sid;
 	int64_t slim;
+	int64_t check_ms;
 };
 
 struct rows {
@@ -54,6 +55,7 @@ static void collect(void *arg, const struct runtime_row *row)
 	g->weight = row->weight;
 	g->sid = row->sid;
 	g->slim = row->slim;
+	g->check_ms = row->check_ms;
 }
 
 static const struct got_row *find_row(const struct rows *rs, const char *px,
@@ -363,6 +365,46 @@ static bool has_ep(struct harness *h, const char *path, const char *key)
 
 #define HDR "# pxname,svname,qcur,qmax,scur,smax,status,weight,type,mode,bck,\n"
 #define HDR_SLIM "# pxname,svname,qcur,qmax,scur,smax,status,weight,type,mode,bck,slim\n"
+
+START_TEST(csv_check_duration)
+{
+	/* check_duration counts only after a layer-7 check that passed
+	 * (explore_check compares servers by it): HAProxy 2.6 prints
+	 * "* L7OK", code 0 and the last duration while the next check runs.
+	 * A bare connect (L4OK), a failed check or none give -1. */
+	static const char text[] =
+		"# pxname,svname,qcur,qmax,scur,smax,status,weight,type,mode,check_status,check_code,check_duration\n"
+		"llm,s1,0,,0,,UP,1,2,http,L7OK,200,51\n"
+		"llm,s2,0,,0,,UP,1,2,http,* L7OK,0,803\n"
+		"llm,s3,0,,0,,UP,1,2,http,L7OKC,404,12\n"
+		"llm,s4,0,,0,,UP,1,2,http,L4OK,,0\n"
+		"llm,s5,0,,0,,DOWN,1,2,http,L7STS,500,9\n"
+		"llm,s6,0,,0,,DOWN,1,2,http,L4CON,,0\n"
+		"llm,s7,0,,0,,no check,1,2,http,,,\n"
+		"llm,s8,0,,0,,UP,1,2,http,L7OK,200,\n"
+		"llm,s9,0,,0,,UP,1,2,http,* L7,0,40\n"
+		"llm,s10,0,,0,,UP,1,2,http,L7OK,200,x1\n";
+	struct runtime_csv p;
+	struct rows rs;
+	ck_assert_int_eq(parse(&p, text, sizeof(text) - 1, 0, &rs), 0);
+	ck_assert_uint_eq(rs.n, 10);
+	ck_assert_int_eq(find_row(&rs, "llm", "s1")->check_ms, 51);
+	ck_assert_int_eq(find_row(&rs, "llm", "s2")->check_ms, 803);
+	ck_assert_int_eq(find_row(&rs, "llm", "s3")->check_ms, 12);
+	ck_assert_int_eq(find_row(&rs, "llm", "s4")->check_ms, -1);
+	ck_assert_int_eq(find_row(&rs, "llm", "s5")->check_ms, -1);
+	ck_assert_int_eq(find_row(&rs, "llm", "s6")->check_ms, -1);
+	ck_assert_int_eq(find_row(&rs, "llm", "s7")->check_ms, -1);
+	ck_assert_int_eq(find_row(&rs, "llm", "s8")->check_ms, -1);
+	ck_assert_int_eq(find_row(&rs, "llm", "s9")->check_ms, -1);
+	ck_assert_int_eq(find_row(&rs, "llm", "s10")->check_ms, -1);
+	/* without the columns (an older or filtered CSV): none */
+	static const char bare[] = HDR "llm,s1,0,,0,,UP,1,2,http,,\n";
+	ck_assert_int_eq(parse(&p, bare, sizeof(bare) - 1, 0, &rs), 0);
+	ck_assert_uint_eq(rs.n, 1);
+	ck_assert_int_eq(rs.r[0].check_ms, -1);
+}
+END_TEST
 
 START_TEST(poller_syncs_core)
 {
@@ -875,6 +917,7 @@ static Suite *runtime_suite(void)
 	tcase_add_test(tc, csv_captures);
 	tcase_add_test(tc, csv_by_name);
 	tcase_add_test(tc, status_words);
+	tcase_add_test(tc, csv_check_duration);
 	tcase_add_test(tc, poller_syncs_core);
 	tcase_add_test(tc, poller_backup_tiers);
 	tcase_add_test(tc, poller_unreachable);
