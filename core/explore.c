@@ -3,6 +3,8 @@
 
 #include "pick.h"
 
+#include <string.h>
+
 /* Fair intervals between the pool's answers without one from an endpoint
  * after which its EWMA is stale: with answers spread by weight, a healthy
  * endpoint goes that long without one about once in e^8 (3,000) gaps. */
@@ -341,53 +343,77 @@ void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
  * and their jitter is many times their median. */
 #define CHECK_SLACK_MS 50u
 
-/* The fresh checks of the endpoints in service at now_ms, sorted, kept
- * for CHECK_SORT_MS: a runtime-API poll reports every endpoint at once,
- * so this is one pass per poll. */
-#define CHECK_SORT_MS 100u
-
-static void check_sort(struct core *c, uint64_t now_ms)
+/* Whether the check kept for pool slot i is a current one of an
+ * endpoint in service at now_ms. */
+static bool check_counts(const struct core *c, uint32_t i, uint64_t now_ms)
 {
-	struct explore *x = &c->explore;
-	if (x->check_n_at_ms != 0 && now_ms >= x->check_n_at_ms &&
-	    now_ms - x->check_n_at_ms < CHECK_SORT_MS)
-		return;
-	x->check_n_at_ms = now_ms > 0 ? now_ms : 1;
-	uint32_t n = 0;
-	for (uint32_t i = 0; i < c->pool.end && n < EXPLORE_CHECKS; i++) {
-		const struct pool_endpoint *p = &c->pool.ep[i];
-		if (!p->live || p->disabled || p->drained ||
-		    p->admin != CORE_ADMIN_ENABLED || p->check_ms == 0 ||
-		    now_ms < p->check_at_ms || now_ms - p->check_at_ms > EXPLORE_CHECK_FRESH_MS)
-			continue;
-		/* insertion: a few dozen values once per poll */
-		uint32_t j = n++;
-		for (; j > 0 && x->check_v[j - 1] > p->check_ms; j--)
-			x->check_v[j] = x->check_v[j - 1];
-		x->check_v[j] = p->check_ms;
-	}
-	x->check_n = n;
+	if (i >= c->pool.end)
+		return false;
+	const struct pool_endpoint *p = &c->pool.ep[i];
+	return p->live && !p->disabled && !p->drained &&
+	       p->admin == CORE_ADMIN_ENABLED && p->check_ms != 0 &&
+	       now_ms >= p->check_at_ms &&
+	       now_ms - p->check_at_ms <= EXPLORE_CHECK_FRESH_MS;
 }
 
-/* The median of the fresh checks but one of value own (its own, when it
- * is among them), or 0 when fewer than two are left. */
-static double check_median(struct core *c, uint32_t own, uint64_t now_ms)
+/* Keeps idx's check in the sorted set (explore.h, check_v): its old
+ * value out, ms in (0: none). A full set first drops what no longer
+ * counts (endpoints gone, out of service or silent); if it is still
+ * full, idx's is left out (a median of that many is enough).
+ * O(EXPLORE_CHECKS). */
+static void check_keep(struct core *c, uint32_t idx, uint32_t ms, uint64_t now_ms)
 {
-	check_sort(c, now_ms);
+	struct explore *x = &c->explore;
+	uint32_t j = 0;
+	while (j < x->check_n && x->check_v[j].idx != idx)
+		j++;
+	if (j < x->check_n) {
+		memmove(&x->check_v[j], &x->check_v[j + 1],
+			(x->check_n - j - 1) * sizeof(x->check_v[0]));
+		x->check_n--;
+	}
+	if (ms == 0)
+		return;
+	if (x->check_n == EXPLORE_CHECKS) {
+		uint32_t n = 0;
+		for (j = 0; j < x->check_n; j++)
+			if (check_counts(c, x->check_v[j].idx, now_ms))
+				x->check_v[n++] = x->check_v[j];
+		x->check_n = n;
+		if (n == EXPLORE_CHECKS)
+			return;
+	}
+	j = x->check_n;
+	for (; j > 0 && x->check_v[j - 1].ms > ms; j--)
+		x->check_v[j] = x->check_v[j - 1];
+	x->check_v[j].ms = ms;
+	x->check_v[j].idx = idx;
+	x->check_n++;
+}
+
+/* The median of the current checks of idx's peers, or 0 when fewer than
+ * two have one. O(EXPLORE_CHECKS). */
+static double check_median(const struct core *c, uint32_t idx, uint64_t now_ms)
+{
 	const struct explore *x = &c->explore;
-	uint32_t n = x->check_n, skip = n;
-	for (uint32_t j = 0; j < n; j++)
-		if (x->check_v[j] == own) {
-			skip = j;
-			break;
-		}
-	uint32_t m = skip < n ? n - 1 : n;
+	uint32_t m = 0;
+	for (uint32_t j = 0; j < x->check_n; j++)
+		m += x->check_v[j].idx != idx && check_counts(c, x->check_v[j].idx, now_ms);
 	if (m < 2)
 		return 0;
-#define CHECK_AT(p) ((double)x->check_v[(p) < skip ? (p) : (p) + 1])
-	double med = m % 2 ? CHECK_AT(m / 2) : (CHECK_AT(m / 2 - 1) + CHECK_AT(m / 2)) / 2;
-#undef CHECK_AT
-	return med;
+	/* the (m - 1) / 2-th and m / 2-th of them, in order */
+	uint32_t lo = (m - 1) / 2, hi = m / 2, k = 0;
+	double a = 0, b = 0;
+	for (uint32_t j = 0; j < x->check_n && k <= hi; j++) {
+		if (x->check_v[j].idx == idx || !check_counts(c, x->check_v[j].idx, now_ms))
+			continue;
+		if (k == lo)
+			a = x->check_v[j].ms;
+		if (k == hi)
+			b = x->check_v[j].ms;
+		k++;
+	}
+	return (a + b) / 2;
 }
 
 void explore_check(struct core *c, uint32_t idx, uint32_t ms, uint64_t now_ms)
@@ -395,11 +421,12 @@ void explore_check(struct core *c, uint32_t idx, uint32_t ms, uint64_t now_ms)
 	struct pool_endpoint *e = &c->pool.ep[idx];
 	e->check_ms = ms;
 	e->check_at_ms = now_ms;
+	check_keep(c, idx, ms, now_ms);
 	if (ms == 0) {
 		e->check_vouch = 0; /* no check: nothing vouches */
 		return;
 	}
-	double ref = check_median(c, ms, now_ms);
+	double ref = check_median(c, idx, now_ms);
 	if (ref <= 0)
 		return;
 	if (ms > c->p.sticky_tolerance * ref && ms > ref + CHECK_SLACK_MS) {

@@ -40,7 +40,8 @@ struct pick;
 /* Endpoints that may take their keys back at once (explore_reclaim). */
 #define EXPLORE_RECLAIM_MAX 4u
 
-/* Health checks a peers' median is taken over (explore_check). */
+/* Health checks a peers' median is taken over (explore_check): with
+ * more endpoints, those of the first that report. */
 #define EXPLORE_CHECKS 64u
 
 /* A check read more than this long ago is not an endpoint's current one. */
@@ -55,9 +56,12 @@ struct explore {
 	uint64_t probes;         /* placements exploration made */
 	uint64_t recovered;      /* verdicts "recovered" */
 	uint64_t check_recovered; /* verdicts "recovered" of health checks */
-	uint64_t check_n_at_ms;  /* check_v's time; 0: never */
+	/* The last check of up to EXPLORE_CHECKS endpoints (explore_check),
+	 * by duration; each kept as it comes, a stale one skipped. */
 	uint32_t check_n;
-	uint32_t check_v[EXPLORE_CHECKS]; /* fresh checks, sorted */
+	struct {
+		uint32_t ms, idx;
+	} check_v[EXPLORE_CHECKS];
 	uint32_t reclaim_n;
 	uint32_t reclaim[EXPLORE_RECLAIM_MAX];           /* slot indices */
 	uint32_t reclaim_gen[EXPLORE_RECLAIM_MAX];       /* and generations */
@@ -115,8 +119,8 @@ void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
  * they are cold prompts on an empty cache). A check never leaves an
  * endpoint. Without
  * it a recovery shows only in answers, and none go to an endpoint left
- * as slow: it waited for a probe, or for idle_reset. One pass over the
- * pool per poll (the peers' checks, sorted); no allocation. */
+ * as slow: it waited for a probe, or for idle_reset. O(EXPLORE_CHECKS)
+ * (the checks kept sorted); no allocation. */
 void explore_check(struct core *c, uint32_t idx, uint32_t ms, uint64_t now_ms);
 
 #endif

@@ -81,13 +81,18 @@ static inline bool within_bound(const struct core *c,
 /* Step 3's bound, for a key's warm entry: within_bound, or in_flight + 1
  * <= ceil(fair share + warm_slack), the fair share being
  * (total + 1) x w / W (core_params.warm_slack: leaving throws the
- * cache away, so a warm entry tolerates a few requests of load noise). */
+ * cache away, so a warm entry tolerates a few requests of load noise).
+ * No slack while e's HAProxy check is slow against its peers'
+ * (explore_check): its load over the bound is then its slowdown's queue
+ * (docs/policy-v2.md, section 18). */
 static inline bool within_warm_bound(const struct core *c,
 				     const struct pool_endpoint *e,
 				     const struct pick *k)
 {
 	if (within_bound(c, e, k))
 		return true;
+	if (e->check_slow)
+		return false;
 	double fair = ((double)k->v->total_if + 1) * e->weight / k->v->total_w;
 	return (double)e->in_flight + 1 <=
 	       ceil((fair + c->p.warm_slack) * (1 - 1e-12));

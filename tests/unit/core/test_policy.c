@@ -76,6 +76,45 @@ START_TEST(warm_entry_tolerates_slack)
 }
 END_TEST
 
+START_TEST(warm_slack_not_while_check_slow)
+{
+	/* warm_entry_tolerates_slack's session, its endpoint x's HAProxy
+	 * check 5x its peers' (100 ms): the load over the bound is then the
+	 * slowdown's queue, not noise, and x has no slack: the session moves
+	 * at its second request as with warm_slack 0. Its check as fast as
+	 * theirs: it stays all 6 times. */
+	for (int slow = 0; slow < 2; slow++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		p.load_floor = 0;
+		struct fx f;
+		fx_init(&f, 4, &p);
+		struct core_request a = fx_session(1);
+		struct core_decision d = fx_decide(&f, &a);
+		int x = d.endpoint;
+		ck_assert_int_ge(x, 0);
+		ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
+		core_endpoint_complete(f.c, x);
+		/* two polls: the first one's checks are the second's peers */
+		for (int poll = 0; poll < 2; poll++, f.now += 200)
+			for (int k = 0; k < 4; k++)
+				ck_assert_int_eq(core_endpoint_check(f.c, f.ep[k],
+								     f.ep[k] == x && slow ? 500 : 100,
+								     f.now), 0);
+		ck_assert(fx_info(&f, x).check_slow == (slow != 0));
+		int stayed = 0;
+		for (int i = 0; i < 6; i++) {
+			d = fx_decide(&f, &a);
+			if (d.endpoint != x)
+				break;
+			stayed++;
+		}
+		ck_assert_int_eq(stayed, slow ? 1 : 6);
+		fx_finish(&f);
+	}
+}
+END_TEST
+
 START_TEST(warm_slack_ends_where_bound_is_larger)
 {
 	/* Under heavy load the load_factor bound is the larger and decides
@@ -717,6 +756,7 @@ static Suite *policy_suite(void)
 	TCase *tc = tcase_create("warm bound");
 	tcase_add_test(tc, warm_entry_tolerates_slack);
 	tcase_add_test(tc, warm_slack_ends_where_bound_is_larger);
+	tcase_add_test(tc, warm_slack_not_while_check_slow);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("slow run");
 	tcase_add_test(tc, slow_run_leaves_within_a_few_answers);
