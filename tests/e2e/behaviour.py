@@ -36,6 +36,9 @@ Scenarios:
                slow_run 4)
   recover      issue 12: that server, recovered, is back within 20% of
                its fair share of anonymous traffic within 30 s
+  recovercheck the same with the example config's optional completion
+               health check: within 20% of its fair share in the first
+               30 s (HAProxy's check of it fits its peers' again)
   slowstart    issue 12: a server 5x slower from its first request gets at
                most half its fair share of the new sessions after its 5th
                answer (policy.slow_start)
@@ -1275,6 +1278,55 @@ def recover(binary, version):
             "not within 20% of its fair share (25%)"
 
 
+def recovercheck(binary, version):
+    """Issue 12, with the example config's optional completion health
+    check, at a low rate (one client, 15-20 requests a second, where
+    exploration's probes come seconds apart): HAProxy's check of the
+    server left as 5x slower times 5x its peers' while it is slow, and
+    theirs again once it recovered; that verdict re-tries it at once
+    (warmlane_check_recovered_total), and it takes its share of new
+    sessions (rendezvous hashing: the same session ids every run) again,
+    within 20% of its fair share from 5 s after the recovery on (the
+    check's inter is 2 s), 30 s measured. WARMLANE_COMPLETION_CHECK=0
+    runs the same without the check (its assertions then fail)."""
+    on = os.environ.get("WARMLANE_COMPLETION_CHECK", "1") != "0"
+    with fe.FleetEnv("recovercheck", version, completion_check=on) as env:
+        victim, _, _ = _slow_phase(env, version, binary)
+        samples = fe.parse_metrics(env.metrics_text()[0])
+        slow = {lb.get("server"): v for n, lb, v in samples
+                if n == "warmlane_endpoint_check_slow"}
+        checks = {lb.get("server"): v for n, lb, v in samples
+                  if n == "warmlane_endpoint_check_seconds"}
+        log(f"while {victim} is slow: check_slow {fe.fmt_counts(slow)}; check seconds "
+            + " ".join(f"{k}={v:.3f}" for k, v in sorted(checks.items())))
+        env.fault(victim, mode="none")
+        t_ok = time.monotonic()
+
+        def fresh(i):
+            time.sleep(0.02)
+            return (fe.chat_body(short(i, "rc"), max_tokens=2, stream=True),
+                    {"x-session-id": f"rc-{i}"}, f"rc{i}")
+        rec = fe.drive(env.port, fresh, duration=35.0, concurrency=1)
+        fe.assert_all_ok(rec, "after the recovery")
+        samples = fe.parse_metrics(env.metrics_text()[0])
+        verdicts = fe.metric_sum(samples, "warmlane_check_recovered_total")
+        mine = sorted(r.t0 - t_ok for r in rec if r.served == victim)
+        late = [r for r in rec if r.t0 - t_ok >= 5.0]
+        share = sum(r.served == victim for r in late) / max(1, len(late))
+        log(f"recovered {victim}: its first new sessions at "
+            + " ".join(f"+{t:.2f}" for t in mine[:5]) + f" s; {len(mine)} of {len(rec)} "
+            f"in 35 s; {sum(r.served == victim for r in late)} of {len(late)} from +5 s "
+            f"({100 * share:.1f}%, fair 25%); check verdicts {verdicts:g}; "
+            f"served {fe.fmt_counts(fe.by(late, 'served'))}")
+        env.stop_agent_checked()
+        assert slow.get(victim) == 1 and all(v == 0 for k, v in slow.items() if k != victim), \
+            f"while {victim} was 5x slower, check_slow {slow}"
+        assert verdicts >= 1, "no health check verdict \"recovered\""
+        assert len(late) >= 300, f"only {len(late)} requests 5-35 s after the recovery"
+        assert share >= 0.8 * 0.25, \
+            f"recovered {victim}: {100 * share:.1f}% of new sessions 5-35 s after, " \
+            "not within 20% of its fair share (25%)"
+
 def slowstart(binary, version):
     """Issue 12: one of four servers (40 ms to the first token, headers
     with it) is 5x slower from its first request; 50 sessions of 2 turns
@@ -1388,7 +1440,7 @@ SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimi
              "deadkey": deadkey, "maint": maint, "haproxyown": haproxyown, "models": models,
              "sessionscope": sessionscope,
              "killrestart": killrestart, "metrics": metrics, "slowleave": slowleave,
-             "recover": recover, "tiers": tiers, "slowstart": slowstart,
+             "recover": recover, "recovercheck": recovercheck, "tiers": tiers, "slowstart": slowstart,
              "longprompt": longprompt}
 
 if __name__ == "__main__":

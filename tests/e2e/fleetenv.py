@@ -81,7 +81,7 @@ class FleetEnv(h.Env):
     the other versions not."""
 
     def __init__(self, name, version, chroot=None, policy=None, runtime_api=True,
-                 poll_interval="200ms", state_file=True):
+                 poll_interval="200ms", state_file=True, completion_check=False):
         if chroot is None:
             chroot = version == "2.6" and os.geteuid() == 0
         super().__init__(name, version, chroot=chroot)
@@ -90,6 +90,8 @@ class FleetEnv(h.Env):
         self.runtime_api = runtime_api
         self.poll_interval = poll_interval
         self.state_file = state_file
+        # the example config's optional completion health check, on
+        self.completion_check = completion_check
         self.endpoints = {}  # server name -> {"models": [...], "keys": [...], "weight": w, "tier": t, "slots": n}
         self.stats = self.path("stats.sock")          # level user: the agent's
         self.admin_stats = self.path("admin.sock")    # level admin: the test's
@@ -256,6 +258,11 @@ class FleetEnv(h.Env):
             raise AssertionError("harness.py changed: no user-level stats socket line")
         text = text.replace(line, line + f"    stats socket {self.admin_stats} "
                             "mode 600 level admin\n", 1)
+        if self.completion_check:
+            text, n = re.subn(r"^    #(option httpchk|http-check |timeout check )", r"    \1",
+                              text, flags=re.M)
+            if n != 4:
+                raise AssertionError("the example config's optional completion check changed")
         target = "/warmlane/log.sock" if self.chroot else self.log_socket()
         text, n = re.subn(r"unix@/warmlane/log\.sock ", f"unix@{target} ", text)
         if n != 1:
