@@ -387,11 +387,11 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 		ctl_out_ep_name(o, core, t->p2c_a, false);
 		ctl_out_printf(o, " cost=");
 		ctl_out_num(o, t->p2c_cost_a, false);
-		ctl_out_printf(o, " vs ");
+		ctl_out_printf(o, "%s vs ", t->p2c_check_a ? " (its check slow)" : "");
 		ctl_out_ep_name(o, core, t->p2c_b, false);
 		ctl_out_printf(o, " cost=");
 		ctl_out_num(o, t->p2c_cost_b, false);
-		ctl_out_printf(o, "\n");
+		ctl_out_printf(o, "%s\n", t->p2c_check_b ? " (its check slow)" : "");
 	}
 	ctl_out_printf(o, "decision: ");
 	ctl_out_ep_name(o, core, d->endpoint, false);
@@ -475,11 +475,12 @@ static void explain_json(struct ctl_cmd *cmd, const struct core *core,
 		ctl_out_ep_name(o, core, t->p2c_a, true);
 		ctl_out_printf(o, ",\"cost\":");
 		ctl_out_num(o, t->p2c_cost_a, true);
-		ctl_out_printf(o, "},{\"endpoint\":");
+		ctl_out_printf(o, ",\"check_slow\":%s},{\"endpoint\":",
+			       t->p2c_check_a ? "true" : "false");
 		ctl_out_ep_name(o, core, t->p2c_b, true);
 		ctl_out_printf(o, ",\"cost\":");
 		ctl_out_num(o, t->p2c_cost_b, true);
-		ctl_out_printf(o, "}]");
+		ctl_out_printf(o, ",\"check_slow\":%s}]", t->p2c_check_b ? "true" : "false");
 	}
 	ctl_out_printf(o, ",\"decision\":{\"endpoint\":");
 	ctl_out_ep_name(o, core, d->endpoint, true);

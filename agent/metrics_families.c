@@ -489,7 +489,7 @@ static const struct metrics_family families_core[] = {
 	  "Duration of the endpoint's last layer-7 health check passed (HAProxy's check_duration with check_status L7OK); 0 without one in the last 10 s.",
 	  EP(EP_MS, double, check_ms) },
 	{ "warmlane_endpoint_check_slow", GAUGE,
-	  "1 while the endpoint's health check is over sticky_tolerance times its peers' median (and 50 ms over it), until one is within it again.",
+	  "1 while the endpoint's health check is over sticky_tolerance times the median of its tier's other checks (and 50 ms over it), until one is within it again: meanwhile it gets no new key or anonymous request and its warm keys no warm_slack.",
 	  EP(EP_FLAG, bool, check_slow) },
 	{ "warmlane_endpoint_engine_polls_total", COUNTER,
 	  "Polls of the engine's /metrics that ended, by result (failed: no answer, not 200, over the size bound, or no load metrics in it).",

@@ -117,6 +117,9 @@ static uint32_t p2c(const struct core *c, const struct pick *k,
 	const struct pool_endpoint *b = &c->pool.ep[v->cand[j]];
 	if (t != NULL)
 		trace_p2c(c, k, v->cand[i], v->cand[j], now_ms, t);
+	/* one of them slow by its HAProxy check (explore_check): the other */
+	if (a->check_slow != b->check_slow)
+		return a->check_slow ? v->cand[j] : v->cand[i];
 	return p2c_cost(c, b, k, now_ms) < p2c_cost(c, a, k, now_ms) ?
 	       v->cand[j] : v->cand[i];
 }
@@ -245,18 +248,21 @@ static bool slow_from_start(const struct core *c, const struct pick *k,
 	return slowstart_slow(&j, c->p.sticky_tolerance, c->p.slow_start);
 }
 
-/* Whether idx may take a key placed by the ranking for its speed from its
- * first answers (policy.slow_start). A key's unconfirmed placement is
- * kept, as owned_ok keeps it. */
+/* Whether idx may take a key placed by the ranking for its speed: its
+ * HAProxy check not slow against its peers' (explore_check), and not slow
+ * from its first answers (policy.slow_start) unless that check vouches
+ * for it. A key's unconfirmed placement is kept, as owned_ok keeps it. */
 static bool start_ok(const struct core *c, const struct pick *k,
 		     const struct owned_view *o, uint32_t idx)
 {
+	const struct pool_endpoint *e = &c->pool.ep[idx];
 	uint32_t slowest;
-	return c->p.slow_start <= 0 ||
-	       c->pool.ep[idx].first[k->kind].n < SLOWSTART_ANSWERS ||
-	       c->pool.ep[idx].check_vouch || /* explore_check */
-	       (o != NULL && idx == o->placed) ||
-	       !slow_from_start(c, k, idx, &slowest);
+	if (e->check_slow)
+		return false;
+	if (o != NULL && idx == o->placed)
+		return true;
+	return c->p.slow_start <= 0 || e->first[k->kind].n < SLOWSTART_ANSWERS ||
+	       e->check_vouch || !slow_from_start(c, k, idx, &slowest);
 }
 
 /* Whether a key warm on idx stays there by the same judgement

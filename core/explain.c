@@ -111,6 +111,8 @@ void trace_p2c(const struct core *c, const struct pick *k, uint32_t a,
 	t->p2c_b = (int)b;
 	t->p2c_cost_a = p2c_cost(c, &c->pool.ep[a], k, now_ms);
 	t->p2c_cost_b = p2c_cost(c, &c->pool.ep[b], k, now_ms);
+	t->p2c_check_a = c->pool.ep[a].check_slow;
+	t->p2c_check_b = c->pool.ep[b].check_slow;
 }
 
 /* Step 3 for t: warm_usable's conditions one by one. */

@@ -391,6 +391,15 @@ static void check_keep(struct core *c, uint32_t idx, uint32_t ms, uint64_t now_m
 	x->check_n++;
 }
 
+/* Whether the check kept at j is one of idx's peers': another endpoint
+ * of its tier (a failover tier may be another kind of server), current. */
+static bool check_peer(const struct core *c, uint32_t j, uint32_t idx, uint64_t now_ms)
+{
+	uint32_t i = c->explore.check_v[j].idx;
+	return i != idx && check_counts(c, i, now_ms) &&
+	       c->pool.ep[i].tier == c->pool.ep[idx].tier;
+}
+
 /* The median of the current checks of idx's peers, or 0 when fewer than
  * two have one. O(EXPLORE_CHECKS). */
 static double check_median(const struct core *c, uint32_t idx, uint64_t now_ms)
@@ -398,14 +407,14 @@ static double check_median(const struct core *c, uint32_t idx, uint64_t now_ms)
 	const struct explore *x = &c->explore;
 	uint32_t m = 0;
 	for (uint32_t j = 0; j < x->check_n; j++)
-		m += x->check_v[j].idx != idx && check_counts(c, x->check_v[j].idx, now_ms);
+		m += check_peer(c, j, idx, now_ms);
 	if (m < 2)
 		return 0;
 	/* the (m - 1) / 2-th and m / 2-th of them, in order */
 	uint32_t lo = (m - 1) / 2, hi = m / 2, k = 0;
 	double a = 0, b = 0;
 	for (uint32_t j = 0; j < x->check_n && k <= hi; j++) {
-		if (x->check_v[j].idx == idx || !check_counts(c, x->check_v[j].idx, now_ms))
+		if (!check_peer(c, j, idx, now_ms))
 			continue;
 		if (k == lo)
 			a = x->check_v[j].ms;
@@ -436,23 +445,21 @@ void explore_check(struct core *c, uint32_t idx, uint32_t ms, uint64_t now_ms)
 	}
 	if (!e->check_slow)
 		return;
-	/* Verdict "recovered": what it learnt while its check was slow is
-	 * forgotten and it is re-tried at once, as after idle_reset, the
-	 * wait of its next re-trial not doubled (the check judged it, not a
-	 * re-trial); keys it lost come back as after a probe's verdict. */
+	/* Verdict "recovered": its samples are forgotten and it is re-tried
+	 * at once, as after idle_reset, the wait of its next re-trial not
+	 * doubled (the check judged it, not a re-trial); keys that rank it
+	 * first, moved or placed elsewhere while it was slow, come back as
+	 * after a probe's verdict. */
 	e->check_slow = false;
-	if (!any_samples(e))
-		return;
-	bool left = e->suspect == POOL_LEFT ||
-		    (c->p.slow_run > 0 && e->slow_run >= c->p.slow_run);
-	uint8_t retrials = e->retrials;
-	forget_samples(e);
-	e->retrials = retrials;
-	e->woke = 1;
-	e->check_vouch = 1;
-	stop(e);
-	if (left)
-		reclaim_add(c, idx, now_ms);
+	reclaim_add(c, idx, now_ms);
 	c->explore.check_recovered++;
 	c->version++;
+	if (any_samples(e)) {
+		uint8_t retrials = e->retrials;
+		forget_samples(e);
+		e->retrials = retrials;
+		e->woke = 1;
+	}
+	e->check_vouch = 1;
+	stop(e);
 }

@@ -110,14 +110,15 @@ void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
  * (0: none, or not layer 7). A check is the same small request on every
  * server, so its duration compares endpoints whatever prompts their
  * users sent, and it comes whether or not users are sent there. A check
- * over sticky_tolerance x the median of its peers' fresh checks (and
- * CHECK_SLACK_MS over it) marks idx's check slow; a later one within
- * that is the verdict "recovered": its samples are forgotten and it is
- * re-tried at once, as after idle_reset; if the slow rules had left it,
- * keys that rank it first may come back (explore_reclaim); and until it
- * has cold_start_samples answers, its own do not leave it (check_vouch:
- * they are cold prompts on an empty cache). A check never leaves an
- * endpoint. Without
+ * over sticky_tolerance x the median of its peers' current checks (the
+ * other endpoints of its tier) and CHECK_SLACK_MS over it marks idx's
+ * check slow: new keys pass it over (decide.c, start_ok) and its warm
+ * entries have no warm_slack (pick.h, within_warm_bound). A later one
+ * within that is the verdict "recovered": its samples are forgotten and
+ * it is re-tried at once, as after idle_reset; keys that rank it first
+ * may come back (explore_reclaim); and until it has cold_start_samples
+ * answers, its own do not leave it (check_vouch: they are cold prompts
+ * on an empty cache). A check never leaves a warm entry itself. Without
  * it a recovery shows only in answers, and none go to an endpoint left
  * as slow: it waited for a probe, or for idle_reset. O(EXPLORE_CHECKS)
  * (the checks kept sorted); no allocation. */

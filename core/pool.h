@@ -91,10 +91,11 @@ struct pool_endpoint {
 	 * started from explore_from_ms are counted towards a verdict. */
 	uint8_t explore_on;
 	uint8_t explore_left;       /* it was left when they began */
-	uint8_t check_vouch;        /* a health check found it recovered: its
-				     * own answers do not leave it until it
-				     * is warm on cold_start_samples
-				     * (explore_check) */
+	/* HAProxy's layer-7 check (explore_check): slow against its peers'
+	 * (read by p2c and the warm bound), or it found it recovered and
+	 * vouches for it until it is warm on cold_start_samples answers. */
+	bool check_slow : 1;
+	bool check_vouch : 1;
 
 	/* Line 1: latency, read by the decision and taught by feedback. */
 	double ewma[POOL_SIGNALS];
@@ -188,9 +189,8 @@ struct pool_endpoint {
 	uint8_t explore_fast;
 	uint8_t explore_slow;
 	uint8_t explore_shift;      /* verdicts "still slow" in a row */
-	/* HAProxy's layer-7 health check (explore_check): whether it was
-	 * slow against its peers', its last duration and when it was read. */
-	bool check_slow;
+	/* HAProxy's layer-7 health check (explore_check, check_slow above):
+	 * its last duration and when it was read. */
 	uint32_t check_ms;          /* 0: none */
 	uint64_t check_at_ms;
 };

@@ -85,6 +85,8 @@ struct core_trace {
 	bool p2c;
 	int p2c_a, p2c_b;
 	double p2c_cost_a, p2c_cost_b;
+	bool p2c_check_a, p2c_check_b; /* slow by its HAProxy check: the other
+					* is taken whatever the costs */
 	/* The outcome. */
 	struct core_decision decision;
 };

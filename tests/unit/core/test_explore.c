@@ -28,13 +28,21 @@ static int fleet(struct fx *f, double share, uint64_t idle_reset_ms)
 	return f->ep[1];
 }
 
-/* fleet() warm at FAST_MS; x's answers then turn SLOW_MS until it is
- * left (its EWMA over 2.5 x the median and 2.5 x its base). */
-static int setup(struct fx *f, double share)
+/* fleet() without idle_reset within reach, every endpoint warm at
+ * FAST_MS. */
+static int warm_fleet(struct fx *f, double share)
 {
 	int x = fleet(f, share, IDLE_HOUR);
 	for (int k = 0; k < 4; k++)
 		fx_warm(f, f->ep[k], FAST_MS, 30);
+	return x;
+}
+
+/* warm_fleet(); x's answers then turn SLOW_MS until it is left (its EWMA
+ * over 2.5 x the median and 2.5 x its base). */
+static int setup(struct fx *f, double share)
+{
+	int x = warm_fleet(f, share);
 	fx_warm(f, x, SLOW_MS, 60);
 	return x;
 }
@@ -244,9 +252,7 @@ START_TEST(explore_quiet_is_not_starved)
 	 * starved while that is under 8 of its own times to headers (40 ms:
 	 * 320 ms). Past them it is. */
 	struct fx f;
-	int x = fleet(&f, 0.25, IDLE_HOUR);
-	for (int k = 0; k < 4; k++)
-		fx_warm(&f, f.ep[k], FAST_MS, 30);
+	int x = warm_fleet(&f, 0.25);
 	uint64_t s = 1;
 	for (int i = 0; i < 1000; i++) {
 		struct core_request r = fx_session(s++);
@@ -286,9 +292,7 @@ START_TEST(explore_quiet_keeps_warm_keys)
 	 * anonymous requests only: a warm session moved to it would lose
 	 * its cache for no evidence about a slowdown. */
 	struct fx f;
-	int x = fleet(&f, 0.25, IDLE_HOUR);
-	for (int k = 0; k < 4; k++)
-		fx_warm(&f, f.ep[k], FAST_MS, 30);
+	int x = warm_fleet(&f, 0.25);
 	set_disabled(&f, x, 1, true);
 	struct core_decision home[200];
 	for (uint64_t s = 0; s < 200; s++) {
@@ -479,6 +483,41 @@ START_TEST(check_not_judged_without_a_reference)
 }
 END_TEST
 
+START_TEST(check_slow_gets_no_new_keys)
+{
+	/* x answers as fast as its peers but its check is 5x theirs: new
+	 * keys pass it over (0 of 400; about a quarter would be its by
+	 * rendezvous), and so does power of two choices (0 of 400 anonymous
+	 * requests); a check as fast as theirs again is a verdict and it
+	 * takes its share of new keys back. No answer of its own has to be
+	 * slow first: the check is the whole evidence. */
+	struct fx f;
+	int x = warm_fleet(&f, 0);
+	uint64_t s = 1;
+	int last;
+	checks(&f, x, 5 * CHECK_MS); /* the first poll: x's peers not yet in */
+	int n = run_checked(&f, x, FAST_MS, 5 * CHECK_MS, &s, 400, 200, &last);
+	printf("# check 5x its peers': x got %d of 400 new keys\n", n);
+	ck_assert_int_eq(n, 0);
+	ck_assert(fx_info(&f, x).check_slow);
+	/* anonymous requests (power of two choices): none either */
+	int anon = 0;
+	for (int i = 0; i < 400; i++) {
+		struct core_request r = { 0 };
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_eq(d.reason, CORE_REASON_P2C);
+		anon += d.endpoint == x;
+		ck_assert_int_eq(core_endpoint_complete(f.c, d.endpoint), 0);
+	}
+	printf("# and %d of 400 anonymous requests\n", anon);
+	ck_assert_int_eq(anon, 0);
+	n = run_checked(&f, x, FAST_MS, CHECK_MS, &s, 400, 200, &last);
+	printf("# check fit again: x got %d of 400 new keys, %d of the last 200\n", n, last);
+	ck_assert_int_ge(last, (int)(0.8 * 200 / 4));
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(explore_share_checked)
 {
 	struct core_params p;
@@ -508,6 +547,7 @@ static Suite *explore_suite(void)
 	tcase_add_test(tc, check_recovered_gets_share_back);
 	tcase_add_test(tc, check_vouches_until_warm);
 	tcase_add_test(tc, check_not_judged_without_a_reference);
+	tcase_add_test(tc, check_slow_gets_no_new_keys);
 	tcase_add_test(tc, explore_share_checked);
 	suite_add_tcase(s, tc);
 	return s;
