@@ -450,7 +450,8 @@ int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
 
 /* HAProxy's last layer-7 health check of endpoint idx (the runtime API's
  * check_duration with an L7 check_status) took duration_ms, read at
- * now_ms; 0: none (no check, a layer-4 one, or it failed). The same
+ * now_ms; 0: none (no check, a layer-4 one, or it failed: the last one
+ * counts until it is 10 s old). The same
  * request on every server: while the endpoint's check is slow against
  * its peers' it gets no new key and its warm entries no warm_slack, and
  * once it is within sticky_tolerance of theirs again it is re-tried at

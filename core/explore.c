@@ -428,13 +428,21 @@ static double check_median(const struct core *c, uint32_t idx, uint64_t now_ms)
 void explore_check(struct core *c, uint32_t idx, uint32_t ms, uint64_t now_ms)
 {
 	struct pool_endpoint *e = &c->pool.ep[idx];
+	if (ms == 0) {
+		/* None (a failed check, or none any more): the last one holds
+		 * until it is stale, then what it said ends with it. */
+		if (e->check_ms != 0 && now_ms >= e->check_at_ms &&
+		    now_ms - e->check_at_ms <= EXPLORE_CHECK_FRESH_MS)
+			return;
+		e->check_ms = 0;
+		e->check_slow = false;
+		e->check_vouch = 0;
+		check_keep(c, idx, 0, now_ms);
+		return;
+	}
 	e->check_ms = ms;
 	e->check_at_ms = now_ms;
 	check_keep(c, idx, ms, now_ms);
-	if (ms == 0) {
-		e->check_vouch = 0; /* no check: nothing vouches */
-		return;
-	}
 	double ref = check_median(c, idx, now_ms);
 	if (ref <= 0)
 		return;

@@ -107,7 +107,8 @@ void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		    uint64_t now_ms);
 
 /* HAProxy's layer-7 health check of endpoint idx took ms, read at now_ms
- * (0: none, or not layer 7). A check is the same small request on every
+ * (0: none, or not layer 7: the last one holds until it is
+ * EXPLORE_CHECK_FRESH_MS old, then its slow mark and vouch end). A check is the same small request on every
  * server, so its duration compares endpoints whatever prompts their
  * users sent, and it comes whether or not users are sent there. A check
  * over sticky_tolerance x the median of its peers' current checks (the

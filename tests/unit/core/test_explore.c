@@ -363,13 +363,14 @@ START_TEST(explore_not_while_e2e_slow)
 END_TEST
 
 /* HAProxy's layer-7 checks of the 4 endpoints: x's took x_ms, every
- * other's CHECK_MS. */
+ * other's CHECK_MS (x -1: every one's x_ms). */
 #define CHECK_MS 100
 static void checks(struct fx *f, int x, uint32_t x_ms)
 {
 	for (int k = 0; k < 4; k++)
 		ck_assert_int_eq(core_endpoint_check(f->c, f->ep[k],
-						     f->ep[k] == x ? x_ms : CHECK_MS, f->now), 0);
+						     x < 0 || f->ep[k] == x ? x_ms : CHECK_MS,
+						     f->now), 0);
 }
 
 /* run, with the checks polled every 10 decisions: x's x_check_ms. */
@@ -518,6 +519,33 @@ START_TEST(check_slow_gets_no_new_keys)
 }
 END_TEST
 
+START_TEST(check_slow_ends_with_the_checks)
+{
+	/* x's check slow, then no layer-7 check any more (a reload back to
+	 * a bare connect, or a check failing: the runtime API then shows
+	 * none): once its last check is 10 s old it no longer says anything,
+	 * and x takes new keys again. Before that it still holds. */
+	struct fx f;
+	int x = warm_fleet(&f, 0);
+	uint64_t s = 1;
+	int last;
+	checks(&f, x, 5 * CHECK_MS);
+	run_checked(&f, x, FAST_MS, 5 * CHECK_MS, &s, 100, 100, &last);
+	ck_assert(fx_info(&f, x).check_slow);
+	for (int i = 0; i < 4; i++, f.now += 2000)
+		checks(&f, -1, 0); /* every endpoint: none */
+	ck_assert(fx_info(&f, x).check_slow);
+	f.now += 4000;
+	checks(&f, -1, 0);
+	ck_assert(!fx_info(&f, x).check_slow);
+	ck_assert(fx_info(&f, x).check_ms == 0);
+	int n = run(&f, x, false, &s, 400, 200, &last);
+	printf("# checks gone: x got %d of 400 new keys, %d of the last 200\n", n, last);
+	ck_assert_int_ge(last, (int)(0.8 * 200 / 4));
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(explore_share_checked)
 {
 	struct core_params p;
@@ -548,6 +576,7 @@ static Suite *explore_suite(void)
 	tcase_add_test(tc, check_vouches_until_warm);
 	tcase_add_test(tc, check_not_judged_without_a_reference);
 	tcase_add_test(tc, check_slow_gets_no_new_keys);
+	tcase_add_test(tc, check_slow_ends_with_the_checks);
 	tcase_add_test(tc, explore_share_checked);
 	suite_add_tcase(s, tc);
 	return s;
