@@ -30,6 +30,36 @@ static uint64_t session_homed_on(const struct core_params *p, int n, int ep,
 	return s;
 }
 
+/* A pool of 4 with p and session 1 confirmed on its endpoint, returned,
+ * nothing in flight. */
+static int confirmed_session(struct fx *f, const struct core_params *p,
+			     struct core_request *a)
+{
+	fx_init(f, 4, p);
+	*a = fx_session(1);
+	struct core_decision d = fx_decide(f, a);
+	ck_assert_int_ge(d.endpoint, 0);
+	ck_assert_int_eq(fx_feedback(f, &d, 200, 40, false), 0);
+	core_endpoint_complete(f->c, d.endpoint);
+	ck_assert_uint_eq(fx_info(f, d.endpoint).in_flight, 0);
+	return d.endpoint;
+}
+
+/* How many of n more requests of a, none completing, stay on x (reason
+ * affinity), until one goes elsewhere. */
+static int stays(struct fx *f, const struct core_request *a, int x, int n)
+{
+	int stayed = 0;
+	for (int i = 0; i < n; i++) {
+		struct core_decision d = fx_decide(f, a);
+		if (d.endpoint != x)
+			break;
+		ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+		stayed++;
+	}
+	return stayed;
+}
+
 START_TEST(warm_entry_tolerates_slack)
 {
 	/* A session confirmed on x, then 6 more of its requests while none
@@ -45,22 +75,9 @@ START_TEST(warm_entry_tolerates_slack)
 		p.load_floor = 0;
 		p.warm_slack = slack ? 6 : 0;
 		struct fx f;
-		fx_init(&f, 4, &p);
-		struct core_request a = fx_session(1);
-		struct core_decision d = fx_decide(&f, &a);
-		int x = d.endpoint;
-		ck_assert_int_ge(x, 0);
-		ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
-		core_endpoint_complete(f.c, x);
-		ck_assert_uint_eq(fx_info(&f, x).in_flight, 0);
-		int stayed = 0;
-		for (int i = 0; i < 6; i++) {
-			d = fx_decide(&f, &a);
-			if (d.endpoint != x)
-				break;
-			ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
-			stayed++;
-		}
+		struct core_request a;
+		int x = confirmed_session(&f, &p, &a);
+		int stayed = stays(&f, &a, x, 6);
 		if (slack) {
 			ck_assert_int_eq(stayed, 6);
 			uint64_t s = session_homed_on(&p, 4, x, 1000);
@@ -88,13 +105,8 @@ START_TEST(warm_slack_not_while_check_slow)
 		core_params_defaults(&p);
 		p.load_floor = 0;
 		struct fx f;
-		fx_init(&f, 4, &p);
-		struct core_request a = fx_session(1);
-		struct core_decision d = fx_decide(&f, &a);
-		int x = d.endpoint;
-		ck_assert_int_ge(x, 0);
-		ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
-		core_endpoint_complete(f.c, x);
+		struct core_request a;
+		int x = confirmed_session(&f, &p, &a);
 		/* two polls: the first one's checks are the second's peers */
 		for (int poll = 0; poll < 2; poll++, f.now += 200)
 			for (int k = 0; k < 4; k++)
@@ -102,14 +114,7 @@ START_TEST(warm_slack_not_while_check_slow)
 								     f.ep[k] == x && slow ? 500 : 100,
 								     f.now), 0);
 		ck_assert(fx_info(&f, x).check_slow == (slow != 0));
-		int stayed = 0;
-		for (int i = 0; i < 6; i++) {
-			d = fx_decide(&f, &a);
-			if (d.endpoint != x)
-				break;
-			stayed++;
-		}
-		ck_assert_int_eq(stayed, slow ? 1 : 6);
+		ck_assert_int_eq(stays(&f, &a, x, 6), slow ? 1 : 6);
 		fx_finish(&f);
 	}
 }
