@@ -37,8 +37,10 @@ Scenarios:
   recover      issue 12: that server, recovered, is back within 20% of
                its fair share of anonymous traffic within 30 s
   recovercheck the same with the example config's optional completion
-               health check: within 20% of its fair share in the first
-               30 s (HAProxy's check of it fits its peers' again)
+               health check, at a low rate: HAProxy's check of it is
+               slow while it is, and once it fits its peers' again it
+               takes within 20% of its fair share of new sessions from
+               5 s after the recovery on
   slowstart    issue 12: a server 5x slower from its first request gets at
                most half its fair share of the new sessions after its 5th
                answer (policy.slow_start)
