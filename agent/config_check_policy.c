@@ -140,6 +140,9 @@ void config_check_policy(struct config_check *s, const struct raw_policy *rp,
 	/* 0: off (core_params.explore_share). */
 	config_check_double(s, "policy.explore_share", rp->explore_share, 0,
 			    true, 1, &p->explore_share);
+	/* 0: every difference counts (core_params.p2c_margin). */
+	config_check_double(s, "policy.p2c_margin", rp->p2c_margin, 0, true,
+			    100, &p->p2c_margin);
 	config_check_double(s, "policy.cost_weight_per_ms",
 			    rp->cost_weight_per_ms, 0, true, 1e12,
 			    &p->cost_weight_per_ms);

@@ -108,6 +108,7 @@ static const cyaml_schema_field_t policy_fields[] = {
 	FLT("slow_start", struct raw_policy, slow_start),
 	STR("owned_half_life", struct raw_policy, owned_half_life),
 	FLT("explore_share", struct raw_policy, explore_share),
+	FLT("p2c_margin", struct raw_policy, p2c_margin),
 	FLT("cost_weight_per_ms", struct raw_policy, cost_weight_per_ms),
 	STR("breaker_window", struct raw_policy, breaker_window),
 	INT("breaker_min_requests", struct raw_policy, breaker_min_requests),

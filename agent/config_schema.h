@@ -98,6 +98,7 @@ struct raw_policy {
 	double *slow_start;
 	char *owned_half_life;
 	double *explore_share;
+	double *p2c_margin;
 	double *cost_weight_per_ms;
 	char *breaker_window;
 	double *breaker_min_requests;

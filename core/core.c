@@ -72,7 +72,7 @@ static int check_params(const struct core_params *p)
 	    !finite_ge(p->load_factor, 1) || !finite_ge(p->cost_weight_per_ms, 0) ||
 	    !finite_ge(p->breaker_failure_ratio, 0) || p->breaker_failure_ratio > 1 ||
 	    !finite_ge(p->tier_spill, 0) || !finite_ge(p->explore_share, 0) ||
-	    p->explore_share > 1)
+	    p->explore_share > 1 || !finite_ge(p->p2c_margin, 0))
 		return -EINVAL;
 
 	/* The cap of every 429's cooldown (rate_limit_ms). */

@@ -120,8 +120,9 @@ static uint32_t p2c(const struct core *c, const struct pick *k,
 	/* one of them slow by its HAProxy check (explore_check): the other */
 	if (a->check_slow != b->check_slow)
 		return a->check_slow ? v->cand[j] : v->cand[i];
-	return p2c_cost(c, b, k, now_ms) < p2c_cost(c, a, k, now_ms) ?
-	       v->cand[j] : v->cand[i];
+	double cost[2];
+	p2c_costs(c, k, a, b, now_ms, cost);
+	return cost[1] < cost[0] ? v->cand[j] : v->cand[i];
 }
 
 /* Which latency signals k uses (score_by; end to end only where some

@@ -109,8 +109,10 @@ void trace_p2c(const struct core *c, const struct pick *k, uint32_t a,
 	t->p2c = true;
 	t->p2c_a = (int)a;
 	t->p2c_b = (int)b;
-	t->p2c_cost_a = p2c_cost(c, &c->pool.ep[a], k, now_ms);
-	t->p2c_cost_b = p2c_cost(c, &c->pool.ep[b], k, now_ms);
+	double cost[2];
+	p2c_costs(c, k, &c->pool.ep[a], &c->pool.ep[b], now_ms, cost);
+	t->p2c_cost_a = cost[0];
+	t->p2c_cost_b = cost[1];
 	t->p2c_check_a = c->pool.ep[a].check_slow;
 	t->p2c_check_b = c->pool.ep[b].check_slow;
 }

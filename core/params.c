@@ -33,6 +33,7 @@ void core_params_defaults(struct core_params *p)
 		.slow_start_leave = true,
 		.owned_half_life_ms = 150 * 1000,
 		.explore_share = 0.25,
+		.p2c_margin = 0.25,
 		.cost_weight_per_ms = 0,
 		.breaker_window_ms = 10 * 1000,
 		.breaker_min_requests = 5,

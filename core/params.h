@@ -245,6 +245,16 @@ struct core_params {
 	 * recovered (explore.h; docs/policy-v2.md, "Exploration"). 0: off,
 	 * a left endpoint then waits for idle_reset's re-trial. */
 	double explore_share;              /* 0.25 */
+	/* Power of two choices weighs the latency of its pair only where one
+	 * is more than this fraction over the other; within it the two count
+	 * as equally fast, and requests in flight (then the random draw)
+	 * decide. Without it, four identical servers behind one client at a
+	 * time (none in flight) split anonymous requests by EWMAs 0.1-1.6%
+	 * apart, and the one with the highest lost every pair (e2e `spread`:
+	 * 0 of 237; docs/policy-v2.md, section 19). Well under
+	 * sticky_tolerance: an endpoint 1.25 times as slow still loses its
+	 * pairs at any load. 0: every difference counts. */
+	double p2c_margin;                 /* 0.25 */
 	double cost_weight_per_ms;         /* 0: cost ignored */
 	uint64_t breaker_window_ms;        /* 10 s */
 	uint32_t breaker_min_requests;     /* 5 */

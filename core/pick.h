@@ -166,18 +166,40 @@ static inline double p2c_latency(const struct core *c,
 	return k->median[0] * (r0 + r1) / 2;
 }
 
-/* Predicted cost for power of two choices. */
-static inline double p2c_cost(const struct core *c, const struct pool_endpoint *e,
-			      const struct pick *k, uint64_t now_ms)
+/* p2c_cost with the latency given. */
+static inline double p2c_cost_at(const struct core *c, const struct pool_endpoint *e,
+				 double latency, uint64_t now_ms)
 {
 	uint32_t ok, fail;
 	breaker_counts(&e->br, &c->p, now_ms, &ok, &fail);
 	double rate = (ok + 1.0) / (ok + fail + 1.0);
-	double cost = (e->in_flight + 1.0) * p2c_latency(c, e, k) /
-		      (e->weight * rate);
+	double cost = (e->in_flight + 1.0) * latency / (e->weight * rate);
 	if (c->p.cost_weight_per_ms > 0)
 		cost += e->cost_per_mtok / c->p.cost_weight_per_ms;
 	return cost;
+}
+
+/* Predicted cost for power of two choices. */
+static inline double p2c_cost(const struct core *c, const struct pool_endpoint *e,
+			      const struct pick *k, uint64_t now_ms)
+{
+	return p2c_cost_at(c, e, p2c_latency(c, e, k), now_ms);
+}
+
+/* The costs power of two choices compares for its pair a, b: each one's
+ * p2c_cost, the two latencies taken as the lower one where they are
+ * within p2c_margin of each other (params.h). */
+static inline void p2c_costs(const struct core *c, const struct pick *k,
+			     const struct pool_endpoint *a,
+			     const struct pool_endpoint *b, uint64_t now_ms,
+			     double cost[2])
+{
+	double la = p2c_latency(c, a, k), lb = p2c_latency(c, b, k);
+	double m = 1 + c->p.p2c_margin;
+	if (la <= lb * m && lb <= la * m)
+		la = lb = la < lb ? la : lb;
+	cost[0] = p2c_cost_at(c, a, la, now_ms);
+	cost[1] = p2c_cost_at(c, b, lb, now_ms);
 }
 
 /* explain.c: each step noted in core_explain's trace (t never NULL). */

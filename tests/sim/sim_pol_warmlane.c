@@ -111,6 +111,7 @@ static void *wl_create(const struct sim_policy_env *env)
 		{ "place_long_z", &p.place_long_z, NULL },
 		{ "slow_start", &p.slow_start, NULL },
 		{ "explore_share", &p.explore_share, NULL },
+		{ "p2c_margin", &p.p2c_margin, NULL },
 		{ "breaker_failure_ratio", &p.breaker_failure_ratio, NULL },
 		{ "affinity_ttl_ms", NULL, &p.affinity_ttl_ms },
 		{ "idle_reset_ms", NULL, &p.idle_reset_ms },

@@ -54,6 +54,7 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert(a->slow_start == b->slow_start);
 	ck_assert_uint_eq(a->owned_half_life_ms, b->owned_half_life_ms);
 	ck_assert(a->explore_share == b->explore_share);
+	ck_assert(a->p2c_margin == b->p2c_margin);
 	ck_assert_double_eq(a->cost_weight_per_ms, b->cost_weight_per_ms);
 	ck_assert_uint_eq(a->breaker_window_ms, b->breaker_window_ms);
 	ck_assert_uint_eq(a->breaker_min_requests, b->breaker_min_requests);
@@ -153,6 +154,7 @@ static const char full_yaml[] =
 	"  slow_start: 3\n"
 	"  owned_half_life: 75s\n"
 	"  explore_share: 0.5\n"
+	"  p2c_margin: 0.1\n"
 	"  cost_weight_per_ms: 0.01\n"
 	"  breaker_window: 30s\n"
 	"  breaker_min_requests: 10\n"
@@ -225,6 +227,7 @@ START_TEST(full_file)
 	ck_assert(p->slow_start == 3);
 	ck_assert_uint_eq(p->owned_half_life_ms, 75 * 1000);
 	ck_assert(p->explore_share == 0.5);
+	ck_assert(p->p2c_margin == 0.1);
 	ck_assert_double_eq(p->cost_weight_per_ms, 0.01);
 	ck_assert_uint_eq(p->breaker_window_ms, 30000);
 	ck_assert_uint_eq(p->breaker_min_requests, 10);
@@ -695,6 +698,26 @@ START_TEST(explore_share_range)
 }
 END_TEST
 
+/* policy.p2c_margin: its default, 0, and the range refused at its
+ * line:col. */
+START_TEST(p2c_margin_range)
+{
+	struct config cfg;
+	ck_assert_int_eq(config_init(&cfg), 0);
+	ck_assert(cfg.params.p2c_margin == 0.25);
+	ck_assert_int_eq(load(&cfg, "policy: { p2c_margin: 0 }\n"), 0);
+	ck_assert(cfg.params.p2c_margin == 0);
+	config_finish(&cfg);
+	static const struct refusal cases[] = {
+		{ "policy: { p2c_margin: -0.5 }\n",
+		  "t.yaml:1:23: policy.p2c_margin: must be in [0, 100], got -0.5\n" },
+		{ "policy: { p2c_margin: .nan }\n",
+		  "t.yaml:1:23: policy.p2c_margin: \".nan\" is not a number\n" },
+	};
+	expect_refusals(cases, sizeof(cases) / sizeof(cases[0]));
+}
+END_TEST
+
 /* policy.place_long_kib: off by default, a whole number of KiB up to
  * 1 GiB; place_long_z a bar in [0, 100]. */
 START_TEST(place_long_range)
@@ -1087,6 +1110,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, connection_limits);
 	tcase_add_test(tc, coalesce_window);
 	tcase_add_test(tc, explore_share_range);
+	tcase_add_test(tc, p2c_margin_range);
 	tcase_add_test(tc, place_long_range);
 	tcase_add_test(tc, retry_budget_section);
 	tcase_add_test(tc, semantic_session_scope);

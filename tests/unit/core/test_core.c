@@ -1712,6 +1712,45 @@ START_TEST(p2c_prefers_fast_and_cheap)
 }
 END_TEST
 
+/* p2c_margin: latencies within it of each other count as equal, so that
+ * identical servers behind one request at a time share it by the random
+ * draw, not by EWMAs 1% apart; one over it still loses every pair. With
+ * 0, the strict order of 100, 101 and 102 ms gives the first half of the
+ * requests and the third a sixth. */
+START_TEST(p2c_latency_margin)
+{
+	for (int strict = 0; strict < 2; strict++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		if (strict)
+			p.p2c_margin = 0;
+		struct fx f;
+		fx_init(&f, 4, &p);
+		static const int64_t ms[4] = { 100, 101, 102, 130 };
+		for (int i = 0; i < 4; i++)
+			fx_warm(&f, f.ep[i], ms[i], 25);
+		int n[4] = { 0 };
+		for (int i = 0; i < 3000; i++) {
+			struct core_decision d = fx_decide(&f, &(struct core_request){ 0 });
+			ck_assert_int_eq(d.reason, CORE_REASON_P2C);
+			n[fx_which(&f, d.endpoint)]++;
+			core_endpoint_complete(f.c, d.endpoint);
+		}
+		ck_assert_int_eq(n[3], 0);
+		if (strict) {
+			ck_assert_int_gt(n[0], 1300);
+			ck_assert_int_lt(n[2], 700);
+		} else {
+			for (int i = 0; i < 3; i++) {
+				ck_assert_int_ge(n[i], 800);
+				ck_assert_int_le(n[i], 1200);
+			}
+		}
+		fx_finish(&f);
+	}
+}
+END_TEST
+
 /* deploy/quickstart.sh's case: no endpoint has cold_start_samples yet and
  * one is five times slower. p2c believes an endpoint's own EWMA from a few
  * samples on (before, all compared the prior: a quarter each); the sticky
@@ -2856,6 +2895,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, spill_when_all_hashed_choices_fail);
 	tcase_add_test(tc, p2c_spreads_without_identity);
 	tcase_add_test(tc, p2c_prefers_fast_and_cheap);
+	tcase_add_test(tc, p2c_latency_margin);
 	tcase_add_test(tc, p2c_trusts_few_samples_sticky_waits);
 	tcase_add_test(tc, cold_endpoint_share_near_weight);
 	tcase_add_test(tc, prior_when_none_warm);
