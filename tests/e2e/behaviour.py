@@ -44,6 +44,9 @@ Scenarios:
   slowstart    issue 12: a server 5x slower from its first request gets at
                most half its fair share of the new sessions after its 5th
                answer (policy.slow_start)
+  spread       policy.p2c_margin: four identical servers, one client sending
+               anonymous requests one at a time: each gets at least half
+               its fair share
   longprompt   policy.place_long_kib: with one server busy, new sessions
                whose body is that many KiB or more leave it for the idle
                one, shorter ones keep their hashed server (HAProxy's
@@ -1329,6 +1332,38 @@ def recovercheck(binary, version):
             f"recovered {victim}: {100 * share:.1f}% of new sessions 5-35 s after, " \
             "not within 20% of its fair share (25%)"
 
+def spread(binary, version):
+    """policy.p2c_margin: four identical servers (40 ms to the first
+    token), one client sending anonymous requests one at a time for 20 s
+    (nothing in flight at any decision, so power of two choices compares
+    latencies alone). Each server gets at least half its fair share of
+    the last 10 s. Without the margin (WARMLANE_P2C_MARGIN=0) they split
+    by EWMAs a fraction of a percent apart, the same server losing every
+    pair: one got 8 of 232. That a server over the margin still loses its
+    pairs is core-decide's p2c_latency_margin."""
+    pol = {}
+    if os.environ.get("WARMLANE_P2C_MARGIN"):
+        pol["p2c_margin"] = float(os.environ["WARMLANE_P2C_MARGIN"])
+    servers = ("s1", "s2", "s3", "s4")
+    with fe.FleetEnv("spread", version, policy=pol) as env:
+        env.start([fe.instance(n, fast=False, base_ms=40.0, prefill_ms_per_block=0.0,
+                               decode_ms_per_token=0.0) for n in servers], binary)
+
+        def anon(i):
+            return fe.chat_body(short(i, "sp"), max_tokens=2, stream=True), {}, "anon"
+        recs = fe.drive(env.port, anon, duration=20.0, concurrency=1)
+        fe.assert_all_ok(recs, "anonymous requests")
+        summary(env, recs, "one client, anonymous")
+        env.stop_agent_checked()
+        late = recs[len(recs) // 2:]
+        got = collections.Counter(r.served for r in late)
+        log(f"the last {len(late)} requests: " + " ".join(f"{s}={got[s]}" for s in servers))
+        assert len(late) >= 100, f"only {len(late)} requests in the last 10 s"
+        for s in servers:
+            assert got[s] >= 0.5 * len(late) / len(servers), \
+                f"{s} got {got[s]} of the last {len(late)} requests (fair {len(late) / 4:.0f})"
+
+
 def slowstart(binary, version):
     """Issue 12: one of four servers (40 ms to the first token, headers
     with it) is 5x slower from its first request; 50 sessions of 2 turns
@@ -1443,7 +1478,7 @@ SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimi
              "sessionscope": sessionscope,
              "killrestart": killrestart, "metrics": metrics, "slowleave": slowleave,
              "recover": recover, "recovercheck": recovercheck, "tiers": tiers, "slowstart": slowstart,
-             "longprompt": longprompt}
+             "longprompt": longprompt, "spread": spread}
 
 if __name__ == "__main__":
     sys.exit(h.main(SCENARIOS))
