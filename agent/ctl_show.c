@@ -83,6 +83,18 @@ static const char *ep_key_state(const struct core_endpoint_info *in)
 	return in->key_dead ? "dead" : in->key_suspect ? "suspect" : "ok";
 }
 
+/* What HAProxy's layer-7 check says of it (core_endpoint_check): - none
+ * in the last 10 s, slow against its peers', vouch (found recovered, its
+ * own answers not yet trusted), else ok. */
+static const char *ep_check_state(const struct core_endpoint_info *in)
+{
+	if (in->check_slow)
+		return "slow";
+	if (in->check_vouch)
+		return "vouch";
+	return in->check_ms > 0 ? "ok" : "-";
+}
+
 void ctl_cmd_show_endpoints(struct ctl_cmd *cmd)
 {
 	const struct core *core = cmd->ctl->srv->route.core;
@@ -94,7 +106,7 @@ void ctl_cmd_show_endpoints(struct ctl_cmd *cmd)
 		ctl_out_printf(o, "# backend server key admin view breaker cooldown_left_ms "
 			       "in_flight ewma_ms samples ewma_stream_ms samples_stream "
 			       "e2e_ms_per_kib e2e_stream_ms_per_kib key_state dead_key_left_ms "
-			       "window_ok window_fail decisions\n");
+			       "window_ok window_fail decisions check_ms check\n");
 	for (int i = core_endpoint_next(core, -1); i >= 0;
 	     i = core_endpoint_next(core, i)) {
 		struct core_endpoint_info in;
@@ -132,10 +144,12 @@ void ctl_cmd_show_endpoints(struct ctl_cmd *cmd)
 			ctl_out_num(o, in.e2e_ewma_ms[CORE_KIND_STREAM], true);
 			ctl_out_printf(o, ",\"e2e_stream_samples\":%u,\"key_state\":\"%s\","
 				       "\"dead_key_left_ms\":%" PRIu64 ",\"window_ok\":%u,"
-				       "\"window_fail\":%u,\"decisions\":%" PRIu64 "}",
+				       "\"window_fail\":%u,\"decisions\":%" PRIu64 ",\"check_ms\":",
 				       in.e2e_samples[CORE_KIND_STREAM], ep_key_state(&in),
 				       in.dead_key_left_ms, in.window_ok, in.window_fail,
 				       in.decisions);
+			ctl_out_num(o, in.check_ms, true);
+			ctl_out_printf(o, ",\"check\":\"%s\"}", ep_check_state(&in));
 		} else {
 			ctl_out_printf(o, "%s %s %s %s %s %s %" PRIu64 " %u ", in.backend,
 				       in.server, in.key_id != NULL ? in.key_id : "-",
@@ -149,9 +163,11 @@ void ctl_cmd_show_endpoints(struct ctl_cmd *cmd)
 			ctl_out_num(o, in.e2e_ewma_ms[CORE_KIND_PLAIN], false);
 			ctl_out_printf(o, " ");
 			ctl_out_num(o, in.e2e_ewma_ms[CORE_KIND_STREAM], false);
-			ctl_out_printf(o, " %s %" PRIu64 " %u %u %" PRIu64 "\n",
+			ctl_out_printf(o, " %s %" PRIu64 " %u %u %" PRIu64 " ",
 				       ep_key_state(&in), in.dead_key_left_ms,
 				       in.window_ok, in.window_fail, in.decisions);
+			ctl_out_num(o, in.check_ms, false);
+			ctl_out_printf(o, " %s\n", ep_check_state(&in));
 		}
 		if (o->full) {
 			o->len = mark; /* cut at the last whole endpoint */

@@ -277,6 +277,27 @@ START_TEST(test_show_endpoints)
 	a = talk(&f, "show endpoints -json\n");
 	ck_assert_ptr_nonnull(strstr(a, "\"server\":\"b\",\"key\":null,\"admin\":\"enabled\",\"view\":\"ready\",\"breaker\":\"open\""));
 	ck_assert_ptr_nonnull(strstr(a, "\"shown\":3,\"total\":3,\"truncated\":false}"));
+	ck_assert_msg(strstr(a, "\"check_ms\":0.000,\"check\":\"-\"}") != NULL, "%s", a);
+
+	/* HAProxy's completion checks (the runtime poller's check_duration):
+	 * c's five times its peers' is slow; a and b ok. */
+	struct core *core = f.h.srv.route.core;
+	static const uint32_t check_ms[3] = { 40, 42, 210 };
+	for (int i = 0; i < 3; i++) {
+		char name = (char)('a' + i);
+		int idx = core_endpoint_find(core, (struct core_str){ "llm", 3 },
+					     (struct core_str){ &name, 1 },
+					     (struct core_str){ 0 });
+		ck_assert_int_ge(idx, 0);
+		ck_assert_int_eq(core_endpoint_check(core, idx, check_ms[i],
+						     uv_now(&f.h.loop)), 0);
+	}
+	a = talk(&f, "show endpoints\n");
+	ck_assert_msg(strstr(a, " decisions check_ms check\n") != NULL, "%s", a);
+	ck_assert_msg(strstr(a, " 40.000 ok\nllm b ") != NULL, "%s", a);
+	ck_assert_msg(strstr(a, " 210.000 slow\n") != NULL, "%s", a);
+	a = talk(&f, "show endpoints -json\n");
+	ck_assert_msg(strstr(a, "\"check_ms\":210.000,\"check\":\"slow\"}") != NULL, "%s", a);
 	fix_finish(&f);
 }
 END_TEST
