@@ -57,7 +57,8 @@ static void usage(FILE *out)
 		"  --speed X           divide arrival times by X (replay X times faster)\n"
 		"  --limit N           keep the first N requests\n"
 		"  --keys K            identities sent: prefix, session, both, none (default: prefix for\n"
-		"                      traces, both for chat, prefix for groups and mixed)\n"
+		"                      traces, both for chat, prefix for groups and mixed; engine\n"
+		"                      sends its own, or none)\n"
 		"  --config FILE       fleet file (default: built in, as tests/sim/fleet.conf)\n"
 		"  --scenario NAME     add a scenario's faults and figures (--list shows them)\n"
 		"  --policy P[,P...]   policies to run, or all (default all)\n"
@@ -402,6 +403,11 @@ static int load_workload(const struct opts *o, struct sim_workload *w, unsigned 
 			*keys = 0; /* anonymous one-shots: every decision is p2c */
 		else {
 			snprintf(err, errlen, "bad --keys %s (prefix, session, both, none)", o->keys);
+			return -EINVAL;
+		}
+		if (w->own_keys && *keys != 0) {
+			snprintf(err, errlen, "--keys %s: the workload sets its own keys "
+				 "(--keys none sends none)", o->keys);
 			return -EINVAL;
 		}
 	}

@@ -286,7 +286,7 @@ void sim_trace_derive_keys(struct sim_workload *w, unsigned keys)
 {
 	static const uint32_t nb[SIM_NPREFIX] = { 1, 2, 4 };
 	static const uint32_t window_tokens[SIM_NPREFIX] = { 256, 1024, 2048 };
-	if (w->own_keys)
+	if (w->own_keys && keys != 0)
 		return; /* the generator set what HAProxy would send */
 	for (size_t i = 0; i < w->n; i++) {
 		struct sim_req *r = &w->req[i];

@@ -41,7 +41,8 @@ struct sim_workload {
 				* client is free, in order, never two of a conversation
 				* at once, as tests/engine/driver does) */
 	uint8_t own_keys;      /* the generator set session and prefix keys itself:
-				* sim_trace_derive_keys leaves them */
+				* sim_trace_derive_keys leaves them, but for
+				* --keys none (no identity at all) */
 };
 
 /* An empty workload. */
