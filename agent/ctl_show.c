@@ -407,7 +407,8 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 		ctl_out_ep_name(o, core, t->p2c_b, false);
 		ctl_out_printf(o, " cost=");
 		ctl_out_num(o, t->p2c_cost_b, false);
-		ctl_out_printf(o, "%s\n", t->p2c_check_b ? " (its check slow)" : "");
+		ctl_out_printf(o, "%s%s\n", t->p2c_check_b ? " (its check slow)" : "",
+			       t->p2c_equal ? " (latencies within p2c_margin: counted equal)" : "");
 	}
 	ctl_out_printf(o, "decision: ");
 	ctl_out_ep_name(o, core, d->endpoint, false);
@@ -491,12 +492,13 @@ static void explain_json(struct ctl_cmd *cmd, const struct core *core,
 		ctl_out_ep_name(o, core, t->p2c_a, true);
 		ctl_out_printf(o, ",\"cost\":");
 		ctl_out_num(o, t->p2c_cost_a, true);
-		ctl_out_printf(o, ",\"check_slow\":%s},{\"endpoint\":",
-			       t->p2c_check_a ? "true" : "false");
+		ctl_out_printf(o, ",\"check_slow\":%s,\"latency_equal\":%s},{\"endpoint\":",
+			       t->p2c_check_a ? "true" : "false", t->p2c_equal ? "true" : "false");
 		ctl_out_ep_name(o, core, t->p2c_b, true);
 		ctl_out_printf(o, ",\"cost\":");
 		ctl_out_num(o, t->p2c_cost_b, true);
-		ctl_out_printf(o, ",\"check_slow\":%s}]", t->p2c_check_b ? "true" : "false");
+		ctl_out_printf(o, ",\"check_slow\":%s,\"latency_equal\":%s}]",
+			       t->p2c_check_b ? "true" : "false", t->p2c_equal ? "true" : "false");
 	}
 	ctl_out_printf(o, ",\"decision\":{\"endpoint\":");
 	ctl_out_ep_name(o, core, d->endpoint, true);

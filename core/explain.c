@@ -110,7 +110,7 @@ void trace_p2c(const struct core *c, const struct pick *k, uint32_t a,
 	t->p2c_a = (int)a;
 	t->p2c_b = (int)b;
 	double cost[2];
-	p2c_costs(c, k, &c->pool.ep[a], &c->pool.ep[b], now_ms, cost);
+	t->p2c_equal = p2c_costs(c, k, &c->pool.ep[a], &c->pool.ep[b], now_ms, cost);
 	t->p2c_cost_a = cost[0];
 	t->p2c_cost_b = cost[1];
 	t->p2c_check_a = c->pool.ep[a].check_slow;

@@ -188,18 +188,21 @@ static inline double p2c_cost(const struct core *c, const struct pool_endpoint *
 
 /* The costs power of two choices compares for its pair a, b: each one's
  * p2c_cost, the two latencies taken as the lower one where they are
- * within p2c_margin of each other (params.h). */
-static inline void p2c_costs(const struct core *c, const struct pick *k,
+ * within p2c_margin of each other (params.h). Returns whether they
+ * were. */
+static inline bool p2c_costs(const struct core *c, const struct pick *k,
 			     const struct pool_endpoint *a,
 			     const struct pool_endpoint *b, uint64_t now_ms,
 			     double cost[2])
 {
 	double la = p2c_latency(c, a, k), lb = p2c_latency(c, b, k);
 	double m = 1 + c->p.p2c_margin;
-	if (la <= lb * m && lb <= la * m)
+	bool equal = la <= lb * m && lb <= la * m;
+	if (equal)
 		la = lb = la < lb ? la : lb;
 	cost[0] = p2c_cost_at(c, a, la, now_ms);
 	cost[1] = p2c_cost_at(c, b, lb, now_ms);
+	return equal;
 }
 
 /* explain.c: each step noted in core_explain's trace (t never NULL). */

@@ -87,6 +87,8 @@ struct core_trace {
 	double p2c_cost_a, p2c_cost_b;
 	bool p2c_check_a, p2c_check_b; /* slow by its HAProxy check: the other
 					* is taken whatever the costs */
+	bool p2c_equal;            /* their latencies within p2c_margin:
+				    * the costs count them as equal */
 	/* The outcome. */
 	struct core_decision decision;
 };

@@ -557,6 +557,35 @@ START_TEST(test_explain_spill)
 }
 END_TEST
 
+/* Without identity, two endpoints 1% apart: explain's p2c line says their
+ * latencies were counted equal (policy.p2c_margin); 30 times apart, not. */
+START_TEST(test_explain_p2c_margin)
+{
+	struct fix f;
+	fix_init(&f, "endpoints:\n"
+		     "  - { backend: llm, server: a }\n"
+		     "  - { backend: llm, server: b }\n");
+	for (int i = 0; i < 30; i++) {
+		feedback(&f, "llm/a", 200, 100, NULL);
+		feedback(&f, "llm/b", 200, 101, NULL);
+	}
+	char *a = talk(&f, "explain model=llama\n");
+	ck_assert_msg(strstr(a, "5. power of two choices: ") != NULL, "%s", a);
+	ck_assert_msg(strstr(a, " (latencies within p2c_margin: counted equal)\n") != NULL,
+		      "%s", a);
+	a = talk(&f, "explain model=llama -json\n");
+	ck_assert_msg(strstr(a, "\"latency_equal\":true}]") != NULL, "%s", a);
+	for (int i = 0; i < 60; i++)
+		feedback(&f, "llm/b", 200, 3000, NULL);
+	a = talk(&f, "explain model=llama\n");
+	ck_assert_msg(strstr(a, "5. power of two choices: ") != NULL, "%s", a);
+	ck_assert_msg(strstr(a, "counted equal") == NULL, "%s", a);
+	a = talk(&f, "explain model=llama -json\n");
+	ck_assert_msg(strstr(a, "\"latency_equal\":false}]") != NULL, "%s", a);
+	fix_finish(&f);
+}
+END_TEST
+
 /* policy.place_long_kib through explain's size=: with a busy, a new
  * session hashed to it stays there with a short body and leaves it with
  * a long one, and explain names the bar that moved it. */
@@ -770,6 +799,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, test_read_only_state_unchanged);
 	tcase_add_test(tc, test_explain_twin);
 	tcase_add_test(tc, test_explain_spill);
+	tcase_add_test(tc, test_explain_p2c_margin);
 	tcase_add_test(tc, test_explain_long_prompt);
 	suite_add_tcase(s, tc);
 	TCase *bad = tcase_create("bad input");
