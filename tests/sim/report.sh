@@ -164,6 +164,10 @@ run vllm-slow-log --workload chat --config tests/sim/examples/vllm.conf --scenar
 run vllm-slowpf --workload chat --config tests/sim/examples/vllm.conf --scenario slow-prefill
 run vllm-slowpf-log --workload chat --config tests/sim/examples/vllm.conf --scenario slow-prefill --log-ingest
 run chat-slowpf --workload chat --scenario slow-prefill
+# anonymous requests one at a time to endpoints a fraction of a percent
+# apart (policy.p2c_margin, docs/policy-v2.md section 19)
+run spread --workload engine --config tests/sim/examples/near.conf --turns 1 --clients 1 --size 800 \
+	--keys none --log-ingest --scenario spread
 # the engine benchmark's one-slot llama.cpp fleet and traffic (issue 12,
 # policy.place_slots: the core is told each endpoint's max_running)
 run llama --workload engine --config tests/sim/examples/llama.conf
@@ -418,6 +422,8 @@ MD
 		scen_md <"$tmp/anon-slow.txt"
 		printf '\n'
 		scen_md <"$tmp/anon-fast-failure.txt"
+		printf '\nOne client sending one anonymous request at a time (800 short one-shots, the log input) to four endpoints whose speeds differ by 0.2-1%% (`tests/sim/examples/near.conf`), as identical servers do: the endpoint with the fewest requests (lowest, its index), against its fair share, and the highest share of any. In flight is 0 at every decision; `policy.p2c_margin` counts latencies within 25%% of each other as equal (docs/policy-v2.md, section 19). `%s`\n\n' "$(sed 's/^# //' "$tmp/spread.info")"
+		scen_md <"$tmp/spread.txt"
 		printf '\n'
 		printf '### A server slow from its first request (`--scenario slow-start`)\n\n'
 		printf 'The quick start'"'"'s fleet again (slow at speed 0.2 from the start), session ids, the first 300 and 1,000 requests of the trace: the share of new sessions (a key'"'"'s first request) the slow endpoint got after its 5th answer came back (issue 12: at most half its fair share, 12.5%%; policy.slow_start, docs/policy-v2.md section 4). 300 requests: `%s`\n\n' "$(sed 's/^# //' "$tmp/slowstart300.info")"

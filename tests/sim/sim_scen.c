@@ -35,6 +35,9 @@ static const struct sim_scen scens[] = {
 	  "after its 5th answer", 1, SIM_REF_NONE, 3 },
 	{ "tiers", "failover tiers (run with examples/tiers.conf): tier 1 (@0..@3) answers 429 Retry-After 20 "
 	  "from 20% to 35% of the requests, 503 from 60% to 70%; tier 2 is slower and costlier", 1, SIM_REF_NONE, -1 },
+	{ "spread", "no faults; the endpoint with the fewest requests for its weight, against its fair share "
+	  "(run with examples/near.conf, one client and no keys: anonymous requests one at a time to "
+	  "endpoints a fraction of a percent apart)", 1, SIM_REF_NONE, -1 },
 	{ "agents-2", "2 independent agents behind a random spray", 2, SIM_REF_ONEAGENT, -1 },
 	{ "agents-4", "4 independent agents behind a random spray", 4, SIM_REF_ONEAGENT, -1 },
 };
@@ -288,6 +291,36 @@ static void analyse_slow_start(const struct sim_run *run, int32_t tgt, struct si
 	res->target_share = total ? (double)hit / (double)total : 0;
 }
 
+/* spread: each endpoint's requests over its fair share by weight; the
+ * lowest of those ratios, and the highest share. */
+static void analyse_spread(const struct sim_run *run, struct sim_scen_result *res)
+{
+	const struct sim_fleet_cfg *cfg = run->cfg;
+	size_t total = 0;
+	double wsum = 0;
+	for (uint32_t e = 0; e < cfg->nep; e++)
+		wsum += cfg->ep[e].weight;
+	for (size_t i = 0; i < run->w->n; i++)
+		total += run->rec[i].ep >= 0;
+	res->low_ep = -1;
+	double low = INFINITY;
+	for (uint32_t e = 0; e < cfg->nep && total > 0 && wsum > 0; e++) {
+		size_t n = 0;
+		for (size_t i = 0; i < run->w->n; i++)
+			n += run->rec[i].ep == (int32_t)e;
+		double share = (double)n / (double)total, fair = cfg->ep[e].weight / wsum;
+		if (share > res->top_share)
+			res->top_share = share;
+		if (share / fair < low) {
+			low = share / fair;
+			res->low_ep = (int32_t)e;
+			res->target_share = share;
+			res->target_count = n;
+			res->fair_share = fair;
+		}
+	}
+}
+
 void sim_scen_analyse(const struct sim_scen *sc, const struct sim_run *run, const struct sim_run *ref,
 		      const struct sim_summary *sum, const struct sim_summary *ref_sum,
 		      struct sim_scen_result *res)
@@ -358,6 +391,8 @@ void sim_scen_analyse(const struct sim_scen *sc, const struct sim_run *run, cons
 		res->fair_share = wsum > 0 && tgt >= 0 ? run->cfg->ep[tgt].weight / wsum : 0;
 	} else if (strcmp(sc->name, "slow-start") == 0) {
 		analyse_slow_start(run, tgt, res);
+	} else if (strcmp(sc->name, "spread") == 0) {
+		analyse_spread(run, res);
 	} else if (strcmp(sc->name, "rate-limit") == 0) {
 		int64_t from = (int64_t)(span_at(w, 0.2) * 1e6), to = (int64_t)(span_at(w, 0.6) * 1e6);
 		for (size_t i = 0; i < w->n; i++)
@@ -433,6 +468,9 @@ void sim_scen_print_header(FILE *out, const struct sim_scen *sc)
 	else if (strcmp(sc->name, "recover") == 0)
 		fprintf(out, "%-14s %12s %12s %10s %8s\n", "policy", "share_0-30s", "share_30-120s", "requests",
 			"fair");
+	else if (strcmp(sc->name, "spread") == 0)
+		fprintf(out, "%-14s %10s %10s %10s %8s %10s\n", "policy", "lowest", "its_share", "requests",
+			"fair", "top_share");
 	else if (strcmp(sc->name, "scale-out") == 0)
 		fprintf(out, "%-14s %11s %14s %11s %10s\n", "policy", "keys_moved", "moved_without", "difference",
 			"new_share");
@@ -487,6 +525,10 @@ void sim_scen_print_row(FILE *out, const struct sim_scen *sc, const char *policy
 	else if (strcmp(sc->name, "recover") == 0)
 		fprintf(out, "%-14s %11.2f%% %11.2f%% %10zu %7.2f%%\n", policy, 100 * res->early_share,
 			100 * res->target_share, res->target_count, 100 * res->fair_share);
+	else if (strcmp(sc->name, "spread") == 0)
+		fprintf(out, "%-14s %10d %9.2f%% %10zu %7.2f%% %9.2f%%\n", policy, res->low_ep,
+			100 * res->target_share, res->target_count, 100 * res->fair_share,
+			100 * res->top_share);
 	else if (strcmp(sc->name, "scale-out") == 0)
 		fprintf(out, "%-14s %10.1f%% %13.1f%% %10.1f%% %9.1f%%\n", policy, 100 * res->keys_moved,
 			100 * res->ref_keys_moved, 100 * (res->keys_moved - res->ref_keys_moved),
@@ -549,6 +591,12 @@ int sim_scen_expect(const struct sim_scen *sc, const char *policy, const struct 
 			     0.5 * res->fair_share);
 		return bad;
 	}
+	if (strcmp(sc->name, "spread") == 0)
+		/* e2e `spread`'s bound: every endpoint at least half its fair
+		 * share */
+		return check(out, res->low_ep >= 0 && res->target_share >= 0.5 * res->fair_share, policy,
+			     "the lowest endpoint's share >= half its fair share", res->target_share,
+			     0.5 * res->fair_share);
 	if (strcmp(sc->name, "scale-out") == 0)
 		return check(out, res->keys_moved - res->ref_keys_moved <= 1.0 / 9 + 0.05, policy,
 			     "keys moved by the addition (moved - moved without) <=",

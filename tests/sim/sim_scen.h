@@ -53,6 +53,11 @@ struct sim_scen_result {
 	/* requests from a fault's start to the first of TIERS_RUN decisions
 	 * in a row to tier 2: how soon tier 2 took over */
 	size_t takeover[2];
+	/* spread: the endpoint with the least requests against its fair
+	 * share by weight (target_share, target_count, fair_share), and the
+	 * highest share of any. */
+	int32_t low_ep;
+	double top_share;
 };
 
 /* Number of scenarios and the i-th. */

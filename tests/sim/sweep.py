@@ -69,7 +69,10 @@ def runs(trace):
             ("chat-tiers-anon", c + ["--config", TIERS, "--scenario", "tiers", "--keys", "none"]),
             ("chat-tiers-agents2", c + ["--config", TIERS, "--scenario", "tiers",
                                         "--agents", "2"]),
-            ("chat-recover-anon", c + ["--scenario", "recover", "--keys", "none"])]
+            ("chat-recover-anon", c + ["--scenario", "recover", "--keys", "none"]),
+            ("spread", ["--workload", "engine", "--config", "tests/sim/examples/near.conf",
+                        "--turns", "1", "--clients", "1", "--size", "800", "--keys", "none",
+                        "--log-ingest", "--scenario", "spread"])]
     out += [("chat-" + sc, c + ["--scenario", sc]) for sc in FAULTS]
     return out
 
