@@ -126,17 +126,18 @@ static void finish(struct setup *s)
 }
 
 enum bcase { DECIDE_HIT, DECIDE_MISS, OBSERVE, DECIDE_HIT_AFTER_OBSERVE, COMPLETE,
-	     DECIDE_HIT_AFTER_BOTH, DECIDE_HIT_AFTER_OTHER };
+	     DECIDE_HIT_AFTER_BOTH, DECIDE_HIT_AFTER_OTHER, DECIDE_ANON };
 
 static void run(struct setup *s, enum bcase kind, uint64_t *t, uint64_t overhead)
 {
 	static const char *const names[] = { "decide-hit", "decide-miss", "observe",
 					     "decide-hit-after-observe", "complete",
-					     "decide-hit-after-both", "decide-hit-after-other" };
+					     "decide-hit-after-both", "decide-hit-after-other",
+					     "decide-anon" };
 	struct core_rng rng, pick;
 	core_rng_seed(&rng, 7);
 	core_rng_seed(&pick, 11 + (uint64_t)kind);
-	uint64_t hits = 0;
+	uint64_t hits = 0, p2c = 0;
 	struct core_request req = bench_request(0);
 	uint64_t before = bench_allocs;
 	for (uint32_t i = 0; i < ITERS; i++) {
@@ -200,14 +201,20 @@ static void run(struct setup *s, enum bcase kind, uint64_t *t, uint64_t overhead
 				};
 				core_complete(s->c, &cc, s->now);
 			}
-			/* Misses use sessions beyond the filled ones. */
+			/* Misses use sessions beyond the filled ones; an
+			 * anonymous request has no identity at all (p2c). */
 			uint64_t sess = kind != DECIDE_MISS ? session_of(k)
 							    : session_of(s->entries + 1 + i);
 			req.session = (struct core_id){ true, sess };
+			if (kind == DECIDE_ANON)
+				req = (struct core_request){
+					.model = { "llama-3-70b", 11 }, .stream = true,
+				};
 			uint64_t t0 = ns_now();
 			core_decide(s->c, &req, s->now, &rng, &d);
 			t[i] = ns_now() - t0;
 			hits += d.reason == CORE_REASON_AFFINITY;
+			p2c += d.reason == CORE_REASON_P2C;
 			core_endpoint_complete(s->c, d.endpoint);
 		}
 		if (i % 1000 == 999)
@@ -219,7 +226,9 @@ static void run(struct setup *s, enum bcase kind, uint64_t *t, uint64_t overhead
 	printf("%s endpoints=%d entries=%u median_ns=%llu p99_ns=%llu mallocs=%llu",
 	       names[kind], s->n_ep, s->entries, (unsigned long long)med,
 	       (unsigned long long)p99, (unsigned long long)n_alloc);
-	if (kind != OBSERVE && kind != COMPLETE)
+	if (kind == DECIDE_ANON)
+		printf(" p2c_share=%.3f", (double)p2c / ITERS);
+	else if (kind != OBSERVE && kind != COMPLETE)
 		printf(" affinity_share=%.3f", (double)hits / ITERS);
 	printf("\n");
 	fflush(stdout);
@@ -295,6 +304,7 @@ int main(int argc, char **argv)
 			setup(&s, endpoints[e], entries[m], false);
 			run(&s, DECIDE_HIT, t, overhead);
 			run(&s, DECIDE_MISS, t, overhead);
+			run(&s, DECIDE_ANON, t, overhead);
 			run(&s, OBSERVE, t, overhead);
 			run(&s, DECIDE_HIT_AFTER_OBSERVE, t, overhead);
 			run(&s, DECIDE_HIT_AFTER_OTHER, t, overhead);
