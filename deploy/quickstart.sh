@@ -306,7 +306,10 @@ finally:
 PY
 	fleet_pid=$!
 	pids+=("$fleet_pid")
-	exec 3>"$tmp/fleet.ctl"
+	# read-write: opening a FIFO only to write blocks until a reader opens
+	# it, and a launcher that fails before it does (a llama-server that
+	# cannot start) would hang the script here instead of failing below
+	exec 3<>"$tmp/fleet.ctl"
 	WAIT_S=90 wait_for "the llama.cpp fleet" fleet_at 0
 	fleet_ok
 fi

@@ -124,6 +124,21 @@ class Server:
         raise RuntimeError(f"llama-server {self.name} not healthy after {timeout:.0f}s: "
                            f"{self.tail()}")
 
+    def wait_started(self, timeout=60.0, tries=3):
+        """wait_healthy; a server that could not bind its port (free_port's
+        port taken in between, as any outgoing connection's local port may
+        take it) moves to another free port, up to `tries` times."""
+        deadline = time.monotonic() + timeout
+        for attempt in range(tries):
+            try:
+                return self.wait_healthy(max(1.0, deadline - time.monotonic()))
+            except RuntimeError:
+                if attempt + 1 == tries or self.proc.poll() is None or \
+                        "couldn't bind HTTP server socket" not in self.tail():
+                    raise
+            self.port = free_port()
+            self.start()
+
     def tail(self, n=1500):
         try:
             with open(self.logpath, "rb") as f:
@@ -217,7 +232,7 @@ class Fleet:
             for s in self.servers:
                 s.start()
             for s in self.servers:
-                s.wait_healthy(max(1.0, timeout - (time.monotonic() - t0)))
+                s.wait_started(max(1.0, timeout - (time.monotonic() - t0)))
         except BaseException:
             self.stop()
             raise
