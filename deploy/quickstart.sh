@@ -213,17 +213,23 @@ cleanup() {
 	fi
 	rm -rf "$tmp"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-fail() {
-	echo "quickstart: $*" >&2
+# the tail of each log, before cleanup removes them
+show_logs() {
+	local f
 	for f in "$tmp"/warmlane.log "$tmp"/haproxy.log "$tmp"/fleet.log "$tmp"/engine/*.log "$tmp"/driver-*.log; do
 		[ -s "$f" ] || continue
 		echo "--- ${f#"$tmp"/} (tail)" >&2
 		tail -n 20 "$f" >&2
 	done
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+# a test's timeout: what was running shows before it goes
+trap 'echo "quickstart: stopped by SIGTERM" >&2; show_logs; exit 143' TERM
+
+fail() {
+	echo "quickstart: $*" >&2
+	show_logs
 	exit 1
 }
 
