@@ -523,10 +523,9 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		.engine_stale = e->engine_stale,
 		.artefact = e->artefact,
 		.artefact_mismatch = e->artefact_mismatch,
-		.check_ms = e->check_at_ms <= now_ms &&
-			    now_ms - e->check_at_ms <= EXPLORE_CHECK_FRESH_MS ? e->check_ms : 0,
+		.check_ms = explore_check_fresh(e, now_ms) ? e->check_ms : 0,
 		.check_slow = e->check_slow,
-		.check_vouch = e->check_vouch != 0,
+		.check_vouch = e->check_vouch,
 	};
 	latency_out(e, out->ewma_ms, out->samples, out->e2e_ewma_ms,
 		    out->e2e_samples);

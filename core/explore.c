@@ -351,9 +351,7 @@ static bool check_counts(const struct core *c, uint32_t i, uint64_t now_ms)
 		return false;
 	const struct pool_endpoint *p = &c->pool.ep[i];
 	return p->live && !p->disabled && !p->drained &&
-	       p->admin == CORE_ADMIN_ENABLED && p->check_ms != 0 &&
-	       now_ms >= p->check_at_ms &&
-	       now_ms - p->check_at_ms <= EXPLORE_CHECK_FRESH_MS;
+	       p->admin == CORE_ADMIN_ENABLED && explore_check_fresh(p, now_ms);
 }
 
 /* Keeps idx's check in the sorted set (explore.h, check_v): its old
@@ -430,13 +428,14 @@ void explore_check(struct core *c, uint32_t idx, uint32_t ms, uint64_t now_ms)
 	struct pool_endpoint *e = &c->pool.ep[idx];
 	if (ms == 0) {
 		/* None (a failed check, or none any more): the last one holds
-		 * until it is stale, then what it said ends with it. */
-		if (e->check_ms != 0 && now_ms >= e->check_at_ms &&
-		    now_ms - e->check_at_ms <= EXPLORE_CHECK_FRESH_MS)
+		 * until it is stale, then what it said ends with it. Without
+		 * one, as on every poll of a fleet with no layer-7 check,
+		 * there is nothing to end (check_ms 0 is never kept). */
+		if (e->check_ms == 0 || explore_check_fresh(e, now_ms))
 			return;
 		e->check_ms = 0;
 		e->check_slow = false;
-		e->check_vouch = 0;
+		e->check_vouch = false;
 		check_keep(c, idx, 0, now_ms);
 		return;
 	}
@@ -448,7 +447,7 @@ void explore_check(struct core *c, uint32_t idx, uint32_t ms, uint64_t now_ms)
 		return;
 	if (ms > c->p.sticky_tolerance * ref && ms > ref + CHECK_SLACK_MS) {
 		e->check_slow = true;
-		e->check_vouch = 0;
+		e->check_vouch = false;
 		return;
 	}
 	if (!e->check_slow)
@@ -468,6 +467,6 @@ void explore_check(struct core *c, uint32_t idx, uint32_t ms, uint64_t now_ms)
 		e->retrials = retrials;
 		e->woke = 1;
 	}
-	e->check_vouch = 1;
+	e->check_vouch = true;
 	stop(e);
 }

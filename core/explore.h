@@ -47,6 +47,13 @@ struct pick;
 /* A check read more than this long ago is not an endpoint's current one. */
 #define EXPLORE_CHECK_FRESH_MS 10000u
 
+/* Whether e has a current check at now_ms. */
+static inline bool explore_check_fresh(const struct pool_endpoint *e, uint64_t now_ms)
+{
+	return e->check_ms != 0 && now_ms >= e->check_at_ms &&
+	       now_ms - e->check_at_ms <= EXPLORE_CHECK_FRESH_MS;
+}
+
 struct explore {
 	uint64_t clock;          /* decisions committed */
 	uint64_t scan_at;        /* no scan of the candidates before */

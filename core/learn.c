@@ -83,7 +83,7 @@ static void ewma_add(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	}
 	/* What a health check vouched for, its own answers judge now. */
 	if (e->check_vouch && e->samples[sig] >= c->p.cold_start_samples)
-		e->check_vouch = 0;
+		e->check_vouch = false;
 	if (warm(c, e, sig) != was_warm) {
 		e->veteran |= (uint8_t)(1u << sig);
 		c->version++; /* it just became warm: views count it */
