@@ -388,6 +388,17 @@ int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 	uint8_t a = (unsigned)admin < CORE_ADMIN_COUNT ? (uint8_t)admin
 						       : (uint8_t)CORE_ADMIN_DOWN;
 	if (a != e->admin) {
+		/* A server back from DOWN is empty because it was down: its
+		 * requests in flight say nothing of its capacity until it has
+		 * stayed up as long as it was down (at most idle_reset), or a
+		 * flapping one draws every new key each time it returns. */
+		if (a == CORE_ADMIN_DOWN)
+			e->down_ms = now_ms;
+		else if (e->admin == CORE_ADMIN_DOWN && now_ms > e->down_ms) {
+			uint64_t down = now_ms - e->down_ms;
+			e->rejoin_until_ms = now_ms + (down < c->p.idle_reset_ms
+						       ? down : c->p.idle_reset_ms);
+		}
 		e->admin = a;
 		c->version++;
 	}

@@ -341,13 +341,14 @@ static inline double new_load(const struct pool_endpoint *e, double *var)
 
 /* Whether e's few requests in flight may be taken for spare capacity:
  * an endpoint that fails fast, was left as slow, is judged by
- * exploration or a breaker's probes, looks idle too (leastconn's
- * trap: docs/routing-quality.md, fast failure). */
+ * exploration or a breaker's probes, or has just come back from DOWN
+ * looks idle too (leastconn's trap: docs/routing-quality.md, fast
+ * failure and flap). */
 static inline bool trusted_idle(const struct core *c, const struct pool_endpoint *e,
 				uint64_t now_ms)
 {
 	if (e->br.state != CORE_BREAKER_CLOSED || e->suspect != POOL_FIT ||
-	    e->explore_on)
+	    e->explore_on || now_ms < e->rejoin_until_ms)
 		return false;
 	uint32_t ok, fail;
 	breaker_counts(&e->br, &c->p, now_ms, &ok, &fail);

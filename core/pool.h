@@ -193,6 +193,11 @@ struct pool_endpoint {
 	 * its last duration and when it was read. */
 	uint32_t check_ms;          /* 0: none */
 	uint64_t check_at_ms;
+	/* HAProxy's health checks (core_endpoint_sync): when they last
+	 * marked it DOWN, and, once UP again, until when its emptiness is
+	 * not taken for spare capacity (trusted_idle in decide.c). */
+	uint64_t down_ms;
+	uint64_t rejoin_until_ms;
 };
 
 /* The slots in use: configured, else HAProxy's maxconn, else the most

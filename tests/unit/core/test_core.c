@@ -1395,6 +1395,49 @@ START_TEST(place_load_new_keys_off_clearly_busier)
 }
 END_TEST
 
+/* A new key r on a pool of 4, the load bound out of the way, x holding 8
+ * requests and y marked `from` by HAProxy for down_s seconds, then UP
+ * again up_s seconds ago: where it goes (place_load_z 1.5). */
+static int rejoin_decide(const struct core_request *r, int x, int y,
+			 enum core_admin from, uint64_t down_s, uint64_t up_s)
+{
+	struct core_params p;
+	new_key_params(&p);
+	struct fx f;
+	fx_init(&f, 4, &p);
+	core_endpoint_sync(f.c, y, from, 0, f.now);
+	f.now += down_s * 1000;
+	core_endpoint_sync(f.c, y, CORE_ADMIN_ENABLED, 0, f.now);
+	f.now += up_s * 1000;
+	core_endpoint_sync(f.c, x, CORE_ADMIN_ENABLED, 8, f.now);
+	struct core_decision d = fx_decide(&f, r);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	fx_finish(&f);
+	return d.endpoint;
+}
+
+START_TEST(place_load_distrusts_a_server_back_from_down)
+{
+	/* y empty because HAProxy held it DOWN is not spare capacity: a new
+	 * key x would leave by load goes past it (to z) until y has been up
+	 * as long as it was down (30 s), at most idle_reset (60 s: a
+	 * 10-minute outage is forgiven after 60 s). An operator's MAINT is
+	 * not an outage. */
+	for (uint64_t key = 1; key <= 50; key++) {
+		struct core_request r = fx_session(key * 0x9e3779b97f4a7c15ull);
+		int x, y, z;
+		first_three_choices(&r, &x, &y, &z);
+
+		ck_assert_int_eq(rejoin_decide(&r, x, y, CORE_ADMIN_DOWN, 30, 0), z);
+		ck_assert_int_eq(rejoin_decide(&r, x, y, CORE_ADMIN_DOWN, 30, 29), z);
+		ck_assert_int_eq(rejoin_decide(&r, x, y, CORE_ADMIN_DOWN, 30, 30), y);
+		ck_assert_int_eq(rejoin_decide(&r, x, y, CORE_ADMIN_DOWN, 600, 59), z);
+		ck_assert_int_eq(rejoin_decide(&r, x, y, CORE_ADMIN_DOWN, 600, 60), y);
+		ck_assert_int_eq(rejoin_decide(&r, x, y, CORE_ADMIN_MAINT, 30, 0), y);
+	}
+}
+END_TEST
+
 /* A new key r of size_kib KiB on a pool of 4, the load bound out of the
  * way, x holding x_load requests and every endpoint but unjudged (-1:
  * none; 4: all) judged (5 answers of 100 ms each kind): where it goes
@@ -2888,6 +2931,7 @@ static Suite *core_suite(void)
 	tcase_add_loop_test(tc, hot_keys_stay_within_bound, 0, 2);
 	tcase_add_test(tc, place_choices_cheapest_of_first_n);
 	tcase_add_test(tc, place_load_new_keys_off_clearly_busier);
+	tcase_add_test(tc, place_load_distrusts_a_server_back_from_down);
 	tcase_add_test(tc, place_long_prompts_on_a_smaller_gap);
 	tcase_add_test(tc, place_load_keeps_warm_keys);
 	tcase_add_test(tc, place_slots_new_keys_to_a_free_slot);
