@@ -87,6 +87,7 @@ static void trip(struct breaker *b, uint64_t cooldown_ms, uint64_t now_ms)
 	b->trips++;
 	b->probes_out = 0;
 	b->probes_ok = 0;
+	b->heard = false;
 	b->consecutive = 0;
 }
 
@@ -108,15 +109,21 @@ enum breaker_admit breaker_admit_slow(struct breaker *b,
 		b->state = CORE_BREAKER_HALF_OPEN;
 		b->probes_out = 0;
 		b->probes_ok = 0;
+		b->heard = false;
 		b->last_probe_ms = now_ms;
 		return BREAKER_ADMIT_PROBE;
-	default:
-		if (b->probes_out > 0 &&
-		    b->probes_out + b->probes_ok >= probes_allowed(p) &&
+	default: {
+		/* The first probe goes alone: a server still failing (instant
+		 * 500s, a 429 again) takes one request per cooldown, not
+		 * half_open_probes at once. Once a probe has answered, the
+		 * rest may go together. */
+		uint32_t cap = b->probes_ok > 0 || b->heard ? probes_allowed(p) : 1;
+		if (b->probes_out > 0 && b->probes_out + b->probes_ok >= cap &&
 		    now_ms - b->last_probe_ms >= p->breaker_window_ms)
 			b->probes_out = 0; /* their outcomes will not come */
-		return b->probes_out + b->probes_ok < probes_allowed(p) ?
+		return b->probes_out + b->probes_ok < cap ?
 		       BREAKER_ADMIT_PROBE : BREAKER_ADMIT_NO;
+	}
 	}
 }
 
@@ -175,6 +182,14 @@ void breaker_failure(struct breaker *b, const struct core_params *p,
 		/* A late answer to a request sent before it opened. */
 		break;
 	}
+}
+
+void breaker_heard(struct breaker *b)
+{
+	/* Headers of a success the log line will settle: the server
+	 * answers, so the other probes may go. */
+	if (b->state == CORE_BREAKER_HALF_OPEN)
+		b->heard = true;
 }
 
 void breaker_neutral(struct breaker *b)

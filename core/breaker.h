@@ -25,6 +25,7 @@ struct breaker {
 	uint32_t trips;             /* trips since the last CLOSE */
 	uint32_t probes_out;        /* HALF_OPEN: admitted, no outcome yet */
 	uint32_t probes_ok;         /* HALF_OPEN: successful probes */
+	bool heard;                 /* HALF_OPEN: a probe's success awaits its end */
 	uint64_t open_until_ms;     /* OPEN: end of the cooldown */
 	uint64_t bucket_start_ms;   /* start of the newest bucket */
 	uint64_t last_probe_ms;     /* HALF_OPEN: when the last probe left */
@@ -61,6 +62,10 @@ void breaker_success(struct breaker *b, const struct core_params *p,
 void breaker_failure(struct breaker *b, const struct core_params *p,
 		     uint64_t now_ms);
 void breaker_neutral(struct breaker *b);
+
+/* A success whose outcome waits for its end (a stream, with the log
+ * input): when HALF_OPEN, the probes after the first may go. */
+void breaker_heard(struct breaker *b);
 
 /* 429: OPEN for cooldown_ms from now (never shortening a longer one). */
 void breaker_rate_limited(struct breaker *b, uint64_t cooldown_ms,

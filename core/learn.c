@@ -253,6 +253,8 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	case CORE_OUTCOME_SUCCESS:
 		if (!l->provisional)
 			breaker_success(&e->br, &c->p, now_ms);
+		else
+			breaker_heard(&e->br);
 		queue_judge(c, e, l, now_ms);
 		if (l->tr_ms >= 0 && !l->after_idle) {
 			ewma_add(c, e, idx, pool_sig(false, l->stream),
