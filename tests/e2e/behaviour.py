@@ -433,6 +433,41 @@ def breaker(binary, version):
         env.stop_agent_checked()
 
 
+def slowfail(binary, version):
+    """500s after 0.5 s: a half-open breaker's first probe goes alone, so
+    that once the breaker opened no two requests to the server overlap."""
+    with fe.FleetEnv("slowfail", version, policy={"half_open_probes": 3,
+                                                  "breaker_cooldown": "2s",
+                                                  "breaker_cooldown_max": "2s"}) as env:
+        consecutive = int(env.policy["breaker_consecutive"])
+        env.start([fe.instance(n) for n in ("s1", "s2", "s3")], binary)
+        env.fault("s3", mode="500", delay=0.5)
+
+        def make(i):
+            # every request a new session: a third of them rank s3 first
+            return fe.chat_body(short(i)), {"x-session-id": f"sf{i}"}, "load"
+        recs = fe.drive(env.port, make, duration=10.0, concurrency=8)
+        summary(env, recs, "500s after 0.5 s from s3")
+        s3 = sorted((r for r in recs if r.served == "s3"), key=lambda r: r.t0)
+        assert len(s3) >= consecutive, f"s3 got {len(s3)} requests: breaker never exercised"
+        assert all(r.status == 500 for r in s3), "s3 answered something but 500"
+        fe.assert_all_ok([r for r in recs if r.served != "s3"], "the healthy servers")
+        t_open = sorted(r.t1 for r in s3)[consecutive - 1]
+        probes = [r for r in s3 if r.t0 > t_open]
+        # A request sent to s3 before the previous probe's answer came back:
+        # a half-open breaker that let several probes out at once.
+        overlaps = [(a, b) for a, b in zip(probes, probes[1:]) if b.t0 < a.t1]
+        log(f"breaker opened at +{t_open - recs[0].t0:.2f} s; then s3 got {len(probes)} "
+            f"requests, at " + " ".join(f"+{r.t0 - t_open:.2f}" for r in probes[:20]) +
+            f"; {len(overlaps)} sent while another was out")
+        assert len(probes) >= 2, f"{len(probes)} half-open probes: too few periods exercised"
+        assert not overlaps, \
+            f"{len(overlaps)} requests went to s3 while a half-open probe was still out " \
+            f"(at " + " ".join(f"+{b.t0 - t_open:.2f}" for _, b in overlaps[:10]) + ")"
+        fe.assert_core_reasons(recs, "slowfail")
+        env.stop_agent_checked()
+
+
 # --- 401/403: no caller can take a key away; a revoked one is excluded -----
 
 ATTACK_PATH = "/v1/organization/members"  # the fake: POST 401, GET 403, any key
@@ -1478,7 +1513,7 @@ SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimi
              "sessionscope": sessionscope,
              "killrestart": killrestart, "metrics": metrics, "slowleave": slowleave,
              "recover": recover, "recovercheck": recovercheck, "tiers": tiers, "slowstart": slowstart,
-             "longprompt": longprompt, "spread": spread}
+             "longprompt": longprompt, "spread": spread, "slowfail": slowfail}
 
 if __name__ == "__main__":
     sys.exit(h.main(SCENARIOS))

@@ -39,6 +39,8 @@ refusal the client shapes), and under /admin/ (never faulted, never counted):
       factor       slow: multiplies prefill and decode times (default 5)
       cut_after    cut: tokens sent before the stream is cut (default half)
       ratio        share of requests the fault hits, 0..1 (default 1)
+      delay        429/503/500/401: seconds before the error is answered
+                   (an upstream that fails after a timeout; default 0)
       duration     seconds after which the fault clears itself
       health       status GET /health answers while the fault is on
   GET  /admin/config  the instance's configuration
@@ -567,7 +569,7 @@ class Instance:
         if not isinstance(spec, dict):
             raise ValueError("fault must be a JSON object")
         known = {"mode", "retry_after", "key", "factor", "cut_after", "ratio",
-                 "duration", "health"}
+                 "duration", "health", "delay"}
         unknown = sorted(set(spec) - known)
         if unknown:
             raise ValueError(f"unknown fault field(s) {', '.join(unknown)}")
@@ -610,6 +612,10 @@ class Instance:
             if number("duration") <= 0:
                 raise ValueError("duration must be > 0")
             f["duration"] = number("duration")
+        if spec.get("delay") is not None:
+            if not 0 <= number("delay") <= 60:
+                raise ValueError("delay must be within 0..60")
+            f["delay"] = number("delay")
         for k in ("cut_after", "health"):
             if spec.get(k) is not None:
                 v = spec[k]
@@ -881,9 +887,12 @@ class Instance:
 
     async def _generate(self, conn, req, chat):
         self.requests += 1
+        delay = self._fault.get("delay", 0.0)
         err = self._error_for_fault(req)
         if err:
             st, extra, body = err
+            if delay > 0:
+                await asyncio.sleep(delay)
             return await self._reply(conn, req, st, body, extra=extra, count=True)
         try:
             body = json.loads(req.body)

@@ -557,6 +557,15 @@ class FleetTest(unittest.TestCase):
         self.assertEqual(s["by_status"], {"500": 1})
         self.assertEqual(s["prompt_blocks"], 0)  # no prefill happened
 
+    def test_fault_500_after_a_delay(self):
+        admin("f", "fault", {"mode": "500", "delay": 0.3})
+        t0 = time.monotonic()
+        st, _, _ = chat("f", "hello")
+        elapsed = time.monotonic() - t0
+        self.assertEqual(st, 500)
+        self.assertGreaterEqual(elapsed, 0.3)
+        self.assertEqual(admin("f", "fault")["delay"], 0.3)
+
     def test_fault_401_for_one_key(self):
         admin("f", "fault", {"mode": "401", "key": "Bearer k1"})
         self.assertEqual(chat("f", "x", headers={"authorization": "Bearer k1"})[0], 401)
@@ -648,7 +657,8 @@ class FleetTest(unittest.TestCase):
         admin("f", "fault", {"mode": "503", "ratio": 0.0})
         self.assertEqual(chat("f", "x")[0], 200)
         for bad in ({"mode": "nope"}, {"mode": "slow", "factor": 0}, {"mode": "429", "ratio": 2},
-                    {"mode": "cut", "bogus": 1}, [1]):
+                    {"mode": "cut", "bogus": 1}, {"mode": "500", "delay": -1},
+                    {"mode": "500", "delay": 61}, [1]):
             st, _, _ = http_req(FLEET["f"]["admin_port"], "POST", "/admin/fault", bad)
             self.assertEqual(st, 400, bad)
         self.assertEqual(admin("f", "fault")["mode"], "503")  # unchanged by bad specs
