@@ -106,7 +106,7 @@ void ctl_cmd_show_endpoints(struct ctl_cmd *cmd)
 		ctl_out_printf(o, "# backend server key admin view breaker cooldown_left_ms "
 			       "in_flight ewma_ms samples ewma_stream_ms samples_stream "
 			       "e2e_ms_per_kib e2e_stream_ms_per_kib key_state dead_key_left_ms "
-			       "window_ok window_fail decisions check_ms check\n");
+			       "window_ok window_fail decisions check_ms check rejoin_left_ms\n");
 	for (int i = core_endpoint_next(core, -1); i >= 0;
 	     i = core_endpoint_next(core, i)) {
 		struct core_endpoint_info in;
@@ -149,7 +149,8 @@ void ctl_cmd_show_endpoints(struct ctl_cmd *cmd)
 				       in.dead_key_left_ms, in.window_ok, in.window_fail,
 				       in.decisions);
 			ctl_out_num(o, in.check_ms, true);
-			ctl_out_printf(o, ",\"check\":\"%s\"}", ep_check_state(&in));
+			ctl_out_printf(o, ",\"check\":\"%s\",\"rejoin_left_ms\":%" PRIu64 "}",
+				       ep_check_state(&in), in.rejoin_left_ms);
 		} else {
 			ctl_out_printf(o, "%s %s %s %s %s %s %" PRIu64 " %u ", in.backend,
 				       in.server, in.key_id != NULL ? in.key_id : "-",
@@ -167,7 +168,8 @@ void ctl_cmd_show_endpoints(struct ctl_cmd *cmd)
 				       ep_key_state(&in), in.dead_key_left_ms,
 				       in.window_ok, in.window_fail, in.decisions);
 			ctl_out_num(o, in.check_ms, false);
-			ctl_out_printf(o, " %s\n", ep_check_state(&in));
+			ctl_out_printf(o, " %s %" PRIu64 "\n", ep_check_state(&in),
+				       in.rejoin_left_ms);
 		}
 		if (o->full) {
 			o->len = mark; /* cut at the last whole endpoint */

@@ -537,6 +537,8 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		.check_ms = explore_check_fresh(e, now_ms) ? e->check_ms : 0,
 		.check_slow = e->check_slow,
 		.check_vouch = e->check_vouch,
+		.rejoin_left_ms = e->rejoin_until_ms > now_ms ?
+				  e->rejoin_until_ms - now_ms : 0,
 	};
 	latency_out(e, out->ewma_ms, out->samples, out->e2e_ewma_ms,
 		    out->e2e_samples);

@@ -306,6 +306,9 @@ struct core_endpoint_info {
 	bool check_slow;                     /* slow against its peers' since */
 	bool check_vouch;                    /* found it recovered: its own
 					      * answers do not leave it yet */
+	uint64_t rejoin_left_ms;             /* back from DOWN: until its few
+					      * requests in flight count as
+					      * spare capacity again */
 };
 
 /* Whole-core counters. */

@@ -277,7 +277,8 @@ START_TEST(test_show_endpoints)
 	a = talk(&f, "show endpoints -json\n");
 	ck_assert_ptr_nonnull(strstr(a, "\"server\":\"b\",\"key\":null,\"admin\":\"enabled\",\"view\":\"ready\",\"breaker\":\"open\""));
 	ck_assert_ptr_nonnull(strstr(a, "\"shown\":3,\"total\":3,\"truncated\":false}"));
-	ck_assert_msg(strstr(a, "\"check_ms\":0.000,\"check\":\"-\"}") != NULL, "%s", a);
+	ck_assert_msg(strstr(a, "\"check_ms\":0.000,\"check\":\"-\",\"rejoin_left_ms\":0}") != NULL,
+		      "%s", a);
 
 	/* HAProxy's completion checks (the runtime poller's check_duration):
 	 * c's five times its peers' is slow; a and b ok. */
@@ -293,11 +294,31 @@ START_TEST(test_show_endpoints)
 						     uv_now(&f.h.loop)), 0);
 	}
 	a = talk(&f, "show endpoints\n");
-	ck_assert_msg(strstr(a, " decisions check_ms check\n") != NULL, "%s", a);
-	ck_assert_msg(strstr(a, " 40.000 ok\nllm b ") != NULL, "%s", a);
-	ck_assert_msg(strstr(a, " 210.000 slow\n") != NULL, "%s", a);
+	ck_assert_msg(strstr(a, " decisions check_ms check rejoin_left_ms\n") != NULL, "%s", a);
+	ck_assert_msg(strstr(a, " 40.000 ok 0\nllm b ") != NULL, "%s", a);
+	ck_assert_msg(strstr(a, " 210.000 slow 0\n") != NULL, "%s", a);
 	a = talk(&f, "show endpoints -json\n");
-	ck_assert_msg(strstr(a, "\"check_ms\":210.000,\"check\":\"slow\"}") != NULL, "%s", a);
+	ck_assert_msg(strstr(a, "\"check_ms\":210.000,\"check\":\"slow\",\"rejoin_left_ms\":0}") != NULL,
+		      "%s", a);
+
+	/* b back from 20 s DOWN: its empty queue is not spare capacity for
+	 * as long again (docs/policy-v2.md, section 20). */
+	int b_idx = core_endpoint_find(core, (struct core_str){ "llm", 3 },
+				       (struct core_str){ "b", 1 }, (struct core_str){ 0 });
+	uint64_t now = uv_now(&f.h.loop);
+	ck_assert_int_eq(core_endpoint_sync(core, b_idx, CORE_ADMIN_DOWN, 0, now - 20000), 0);
+	ck_assert_int_eq(core_endpoint_sync(core, b_idx, CORE_ADMIN_ENABLED, 0, now), 0);
+	a = talk(&f, "show endpoints\n");
+	b = strstr(a, "\nllm b - enabled ");
+	ck_assert_msg(b != NULL, "%s", a);
+	char *end = strchr(b + 1, '\n'), *last = end;
+	while (last > b && last[-1] != ' ')
+		last--;
+	unsigned long long rejoin = strtoull(last, NULL, 10);
+	ck_assert_msg(rejoin > 15000 && rejoin <= 20000, "rejoin_left_ms %llu: %s", rejoin, a);
+	a = talk(&f, "show endpoints -json\n");
+	ck_assert_msg(strstr(a, "\"rejoin_left_ms\":0}") != NULL, "%s", a);
+	ck_assert_msg(strstr(a, "\"rejoin_left_ms\":1") != NULL, "%s", a);
 	fix_finish(&f);
 }
 END_TEST
