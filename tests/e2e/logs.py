@@ -247,7 +247,11 @@ SHIPPED_BREAKER = {"breaker_window": "10s", "breaker_min_requests": 5,
 CUTMID_IDS = {
     "new": lambda i: {"x-session-id": f"n{i}"},   # a new session per request
     "anon": lambda i: {},                          # no identity: p2c
-    "long": lambda i: {"x-session-id": f"L{i % 4}"},  # 4 long sessions
+    # 4 long sessions, one hashed to each server (rendezvous over s1..s4:
+    # L0 s1, L1 s3, L4 s4, L12 s2), so that one lives on the cutting s2.
+    # L0..L3 hashed to s1, s3, s1, s1: s2 got streams only when the load
+    # bound moved a session, and none in 10 s once in CI (2026-12-05).
+    "long": lambda i: {"x-session-id": ("L0", "L1", "L4", "L12")[i % 4]},
 }
 
 
