@@ -1352,6 +1352,18 @@ static void new_key_params(struct core_params *p)
 	p->load_floor = 1000;
 }
 
+/* The endpoint new key r goes to once x holds x_load requests (reason
+ * hash: placed, not found); f is finished. */
+static int new_key_goes(struct fx *f, const struct core_request *r, int x,
+			uint32_t x_load)
+{
+	core_endpoint_sync(f->c, x, CORE_ADMIN_ENABLED, x_load, f->now);
+	struct core_decision d = fx_decide(f, r);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	fx_finish(f);
+	return d.endpoint;
+}
+
 /* A new key r on a pool of 4, the load bound out of the way (load_floor
  * 1000), x holding x_load requests and y one failure in its breaker
  * window when y_failed: where it goes with place_load_z z. */
@@ -1365,11 +1377,7 @@ static int place_load_decide(const struct core_request *r, double z, int x,
 	fx_init(&f, 4, &p);
 	if (y_failed)
 		fx_observe(&f, y, 500, 10, false, 0, false);
-	core_endpoint_sync(f.c, x, CORE_ADMIN_ENABLED, x_load, f.now);
-	struct core_decision d = fx_decide(&f, r);
-	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
-	fx_finish(&f);
-	return d.endpoint;
+	return new_key_goes(&f, r, x, x_load);
 }
 
 START_TEST(place_load_new_keys_off_clearly_busier)
@@ -1409,11 +1417,7 @@ static int rejoin_decide(const struct core_request *r, int x, int y,
 	f.now += down_s * 1000;
 	core_endpoint_sync(f.c, y, CORE_ADMIN_ENABLED, 0, f.now);
 	f.now += up_s * 1000;
-	core_endpoint_sync(f.c, x, CORE_ADMIN_ENABLED, 8, f.now);
-	struct core_decision d = fx_decide(&f, r);
-	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
-	fx_finish(&f);
-	return d.endpoint;
+	return new_key_goes(&f, r, x, 8);
 }
 
 START_TEST(place_load_distrusts_a_server_back_from_down)
