@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sweep.py - every run of tests/sim/report.sh for the warmlane policy, over seeds, one variant against another.
 
-Usage: tests/sim/sweep.py [--seeds 1-5] [--sim PATH] [--trace FILE] [--only REGEX]
+Usage: tests/sim/sweep.py [--seeds 1-5] [--sim PATH] [--trace FILE] [--only REGEX] [--paired]
                           [--against PATH] [--variant 'NAME:--set a=1 --set b=2' ...]
 
 Each variant (the first is always "today": no extra arguments) runs every
@@ -18,6 +18,12 @@ matches REGEX.
 simulator binary, typically another revision's (tests/sim/build-rev.sh REV
 builds one and prints its path), e.g. the policy an issue was filed on.
 A run that binary does not know (a newer scenario or option) shows "-".
+
+--paired adds, after each run's row, a row per other column: each figure's
+mean difference to the first column's, seed by seed, and twice its
+standard error over the seeds ("+0.31~0.12"), marked "!" where the
+difference is more than that: a figure whose difference is within it is
+a draw of the seeds, not a change (judge with 10 seeds or more).
 """
 import argparse
 import math
@@ -105,6 +111,22 @@ def one(sim, seed, args, extra, lenient=False):
     return figs
 
 
+def paired(base, rows):
+    """per figure, the mean of rows - base seed by seed and twice its
+    standard error ("" where fewer than two seeds have both)"""
+    out = []
+    for i in range(max([len(r) for r in rows + base] + [0])):
+        d = [r[i] - b[i] for r, b in zip(rows, base)
+             if i < len(r) and i < len(b) and not math.isnan(r[i] - b[i])]
+        if len(d) < 2:
+            out.append("-")
+            continue
+        m = sum(d) / len(d)
+        se = 2 * math.sqrt(sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d))
+        out.append("%s%+.4g~%.2g" % ("!" if abs(m) > se else "", m, se))
+    return " ".join(out)
+
+
 def mean(rows):
     out = []
     for i in range(max([len(r) for r in rows] + [0])):
@@ -132,6 +154,7 @@ def main():
     ap.add_argument("--against", default="", metavar="PATH")
     ap.add_argument("--variant", action="append", default=[],
                     help="NAME:ARGS, e.g. 'lf2.5:--set load_factor=2.5'")
+    ap.add_argument("--paired", action="store_true")
     a = ap.parse_args()
     for what, path in (("--sim", a.sim), ("--against", a.against)):
         if path and not (os.path.isfile(path) and os.access(path, os.X_OK)):
@@ -151,10 +174,13 @@ def main():
     for name, args in runs(trace):
         if a.only and not re.fullmatch(a.only, name):
             continue
-        cells = [cell(mean([one(a.against, s, args, [], True) for s in seeds]))] if against else []
-        cells += [cell(mean([one(a.sim, s, args, extra) for s in seeds]))
-                  for _, extra in variants]
-        print("| %s | %s |" % (name, " | ".join(cells)), flush=True)
+        cols = [[one(a.against, s, args, [], True) for s in seeds]] if against else []
+        cols += [[one(a.sim, s, args, extra) for s in seeds] for _, extra in variants]
+        print("| %s | %s |" % (name, " | ".join(cell(mean(c)) for c in cols)), flush=True)
+        if a.paired:
+            for label, c in zip((against + [n for n, _ in variants])[1:], cols[1:]):
+                print("| %s: %s - first | %s |" % (name, label, paired(cols[0], c)) +
+                      " |" * (len(cols) - 1), flush=True)
 
 
 if __name__ == "__main__":
