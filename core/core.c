@@ -379,6 +379,35 @@ int core_endpoint_next(const struct core *c, int prev)
 	return -1;
 }
 
+/* Slot i's in_flight and decision rate since the last sample into its
+ * load_avg and rate_avg at now_ms, keeping the views' totals current:
+ * EWMAs whose weight grows with the time since the last sample (or since
+ * the endpoint was added, from 0), 1 - e^(-dt / idle_reset), so that
+ * polls at any period average over the same time (idle_reset 0: the
+ * last period alone). */
+static void load_note(struct core *c, uint32_t i, uint64_t now_ms)
+{
+	struct pool_endpoint *e = &c->pool.ep[i];
+	if (now_ms <= e->load_avg_ms)
+		return;
+	double dt = (double)(now_ms - e->load_avg_ms);
+	double a = c->p.idle_reset_ms > 0 ? 1 - exp(-dt / (double)c->p.idle_reset_ms) : 1;
+	double rate = (double)(e->decisions - e->load_avg_decisions) * 1000 / dt;
+	double load = e->load_avg + a * ((double)e->in_flight - e->load_avg);
+	double r = e->rate_avg + a * (rate - e->rate_avg);
+	for (int k = 0; k < VIEW_SLOTS; k++) {
+		struct view *v = &c->views[k];
+		if (v->valid && view_has(v, i)) {
+			v->total_load_avg += load - e->load_avg;
+			v->total_rate_avg += r - e->rate_avg;
+		}
+	}
+	e->load_avg = load;
+	e->rate_avg = r;
+	e->load_avg_ms = now_ms;
+	e->load_avg_decisions = e->decisions;
+}
+
 int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 		       uint32_t scur_plus_qcur, uint64_t now_ms)
 {
@@ -408,6 +437,7 @@ int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 		e->engine_stale++;
 	}
 	in_flight_apply(c, (uint32_t)idx);
+	load_note(c, (uint32_t)idx, now_ms);
 	return 0;
 }
 

@@ -46,6 +46,8 @@ struct view {
 	uint32_t n_warm[POOL_SIGNALS];
 	double total_w;
 	uint64_t total_if;       /* kept current by set_in_flight */
+	double total_load_avg;   /* the candidates' load_avg and rate_avg, */
+	double total_rate_avg;   /* kept current by load_note (core.c) */
 	uint64_t median_version[POOL_SIGNALS];
 	double median[POOL_SIGNALS];
 	uint32_t *cand;          /* n slot indices */

@@ -140,7 +140,9 @@ struct core_params {
 	 * (docs/routing-quality.md): Mooncake hit rate 0.283 -> 0.303 (oracle
 	 * 0.305), speed 3 unchanged; a looser factor for warm entries
 	 * instead (2, 3) gave the same at speed 1 but a TTFT p90 at speed 3
-	 * of 2,817-2,822 ms against 2,580. 0: the bound alone. */
+	 * of 2,817-2,822 ms against 2,580. None for an endpoint holding a
+	 * slow server's queue on average over idle_reset (pick.h, queued).
+	 * 0: the bound alone. */
 	uint32_t warm_slack;               /* 6 */
 	/* A key without a warm entry (new, expired, or its endpoint left)
 	 * goes to the cheapest (pick.h, p2c_cost: in flight x latency /

@@ -78,13 +78,32 @@ static inline bool within_bound(const struct core *c,
 	return (double)e->in_flight + 1 <= ceil(cap * (1 - 1e-12));
 }
 
+/* queued's factor, on the load and on the time per request. A server
+ * that sends its headers before prefill (vLLM's) and slows down shows
+ * nothing but its queue without the log input (docs/policy-v2.md,
+ * section 22: 1.5 costs healthy hit rates, 2.5 catches half as much). */
+#define WARM_SLACK_QUEUE 2.0
+
+/* Whether e holds a slow server's queue on average (load_avg): over
+ * WARM_SLACK_QUEUE times its fair share of the candidates' averages, and
+ * over WARM_SLACK_QUEUE times their time per request (average in flight
+ * over average decision rate, Little's law), so that a popular key's
+ * endpoint, whose queue comes with its rate, is not one. */
+static inline bool queued(const struct pool_endpoint *e, const struct view *v)
+{
+	double l = e->load_avg;
+	return l * v->total_w > WARM_SLACK_QUEUE * v->total_load_avg * e->weight &&
+	       l * v->total_rate_avg > WARM_SLACK_QUEUE * v->total_load_avg * e->rate_avg;
+}
+
 /* Step 3's bound, for a key's warm entry: within_bound, or in_flight + 1
  * <= ceil(fair share + warm_slack), the fair share being
  * (total + 1) x w / W (core_params.warm_slack: leaving throws the
  * cache away, so a warm entry tolerates a few requests of load noise).
  * No slack while e's HAProxy check is slow against its peers'
- * (explore_check): its load over the bound is then its slowdown's queue
- * (docs/policy-v2.md, section 18). */
+ * (explore_check), nor while it holds a slow server's queue (queued):
+ * its load over the bound is then its slowdown's, not noise
+ * (docs/policy-v2.md, sections 18 and 22). */
 static inline bool within_warm_bound(const struct core *c,
 				     const struct pool_endpoint *e,
 				     const struct pick *k)
@@ -92,6 +111,8 @@ static inline bool within_warm_bound(const struct core *c,
 	if (within_bound(c, e, k))
 		return true;
 	if (e->check_slow)
+		return false;
+	if (queued(e, k->v))
 		return false;
 	double fair = ((double)k->v->total_if + 1) * e->weight / k->v->total_w;
 	return (double)e->in_flight + 1 <=

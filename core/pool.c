@@ -334,6 +334,8 @@ int pool_add(struct pool *p, const struct core_endpoint_config *cfg,
 	for (int k = 0; k < POOL_MISMATCH_SLOTS; k++)
 		e->mismatch[k].model = POOL_NO_MODEL;
 	breaker_init(&e->br, now_ms);
+	/* no history: its load averages from 0 over the time since */
+	e->load_avg_ms = now_ms > 0 ? now_ms : 1;
 	e->live = true;
 	uint32_t old_end = p->end;
 	if (idx == p->end)

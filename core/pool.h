@@ -189,6 +189,15 @@ struct pool_endpoint {
 	uint8_t explore_fast;
 	uint8_t explore_slow;
 	uint8_t explore_shift;      /* verdicts "still slow" in a row */
+	/* in_flight and the rate of this agent's decisions for it, averaged
+	 * over time: EWMAs sampled at each runtime poll (core_endpoint_sync),
+	 * time constant idle_reset (load_note in core.c); what
+	 * within_warm_bound tells a slow server's queue from noise and from
+	 * a popular key's by. */
+	double load_avg;
+	double rate_avg;            /* decisions a second */
+	uint64_t load_avg_ms;       /* its last sample, or its addition */
+	uint64_t load_avg_decisions; /* decisions at that sample */
 	/* HAProxy's layer-7 health check (explore_check, check_slow above):
 	 * its last duration and when it was read. */
 	uint32_t check_ms;          /* 0: none */

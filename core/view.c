@@ -16,6 +16,8 @@ static inline void view_add(const struct core *c, struct view *v, uint32_t i,
 	v->member[i / 64] |= 1ull << (i % 64);
 	v->total_w += e->weight;
 	v->total_if += e->in_flight;
+	v->total_load_avg += e->load_avg;
+	v->total_rate_avg += e->rate_avg;
 	for (int k = 0; k < POOL_SIGNALS; k++)
 		v->n_warm[k] += warm(c, e, (unsigned)k);
 }
@@ -55,6 +57,8 @@ void view_build(struct core *c, struct view *v, int model,
 	v->key_fallback = UINT32_MAX;
 	v->total_w = 0;
 	v->total_if = 0;
+	v->total_load_avg = 0;
+	v->total_rate_avg = 0;
 	v->horizon_ms = UINT64_MAX;
 	for (int k = 0; k < POOL_SIGNALS; k++) {
 		v->n_warm[k] = 0;
@@ -204,6 +208,8 @@ struct view *artefact_view(struct core *c, struct view *v, uint64_t a)
 	f->n = 0;
 	f->total_w = 0;
 	f->total_if = 0;
+	f->total_load_avg = 0;
+	f->total_rate_avg = 0;
 	memset(f->n_warm, 0, sizeof(f->n_warm));
 	for (int k = 0; k < POOL_SIGNALS; k++)
 		f->median_version[k] = UINT64_MAX; /* never a current version */

@@ -45,6 +45,16 @@ static int confirmed_session(struct fx *f, const struct core_params *p,
 	return d.endpoint;
 }
 
+/* confirmed_session with the defaults but load_floor 0, so that only the
+ * bounds speak. */
+static int floorless_session(struct fx *f, struct core_request *a)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.load_floor = 0;
+	return confirmed_session(f, &p, a);
+}
+
 /* How many of n more requests of a, none completing, stay on x (reason
  * affinity), until one goes elsewhere. */
 static int stays(struct fx *f, const struct core_request *a, int x, int n)
@@ -101,12 +111,9 @@ START_TEST(warm_slack_not_while_check_slow)
 	 * at its second request as with warm_slack 0. Its check as fast as
 	 * theirs: it stays all 6 times. */
 	for (int slow = 0; slow < 2; slow++) {
-		struct core_params p;
-		core_params_defaults(&p);
-		p.load_floor = 0;
 		struct fx f;
 		struct core_request a;
-		int x = confirmed_session(&f, &p, &a);
+		int x = floorless_session(&f, &a);
 		/* two polls: the first one's checks are the second's peers */
 		for (int poll = 0; poll < 2; poll++, f.now += 200)
 			for (int k = 0; k < 4; k++)
@@ -156,16 +163,75 @@ START_TEST(warm_slack_ends_where_bound_is_larger)
 }
 END_TEST
 
+START_TEST(warm_slack_not_while_queued_on_average)
+{
+	/* warm_entry_tolerates_slack's session on x, then a minute of runtime
+	 * polls (every 200 ms), each after 4 anonymous requests that complete
+	 * at once:
+	 * - slow: x at 8 in flight, its peers at 2. x's average (8) is over
+	 *   twice its fair share of the averages ((8 + 3 x 2) / 4 = 3.5), and
+	 *   power of two choices sends it few of the requests, so its time
+	 *   per request (in flight over rate) is many times its peers': a
+	 *   slow server's queue (one that sends its headers before prefill
+	 *   shows nothing else). No slack: at the session's next request (x
+	 *   at 8, 9 > ceil(1.5 x 15 / 4) = 6) it moves.
+	 * - noise: the minute at 2 like its peers, then one poll at 8 (a
+	 *   burst): its average stays near 2, and the slack keeps it (9 <=
+	 *   ceil(15 / 4 + 6) = 10).
+	 * - popular: x at 8 as in slow, but the session itself sends x 4
+	 *   requests a poll, completing at once: x's queue comes with its
+	 *   rate, its time per request is its peers', and the slack keeps
+	 *   it (a popular key's endpoint, as the groups workload has). */
+	enum { SLOW, NOISE, POPULAR };
+	for (int kind = SLOW; kind <= POPULAR; kind++) {
+		struct fx f;
+		struct core_request a;
+		int x = floorless_session(&f, &a);
+		for (int poll = 0; poll <= 300; poll++) {
+			f.now += 200;
+			for (int j = 0; j < 4; j++) {
+				struct core_request r = { 0 };
+				struct core_decision d = fx_decide(&f, &r);
+				ck_assert_int_ge(d.endpoint, 0);
+				core_endpoint_complete(f.c, d.endpoint);
+			}
+			for (int j = 0; kind == POPULAR && j < 4; j++) {
+				struct core_decision d = fx_decide(&f, &a);
+				ck_assert_int_eq(d.endpoint, x);
+				core_endpoint_complete(f.c, d.endpoint);
+			}
+			uint32_t mine = poll == 300 || kind != NOISE ? 8 : 2;
+			for (int k = 0; k < 4; k++)
+				ck_assert_int_eq(core_endpoint_sync(f.c, f.ep[k], CORE_ADMIN_ENABLED,
+								    f.ep[k] == x ? mine : 2,
+								    f.now), 0);
+		}
+		ck_assert_uint_eq(fx_info(&f, x).in_flight, 8);
+		struct core_decision d = fx_decide(&f, &a);
+		if (kind == SLOW) {
+			ck_assert_int_ne(d.endpoint, x);
+		} else {
+			ck_assert_int_eq(d.endpoint, x);
+			ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+		}
+		fx_finish(&f);
+	}
+}
+END_TEST
+
 /* Answers of tr ms to the session's requests, one after the other, each
- * decided with others requests already in flight on its endpoint (and
- * nothing completing between the decision and its answer): how many answers its endpoint x
- * gave before a decision sent the session elsewhere (max: never). */
+ * decided with others requests already in flight on its endpoint, and on
+ * each of its peers (a queue of the whole pool's, not of x's alone: the
+ * warm slack holds), nothing completing between the decision and its
+ * answer: how many answers its endpoint x gave before a decision sent the
+ * session elsewhere (max: never). */
 static int answers_before_leaving(struct fx *f, const struct core_request *a,
 				  int x, int64_t tr, uint32_t others, int max)
 {
 	for (int n = 0; n < max; n++) {
-		ck_assert_int_eq(core_endpoint_sync(f->c, x, CORE_ADMIN_ENABLED,
-						    others, f->now), 0);
+		for (int k = 0; k < f->n; k++)
+			ck_assert_int_eq(core_endpoint_sync(f->c, f->ep[k], CORE_ADMIN_ENABLED,
+							    others, f->now), 0);
 		struct core_decision d = fx_decide(f, a);
 		if (d.endpoint != x)
 			return n;
@@ -762,6 +828,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, warm_entry_tolerates_slack);
 	tcase_add_test(tc, warm_slack_ends_where_bound_is_larger);
 	tcase_add_test(tc, warm_slack_not_while_check_slow);
+	tcase_add_test(tc, warm_slack_not_while_queued_on_average);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("slow run");
 	tcase_add_test(tc, slow_run_leaves_within_a_few_answers);
