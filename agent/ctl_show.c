@@ -106,7 +106,8 @@ void ctl_cmd_show_endpoints(struct ctl_cmd *cmd)
 		ctl_out_printf(o, "# backend server key admin view breaker cooldown_left_ms "
 			       "in_flight ewma_ms samples ewma_stream_ms samples_stream "
 			       "e2e_ms_per_kib e2e_stream_ms_per_kib key_state dead_key_left_ms "
-			       "window_ok window_fail decisions check_ms check rejoin_left_ms\n");
+			       "window_ok window_fail decisions check_ms check rejoin_left_ms "
+			       "load_avg ms_per_request\n");
 	for (int i = core_endpoint_next(core, -1); i >= 0;
 	     i = core_endpoint_next(core, i)) {
 		struct core_endpoint_info in;
@@ -149,8 +150,12 @@ void ctl_cmd_show_endpoints(struct ctl_cmd *cmd)
 				       in.dead_key_left_ms, in.window_ok, in.window_fail,
 				       in.decisions);
 			ctl_out_num(o, in.check_ms, true);
-			ctl_out_printf(o, ",\"check\":\"%s\",\"rejoin_left_ms\":%" PRIu64 "}",
-				       ep_check_state(&in), in.rejoin_left_ms);
+			ctl_out_printf(o, ",\"check\":\"%s\",\"rejoin_left_ms\":%" PRIu64
+				       ",\"load_avg\":", ep_check_state(&in), in.rejoin_left_ms);
+			ctl_out_num(o, in.load_avg, true);
+			ctl_out_printf(o, ",\"ms_per_request\":");
+			ctl_out_num(o, in.ms_per_request, true);
+			ctl_out_printf(o, "}");
 		} else {
 			ctl_out_printf(o, "%s %s %s %s %s %s %" PRIu64 " %u ", in.backend,
 				       in.server, in.key_id != NULL ? in.key_id : "-",
@@ -168,8 +173,12 @@ void ctl_cmd_show_endpoints(struct ctl_cmd *cmd)
 				       ep_key_state(&in), in.dead_key_left_ms,
 				       in.window_ok, in.window_fail, in.decisions);
 			ctl_out_num(o, in.check_ms, false);
-			ctl_out_printf(o, " %s %" PRIu64 "\n", ep_check_state(&in),
+			ctl_out_printf(o, " %s %" PRIu64 " ", ep_check_state(&in),
 				       in.rejoin_left_ms);
+			ctl_out_num(o, in.load_avg, false);
+			ctl_out_printf(o, " ");
+			ctl_out_num(o, in.ms_per_request, false);
+			ctl_out_printf(o, "\n");
 		}
 		if (o->full) {
 			o->len = mark; /* cut at the last whole endpoint */

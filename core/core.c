@@ -569,6 +569,8 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		.check_vouch = e->check_vouch,
 		.rejoin_left_ms = e->rejoin_until_ms > now_ms ?
 				  e->rejoin_until_ms - now_ms : 0,
+		.load_avg = e->load_avg,
+		.ms_per_request = e->rate_avg > 0 ? e->load_avg * 1000 / e->rate_avg : INFINITY,
 	};
 	latency_out(e, out->ewma_ms, out->samples, out->e2e_ewma_ms,
 		    out->e2e_samples);

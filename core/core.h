@@ -309,6 +309,11 @@ struct core_endpoint_info {
 	uint64_t rejoin_left_ms;             /* back from DOWN: until its few
 					      * requests in flight count as
 					      * spare capacity again */
+	double load_avg;                     /* in flight, averaged over
+					      * idle_reset */
+	double ms_per_request;               /* load_avg over the averaged
+					      * decision rate (Little's law);
+					      * infinite without decisions */
 };
 
 /* Whole-core counters. */
