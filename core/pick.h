@@ -110,9 +110,7 @@ static inline bool within_warm_bound(const struct core *c,
 {
 	if (within_bound(c, e, k))
 		return true;
-	if (e->check_slow)
-		return false;
-	if (queued(e, k->v))
+	if (e->check_slow || queued(e, k->v))
 		return false;
 	double fair = ((double)k->v->total_if + 1) * e->weight / k->v->total_w;
 	return (double)e->in_flight + 1 <=
