@@ -113,7 +113,7 @@ def one(sim, seed, args, extra, lenient=False):
 
 def paired(base, rows):
     """per figure, the mean of rows - base seed by seed and twice its
-    standard error ("" where fewer than two seeds have both)"""
+    standard error ("-" where fewer than two seeds have both)"""
     out = []
     for i in range(max([len(r) for r in rows + base] + [0])):
         d = [r[i] - b[i] for r, b in zip(rows, base)
