@@ -1234,6 +1234,21 @@ def metrics(binary, version):
         env.stop_agent_checked()
 
 
+def _slow_busiest(env, warm):
+    """After the warm-up records warm (tag: the session), the server
+    holding most sessions turns 5x slower (prefill and decode). Returns
+    (each session's server, sessions per server, that server, when)."""
+    fe.assert_all_ok(warm, "warm-up")
+    summary(env, warm, "warm-up")
+    last = {r.tag: r.served for r in warm}
+    homes = collections.Counter(last.values())
+    victim = homes.most_common(1)[0][0]
+    log(f"sessions per server after the warm-up: {dict(sorted(homes.items()))}; "
+        f"{victim} turns 5x slower")
+    env.fault(victim, mode="slow", factor=5)
+    return last, homes, victim, time.monotonic()
+
+
 def _slow_phase(env, version, binary):
     """Four servers at 40 ms to the first token (streamed: headers with it),
     12 sessions warmed until every server is well past cold_start_samples,
@@ -1249,17 +1264,7 @@ def _slow_phase(env, version, binary):
         return (fe.chat_body(short(i, "sl"), max_tokens=2, stream=True),
                 {"x-session-id": f"sl-{version}-{i % nsess}"}, f"s{i % nsess}")
     warm = fe.drive(env.port, keyed, n=40 * nsess, concurrency=4)
-    fe.assert_all_ok(warm, "warm-up")
-    summary(env, warm, "warm-up")
-    last = {}
-    for r in warm:
-        last[r.tag] = r.served
-    homes = collections.Counter(last.values())
-    victim = homes.most_common(1)[0][0]
-    log(f"sessions per server after the warm-up: {dict(sorted(homes.items()))}; "
-        f"{victim} turns 5x slower")
-    env.fault(victim, mode="slow", factor=5)
-    t_slow = time.monotonic()
+    last, _, victim, t_slow = _slow_busiest(env, warm)
     recs = fe.drive(env.port, lambda i: keyed(40 * nsess + i), n=30 * nsess, concurrency=4)
     fe.assert_all_ok(recs, "slow phase")
     summary(env, recs, f"{victim} 5x slower")
@@ -1441,17 +1446,7 @@ def slowqueue(binary, version):
             return make
         warm = fe.drive(env.port, paced(0, time.monotonic()), n=int(30 * rate),
                         duration=45.0, concurrency=32)
-        fe.assert_all_ok(warm, "warm-up")
-        summary(env, warm, "warm-up")
-        last = {}
-        for r in warm:
-            last[r.tag] = r.served
-        homes = collections.Counter(last.values())
-        victim = homes.most_common(1)[0][0]
-        log(f"sessions per server after the warm-up: {dict(sorted(homes.items()))}; "
-            f"{victim} turns 5x slower")
-        env.fault(victim, mode="slow", factor=5)
-        t_slow = time.monotonic()
+        _, homes, victim, t_slow = _slow_busiest(env, warm)
         recs = fe.drive(env.port, paced(len(warm), t_slow), n=int(120 * rate),
                         duration=140.0, concurrency=64)
         fe.assert_all_ok(recs, "slow phase")
