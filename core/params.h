@@ -112,7 +112,11 @@ struct core_params {
 	 * whatever the bound says. At low load the bound alone is too tight
 	 * for LLM servers, which batch many requests: with 4 endpoints and one
 	 * request in flight, ceil(1.5 x 2 / 4) = 1 would move a second session
-	 * off its warm endpoint. */
+	 * off its warm endpoint. Not for an endpoint that holds a slow
+	 * server's queue, a request or more on average over idle_reset,
+	 * over twice its fair share and with a time per request (Little's
+	 * law) over sticky_tolerance x the candidates' (pick.h,
+	 * floor_lifted; docs/policy-v2.md, section 23). */
 	uint32_t load_floor;               /* 4 */
 	/* load_floor for an endpoint whose end-to-end times the decision
 	 * scores (score_by, with the log input: warm on them). Without

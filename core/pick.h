@@ -60,24 +60,6 @@ static inline uint32_t bound_floor(const struct core *c,
 	return f;
 }
 
-/* Step 4's bound: in_flight + 1 <= ceil(load_factor x (total + 1) x w /
- * W), or in_flight under bound_floor (a floor so that light load never
- * scatters keys). */
-static inline bool within_bound(const struct core *c,
-				const struct pool_endpoint *e,
-				const struct pick *k)
-{
-	/* load_floor first: bound_floor's test is the rarer one */
-	if (e->in_flight < c->p.load_floor ||
-	    e->in_flight < bound_floor(c, e, k))
-		return true;
-	double cap = c->p.load_factor * ((double)k->v->total_if + 1) *
-		     e->weight / k->v->total_w;
-	/* The tiny shrink keeps a product that should be an integer from
-	 * rounding up to the next one. */
-	return (double)e->in_flight + 1 <= ceil(cap * (1 - 1e-12));
-}
-
 /* queued's factor, on the load and on the time per request. A server
  * that sends its headers before prefill (vLLM's) and slows down shows
  * nothing but its queue without the log input (docs/policy-v2.md,
@@ -86,14 +68,52 @@ static inline bool within_bound(const struct core *c,
 
 /* Whether e holds a slow server's queue on average (load_avg): over
  * WARM_SLACK_QUEUE times its fair share of the candidates' averages, and
- * over WARM_SLACK_QUEUE times their time per request (average in flight
- * over average decision rate, Little's law), so that a popular key's
+ * over slower times their time per request (average in flight over
+ * average decision rate, Little's law), so that a popular key's
  * endpoint, whose queue comes with its rate, is not one. */
-static inline bool queued(const struct pool_endpoint *e, const struct view *v)
+static inline bool queued_by(const struct pool_endpoint *e, const struct view *v,
+			     double slower)
 {
 	double l = e->load_avg;
 	return l * v->total_w > WARM_SLACK_QUEUE * v->total_load_avg * e->weight &&
-	       l * v->total_rate_avg > WARM_SLACK_QUEUE * v->total_load_avg * e->rate_avg;
+	       l * v->total_rate_avg > slower * v->total_load_avg * e->rate_avg;
+}
+
+/* queued_by WARM_SLACK_QUEUE: no warm slack (within_warm_bound). */
+static inline bool queued(const struct pool_endpoint *e, const struct view *v)
+{
+	return queued_by(e, v, WARM_SLACK_QUEUE);
+}
+
+/* Whether e's load floor no longer holds: a queue of a request or more
+ * on average, its time per request over sticky_tolerance x the
+ * candidates' (the ratio a warm key leaves a slower endpoint at; 2x
+ * caught healthy chat endpoints now and then). Under the floor a slowed
+ * server kept its last sessions and the new keys hashed to it however
+ * slow it was (docs/policy-v2.md, section 23); below one request the
+ * averages are noise (each of 4 agents counts a quarter of the load). */
+static inline bool floor_lifted(const struct core *c, const struct pool_endpoint *e,
+				const struct view *v)
+{
+	return e->load_avg >= 1.0 && queued_by(e, v, c->p.sticky_tolerance);
+}
+
+/* Step 4's bound: in_flight + 1 <= ceil(load_factor x (total + 1) x w /
+ * W), or in_flight under bound_floor (a floor so that light load never
+ * scatters keys) unless floor_lifted. */
+static inline bool within_bound(const struct core *c,
+				const struct pool_endpoint *e,
+				const struct pick *k)
+{
+	/* load_floor first: bound_floor's test is the rarer one */
+	if ((e->in_flight < c->p.load_floor ||
+	     e->in_flight < bound_floor(c, e, k)) && !floor_lifted(c, e, k->v))
+		return true;
+	double cap = c->p.load_factor * ((double)k->v->total_if + 1) *
+		     e->weight / k->v->total_w;
+	/* The tiny shrink keeps a product that should be an integer from
+	 * rounding up to the next one. */
+	return (double)e->in_flight + 1 <= ceil(cap * (1 - 1e-12));
 }
 
 /* Step 3's bound, for a key's warm entry: within_bound, or in_flight + 1

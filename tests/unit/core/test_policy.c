@@ -163,6 +163,30 @@ START_TEST(warm_slack_ends_where_bound_is_larger)
 }
 END_TEST
 
+/* One runtime poll, 200 ms after the last: 4 anonymous requests, and
+ * with popular 4 of a's, on x, all completing at once; then x at mine
+ * in flight and its peers at others. */
+static void poll_once(struct fx *f, const struct core_request *a, int x,
+		      bool popular, uint32_t mine, uint32_t others)
+{
+	f->now += 200;
+	for (int j = 0; j < 4; j++) {
+		struct core_request r = { 0 };
+		struct core_decision d = fx_decide(f, &r);
+		ck_assert_int_ge(d.endpoint, 0);
+		core_endpoint_complete(f->c, d.endpoint);
+	}
+	for (int j = 0; popular && j < 4; j++) {
+		struct core_decision d = fx_decide(f, a);
+		ck_assert_int_eq(d.endpoint, x);
+		core_endpoint_complete(f->c, d.endpoint);
+	}
+	for (int k = 0; k < f->n; k++)
+		ck_assert_int_eq(core_endpoint_sync(f->c, f->ep[k], CORE_ADMIN_ENABLED,
+						    f->ep[k] == x ? mine : others,
+						    f->now), 0);
+}
+
 START_TEST(warm_slack_not_while_queued_on_average)
 {
 	/* warm_entry_tolerates_slack's session on x, then a minute of runtime
@@ -187,25 +211,9 @@ START_TEST(warm_slack_not_while_queued_on_average)
 		struct fx f;
 		struct core_request a;
 		int x = floorless_session(&f, &a);
-		for (int poll = 0; poll <= 300; poll++) {
-			f.now += 200;
-			for (int j = 0; j < 4; j++) {
-				struct core_request r = { 0 };
-				struct core_decision d = fx_decide(&f, &r);
-				ck_assert_int_ge(d.endpoint, 0);
-				core_endpoint_complete(f.c, d.endpoint);
-			}
-			for (int j = 0; kind == POPULAR && j < 4; j++) {
-				struct core_decision d = fx_decide(&f, &a);
-				ck_assert_int_eq(d.endpoint, x);
-				core_endpoint_complete(f.c, d.endpoint);
-			}
-			uint32_t mine = poll == 300 || kind != NOISE ? 8 : 2;
-			for (int k = 0; k < 4; k++)
-				ck_assert_int_eq(core_endpoint_sync(f.c, f.ep[k], CORE_ADMIN_ENABLED,
-								    f.ep[k] == x ? mine : 2,
-								    f.now), 0);
-		}
+		for (int poll = 0; poll <= 300; poll++)
+			poll_once(&f, &a, x, kind == POPULAR,
+				  poll == 300 || kind != NOISE ? 8 : 2, 2);
 		ck_assert_uint_eq(fx_info(&f, x).in_flight, 8);
 		struct core_decision d = fx_decide(&f, &a);
 		if (kind == SLOW) {
@@ -213,6 +221,62 @@ START_TEST(warm_slack_not_while_queued_on_average)
 		} else {
 			ck_assert_int_eq(d.endpoint, x);
 			ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+		}
+		fx_finish(&f);
+	}
+}
+END_TEST
+
+START_TEST(load_floor_lifted_while_queued)
+{
+	/* A session confirmed on x with the defaults (load_floor 4; new keys
+	 * by rendezvous alone, place_load_z 0, so that only the bounds
+	 * speak), then a minute of runtime polls (every 200 ms), each after
+	 * 4 anonymous requests that complete at once, x's peers at 0 in
+	 * flight:
+	 * - slow: x at 3 all the minute. Its average (3) is a request or more
+	 *   and over twice its fair share (3 / 4), and power of two choices
+	 *   sends it none of the requests: its time per request is many
+	 *   times the candidates' (over sticky_tolerance, 2.5), a slow
+	 *   server's queue. The floor no longer holds, and at 3 in flight
+	 *   (4 > ceil(1.5 x 4 / 4) = 2) the session moves, and so does a new
+	 *   key hashed to x.
+	 * - burst: x at 0 all the minute, then one poll at 3: its average
+	 *   stays near 0, and the floor keeps both (3 < 4).
+	 * - light: x at 1 and 0 in turn, then one poll at 3: its average
+	 *   (about 0.5) is under one request, where each of 4 agents' counts
+	 *   are noise: the floor keeps both.
+	 * - popular: x at 3 as in slow, but the session itself sends x 4
+	 *   requests a poll, completing at once, as many as its peers get:
+	 *   x's time per request is twice the candidates', under
+	 *   sticky_tolerance: its queue comes with its rate, and the floor
+	 *   keeps both. */
+	enum { SLOW, BURST, LIGHT, POPULAR };
+	for (int kind = SLOW; kind <= POPULAR; kind++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		p.place_load_z = 0;
+		struct fx f;
+		struct core_request a;
+		int x = confirmed_session(&f, &p, &a);
+		for (int poll = 0; poll <= 300; poll++)
+			poll_once(&f, &a, x, kind == POPULAR,
+				  poll == 300 || kind == SLOW || kind == POPULAR ? 3 :
+				  kind == LIGHT ? (uint32_t)(poll & 1) : 0, 0);
+		ck_assert_uint_eq(fx_info(&f, x).in_flight, 3);
+		/* the new key first, completed: the session's request would
+		 * put x at the floor */
+		struct core_request b = fx_session(session_homed_on(&p, 4, x, 1000));
+		struct core_decision db = fx_decide(&f, &b);
+		core_endpoint_complete(f.c, db.endpoint);
+		struct core_decision d = fx_decide(&f, &a);
+		if (kind == SLOW) {
+			ck_assert_int_ne(d.endpoint, x);
+			ck_assert_int_ne(db.endpoint, x);
+		} else {
+			ck_assert_int_eq(d.endpoint, x);
+			ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+			ck_assert_int_eq(db.endpoint, x);
 		}
 		fx_finish(&f);
 	}
@@ -829,6 +893,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, warm_slack_ends_where_bound_is_larger);
 	tcase_add_test(tc, warm_slack_not_while_check_slow);
 	tcase_add_test(tc, warm_slack_not_while_queued_on_average);
+	tcase_add_test(tc, load_floor_lifted_while_queued);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("slow run");
 	tcase_add_test(tc, slow_run_leaves_within_a_few_answers);
