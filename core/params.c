@@ -20,7 +20,7 @@ void core_params_defaults(struct core_params *p)
 		.score_by = CORE_SCORE_BOTH,
 		.session_scope = CORE_SESSION_CALLER,
 		.load_factor = 1.5,
-		.load_floor = 4,
+		.load_floor = 6,
 		.load_floor_e2e = 8,
 		.warm_slack = 6,
 		.place_choices = 1,

@@ -116,8 +116,12 @@ struct core_params {
 	 * server's queue, a request or more on average over idle_reset,
 	 * over twice its fair share and with a time per request (Little's
 	 * law) over sticky_tolerance x the candidates' (pick.h,
-	 * floor_lifted; docs/policy-v2.md, section 23). */
-	uint32_t load_floor;               /* 4 */
+	 * floor_lifted; docs/policy-v2.md, section 23). 6, not 4: once
+	 * floor_lifted sheds a slow server's queue, the floor only keeps
+	 * keys home through load noise, and each of several agents counts
+	 * its own share of it (Mooncake, 2 agents 0.925 -> 0.961 of one
+	 * agent's hit rate; 8 cost the keyed recovery; section 24). */
+	uint32_t load_floor;               /* 6 */
 	/* load_floor for an endpoint whose end-to-end times the decision
 	 * scores (score_by, with the log input: warm on them). Without
 	 * them the bound is also what sheds a server that got slow but

@@ -1425,7 +1425,7 @@ def slowqueue(binary, version):
     comes (the most of four servers for 24). The agent before the rule
     kept every session (2026-12-05, 3.2: 140 of 480, fair 120, a
     failure); with it, about 4 of 7 left within 40 s (60 of 480), the
-    other 3 holding a queue under the load floor (4). HAProxy 3.x: on 2.6 the log
+    other 3 holding a queue under the load floor. HAProxy 3.x: on 2.6 the log
     line is the only feedback, and without it no session is warm."""
     servers = ("s1", "s2", "s3", "s4")
     nsess, rate = 24, 8.0

@@ -13,7 +13,7 @@ Phases, each asserting behaviour:
             server's in-flight view (warmlane_endpoint_in_flight), from the
             engine (warmlane_endpoint_engine_fresh 1);
   steered   meanwhile new sessions sent through HAProxy B all go to the
-            other server: its load, over B's load_floor (4), is past the
+            other server: its load, over B's load_floor (4 here), is past the
             load bound (without engine load, B sees two idle servers and
             rendezvous hashing puts about half of them on the loaded one);
   stale     the loaded llama-server stopped (SIGSTOP): its polls fail, and
@@ -57,8 +57,10 @@ def engineload(binary, version):
         try:
             log(f"# fleet of 2 llama-servers up in {fleet.start():.2f}s")
             # A keeps one session on its server however loaded (a floor
-            # over LONG_N); B has the default load_floor, 4
+            # over LONG_N); B's floor, 4, is under LONG_N, as the steering
+            # below needs (the default, 6, is LONG_N itself)
             a.policy["load_floor"] = 16
+            b.policy["load_floor"] = 4
             for env in (a, b):
                 env.use_fleet(fleet)
                 for s in fleet.servers:

@@ -1084,7 +1084,7 @@ END_TEST
 
 /* policy.load_floor_e2e: four endpoints warm at 500 ms to headers (and
  * at 1000 ms end to end when e2e); a new session's rendezvous choice x
- * holds 5 requests, the others none, over load_floor (4) and the bound
+ * holds 5 requests, the others none, over load_floor (4 here) and the bound
  * (ceil(1.5 x 6 / 4) = 3). Where the decision scores end-to-end times
  * and x is warm on them, 5 is under load_floor_e2e (8): the key stays on
  * x; without the log input, with score_by headers, or with
@@ -1095,6 +1095,7 @@ static int floor_e2e_case(bool e2e, enum core_score_by by, uint32_t floor_e2e,
 {
 	struct core_params p;
 	core_params_defaults(&p);
+	p.load_floor = 4;
 	p.score_by = by;
 	p.load_floor_e2e = floor_e2e;
 	p.place_load_z = 0;

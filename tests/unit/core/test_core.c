@@ -1648,10 +1648,12 @@ END_TEST
 START_TEST(spill_when_all_hashed_choices_fail)
 {
 	/* Exploration off: it would send the left a a new key now and then
-	 * (reason hash; test_explore.c). */
+	 * (reason hash; test_explore.c). load_floor 4: b and c, at 5 in
+	 * flight, are over it and over their bound. */
 	struct core_params p;
 	core_params_defaults(&p);
 	p.explore_share = 0;
+	p.load_floor = 4;
 	struct fx f;
 	fx_init(&f, 0, &p);
 	int a = fx_add(&f, "a", NULL, 8, NULL);

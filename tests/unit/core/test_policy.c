@@ -229,7 +229,7 @@ END_TEST
 
 START_TEST(load_floor_lifted_while_queued)
 {
-	/* A session confirmed on x with the defaults (load_floor 4; new keys
+	/* A session confirmed on x with the defaults (load_floor 6; new keys
 	 * by rendezvous alone, place_load_z 0, so that only the bounds
 	 * speak), then a minute of runtime polls (every 200 ms), each after
 	 * 4 anonymous requests that complete at once, x's peers at 0 in
@@ -242,7 +242,7 @@ START_TEST(load_floor_lifted_while_queued)
 	 *   (4 > ceil(1.5 x 4 / 4) = 2) the session moves, and so does a new
 	 *   key hashed to x.
 	 * - burst: x at 0 all the minute, then one poll at 3: its average
-	 *   stays near 0, and the floor keeps both (3 < 4).
+	 *   stays near 0, and the floor keeps both (3 < 6).
 	 * - light: x at 1 and 0 in turn, then one poll at 3: its average
 	 *   (about 0.5) is under one request, where each of 4 agents' counts
 	 *   are noise: the floor keeps both.
