@@ -382,11 +382,14 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 			}
 			ctl_out_printf(o, " fast=%s in_flight=%u", r->fast ? "yes" : "no",
 				       r->in_flight);
-			if (r->in_flight < r->floor)
-				ctl_out_printf(o, " under %s %u", r->floor > t->load_floor ?
-					       "load_floor_e2e" : "load_floor", r->floor);
+			const char *floor = r->floor > t->load_floor ?
+					    "load_floor_e2e" : "load_floor";
+			if (r->in_flight < r->floor && !r->floor_lifted)
+				ctl_out_printf(o, " under %s %u", floor, r->floor);
 			else
 				ctl_out_printf(o, " +1 vs bound %.0f", bound_cap(t, r->weight));
+			if (r->floor_lifted)
+				ctl_out_printf(o, " (no %s: a slow server's queue on average)", floor);
 			ctl_out_printf(o, ": %s cost=", r->bounded ? "within" : "over");
 			ctl_out_num(o, r->cost, false);
 			ctl_out_printf(o, "\n");
@@ -482,10 +485,11 @@ static void explain_json(struct ctl_cmd *cmd, const struct core *core,
 				       r->walked ? "true" : "false");
 			if (r->walked) {
 				ctl_out_printf(o, ",\"fast\":%s,\"within_bound\":%s,\"in_flight\":%u,"
-					       "\"bound\":%.0f,\"floor\":%u,\"cost\":",
+					       "\"bound\":%.0f,\"floor\":%u,\"floor_lifted\":%s,\"cost\":",
 					       r->fast ? "true" : "false",
 					       r->bounded ? "true" : "false", r->in_flight,
-					       bound_cap(t, r->weight), r->floor);
+					       bound_cap(t, r->weight), r->floor,
+					       r->floor_lifted ? "true" : "false");
 				ctl_out_num(o, r->cost, true);
 			}
 			ctl_out_printf(o, "}");

@@ -44,6 +44,8 @@ struct core_trace_rank {
 	bool walked, fast, bounded;
 	uint32_t in_flight;
 	uint32_t floor;            /* pick.h bound_floor, when walked */
+	bool floor_lifted;         /* pick.h floor_lifted: the floor does
+				    * not hold (a slow server's queue) */
 	double weight;
 	double cost;               /* p2c_cost, when walked */
 };

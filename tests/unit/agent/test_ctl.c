@@ -551,21 +551,30 @@ START_TEST(test_explain_twin)
 }
 END_TEST
 
+/* f with policy (a flow mapping's body) and endpoints llm/a, llm/b,
+ * llm/c, each with 30 answers of 100 ms. */
+static void fix_abc(struct fix *f, const char *policy)
+{
+	char yaml[512];
+	snprintf(yaml, sizeof(yaml), "policy: { %s }\n"
+		 "endpoints:\n"
+		 "  - { backend: llm, server: a }\n"
+		 "  - { backend: llm, server: b }\n"
+		 "  - { backend: llm, server: c }\n", policy);
+	fix_init(f, yaml);
+	for (int i = 0; i < 30; i++) {
+		feedback(f, "llm/a", 200, 100, NULL);
+		feedback(f, "llm/b", 200, 100, NULL);
+		feedback(f, "llm/c", 200, 100, NULL);
+	}
+}
+
 /* The issue's example: a request over the load bound everywhere it hashes
  * (c is slow and left; a and b are full) spills to p2c. */
 START_TEST(test_explain_spill)
 {
 	struct fix f;
-	fix_init(&f, "policy: { load_factor: 1.0, load_floor: 1 }\n"
-		     "endpoints:\n"
-		     "  - { backend: llm, server: a }\n"
-		     "  - { backend: llm, server: b }\n"
-		     "  - { backend: llm, server: c }\n");
-	for (int i = 0; i < 30; i++) {
-		feedback(&f, "llm/a", 200, 100, NULL);
-		feedback(&f, "llm/b", 200, 100, NULL);
-		feedback(&f, "llm/c", 200, 100, NULL);
-	}
+	fix_abc(&f, "load_factor: 1.0, load_floor: 1");
 	for (int i = 0; i < 40; i++) /* c slows down 30x */
 		feedback(&f, "llm/c", 200, 3000, NULL);
 	struct core *c = f.h.srv.route.core;
@@ -649,6 +658,52 @@ START_TEST(test_explain_long_prompt)
 		ck_assert_msg(strstr(a, "decision: llm/b reason=hash\n") != NULL, "%s", a);
 		ck_assert_msg(strstr(a, "to the first clearly less loaded "
 				     "(place_long_z: a long prompt)") != NULL, "%s", a);
+	}
+	ck_assert_uint_gt(on_a, 0);
+	fix_finish(&f);
+}
+END_TEST
+
+/* A server holding a slow server's queue on average: a at 3 in flight
+ * and b and c at 0 for a minute of runtime polls, the anonymous
+ * requests of each poll to b and c; explain says a's load floor does not
+ * hold (in JSON, floor_lifted), and a new session hashed to a goes
+ * elsewhere. */
+START_TEST(test_explain_floor_lifted)
+{
+	struct fix f;
+	fix_abc(&f, "place_load_z: 0, owned_bound: -1, explore_share: 0");
+	struct core *c = f.h.srv.route.core;
+	uint64_t now = uv_now(&f.h.loop);
+	int ia = core_endpoint_find_path(c, core_str_c("llm/a"), core_str_c(""));
+	int ib = core_endpoint_find_path(c, core_str_c("llm/b"), core_str_c(""));
+	int ic = core_endpoint_find_path(c, core_str_c("llm/c"), core_str_c(""));
+	for (int poll = 1; poll <= 300; poll++) {
+		for (int j = 0; j < 2; j++) {
+			struct route_decision d;
+			decide(&f, NULL, &d);
+		}
+		ck_assert_int_eq(core_endpoint_sync(c, ia, CORE_ADMIN_ENABLED, 3,
+						    now + 200u * poll), 0);
+		ck_assert_int_eq(core_endpoint_sync(c, ib, CORE_ADMIN_ENABLED, 0,
+						    now + 200u * poll), 0);
+		ck_assert_int_eq(core_endpoint_sync(c, ic, CORE_ADMIN_ENABLED, 0,
+						    now + 200u * poll), 0);
+	}
+	unsigned on_a = 0;
+	for (int i = 0; i < 20; i++) {
+		char cmd[64];
+		snprintf(cmd, sizeof(cmd), "explain session=fl%d\n", i);
+		char *a = talk(&f, cmd);
+		if (strstr(a, "   1 llm/a ") == NULL)
+			continue;
+		on_a++;
+		ck_assert_msg(strstr(a, "in_flight=3 +1 vs bound 2 (no load_floor: a slow "
+				     "server's queue on average): over") != NULL, "%s", a);
+		ck_assert_msg(strstr(a, "decision: llm/a ") == NULL, "%s", a);
+		snprintf(cmd, sizeof(cmd), "explain session=fl%d -json\n", i);
+		a = talk(&f, cmd);
+		ck_assert_msg(strstr(a, "\"floor\":6,\"floor_lifted\":true") != NULL, "%s", a);
 	}
 	ck_assert_uint_gt(on_a, 0);
 	fix_finish(&f);
@@ -831,6 +886,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, test_explain_spill);
 	tcase_add_test(tc, test_explain_p2c_margin);
 	tcase_add_test(tc, test_explain_long_prompt);
+	tcase_add_test(tc, test_explain_floor_lifted);
 	suite_add_tcase(s, tc);
 	TCase *bad = tcase_create("bad input");
 	tcase_add_test(bad, test_garbage);

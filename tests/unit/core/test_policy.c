@@ -265,9 +265,19 @@ START_TEST(load_floor_lifted_while_queued)
 				  kind == LIGHT ? (uint32_t)(poll & 1) : 0, 0);
 		ck_assert_uint_eq(fx_info(&f, x).in_flight, 3);
 		/* the new key first, completed: the session's request would
-		 * put x at the floor */
+		 * put x at the floor; explain names the lifted floor
+		 * (warmlanectl's "no load_floor") */
 		struct core_request b = fx_session(session_homed_on(&p, 4, x, 1000));
+		struct core_trace t;
+		struct core_rng copy = f.rng;
+		struct core_decision e;
+		ck_assert_int_eq(core_explain(f.c, &b, f.now, &copy, &e, &t), 0);
+		ck_assert(t.ranked && t.n_rank > 0 && t.rank[0].walked);
+		ck_assert_int_eq(t.rank[0].endpoint, x);
+		ck_assert(t.rank[0].floor_lifted == (kind == SLOW));
+		ck_assert(t.rank[0].bounded == (kind != SLOW));
 		struct core_decision db = fx_decide(&f, &b);
+		ck_assert_int_eq(db.endpoint, e.endpoint);
 		core_endpoint_complete(f.c, db.endpoint);
 		struct core_decision d = fx_decide(&f, &a);
 		if (kind == SLOW) {
