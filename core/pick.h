@@ -60,14 +60,15 @@ static inline uint32_t bound_floor(const struct core *c,
 	return f;
 }
 
-/* queued's factor, on the load and on the time per request. A server
- * that sends its headers before prefill (vLLM's) and slows down shows
- * nothing but its queue without the log input (docs/policy-v2.md,
- * section 22: 1.5 costs healthy hit rates, 2.5 catches half as much). */
-#define WARM_SLACK_QUEUE 2.0
+/* A slow server's queue against the fair share (queued_by, on the load)
+ * and against the candidates' time per request (queued). A server that
+ * sends its headers before prefill (vLLM's) and slows down shows nothing
+ * but its queue without the log input (docs/policy-v2.md, section 22:
+ * 1.5 costs healthy hit rates, 2.5 catches half as much). */
+#define QUEUE_FACTOR 2.0
 
 /* Whether e holds a slow server's queue on average (load_avg): over
- * WARM_SLACK_QUEUE times its fair share of the candidates' averages, and
+ * QUEUE_FACTOR times its fair share of the candidates' averages, and
  * over slower times their time per request (average in flight over
  * average decision rate, Little's law), so that a popular key's
  * endpoint, whose queue comes with its rate, is not one. */
@@ -75,14 +76,14 @@ static inline bool queued_by(const struct pool_endpoint *e, const struct view *v
 			     double slower)
 {
 	double l = e->load_avg;
-	return l * v->total_w > WARM_SLACK_QUEUE * v->total_load_avg * e->weight &&
+	return l * v->total_w > QUEUE_FACTOR * v->total_load_avg * e->weight &&
 	       l * v->total_rate_avg > slower * v->total_load_avg * e->rate_avg;
 }
 
-/* queued_by WARM_SLACK_QUEUE: no warm slack (within_warm_bound). */
+/* queued_by QUEUE_FACTOR: no warm slack (within_warm_bound). */
 static inline bool queued(const struct pool_endpoint *e, const struct view *v)
 {
-	return queued_by(e, v, WARM_SLACK_QUEUE);
+	return queued_by(e, v, QUEUE_FACTOR);
 }
 
 /* Whether e's load floor no longer holds: a queue of a request or more
