@@ -48,6 +48,17 @@ static bool pending_take(struct core *c, uint64_t akey, uint32_t idx,
  * section 17). */
 #define BASE_SLOWER 40
 
+/* A queue gain sample's ceiling: an answer slower than a queue served one
+ * by one explains is not the queue's (noise, or a slowdown), and a few of
+ * them must not make one answer's evidence outweigh the first guess. */
+#define QUEUE_GAIN_MAX 2.0
+
+/* Answers whose decision found at least this many requests over the
+ * endpoint's usual in flight teach its queue gain: half a request, so
+ * that a server which rarely has two in flight still shows whether the
+ * one ahead of a request delays it. */
+#define QUEUE_GAIN_OVER 0.5
+
 /* The base of e's time to headers of signal sig, after a sample: back
  * towards the EWMA where the EWMA, past its start, is below it. */
 static void base_follow(const struct core *c, struct pool_endpoint *e,
@@ -180,14 +191,49 @@ static void run_end(struct core *c, struct pool_endpoint *e, unsigned kind)
 	e->run_sq = 0;
 }
 
+/* How much of a queue's wait shows in e's times to headers: the mean of
+ * what its answers showed, from a first guess of 1 (queue_judge). */
+static double queue_gain(const struct pool_endpoint *e)
+{
+	return e->queue_gain_n > 0 ? e->queue_gain : 1.0;
+}
+
+/* Teaches e's queue gain an answer of tr against base b whose decision
+ * found q in flight, QUEUE_GAIN_OVER or more over the qm its decisions
+ * usually find: a server that runs its requests one by one answers it in about
+ * b x (1 + extra), extra = (q - qm) / (1 + qm), and shows 1; one that
+ * runs them at once answers it in about b and shows 0. The mean of the
+ * first cold_start_samples, then an EWMA. */
+static void queue_gain_add(struct core *c, struct pool_endpoint *e,
+			   double tr, double b, double q, double qm)
+{
+	if (q < qm + QUEUE_GAIN_OVER || b <= 0)
+		return;
+	double g = (tr / b - 1) * (1 + qm) / (q - qm);
+	g = g < 0 ? 0 : g > QUEUE_GAIN_MAX ? QUEUE_GAIN_MAX : g;
+	double old = queue_gain(e);
+	if (e->queue_gain_n < UINT32_MAX)
+		e->queue_gain_n++;
+	double a = e->queue_gain_n <= c->p.cold_start_samples ?
+		   1.0 / (e->queue_gain_n + 1) : c->p.ewma_alpha;
+	e->queue_gain = old + a * (g - old);
+}
+
 /* The fast slowdown detector beside the EWMA (core_params.slow_run): a
  * success's time to headers tr, with the in-flight count q its decision
  * found, against e's base b (its usual time) and the candidates' median.
  * An answer is slow when tr > sticky_tolerance x b and x the median, and
- * its queue does not explain it: tr x (1 + qm) / (1 + q) is still over
- * the tolerance, qm being the in-flight count e's decisions usually find
- * (a request behind q others of a server that served them one by one,
- * the most a queue can explain; batching servers suffer less from it).
+ * its queue does not explain it: tr / (1 + g x (q - qm) / (1 + qm)) is
+ * still over the tolerance, qm being the in-flight count e's decisions
+ * usually find and g its queue gain. With g 1, a request behind q others
+ * of a server that served them one by one, the most a queue can explain;
+ * a server that runs its requests at once, as the e2e fake servers do,
+ * shows g near 0 on the answers its queue did not slow, and a queue its
+ * own slowness built (its clients' requests piling up on it) then
+ * explains nothing (docs/policy-v2.md, section 25). Nor does a queue
+ * whose wait does not show: within a run, an answer no slower than the
+ * run's slowest that found no queue (run_bare) by half what its queue
+ * would add to it, before any answer taught the gain.
  * slow_run slow answers, within 2 x slow_run answers, and e is left as
  * slow (fast_enough) until idle_reset re-tries it; an answer within the
  * tolerance ends a run, one that only its queue explains neither counts
@@ -217,13 +263,19 @@ static void queue_judge(struct core *c, struct pool_endpoint *e,
 	double limit = c->p.sticky_tolerance * (b + sqrt(e->spread[kind]));
 	if (e->slow_run > 0 && ++e->run_answers >= 2 * c->p.slow_run)
 		run_end(c, e, kind); /* too few slow answers: no run */
+	double extra = q > qm ? (q - qm) / (1 + qm) : 0;
 	if (tr <= limit) {
+		queue_gain_add(c, e, tr, b, q, qm);
 		run_end(c, e, kind);
 		spread_add(c, e, kind, d2);
 		return;
 	}
-	if (q > qm && tr * (1 + qm) / (1 + q) <= limit)
+	double g = fmin(queue_gain(e), 1);
+	if (extra > 0 && tr <= limit * (1 + g * extra) &&
+	    !(e->slow_run > 0 && tr <= e->run_bare * (1 + g * extra / 2))) {
+		queue_gain_add(c, e, tr, b, q, qm);
 		return; /* its queue may explain it */
+	}
 	struct view *v = view_get(c, MODEL_NONE, CORE_TIER_MAX, now_ms);
 	if (e->spread_n[kind] < c->p.cold_start_samples ||
 	    sqrt(e->spread[kind]) > b ||
@@ -237,8 +289,12 @@ static void queue_judge(struct core *c, struct pool_endpoint *e,
 	if (stall_note(e, l->start_ms, l->headers_ms, tr - b,
 		       sqrt(e->spread[kind])) < 2 && e->slow_run + 1u >= c->p.slow_run)
 		return; /* one pause may explain them all: a stall */
-	if (e->slow_run == 0)
+	if (e->slow_run == 0) {
 		e->run_answers = 0;
+		e->run_bare = 0;
+	}
+	if (extra == 0 && tr > e->run_bare)
+		e->run_bare = tr;
 	e->slow_run++;
 	e->run_sq += d2;
 }

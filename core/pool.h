@@ -152,12 +152,20 @@ struct pool_endpoint {
 				 * (pool_slots_apply) */
 	uint64_t models[POOL_MODEL_WORDS];
 
-	/* The slow-run detector's run (learn.c, queue_judge). */
+	/* The slow-run detector (learn.c, queue_judge): how much of a
+	 * queue's wait shows in its times to headers, 1 as for a server
+	 * that runs its requests one by one (the most a queue explains),
+	 * 0 as for one that runs them at once, and the answers that
+	 * taught it; then its run. */
+	double queue_gain;
+	uint32_t queue_gain_n;
 	double run_sq;          /* squared distances to base of the run's
 				 * slow answers, for the spread if it ends */
 	uint64_t run_lo_ms;     /* the run's latest pause: its answers' */
 	uint64_t run_hi_ms;     /* intersection (stall.h) */
 	double run_excess;      /* and their largest excess over base */
+	double run_bare;        /* the slowest of the run's answers whose
+				 * decision found no queue over the usual */
 	uint64_t dead_until_ms; /* key_dead: re-probed from then on */
 	/* Feedback and introspection. */
 	struct pool_mismatch mismatch[POOL_MISMATCH_SLOTS];

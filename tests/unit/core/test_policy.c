@@ -409,6 +409,64 @@ START_TEST(slow_run_not_on_irregular_answers)
 }
 END_TEST
 
+START_TEST(slow_run_queue_of_its_own_slowness)
+{
+	/* x's warm answers never found a queue (its gain untaught: 1, a
+	 * queue explains as much as for a server serving one by one). It
+	 * turns 5x slower: the first 200 ms answer found nothing in flight,
+	 * the next ones 3, as its clients' requests pile up on it, and are
+	 * no slower: the queue's wait does not show, the run counts them,
+	 * and x is left on its 4th slow answer (the 3rd of them). Judged by
+	 * their queue alone they were explained, and x kept the session
+	 * until the EWMA left it. */
+	struct core_params p;
+	core_params_defaults(&p);
+	struct fx f;
+	struct core_request a;
+	int x;
+	warm_pool(&f, &p, &a, &x, regular);
+	ck_assert_int_eq(answers_before_leaving(&f, &a, x, 200, 0, 1), 1);
+	ck_assert_int_eq(answers_before_leaving(&f, &a, x, 200, 3, 12), 3);
+	fx_finish(&f);
+}
+END_TEST
+
+START_TEST(slow_run_queue_gain_learnt)
+{
+	/* x's warm answers alternate between decisions that found nothing
+	 * and one request in flight. A server that runs its requests one by
+	 * one answers the second kind in twice the time (40 / 80 ms); one
+	 * that runs them at once, as the e2e fake servers do, in the same
+	 * 40. Then answers of 220 ms decided behind 3 in flight: what the
+	 * first one's queue explains (4 x 55), 5x slower for the second.
+	 * The first keeps the session over 6 of them (the EWMA leaves it
+	 * later); the second is left after slow_run (4), where a queue gain
+	 * fixed at 1 (every queue explains as the first's) kept it as long
+	 * as the first. */
+	for (int serial = 0; serial < 2; serial++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		struct fx f;
+		struct core_request a;
+		int x;
+		warm_pool(&f, &p, &a, &x, regular);
+		for (int i = 0; i < 60; i++) {
+			uint32_t q = (uint32_t)(i & 1);
+			ck_assert_int_eq(answers_before_leaving(&f, &a, x, serial ? 40 * (1 + q) : 40,
+								q, 1), 1);
+		}
+		int n = answers_before_leaving(&f, &a, x, 220, 3, 12);
+		printf("# %s server: %d answers of 220 ms behind 3 before leaving\n",
+		       serial ? "serial" : "concurrent", n);
+		if (serial)
+			ck_assert_int_ge(n, 6);
+		else
+			ck_assert_int_eq(n, 4);
+		fx_finish(&f);
+	}
+}
+END_TEST
+
 /* n sessions whose first rendezvous choice, on an idle pool of 4, is
  * endpoint ep (the former rule, owned_bound off), from session 1 up. */
 static void sessions_homed_on(int ep, uint64_t *out, int n)
@@ -911,6 +969,8 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, slow_run_not_on_irregular_answers);
 	tcase_add_test(tc, slow_run_not_on_one_stall);
 	tcase_add_test(tc, slow_run_leaves_concurrent_slowdown);
+	tcase_add_test(tc, slow_run_queue_gain_learnt);
+	tcase_add_test(tc, slow_run_queue_of_its_own_slowness);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("owned keys");
 	tcase_add_test(tc, owned_bound_spreads_new_keys);
