@@ -200,10 +200,10 @@ static double queue_gain(const struct pool_endpoint *e)
 
 /* Teaches e's queue gain an answer of tr against base b whose decision
  * found q in flight, QUEUE_GAIN_OVER or more over the qm its decisions
- * usually find: a server that runs its requests one by one answers it in about
- * b x (1 + extra), extra = (q - qm) / (1 + qm), and shows 1; one that
- * runs them at once answers it in about b and shows 0. The mean of the
- * first cold_start_samples, then an EWMA. */
+ * usually find: a server that runs its requests one by one answers it in
+ * about b x (1 + extra), extra = (q - qm) / (1 + qm), and shows 1; one
+ * that runs them at once answers it in about b and shows 0. The mean of
+ * the first cold_start_samples, then an EWMA. */
 static void queue_gain_add(struct core *c, struct pool_endpoint *e,
 			   double tr, double b, double q, double qm)
 {
@@ -233,7 +233,8 @@ static void queue_gain_add(struct core *c, struct pool_endpoint *e,
  * explains nothing (docs/policy-v2.md, section 25). Nor does a queue
  * whose wait does not show: within a run, an answer no slower than the
  * run's slowest that found no queue (run_bare) by half what its queue
- * would add to it, before any answer taught the gain.
+ * would add to it (which also covers an endpoint whose gain no answer
+ * taught yet).
  * slow_run slow answers, within 2 x slow_run answers, and e is left as
  * slow (fast_enough) until idle_reset re-tries it; an answer within the
  * tolerance ends a run, one that only its queue explains neither counts
