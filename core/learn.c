@@ -59,6 +59,17 @@ static bool pending_take(struct core *c, uint64_t akey, uint32_t idx,
  * one ahead of a request delays it. */
 #define QUEUE_GAIN_OVER 0.5
 
+/* Adds x to the average *m of *n samples: their mean for the first
+ * cold_start_samples, then an EWMA at alpha. */
+static void mean_add(const struct core *c, double *m, uint32_t *n, double x,
+		     double alpha)
+{
+	if (*n < UINT32_MAX)
+		(*n)++;
+	double a = *n <= c->p.cold_start_samples ? 1.0 / *n : alpha;
+	*m += a * (x - *m);
+}
+
 /* The base of e's time to headers of signal sig, after a sample: back
  * towards the EWMA where the EWMA, past its start, is below it. */
 static void base_follow(const struct core *c, struct pool_endpoint *e,
@@ -85,11 +96,8 @@ static void ewma_add(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	/* The base of the time to headers: the same, BASE_SLOWER times
 	 * slower, and not while the endpoint is left as slow or re-tried. */
 	if (!pool_sig_e2e(sig) && e->suspect != POOL_LEFT && !e->retrials) {
-		if (e->base_n[sig] < UINT32_MAX)
-			e->base_n[sig]++;
-		a = e->base_n[sig] <= c->p.cold_start_samples ?
-		    1.0 / e->base_n[sig] : c->p.ewma_alpha / BASE_SLOWER;
-		e->base[sig] += a * (x - e->base[sig]);
+		mean_add(c, &e->base[sig], &e->base_n[sig], x,
+			 c->p.ewma_alpha / BASE_SLOWER);
 		base_follow(c, e, sig);
 	}
 	/* What a health check vouched for, its own answers judge now. */
@@ -166,16 +174,11 @@ static int64_t asked_take(struct core *c, uint64_t akey, uint32_t idx)
 	return q;
 }
 
-/* Adds squared distance d2 to e's spread of kind (an EWMA, the mean of
- * the samples for the first cold_start_samples). */
+/* Adds squared distance d2 to e's spread of kind. */
 static void spread_add(struct core *c, struct pool_endpoint *e, unsigned kind,
 		       double d2)
 {
-	if (e->spread_n[kind] < UINT32_MAX)
-		e->spread_n[kind]++;
-	double a = e->spread_n[kind] <= c->p.cold_start_samples ?
-		   1.0 / e->spread_n[kind] : c->p.ewma_alpha;
-	e->spread[kind] += a * (d2 - e->spread[kind]);
+	mean_add(c, &e->spread[kind], &e->spread_n[kind], d2, c->p.ewma_alpha);
 }
 
 /* Ends e's run without leaving: its slow answers were the endpoint's
@@ -191,19 +194,13 @@ static void run_end(struct core *c, struct pool_endpoint *e, unsigned kind)
 	e->run_sq = 0;
 }
 
-/* How much of a queue's wait shows in e's times to headers: the mean of
- * what its answers showed, from a first guess of 1 (queue_judge). */
-static double queue_gain(const struct pool_endpoint *e)
-{
-	return e->queue_gain_n > 0 ? e->queue_gain : 1.0;
-}
-
-/* Teaches e's queue gain an answer of tr against base b whose decision
- * found q in flight, QUEUE_GAIN_OVER or more over the qm its decisions
- * usually find: a server that runs its requests one by one answers it in
- * about b x (1 + extra), extra = (q - qm) / (1 + qm), and shows 1; one
- * that runs them at once answers it in about b and shows 0. The mean of
- * the first cold_start_samples, then an EWMA. */
+/* Teaches e's queue gain (how much of a queue's wait shows in its times
+ * to headers; pool_add's first guess, 1, counts as one answer) an answer
+ * of tr against base b whose decision found q in flight, QUEUE_GAIN_OVER
+ * or more over the qm its decisions usually find: a server that runs its
+ * requests one by one answers it in about b x (1 + extra), extra =
+ * (q - qm) / (1 + qm), and shows 1; one that runs them at once answers
+ * it in about b and shows 0. */
 static void queue_gain_add(struct core *c, struct pool_endpoint *e,
 			   double tr, double b, double q, double qm)
 {
@@ -211,12 +208,7 @@ static void queue_gain_add(struct core *c, struct pool_endpoint *e,
 		return;
 	double g = (tr / b - 1) * (1 + qm) / (q - qm);
 	g = g < 0 ? 0 : g > QUEUE_GAIN_MAX ? QUEUE_GAIN_MAX : g;
-	double old = queue_gain(e);
-	if (e->queue_gain_n < UINT32_MAX)
-		e->queue_gain_n++;
-	double a = e->queue_gain_n <= c->p.cold_start_samples ?
-		   1.0 / (e->queue_gain_n + 1) : c->p.ewma_alpha;
-	e->queue_gain = old + a * (g - old);
+	mean_add(c, &e->queue_gain, &e->queue_gain_n, g, c->p.ewma_alpha);
 }
 
 /* The fast slowdown detector beside the EWMA (core_params.slow_run): a
@@ -271,7 +263,7 @@ static void queue_judge(struct core *c, struct pool_endpoint *e,
 		spread_add(c, e, kind, d2);
 		return;
 	}
-	double g = fmin(queue_gain(e), 1);
+	double g = fmin(e->queue_gain, 1);
 	if (extra > 0 && tr <= limit * (1 + g * extra) &&
 	    !(e->slow_run > 0 && tr <= e->run_bare * (1 + g * extra / 2))) {
 		queue_gain_add(c, e, tr, b, q, qm);

@@ -334,6 +334,10 @@ int pool_add(struct pool *p, const struct core_endpoint_config *cfg,
 	for (int k = 0; k < POOL_MISMATCH_SLOTS; k++)
 		e->mismatch[k].model = POOL_NO_MODEL;
 	breaker_init(&e->br, now_ms);
+	/* the slow-run detector's first guess: a queue served one by one,
+	 * counted as one answer (learn.c, queue_gain_add) */
+	e->queue_gain = 1.0;
+	e->queue_gain_n = 1;
 	/* no history: its load averages from 0 over the time since */
 	e->load_avg_ms = now_ms > 0 ? now_ms : 1;
 	e->live = true;

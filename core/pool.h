@@ -156,7 +156,7 @@ struct pool_endpoint {
 	 * queue's wait shows in its times to headers, 1 as for a server
 	 * that runs its requests one by one (the most a queue explains),
 	 * 0 as for one that runs them at once, and the answers that
-	 * taught it; then its run. */
+	 * taught it (with pool_add's first guess); then its run. */
 	double queue_gain;
 	uint32_t queue_gain_n;
 	double run_sq;          /* squared distances to base of the run's
