@@ -279,13 +279,20 @@ static bool e2e_slow(struct core *c, const struct pool_endpoint *e,
 }
 
 /* Verdict "recovered": the stale EWMA gives way to the fast answers'
- * mean if it still says slow, the slow rules' marks are cleared. */
+ * mean if it still says slow, and restarts from there as a re-trial's
+ * does: the mean of its answers, RETRIAL_SAMPLES counted, until there
+ * are 1/ewma_alpha. Two fast answers of a still slow endpoint (a short
+ * prompt, a cache hit) are then undone by its next three slow ones, not
+ * ten (anonymous requests: docs/policy-v2.md, section 26). The slow
+ * rules' marks are cleared. */
 static void recovered(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		      unsigned sig, double limit, uint64_t now_ms)
 {
 	double mean = e->explore_sum / e->explore_fast;
 	if (e->ewma[sig] > limit && mean < e->ewma[sig]) {
 		e->ewma[sig] = mean;
+		if (e->samples[sig] > RETRIAL_SAMPLES)
+			e->samples[sig] = RETRIAL_SAMPLES;
 		c->ewma_version[sig]++;
 		order_fix(c, sig, idx);
 	}

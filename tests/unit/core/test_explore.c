@@ -561,6 +561,61 @@ START_TEST(explore_share_checked)
 }
 END_TEST
 
+/* Anonymous requests answered at once: x's in x_tr ms, every other's in
+ * FAST_MS. Returns how many went to x. */
+static int run_anon(struct fx *f, int x, int64_t x_tr, int n)
+{
+	int to_x = 0;
+	for (int i = 0; i < n; i++) {
+		struct core_request r = { 0 };
+		struct core_decision d = fx_decide(f, &r);
+		ck_assert_int_ge(d.endpoint, 0);
+		int64_t tr = d.endpoint == x ? x_tr : FAST_MS;
+		f->now += (uint64_t)tr;
+		ck_assert_int_eq(fx_feedback(f, &d, 200, tr, false), 0);
+		ck_assert_int_eq(core_endpoint_complete(f->c, d.endpoint), 0);
+		f->now += 10;
+		to_x += d.endpoint == x;
+	}
+	return to_x;
+}
+
+START_TEST(explore_false_verdict_undone)
+{
+	/* x, left as slow, answers its probes fast (a still slow endpoint's
+	 * short prompts, or its cache hits, do): the verdict "recovered"
+	 * gives its stale EWMA the probes' mean. Slow again at once, its
+	 * EWMA restarts as a re-trial's does, a mean over its answers since
+	 * the verdict (RETRIAL_SAMPLES of them counted): 3 slow answers take
+	 * it over the tolerance (2.5 x FAST_MS) again, where power of two
+	 * choices under load sees it as slow as it is. Weighed as one
+	 * sample in 20 (ewma_alpha), the same answers would take 10. */
+	struct fx f;
+	int x = setup(&f, 0.25);
+	struct core_stats cs;
+	int i = 0;
+	for (core_stats(f.c, &cs); cs.explore_recovered == 0; core_stats(f.c, &cs)) {
+		run_anon(&f, x, FAST_MS, 1);
+		ck_assert_int_lt(++i, 5000);
+	}
+	double at = fx_info(&f, x).ewma_ms[0];
+	for (int k = 0; k < 3; k++) {
+		f.now += SLOW_MS;
+		ck_assert_int_eq(fx_observe(&f, x, 200, SLOW_MS, false, 0, false), 0);
+	}
+	double after = fx_info(&f, x).ewma_ms[0];
+	printf("# a false verdict after %d requests: EWMA %.1f ms, after 3 slow answers %.1f\n",
+	       i, at, after);
+	ck_assert_double_le(at, 2.5 * FAST_MS);
+	ck_assert_double_gt(after, 2.5 * FAST_MS);
+	/* and anonymous requests pass it over but for probes */
+	int n = run_anon(&f, x, SLOW_MS, 400);
+	printf("# x then got %d of the next 400 anonymous requests\n", n);
+	ck_assert_int_le(n, 400 / 16);
+	fx_finish(&f);
+}
+END_TEST
+
 static Suite *explore_suite(void)
 {
 	Suite *s = suite_create("core-explore");
@@ -572,6 +627,7 @@ static Suite *explore_suite(void)
 	tcase_add_test(tc, explore_quiet_is_not_starved);
 	tcase_add_test(tc, explore_quiet_keeps_warm_keys);
 	tcase_add_test(tc, explore_not_while_e2e_slow);
+	tcase_add_test(tc, explore_false_verdict_undone);
 	tcase_add_test(tc, check_recovered_gets_share_back);
 	tcase_add_test(tc, check_vouches_until_warm);
 	tcase_add_test(tc, check_not_judged_without_a_reference);
