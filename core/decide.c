@@ -165,6 +165,8 @@ static void commit(struct core *c, uint32_t idx, enum core_reason reason,
 			(struct asked){ out->akey, idx + 1, e->in_flight };
 	in_flight_step(c, idx, 1);
 	e->decisions++;
+	if (e->wait_ms <= e->last_seen_ms)
+		e->wait_ms = now_ms;
 	explore_tick(&c->explore);
 	if (e->br.state == CORE_BREAKER_HALF_OPEN) {
 		breaker_routed(&e->br, now_ms);
@@ -339,6 +341,26 @@ static inline double new_load(const struct pool_endpoint *e, double *var)
 	return l;
 }
 
+/* Whether a request sent to e waits for an answer longer than
+ * sticky_tolerance x its usual time to headers (its slowest kind's base;
+ * prior_ttfb_ms before one), with no answer since: a server that
+ * refuses connections sends none, HAProxy drops the refused requests
+ * from its count at once, and until its checks mark it DOWN it looks
+ * the idlest of all. */
+static inline bool unanswered(const struct core *c, const struct pool_endpoint *e,
+			      uint64_t now_ms)
+{
+	if (e->wait_ms <= e->last_seen_ms || now_ms <= e->wait_ms)
+		return false;
+	double usual = 0;
+	for (unsigned k = 0; k < CORE_KIND_COUNT; k++)
+		if (e->base_n[k] > 0 && e->base[k] > usual)
+			usual = e->base[k];
+	if (usual <= 0)
+		usual = c->p.prior_ttfb_ms;
+	return (double)(now_ms - e->wait_ms) > c->p.sticky_tolerance * usual;
+}
+
 /* Whether e's few requests in flight may be taken for spare capacity:
  * an endpoint that fails fast, was left as slow, is judged by
  * exploration or a breaker's probes, or has just come back from DOWN
@@ -348,7 +370,7 @@ static inline bool trusted_idle(const struct core *c, const struct pool_endpoint
 				uint64_t now_ms)
 {
 	if (e->br.state != CORE_BREAKER_CLOSED || e->suspect != POOL_FIT ||
-	    e->explore_on || now_ms < e->rejoin_until_ms)
+	    e->explore_on || now_ms < e->rejoin_until_ms || unanswered(c, e, now_ms))
 		return false;
 	uint32_t ok, fail;
 	breaker_counts(&e->br, &c->p, now_ms, &ok, &fail);

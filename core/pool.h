@@ -215,6 +215,9 @@ struct pool_endpoint {
 	 * not taken for spare capacity (trusted_idle in decide.c). */
 	uint64_t down_ms;
 	uint64_t rejoin_until_ms;
+	/* The first decision for it since its last answer (last_seen_ms);
+	 * at or before that answer: none waits (trusted_idle). */
+	uint64_t wait_ms;
 };
 
 /* The slots in use: configured, else HAProxy's maxconn, else the most

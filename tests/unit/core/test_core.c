@@ -1442,6 +1442,58 @@ START_TEST(place_load_distrusts_a_server_back_from_down)
 }
 END_TEST
 
+/* Where new key r goes at wait_ms after a request for y (of a key whose
+ * first choice it is) that HAProxy no longer counts (a refused
+ * connection) and that y never answered; with y_answers, y answered
+ * something since. Every endpoint warm at 100 ms to the headers, x
+ * holding 8 requests (place_load_z 1.5). */
+static int unanswered_decide(const struct core_request *r, int x, int y,
+			     uint64_t wait_ms, bool y_answers)
+{
+	struct core_params p;
+	new_key_params(&p);
+	struct fx f;
+	fx_init(&f, 4, &p);
+	for (int i = 0; i < 4; i++)
+		fx_warm(&f, i, 100, 20);
+	f.now += 10; /* after their answers */
+	for (uint64_t k = 1;; k++) {
+		struct core_request o = fx_session(k * 0xbf58476d1ce4e5b9ull);
+		int ox, oy, oz;
+		first_three_choices(&o, &ox, &oy, &oz);
+		if (ox != y)
+			continue;
+		struct core_decision d = fx_decide(&f, &o);
+		ck_assert_int_eq(d.endpoint, y);
+		break;
+	}
+	core_endpoint_sync(f.c, y, CORE_ADMIN_ENABLED, 0, f.now);
+	f.now += wait_ms;
+	if (y_answers)
+		ck_assert_int_eq(fx_observe(&f, y, 200, 100, false, 0, false), 0);
+	return new_key_goes(&f, r, x, 8);
+}
+
+START_TEST(place_load_distrusts_a_server_that_does_not_answer)
+{
+	/* y refuses connections: HAProxy counts nothing in flight on it
+	 * and sends no answer of it until its checks mark it DOWN. A new
+	 * key x would leave by load goes to y while y's request has waited
+	 * less than sticky_tolerance (2.5) x its usual time to headers
+	 * (100 ms), past it (to z) once it waited longer, and to y again
+	 * once y answered anything. */
+	for (uint64_t key = 1; key <= 50; key++) {
+		struct core_request r = fx_session(key * 0x9e3779b97f4a7c15ull);
+		int x, y, z;
+		first_three_choices(&r, &x, &y, &z);
+
+		ck_assert_int_eq(unanswered_decide(&r, x, y, 200, false), y);
+		ck_assert_int_eq(unanswered_decide(&r, x, y, 300, false), z);
+		ck_assert_int_eq(unanswered_decide(&r, x, y, 300, true), y);
+	}
+}
+END_TEST
+
 /* A new key r of size_kib KiB on a pool of 4, the load bound out of the
  * way, x holding x_load requests and every endpoint but unjudged (-1:
  * none; 4: all) judged (5 answers of 100 ms each kind): where it goes
@@ -2948,6 +3000,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, place_choices_cheapest_of_first_n);
 	tcase_add_test(tc, place_load_new_keys_off_clearly_busier);
 	tcase_add_test(tc, place_load_distrusts_a_server_back_from_down);
+	tcase_add_test(tc, place_load_distrusts_a_server_that_does_not_answer);
 	tcase_add_test(tc, place_long_prompts_on_a_smaller_gap);
 	tcase_add_test(tc, place_load_keeps_warm_keys);
 	tcase_add_test(tc, place_slots_new_keys_to_a_free_slot);
