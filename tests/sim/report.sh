@@ -133,6 +133,7 @@ variants=(
 	"warmlane|place_choices 8 (leastconn below the bound)|--set place_choices=8"
 	"warmlane|place_load_z 0 (new keys by rendezvous alone, before round 5)|--set place_load_z=0"
 	"warmlane|place_long_kib 80 (long new prompts by load: one HAProxy, or a shared hint; policy-v2 section 14)|--set place_long_kib=80"
+	"warmlane|place_load_z 0.5, affinity_ttl 30 min (one HAProxy, or a shared hint; policy-v2 section 28)|--set place_load_z=0.5 --set affinity_ttl_ms=1800000"
 	"warmlane|warm_slack 0 (the bound alone, before issue 12)|--set warm_slack=0"
 	"warmlane|slow_run 0 (no slow-run detector)|--set slow_run=0"
 	"warmlane|slow_start 0 (new keys not judged by their first answers)|--set slow_start=0"
