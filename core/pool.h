@@ -137,7 +137,10 @@ struct pool_endpoint {
 	/* Line 4. */
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t decisions;
-	uint64_t awake_ms;      /* the last wake-up answer after idleness */
+	/* The first decision for it since its last answer (last_seen_ms);
+	 * at or before that answer: none waits (unanswered in decide.c).
+	 * Beside decisions: the commit that sets it writes this line. */
+	uint64_t wait_ms;
 
 	/* Lines 5 and 6: the breaker's state. */
 	struct breaker br;
@@ -179,6 +182,8 @@ struct pool_endpoint {
 	uint64_t probes[CORE_PROBE_COUNT]; /* results by enum core_probe */
 	uint64_t name_hash;
 	uint64_t completions[CORE_END_COUNT];
+	uint64_t awake_ms;      /* the last wake-up answer after idleness
+				 * (core_complete, beside completions) */
 	uint32_t engine_if;     /* the engine's running + waiting, last sample */
 	double engine_kv;       /* KV-cache usage 0..1 of the sample; -1 none */
 	uint64_t engine_at_ms;  /* the sample's time; 0: none ever */
@@ -215,9 +220,6 @@ struct pool_endpoint {
 	 * not taken for spare capacity (trusted_idle in decide.c). */
 	uint64_t down_ms;
 	uint64_t rejoin_until_ms;
-	/* The first decision for it since its last answer (last_seen_ms);
-	 * at or before that answer: none waits (trusted_idle). */
-	uint64_t wait_ms;
 };
 
 /* The slots in use: configured, else HAProxy's maxconn, else the most
