@@ -363,9 +363,9 @@ static inline bool unanswered(const struct core *c, const struct pool_endpoint *
 
 /* Whether e's few requests in flight may be taken for spare capacity:
  * an endpoint that fails fast, was left as slow, is judged by
- * exploration or a breaker's probes, or has just come back from DOWN
- * looks idle too (leastconn's trap: docs/routing-quality.md, fast
- * failure and flap). */
+ * exploration or a breaker's probes, has just come back from DOWN, or
+ * does not answer looks idle too (leastconn's trap:
+ * docs/routing-quality.md, fast failure, flap and down). */
 static inline bool trusted_idle(const struct core *c, const struct pool_endpoint *e,
 				uint64_t now_ms)
 {

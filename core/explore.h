@@ -13,16 +13,16 @@
  * explore_share of its fair share), never while a probe is unanswered,
  * that spacing doubled (up to EXPLORE_MAX_SHIFT times) after each verdict
  * "still slow"; leaving it was such a verdict, and its first probe then
- * waits longer (EXPLORE_LEFT_WAIT spacings). Its answers are judged one by one: fast within
- * sticky_tolerance x the larger of the candidates' median and its own
- * base. Enough fast answers, more than the slow ones, are the verdict
- * "recovered" (two on a regular endpoint, more the wider its spread): its
- * EWMA of the time to headers, stale, takes the fast answers' mean and
- * restarts as a re-trial's does (a mean over its next answers, counted
- * from RETRIAL_SAMPLES: a verdict from a still slow endpoint's lucky
- * answers is undone in a few), it is
- * fit again, and, if it was left, keys warm elsewhere that rank it first
- * come back to it for one idle_reset (explore_reclaim). One slow answer
+ * waits longer (EXPLORE_LEFT_WAIT spacings). Its answers are judged one
+ * by one: fast within sticky_tolerance x the larger of the candidates'
+ * median and its own base. Enough fast answers, more than the slow ones,
+ * are the verdict "recovered" (two on a regular endpoint, more the wider
+ * its spread): its EWMA of the time to headers, stale, takes the fast
+ * answers' mean and restarts as a re-trial's does (a mean over its next
+ * answers, counted from RETRIAL_SAMPLES: a verdict from a still slow
+ * endpoint's lucky answers is undone in a few), it is fit again, and, if
+ * it was left, keys warm elsewhere that rank it first come back to it
+ * for one idle_reset (explore_reclaim). One slow answer
  * more than the fast ones is the verdict "still slow". An endpoint whose
  * spread would need more answers than a re-trial takes is not explored,
  * nor one whose end-to-end EWMA says slow (the verdict needs it fast,
