@@ -346,11 +346,14 @@ static inline double new_load(const struct pool_endpoint *e, double *var)
  * prior_ttfb_ms before one), with no answer since: a server that
  * refuses connections sends none, HAProxy drops the refused requests
  * from its count at once, and until its checks mark it DOWN it looks
- * the idlest of all. */
+ * the idlest of all. Only where its answers come at the headers: an
+ * answer that is the stream's end (the log line alone) comes as late as
+ * the stream runs, and there a refusal is HAProxy's 503 in the log, a
+ * breaker failure already. */
 static inline bool unanswered(const struct core *c, const struct pool_endpoint *e,
 			      uint64_t now_ms)
 {
-	if (e->wait_ms <= e->last_seen_ms || now_ms <= e->wait_ms)
+	if (!e->at_headers || e->wait_ms <= e->last_seen_ms || now_ms <= e->wait_ms)
 		return false;
 	double usual = 0;
 	for (unsigned k = 0; k < CORE_KIND_COUNT; k++)

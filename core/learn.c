@@ -373,6 +373,7 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 		return -EINVAL;
 	c->outcomes[o]++;
 	e->outcomes[o]++;
+	e->at_headers = true;
 	struct lesson l = {
 		.status = fb->status, .tr_ms = fb->tr_ms,
 		.retry_after_ms = fb->retry_after_ms, .stream = fb->stream,

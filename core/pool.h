@@ -96,6 +96,10 @@ struct pool_endpoint {
 	 * vouches for it until it is warm on cold_start_samples answers. */
 	bool check_slow : 1;
 	bool check_vouch : 1;
+	/* Its answers come at the headers (core_observe, SPOE feedback), not
+	 * only at the stream's end (the log line alone, HAProxy 2.6): the
+	 * wait unanswered (decide.c) measures is then against its base. */
+	bool at_headers : 1;
 
 	/* Line 1: latency, read by the decision and taught by feedback. */
 	double ewma[POOL_SIGNALS];

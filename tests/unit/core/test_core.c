@@ -1442,20 +1442,41 @@ START_TEST(place_load_distrusts_a_server_back_from_down)
 }
 END_TEST
 
+/* Answers of ep at tr_ms to the headers as HAProxy 2.6 gives them: its
+ * log line alone, at the end of a stream of total_ms. */
+static void warm_by_log(struct fx *f, int ep, int64_t tr_ms, int64_t total_ms,
+			int samples)
+{
+	for (int i = 0; i < samples; i++) {
+		struct core_completion cc = {
+			.endpoint = ep, .status = 200, .end = CORE_END_COMPLETE,
+			.tr_ms = tr_ms, .total_ms = total_ms, .bytes = 4096,
+			.stream = true,
+		};
+		ck_assert_int_eq(core_complete(f->c, &cc, f->now), 0);
+	}
+}
+
 /* Where new key r goes at wait_ms after a request for y (of a key whose
  * first choice it is) that HAProxy no longer counts (a refused
  * connection) and that y never answered; with y_answers, y answered
- * something since. Every endpoint warm at 100 ms to the headers, x
+ * something since. Every endpoint warm at 100 ms to the headers, by
+ * SPOE feedback or, by_log, by log lines alone (streams of 2 s); x
  * holding 8 requests (place_load_z 1.5). */
 static int unanswered_decide(const struct core_request *r, int x, int y,
-			     uint64_t wait_ms, bool y_answers)
+			     uint64_t wait_ms, bool y_answers, bool by_log)
 {
 	struct core_params p;
 	new_key_params(&p);
 	struct fx f;
 	fx_init(&f, 4, &p);
-	for (int i = 0; i < 4; i++)
-		fx_warm(&f, i, 100, 20);
+	f.now += 2000;
+	for (int i = 0; i < 4; i++) {
+		if (by_log)
+			warm_by_log(&f, i, 100, 2000, 20);
+		else
+			fx_warm(&f, i, 100, 20);
+	}
 	f.now += 10; /* after their answers */
 	for (uint64_t k = 1;; k++) {
 		struct core_request o = fx_session(k * 0xbf58476d1ce4e5b9ull);
@@ -1469,7 +1490,9 @@ static int unanswered_decide(const struct core_request *r, int x, int y,
 	}
 	core_endpoint_sync(f.c, y, CORE_ADMIN_ENABLED, 0, f.now);
 	f.now += wait_ms;
-	if (y_answers)
+	if (y_answers && by_log)
+		warm_by_log(&f, y, 100, 2000, 1);
+	else if (y_answers)
 		ck_assert_int_eq(fx_observe(&f, y, 200, 100, false, 0, false), 0);
 	return new_key_goes(&f, r, x, 8);
 }
@@ -1487,9 +1510,27 @@ START_TEST(place_load_distrusts_a_server_that_does_not_answer)
 		int x, y, z;
 		first_three_choices(&r, &x, &y, &z);
 
-		ck_assert_int_eq(unanswered_decide(&r, x, y, 200, false), y);
-		ck_assert_int_eq(unanswered_decide(&r, x, y, 300, false), z);
-		ck_assert_int_eq(unanswered_decide(&r, x, y, 300, true), y);
+		ck_assert_int_eq(unanswered_decide(&r, x, y, 200, false, false), y);
+		ck_assert_int_eq(unanswered_decide(&r, x, y, 300, false, false), z);
+		ck_assert_int_eq(unanswered_decide(&r, x, y, 300, true, false), y);
+	}
+}
+END_TEST
+
+START_TEST(place_load_trusts_a_server_whose_answers_end_streams)
+{
+	/* Behind HAProxy 2.6 an answer is the log line at the stream's end,
+	 * long after the headers the base (100 ms) is learnt on: y's stream
+	 * running for 1.5 s with no line yet is no sign of a refusal (that
+	 * is HAProxy's 503 in the log, a breaker failure). A new key x
+	 * would leave by load still goes to y. */
+	for (uint64_t key = 1; key <= 50; key++) {
+		struct core_request r = fx_session(key * 0x9e3779b97f4a7c15ull);
+		int x, y, z;
+		first_three_choices(&r, &x, &y, &z);
+
+		ck_assert_int_eq(unanswered_decide(&r, x, y, 1500, false, true), y);
+		ck_assert_int_eq(unanswered_decide(&r, x, y, 1500, true, true), y);
 	}
 }
 END_TEST
@@ -3001,6 +3042,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, place_load_new_keys_off_clearly_busier);
 	tcase_add_test(tc, place_load_distrusts_a_server_back_from_down);
 	tcase_add_test(tc, place_load_distrusts_a_server_that_does_not_answer);
+	tcase_add_test(tc, place_load_trusts_a_server_whose_answers_end_streams);
 	tcase_add_test(tc, place_long_prompts_on_a_smaller_gap);
 	tcase_add_test(tc, place_load_keeps_warm_keys);
 	tcase_add_test(tc, place_slots_new_keys_to_a_free_slot);
