@@ -22,6 +22,11 @@ static const char *scope_name(int k)
 	return core_session_scope_name((enum core_session_scope)k);
 }
 
+static const char *routers_name(int k)
+{
+	return core_routers_name((enum core_routers)k);
+}
+
 static const char *mode_name(int k)
 {
 	return config_mode_name((enum config_mode)k);
@@ -124,6 +129,11 @@ void config_check_policy(struct config_check *s, const struct raw_policy *rp,
 	/* 0: off (core_params.place_load_z). */
 	config_check_double(s, "policy.place_load_z", rp->place_load_z, 0, true,
 			    100, &p->place_load_z);
+	config_check_double(s, "policy.alone_place_load_z", rp->alone_place_load_z,
+			    0, true, 100, &p->alone_place_load_z);
+	config_check_duration(s, "policy.alone_affinity_ttl",
+			      rp->alone_affinity_ttl, S, 30 * D,
+			      &p->alone_affinity_ttl_ms);
 	/* 0: off (core_params.place_long_kib); 1 GiB is no prompt. */
 	config_check_u32(s, "policy.place_long_kib", rp->place_long_kib, 0,
 			 1048576, &p->place_long_kib);
@@ -194,6 +204,9 @@ void config_check_policy(struct config_check *s, const struct raw_policy *rp,
 		       CORE_SESSION_SCOPE_COUNT, scope_name, "global, caller",
 		       &k))
 		p->session_scope = (enum core_session_scope)k;
+	if (check_enum(s, "policy.routers", rp->routers, CORE_ROUTERS_COUNT,
+		       routers_name, "auto, one, several", &k))
+		p->routers = (enum core_routers)k;
 }
 
 /* policy.mode: the agent's, not the core's (the core decides the same). */

@@ -92,6 +92,9 @@ struct raw_policy {
 	double *warm_slack;
 	double *place_choices;
 	double *place_load_z;
+	char *routers;
+	double *alone_place_load_z;
+	char *alone_affinity_ttl;
 	double *place_long_kib;
 	double *place_long_z;
 	double *owned_bound;

@@ -210,7 +210,9 @@ void ctl_cmd_show_affinity(struct ctl_cmd *cmd)
 	struct ctl_out *o = cmd->o;
 	struct core_affinity_record rec;
 	bool found = core_affinity_lookup(core, akey, cmd->now_ms, &rec) == 0;
-	uint64_t ttl = core_params(core)->affinity_ttl_ms;
+	struct core_routers_info routers;
+	core_routers_info(core, &routers);
+	uint64_t ttl = routers.ttl_ms; /* alone_affinity_ttl while alone */
 	uint64_t left = found && rec.idle_ms < ttl ? ttl - rec.idle_ms : 0;
 	if (cmd->json) {
 		ctl_out_printf(o, "{\"akey\":\"%016" PRIx64 "\",\"entry\":%s", akey,

@@ -89,6 +89,24 @@ void metrics_sample_engine_stale(struct metrics_text *t, const char *name,
 	metrics_text_u64(t, name, stale);
 }
 
+void metrics_sample_routers_alone(struct metrics_text *t, const char *name,
+				  const struct metrics_ctx *c)
+{
+	struct core_routers_info r = { .alone = false };
+	if (c->core != NULL)
+		core_routers_info(c->core, &r);
+	metrics_text_u64(t, name, r.alone ? 1 : 0);
+}
+
+void metrics_sample_routers_share(struct metrics_text *t, const char *name,
+				  const struct metrics_ctx *c)
+{
+	struct core_routers_info r = { .share = -1 };
+	if (c->core != NULL)
+		core_routers_info(c->core, &r);
+	metrics_text_printf(t, "%s %.6g\n", name, r.share);
+}
+
 void metrics_sample_budget_active(struct metrics_text *t, const char *name,
 				  const struct metrics_ctx *c)
 {

@@ -84,9 +84,22 @@ static int check_params(const struct core_params *p)
 	    (p->owned_bound >= 0 && p->owned_half_life_ms == 0))
 		return -EINVAL;
 	if (!isfinite(p->slow_start) || !finite_ge(p->place_load_z, 0) ||
-	    !finite_ge(p->place_long_z, 0))
+	    !finite_ge(p->place_long_z, 0) ||
+	    !finite_ge(p->alone_place_load_z, 0) ||
+	    (unsigned)p->routers >= CORE_ROUTERS_COUNT)
 		return -EINVAL;
 	return 0;
+}
+
+/* The parameters in force for whether this agent routes alone
+ * (routers.h): the new key's load gap and the entries' TTL. */
+static void routers_apply(struct core *c)
+{
+	c->alone = c->p.routers == CORE_ROUTERS_ONE ||
+		   (c->p.routers == CORE_ROUTERS_AUTO && c->routers.alone);
+	c->place_z = c->alone ? c->p.alone_place_load_z : c->p.place_load_z;
+	c->aff.ttl_ms = c->alone && c->p.alone_affinity_ttl_ms > c->p.affinity_ttl_ms ?
+			c->p.alone_affinity_ttl_ms : c->p.affinity_ttl_ms;
 }
 
 uint64_t core_cooldown_max_ms(const struct core *c)
@@ -117,6 +130,7 @@ int core_create(struct core **out, const struct core_params *p)
 		free(c);
 		return rc;
 	}
+	routers_apply(c);
 	*out = c;
 	return 0;
 }
@@ -184,7 +198,7 @@ int core_set_params(struct core *c, const struct core_params *p)
 				(double)p->owned_half_life_ms : 1;
 	c->p = *p;
 	c->log_tolerance = log(p->sticky_tolerance);
-	c->aff.ttl_ms = p->affinity_ttl_ms;
+	routers_apply(c);
 	c->version++;
 	ewma_moved_all(c);
 	return 0;
@@ -480,6 +494,16 @@ int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
 	e->engine_at_ms = now_ms > 0 ? now_ms : 1;
 	e->engine_fresh = true;
 	in_flight_apply(c, (uint32_t)idx);
+	bool alone = c->routers.alone;
+	uint64_t decided = 0;
+	for (unsigned k = 0; k < CORE_REASON_COUNT; k++)
+		decided += c->decisions[k];
+	routers_note(&c->routers, e->local_if, load, decided, now_ms,
+		     c->p.idle_reset_ms > 0 ? c->p.idle_reset_ms : 60 * 1000);
+	if (c->routers.alone != alone) {
+		routers_apply(c);
+		c->version++;
+	}
 	return 0;
 }
 
@@ -508,6 +532,16 @@ int core_endpoint_artefact_mismatch(struct core *c, int idx, bool mismatch)
 		return -ENOENT;
 	e->artefact_mismatch = mismatch;
 	return 0;
+}
+
+void core_routers_info(const struct core *c, struct core_routers_info *out)
+{
+	*out = (struct core_routers_info){
+		.alone = c->alone,
+		.judged = c->routers.judged,
+		.share = routers_share(&c->routers),
+		.ttl_ms = c->aff.ttl_ms,
+	};
 }
 
 uint32_t core_engine_expire(struct core *c, uint64_t now_ms)

@@ -482,6 +482,17 @@ int core_endpoint_artefact(struct core *c, int idx, uint64_t fingerprint);
  * decisions). Returns 0 or -ENOENT. */
 int core_endpoint_artefact_mismatch(struct core *c, int idx, bool mismatch);
 
+/* Whether this agent routes alone (params.routers, routers.h), as the
+ * decisions read it. */
+struct core_routers_info {
+	bool alone;            /* in force: new keys by alone_place_load_z */
+	bool judged;           /* the engines' counts had load enough once */
+	double share;          /* this HAProxy's share of the engines' load
+				* at their samples; -1: not enough to judge */
+	uint64_t ttl_ms;       /* the affinity TTL in force */
+};
+void core_routers_info(const struct core *c, struct core_routers_info *out);
+
 /* Ends the engine view of every endpoint whose sample is older than
  * params.engine_max_age_ms at now_ms: its in-flight count is the runtime
  * API's (or the agent's own) again. Returns how many it ended. O(pool);

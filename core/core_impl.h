@@ -13,6 +13,7 @@
 #include "owned.h"
 #include "pool.h"
 #include "rendezvous.h"
+#include "routers.h"
 #include "tier.h"
 #include "trace.h"
 
@@ -137,6 +138,9 @@ struct core {
 	struct asked asked[CORE_PENDING_SLOTS];
 	struct owned_clock owned; /* the scale of pool_endpoint.owned */
 	struct explore explore;   /* explore.h */
+	struct routers routers;   /* routers.h: the engines' verdict */
+	bool alone;               /* routing alone, by policy.routers */
+	double place_z;           /* place_load_z in force (routers_apply) */
 };
 
 static inline bool finite_ge(double v, double min)

@@ -467,8 +467,8 @@ static uint32_t place_by_load(struct core *c, const struct pick *k,
 	bool by_slots = false;
 	bool lng = place_long(c, k, x);
 	uint32_t y = UINT32_MAX;
-	if (lng || c->p.place_load_z > 0)
-		y = lighter(c, x, n, lng ? c->p.place_long_z : c->p.place_load_z,
+	if (lng || c->place_z > 0)
+		y = lighter(c, x, n, lng ? c->p.place_long_z : c->place_z,
 			    lng, k->kind, now_ms);
 	if (y == UINT32_MAX && c->p.place_slots && slots_busy(&c->pool.ep[x])) {
 		y = free_slot(c, n, now_ms);

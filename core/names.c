@@ -145,3 +145,14 @@ const char *core_session_scope_name(enum core_session_scope s)
 {
 	return NAMES_GET(session_scope_names, s, NULL);
 }
+
+static const char *const routers_names[CORE_ROUTERS_COUNT] = {
+	[CORE_ROUTERS_AUTO] = "auto",
+	[CORE_ROUTERS_ONE] = "one",
+	[CORE_ROUTERS_SEVERAL] = "several",
+};
+
+const char *core_routers_name(enum core_routers r)
+{
+	return NAMES_GET(routers_names, r, NULL);
+}

@@ -16,6 +16,11 @@ Phases, each asserting behaviour:
             other server: its load, over B's load_floor (4 here), is past the
             load bound (without engine load, B sees two idle servers and
             rendezvous hashing puts about half of them on the loaded one);
+  routers   each agent's share of the engines' load (policy.routers auto,
+            warmlane_routers_share): B's under 0.6, A's at least 0.8; A
+            routes alone (warmlane_routers_alone 1) once it has decided 30
+            requests in the last minute or so (BRIEF_N short ones more), B
+            never;
   stale     the loaded llama-server stopped (SIGSTOP): its polls fail, and
             past engine.max_age (2 s) B's view of it is the runtime API's
             again (fresh 0, in-flight 0), the failures counted.
@@ -38,6 +43,7 @@ import engine as eng  # noqa: E402
 log = h.log
 LONG_TOKENS = 8000   # 20 s or more each on one slot: loaded all along
 LONG_N = 6
+BRIEF_N = 40         # over the 30 decisions a verdict "alone" needs, decayed
 
 
 def series(env, name, server):
@@ -165,6 +171,47 @@ def run(a, b, fleet):
     if series(b, "warmlane_endpoint_in_flight", busy) < 4:
         raise AssertionError("steered: the long requests ended before the check: "
                              f"raise LONG_TOKENS ({LONG_TOKENS})")
+
+    # --- routers: who carries the engines' load ----------------------------
+    # policy.routers auto: each agent compares its HAProxy's counts with the
+    # engines' at each sample. B carries none of the long generations: it
+    # routes beside another HAProxy. A carries them all but has decided
+    # LONG_N requests, under the 30 its verdict "alone" needs; short
+    # anonymous requests through A (no session, a body under the 1 KiB of
+    # the first prefix key: power of two choices, to the idle server) make
+    # it alone.
+    h.wait_until("both agents to measure their share", lambda: all(
+        fe.metric_sum(fe.parse_metrics(env.metrics_text()[0]), "warmlane_routers_share") >= 0
+        for env in (a, b)), timeout=10)
+    share = {k: fe.metric_sum(fe.parse_metrics(env.metrics_text()[0]), "warmlane_routers_share")
+             for k, env in (("A", a), ("B", b))}
+    alone = {k: fe.metric_sum(fe.parse_metrics(env.metrics_text()[0]), "warmlane_routers_alone")
+             for k, env in (("A", a), ("B", b))}
+    log(f"routers: share of the engines' load A {share['A']:.2f}, B {share['B']:.2f}; "
+        f"alone A {alone['A']:.0f}, B {alone['B']:.0f}")
+    if not share["B"] < 0.6 or alone["B"] != 0:
+        raise AssertionError(f"routers: B, which carries none of {busy}'s load, measured a "
+                             f"share of {share['B']:.2f} (alone {alone['B']:.0f})")
+    if not share["A"] >= 0.8 or alone["A"] != 0:
+        raise AssertionError(f"routers: A, which carries {busy}'s load after {LONG_N} "
+                             f"decisions, measured {share['A']:.2f} (alone {alone['A']:.0f})")
+    c = fe.Client(a.port, timeout=30)
+    placed = {}
+    for i in range(BRIEF_N):
+        r = c.post(fe.chat_body(f"brief {i}", model=eng.MODEL, max_tokens=1),
+                   {}, i=i, tag="brief")
+        if r.status != 200:
+            raise AssertionError(f"routers: a request through A failed: {r.status} {r.error}")
+        placed[r.served] = placed.get(r.served, 0) + 1
+    c.close()
+    h.wait_until("A's agent to route alone", lambda: fe.metric_sum(
+        fe.parse_metrics(a.metrics_text()[0]), "warmlane_routers_alone") == 1, timeout=10)
+    share_a = fe.metric_sum(fe.parse_metrics(a.metrics_text()[0]), "warmlane_routers_share")
+    alone_b = fe.metric_sum(fe.parse_metrics(b.metrics_text()[0]), "warmlane_routers_alone")
+    log(f"routers: {BRIEF_N} short requests through A ({fe.fmt_counts(placed)}): A alone "
+        f"at a share of {share_a:.2f}; B alone {alone_b:.0f}")
+    if alone_b != 0:
+        raise AssertionError("routers: B routes alone beside A")
 
     # --- stale: the engine stops answering ---------------------------------
     srv = fleet.server(busy)

@@ -87,6 +87,8 @@ if [ $have_trace = 1 ]; then
 	run mooncake-log --trace "$trace" --log-ingest
 	run mooncake-session --trace "$trace" --keys session
 	run mooncake-speed3 --trace "$trace" --speed 3 --dump "$tmp/mooncake-speed3.dump"
+	run mooncake-engine --trace "$trace" --engine-load
+	run mooncake-engine-speed3 --trace "$trace" --engine-load --speed 3
 	for a in 2 4; do
 		run "mooncake-agents$a" --trace "$trace" --agents "$a"
 	done
@@ -133,7 +135,9 @@ variants=(
 	"warmlane|place_choices 8 (leastconn below the bound)|--set place_choices=8"
 	"warmlane|place_load_z 0 (new keys by rendezvous alone, before round 5)|--set place_load_z=0"
 	"warmlane|place_long_kib 80 (long new prompts by load: one HAProxy, or a shared hint; policy-v2 section 14)|--set place_long_kib=80"
-	"warmlane|place_load_z 0.5, affinity_ttl 30 min (one HAProxy, or a shared hint; policy-v2 section 28)|--set place_load_z=0.5 --set affinity_ttl_ms=1800000"
+	"warmlane|routers one (place_load_z 0.5, affinity_ttl 30 min: one HAProxy, or a shared hint; policy-v2 sections 28, 29)|--set routers=1"
+	"warmlane|engine metrics (routers auto: alone with one agent, not behind 2 or 4; policy-v2 section 29)|--engine-load"
+	"warmlane|engine metrics, routers several (as before section 29)|--engine-load --set routers=2"
 	"warmlane|warm_slack 0 (the bound alone, before issue 12)|--set warm_slack=0"
 	"warmlane|slow_run 0 (no slow-run detector)|--set slow_run=0"
 	"warmlane|slow_start 0 (new keys not judged by their first answers)|--set slow_start=0"
@@ -390,8 +394,13 @@ MD
 		csv_md <"$tmp/mooncake-session.csv"
 		printf '\n### Same trace replayed 3x faster (`--speed 3`: the fleet near saturation)\n\n'
 		csv_md <"$tmp/mooncake-speed3.csv"
+		printf '\n### Same trace with the engines'"'"' counts (`--engine-load`): warmlane knows it routes alone\n\n'
+		printf 'The agent polls each engine'"'"'s running + waiting requests (`engine_metrics`, every 200 ms). With `policy.routers` auto (the default) it compares them with its HAProxy'"'"'s own counts: carrying their load, it routes alone, and new keys go by load (`alone_place_load_z` 0.5) and entries live 30 min (`alone_affinity_ttl`); behind 2 or 4 HAProxies it does not, and decides as without (the 2- and 4-agent runs with `--engine-load` are the rows "engine metrics" of "Policy changes tried"; docs/policy-v2.md, section 29). The other policies do not read the engines.\n\n'
+		csv_md <"$tmp/mooncake-engine.csv"
+		printf '\nAt 3x the rate (`--engine-load --speed 3`):\n\n'
+		csv_md <"$tmp/mooncake-engine-speed3.csv"
 		if [ -f "$tmp/variant0.out" ]; then
-			printf '### Policy changes tried\n\n'
+			printf '\n### Policy changes tried\n\n'
 			printf 'The same trace with warmlane'"'"'s parameters changed (`--set NAME=VALUE`, the real core), and `warmlane-model` (`tests/sim/sim_pol_wlmodel.c`: the first design'"'"'s decision (docs/architecture.md) written out in the simulator, which tracks the core within a few points) for changes the core'"'"'s parameters cannot express: `norm=1` feeds the latency EWMA with tr per KiB of request body instead of tr, `slack=2` lets the load bound admit 2 more requests than ceil(load_factor x ...). Oracle for reference: hit rate %s, speed 3 TTFT p90 %s ms, leastconn speed 3 TTFT p90 %s ms.\n\n' \
 				"$(fig mooncake oracle 3)" "$(fig mooncake-speed3 oracle 5)" "$(fig mooncake-speed3 leastconn 5)"
 			printf '| variant | hit_rate | ttft_p90_ms | hit_rate, 2 agents | 2 agents / 1 | hit_rate, 4 agents | 4 agents / 1 | speed 3: hit_rate | speed 3: ttft_p90_ms | slow: share to the slow one | slow: hit%% (no fault) | fast-failure share_after |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n'

@@ -108,6 +108,8 @@ static void *wl_create(const struct sim_policy_env *env)
 		{ "cost_weight_per_ms", &p.cost_weight_per_ms, NULL },
 		{ "owned_bound", &p.owned_bound, NULL },
 		{ "place_load_z", &p.place_load_z, NULL },
+		{ "alone_place_load_z", &p.alone_place_load_z, NULL },
+		{ "alone_affinity_ttl_ms", NULL, &p.alone_affinity_ttl_ms },
 		{ "place_long_z", &p.place_long_z, NULL },
 		{ "slow_start", &p.slow_start, NULL },
 		{ "explore_share", &p.explore_share, NULL },
@@ -151,6 +153,8 @@ static void *wl_create(const struct sim_policy_env *env)
 		p.slow_run = (uint32_t)d;
 	if (sim_policy_param(env, "score_by", &d) == 1)
 		p.score_by = (enum core_score_by)d;
+	if (sim_policy_param(env, "routers", &d) == 1) /* 0 auto, 1 one, 2 several */
+		p.routers = (enum core_routers)d;
 
 	if (!s->idx || !s->names || core_create(&s->core, &p) < 0) {
 		wl_destroy(s);

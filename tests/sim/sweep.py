@@ -50,7 +50,11 @@ def runs(trace):
                 ("mooncake-session", t + ["--keys", "session"]),
                 ("mooncake-speed3", t + ["--speed", "3"]),
                 ("mooncake-agents2", t + ["--agents", "2"]),
-                ("mooncake-agents4", t + ["--agents", "4"])]
+                ("mooncake-agents4", t + ["--agents", "4"]),
+                ("mooncake-engine", t + ["--engine-load"]),
+                ("mooncake-engine-speed3", t + ["--engine-load", "--speed", "3"]),
+                ("mooncake-engine-agents2", t + ["--engine-load", "--agents", "2"]),
+                ("mooncake-engine-agents4", t + ["--engine-load", "--agents", "4"])]
         out += [("mooncake-" + sc, t + ["--scenario", sc]) for sc in FAULTS]
         out += [("mooncake-recover-anon", t + ["--scenario", "recover", "--keys", "none"])]
         out += [("anon-quick%d" % n, t + ["--keys", "none", "--config", Q, "--limit", str(n)])

@@ -66,6 +66,9 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert_uint_eq(a->rate_limit_cooldown_ms, b->rate_limit_cooldown_ms);
 	ck_assert_uint_eq(a->rate_limit_cooldown_max_ms, b->rate_limit_cooldown_max_ms);
 	ck_assert_int_eq(a->session_scope, b->session_scope);
+	ck_assert_int_eq(a->routers, b->routers);
+	ck_assert(a->alone_place_load_z == b->alone_place_load_z);
+	ck_assert_uint_eq(a->alone_affinity_ttl_ms, b->alone_affinity_ttl_ms);
 	ck_assert_uint_eq(a->dead_key_retry_ms, b->dead_key_retry_ms);
 	ck_assert_uint_eq(a->model_mismatch_404s, b->model_mismatch_404s);
 	ck_assert_double_eq(a->tier_spill, b->tier_spill);
@@ -149,6 +152,9 @@ static const char full_yaml[] =
 	"  place_choices: 3\n"
 	"  owned_bound: 0.25\n"
 	"  place_load_z: 2.5\n"
+	"  routers: one\n"
+	"  alone_place_load_z: 0.75\n"
+	"  alone_affinity_ttl: 20m\n"
 	"  place_long_kib: 80\n"
 	"  place_long_z: 0.25\n"
 	"  slow_start: 3\n"
@@ -222,6 +228,9 @@ START_TEST(full_file)
 	ck_assert_uint_eq(p->place_choices, 3);
 	ck_assert(p->owned_bound == 0.25);
 	ck_assert(p->place_load_z == 2.5);
+	ck_assert_int_eq(p->routers, CORE_ROUTERS_ONE);
+	ck_assert(p->alone_place_load_z == 0.75);
+	ck_assert_uint_eq(p->alone_affinity_ttl_ms, 20 * 60 * 1000);
 	ck_assert_uint_eq(p->place_long_kib, 80);
 	ck_assert(p->place_long_z == 0.25);
 	ck_assert(p->slow_start == 3);
@@ -810,6 +819,14 @@ START_TEST(semantic_session_scope)
 	ck_assert_int_eq(load(&cfg, "policy: {score_by: fast}\n"), -EINVAL);
 	ck_assert_str_eq(err, "t.yaml:1:20: policy.score_by: \"fast\" is not one of headers, end_to_end, both\n");
 	ck_assert_int_eq(cfg.params.score_by, CORE_SCORE_BOTH);
+	/* routers too. */
+	ck_assert_int_eq(cfg.params.routers, CORE_ROUTERS_AUTO);
+	ck_assert_int_eq(load(&cfg, "policy: {routers: several}\n"), 0);
+	ck_assert_int_eq(cfg.params.routers, CORE_ROUTERS_SEVERAL);
+	ck_assert_int_eq(load(&cfg, "policy: {routers: 2}\n"), -EINVAL);
+	ck_assert_str_eq(err, "t.yaml:1:19: policy.routers: \"2\" is not one of auto, one, several\n");
+	ck_assert_int_eq(load(&cfg, "policy: {alone_affinity_ttl: 0s}\n"), -EINVAL);
+	assert_has(err, "t.yaml:1:30: policy.alone_affinity_ttl: must be between 1s and");
 	config_finish(&cfg);
 }
 END_TEST

@@ -1420,6 +1420,39 @@ static int rejoin_decide(const struct core_request *r, int x, int y,
 	return new_key_goes(&f, r, x, 8);
 }
 
+/* place_load_decide's pool routed as routers says (alone_place_load_z
+ * 0.5, place_load_z 1.5), x holding x_load requests. */
+static int routers_decide(const struct core_request *r, enum core_routers routers,
+			  int x, uint32_t x_load)
+{
+	struct core_params p;
+	new_key_params(&p);
+	p.routers = routers;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	return new_key_goes(&f, r, x, x_load);
+}
+
+START_TEST(place_load_alone_on_a_smaller_gap)
+{
+	/* x with 3 in flight against 0 (4 against 1 with the key): a gap of
+	 * 3, within 1.5 x sqrt(5) = 3.4 (an agent among several keeps x, as
+	 * without engine counts policy.routers auto does), clear of 0.5 x
+	 * sqrt(5) = 1.1 (routing alone: y, the best ranked lighter); with x
+	 * idle as the rest, x. */
+	for (uint64_t key = 1; key <= 100; key++) {
+		struct core_request r = fx_session(key * 0x9e3779b97f4a7c15ull);
+		int x, y, z;
+		first_three_choices(&r, &x, &y, &z);
+
+		ck_assert_int_eq(routers_decide(&r, CORE_ROUTERS_SEVERAL, x, 3), x);
+		ck_assert_int_eq(routers_decide(&r, CORE_ROUTERS_AUTO, x, 3), x);
+		ck_assert_int_eq(routers_decide(&r, CORE_ROUTERS_ONE, x, 3), y);
+		ck_assert_int_eq(routers_decide(&r, CORE_ROUTERS_ONE, x, 0), x);
+	}
+}
+END_TEST
+
 START_TEST(place_load_distrusts_a_server_back_from_down)
 {
 	/* y empty because HAProxy held it DOWN is not spare capacity: a new
@@ -3042,6 +3075,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, place_load_new_keys_off_clearly_busier);
 	tcase_add_test(tc, place_load_distrusts_a_server_back_from_down);
 	tcase_add_test(tc, place_load_distrusts_a_server_that_does_not_answer);
+	tcase_add_test(tc, place_load_alone_on_a_smaller_gap);
 	tcase_add_test(tc, place_load_trusts_a_server_whose_answers_end_streams);
 	tcase_add_test(tc, place_long_prompts_on_a_smaller_gap);
 	tcase_add_test(tc, place_load_keeps_warm_keys);

@@ -158,6 +158,82 @@ END_TEST
 /* policy.artefact_affinity: sessions warm on s0 or s1 (artefact A) whose
  * endpoint goes down move only to the other A one, never to s2 or s3
  * (artefact B); without the policy some do. _i: 0 off, 1 on. */
+/* One engine sample per endpoint at f->now: this HAProxy counting own,
+ * the engine engine, on each. */
+static void routers_samples(struct fx *f, uint32_t own, uint32_t engine)
+{
+	for (int i = 0; i < f->n; i++) {
+		ck_assert_int_eq(core_endpoint_sync(f->c, f->ep[i], CORE_ADMIN_ENABLED,
+						    own, f->now), 0);
+		ck_assert_int_eq(core_endpoint_engine(f->c, f->ep[i], true, engine,
+						      -1, f->now), 0);
+	}
+}
+
+static struct core_routers_info routers_of(const struct fx *f)
+{
+	struct core_routers_info r;
+	core_routers_info(f->c, &r);
+	return r;
+}
+
+/* policy.routers auto: alone while this HAProxy carries the engines'
+ * load and its agent decided 30 requests in the window; no longer once
+ * its share is under 0.6; the verdict kept without load to judge. */
+START_TEST(routers_alone_by_the_engines_counts)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	struct core_routers_info r = routers_of(&f);
+	ck_assert(!r.alone && !r.judged && r.share == -1);
+	ck_assert_uint_eq(r.ttl_ms, 300 * 1000);
+	/* The engines' counts are this HAProxy's, but no decision yet: a
+	 * few long requests are not a share. */
+	for (int t = 0; t < 10; t++, f.now += 200)
+		routers_samples(&f, 2, 2);
+	r = routers_of(&f);
+	ck_assert(!r.alone && r.judged);
+	ck_assert(r.share > 0.99 && r.share < 1.01);
+	for (uint64_t k = 1; k <= 30; k++) {
+		struct core_request rq = fx_session(k * 0x9e3779b97f4a7c15ull);
+		fx_decide(&f, &rq);
+	}
+	routers_samples(&f, 2, 2);
+	r = routers_of(&f);
+	ck_assert(r.alone);
+	ck_assert_uint_eq(r.ttl_ms, 30 * 60 * 1000);
+	/* Another HAProxy's requests as many as this one's: the share falls
+	 * through the hysteresis (0.6-0.8) within the window (60 s). */
+	int t = 0;
+	while (routers_of(&f).alone) {
+		ck_assert_int_lt(t++, 300);
+		f.now += 200;
+		routers_samples(&f, 2, 4);
+	}
+	r = routers_of(&f);
+	ck_assert(r.share < 0.6 && r.share > 0.5);
+	ck_assert_uint_eq(r.ttl_ms, 300 * 1000);
+	ck_assert_int_gt(t, 5);
+	/* An idle fleet keeps the verdict. */
+	f.now += 3600 * 1000;
+	routers_samples(&f, 0, 0);
+	ck_assert(!routers_of(&f).alone);
+	/* Forced: one, whatever the engines say. */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.routers = CORE_ROUTERS_ONE;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	ck_assert(routers_of(&f).alone);
+	p.routers = CORE_ROUTERS_SEVERAL;
+	p.alone_affinity_ttl_ms = 1000;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	r = routers_of(&f);
+	ck_assert(!r.alone);
+	ck_assert_uint_eq(r.ttl_ms, 300 * 1000);
+	fx_finish(&f);
+}
+END_TEST
+
 START_TEST(artefact_affinity_keeps_artefact)
 {
 	struct fx f;
@@ -224,6 +300,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(tc, stale_sample_gives_way);
 	tcase_add_test(tc, own_count_survives_engine_view);
 	tcase_add_test(tc, foreign_load_steers_placement);
+	tcase_add_test(tc, routers_alone_by_the_engines_counts);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("artefact");
 	tcase_add_loop_test(tc, artefact_affinity_keeps_artefact, 0, 2);

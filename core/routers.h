@@ -1,0 +1,86 @@
+/* routers.h - whether this agent routes its engines' traffic alone
+ * (policy.routers auto).
+ *
+ * A new key placed by load must be found again by whoever routes its
+ * next request. One HAProxy finds it in its own map; several that share
+ * nothing find it only where its hash put it (docs/policy-v2.md, sections
+ * 7 and 28). The engines' own counts (engine_metrics) tell the two apart:
+ * at each sample, this HAProxy's count of the endpoint (local_if: the
+ * runtime API's scur + qcur and this agent's decisions since) against the
+ * engine's running + waiting. Both are summed over the samples of every
+ * endpoint, each weighted by e^(-age / window), and their ratio is this
+ * agent's share of the engines' load: about 1 alone (HAProxy also counts
+ * what it queues and streams after the engine is done), 1/N behind a
+ * spray over N HAProxies, less with clients that bypass HAProxy. The
+ * verdict holds until the other bar is crossed, and while there is too
+ * little load to judge. Pure arithmetic, no allocation.
+ */
+#ifndef WARMLANE_CORE_ROUTERS_H
+#define WARMLANE_CORE_ROUTERS_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A share at or over ROUTERS_ALONE: alone; under ROUTERS_SEVERAL: not.
+ * Two HAProxies sharing the load evenly give 0.5, an active/passive pair
+ * about 1 on the active one. */
+#define ROUTERS_ALONE 0.8
+#define ROUTERS_SEVERAL 0.6
+/* The engines' requests, summed over samples in the window, below which
+ * nothing is judged; and this agent's decisions in the window below which
+ * it is not judged alone: a few long requests, sampled many times each,
+ * are not a share (with D decisions at share s, about D / s requests
+ * were sampled: 30 puts 0.8 four deviations over an even pair's 0.5). */
+#define ROUTERS_MIN 20.0
+#define ROUTERS_MIN_DECISIONS 30.0
+
+struct routers {
+	double own;        /* this HAProxy's counts at the samples */
+	double engine;     /* the engines' counts at the same samples */
+	double decided;    /* this agent's decisions */
+	uint64_t decisions; /* its decision count at the last sample */
+	uint64_t at_ms;    /* the last sample; 0: none */
+	bool alone;        /* the verdict (false before one) */
+	bool judged;       /* there was load enough to judge once */
+};
+
+/* One engine sample (own: this HAProxy's count of that endpoint, engine:
+ * the engine's) at now_ms, decisions this agent's count of decisions so
+ * far, window_ms the decay's time constant. Returns the verdict in force. */
+static inline bool routers_note(struct routers *r, uint32_t own, uint32_t engine,
+				uint64_t decisions, uint64_t now_ms,
+				uint64_t window_ms)
+{
+	if (r->at_ms != 0 && now_ms > r->at_ms && window_ms > 0) {
+		double a = exp(-(double)(now_ms - r->at_ms) / (double)window_ms);
+		r->own *= a;
+		r->engine *= a;
+		r->decided *= a;
+	}
+	if (now_ms > r->at_ms)
+		r->at_ms = now_ms;
+	r->own += own;
+	r->engine += engine;
+	if (decisions > r->decisions)
+		r->decided += (double)(decisions - r->decisions);
+	r->decisions = decisions;
+	if (r->engine < ROUTERS_MIN)
+		return r->alone;
+	double share = r->own / r->engine;
+	if (share >= ROUTERS_ALONE && r->decided >= ROUTERS_MIN_DECISIONS)
+		r->alone = true;
+	else if (share < ROUTERS_SEVERAL)
+		r->alone = false;
+	r->judged = true;
+	return r->alone;
+}
+
+/* This agent's share of the engines' load at the samples; -1 before
+ * there was enough load to judge. */
+static inline double routers_share(const struct routers *r)
+{
+	return r->engine >= ROUTERS_MIN ? r->own / r->engine : -1;
+}
+
+#endif
