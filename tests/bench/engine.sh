@@ -19,6 +19,9 @@
 #                          about a quarter of the conversations, so a policy
 #                          that scatters them evicts
 #   BENCH_CASES=healthy,slow,kill,429  BENCH_POLICIES=warmlane,leastconn,chash,stick
+#   BENCH_ENGINE_METRICS=1 warmlane polls the llama-servers' /metrics
+#                          (engine_metrics: policy.routers auto learns it
+#                          routes alone)
 #   BENCH_DOCS=docs        where the table and the plot go
 #   WARMLANE_BIN           the agent (default: build/asan's, tests/run.sh's build)
 #
@@ -52,7 +55,8 @@ for c in "${list[@]}"; do
 	python3 "$here/engine_bench.py" --out "$tmp/$c.json" --engine-dir "$build/engine" \
 		--cases "$c" --policies "${BENCH_POLICIES:-warmlane,leastconn,chash,stick}" \
 		--conversations "${BENCH_CONVERSATIONS:-32}" --turns "${BENCH_TURNS:-4}" \
-		--concurrency "${BENCH_CONCURRENCY:-4}" --cache-ram "${BENCH_CACHE_RAM:-64}" |
+		--concurrency "${BENCH_CONCURRENCY:-4}" --cache-ram "${BENCH_CACHE_RAM:-64}" \
+		${BENCH_ENGINE_METRICS:+--engine-metrics} |
 		grep -E '^(fetch-llama|engine-bench|(healthy|slow|kill|429) )' || true
 	[ -f "$tmp/$c.json" ] || { echo "engine.sh: case $c failed" >&2; exit 1; }
 	files+=("$tmp/$c.json")

@@ -107,6 +107,12 @@ def run_one(llama, models, policy, case, plan, log):
             env.use_fleet(fleet)
             if policy == "warmlane":
                 env.policy.update(plan["policy"])
+                if plan["engine_metrics"]:
+                    # the engines' own counts (docs/engine-load.md): with
+                    # policy.routers auto, the agent learns it routes alone
+                    for s in fleet.servers:
+                        env.endpoints[s.name]["engine_metrics"] = (
+                            f"http://127.0.0.1:{s.port}/metrics")
                 env.start_agent()
             env.start_haproxy(h.haproxy_binary("2.6")[0])
             env.wait_backends_up(timeout=30)
@@ -167,12 +173,14 @@ def main():
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a policy: line of warmlane's config (repeatable)")
+    ap.add_argument("--engine-metrics", action="store_true",
+                    help="warmlane polls each llama-server's /metrics (engine_metrics)")
     a = ap.parse_args()
     sets = dict(kv.split("=", 1) for kv in a.set)
     plan = dict(conversations=a.conversations, turns=a.turns, concurrency=a.concurrency,
                 parallel=a.parallel, cache_ram=a.cache_ram, system_chars=a.system_chars,
                 user_chars=a.user_chars, max_tokens=a.max_tokens, seed=a.seed,
-                policy=sets)
+                policy=sets, engine_metrics=a.engine_metrics)
     t0 = time.monotonic()
     llama = lf.fetch(a.engine_dir)
     if llama is None:
