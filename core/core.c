@@ -500,10 +500,8 @@ int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
 		decided += c->decisions[k];
 	routers_note(&c->routers, e->local_if, load, decided, now_ms,
 		     c->p.idle_reset_ms > 0 ? c->p.idle_reset_ms : 60 * 1000);
-	if (c->routers.alone != alone) {
+	if (c->routers.alone != alone) /* no candidate changes */
 		routers_apply(c);
-		c->version++;
-	}
 	return 0;
 }
 
@@ -538,7 +536,6 @@ void core_routers_info(const struct core *c, struct core_routers_info *out)
 {
 	*out = (struct core_routers_info){
 		.alone = c->alone,
-		.judged = c->routers.judged,
 		.share = routers_share(&c->routers),
 		.ttl_ms = c->aff.ttl_ms,
 	};

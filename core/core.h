@@ -486,7 +486,6 @@ int core_endpoint_artefact_mismatch(struct core *c, int idx, bool mismatch);
  * decisions read it. */
 struct core_routers_info {
 	bool alone;            /* in force: new keys by alone_place_load_z */
-	bool judged;           /* the engines' counts had load enough once */
 	double share;          /* this HAProxy's share of the engines' load
 				* at their samples; -1: not enough to judge */
 	uint64_t ttl_ms;       /* the affinity TTL in force */

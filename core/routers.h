@@ -39,16 +39,15 @@ struct routers {
 	double own;        /* this HAProxy's counts at the samples */
 	double engine;     /* the engines' counts at the same samples */
 	double decided;    /* this agent's decisions */
-	uint64_t decisions; /* its decision count at the last sample */
+	uint64_t counted;  /* its decision counter at the last sample */
 	uint64_t at_ms;    /* the last sample; 0: none */
 	bool alone;        /* the verdict (false before one) */
-	bool judged;       /* there was load enough to judge once */
 };
 
 /* One engine sample (own: this HAProxy's count of that endpoint, engine:
- * the engine's) at now_ms, decisions this agent's count of decisions so
- * far, window_ms the decay's time constant. Returns the verdict in force. */
-static inline bool routers_note(struct routers *r, uint32_t own, uint32_t engine,
+ * the engine's) at now_ms, decisions this agent's decision counter,
+ * window_ms the decay's time constant: r->alone is the verdict after it. */
+static inline void routers_note(struct routers *r, uint32_t own, uint32_t engine,
 				uint64_t decisions, uint64_t now_ms,
 				uint64_t window_ms)
 {
@@ -62,18 +61,16 @@ static inline bool routers_note(struct routers *r, uint32_t own, uint32_t engine
 		r->at_ms = now_ms;
 	r->own += own;
 	r->engine += engine;
-	if (decisions > r->decisions)
-		r->decided += (double)(decisions - r->decisions);
-	r->decisions = decisions;
+	if (decisions > r->counted)
+		r->decided += (double)(decisions - r->counted);
+	r->counted = decisions;
 	if (r->engine < ROUTERS_MIN)
-		return r->alone;
+		return;
 	double share = r->own / r->engine;
 	if (share >= ROUTERS_ALONE && r->decided >= ROUTERS_MIN_DECISIONS)
 		r->alone = true;
 	else if (share < ROUTERS_SEVERAL)
 		r->alone = false;
-	r->judged = true;
-	return r->alone;
 }
 
 /* This agent's share of the engines' load at the samples; -1 before

@@ -825,6 +825,8 @@ START_TEST(semantic_session_scope)
 	ck_assert_int_eq(cfg.params.routers, CORE_ROUTERS_SEVERAL);
 	ck_assert_int_eq(load(&cfg, "policy: {routers: 2}\n"), -EINVAL);
 	ck_assert_str_eq(err, "t.yaml:1:19: policy.routers: \"2\" is not one of auto, one, several\n");
+	ck_assert_int_eq(load(&cfg, "policy: {alone_place_load_z: -1}\n"), -EINVAL);
+	assert_has(err, "t.yaml:1:30: policy.alone_place_load_z: must be in [0, 100], got -1");
 	ck_assert_int_eq(load(&cfg, "policy: {alone_affinity_ttl: 0s}\n"), -EINVAL);
 	assert_has(err, "t.yaml:1:30: policy.alone_affinity_ttl: must be between 1s and");
 	config_finish(&cfg);

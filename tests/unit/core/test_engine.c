@@ -185,14 +185,14 @@ START_TEST(routers_alone_by_the_engines_counts)
 	struct fx f;
 	fx_init(&f, 4, NULL);
 	struct core_routers_info r = routers_of(&f);
-	ck_assert(!r.alone && !r.judged && r.share == -1);
+	ck_assert(!r.alone && r.share == -1);
 	ck_assert_uint_eq(r.ttl_ms, 300 * 1000);
 	/* The engines' counts are this HAProxy's, but no decision yet: a
 	 * few long requests are not a share. */
 	for (int t = 0; t < 10; t++, f.now += 200)
 		routers_samples(&f, 2, 2);
 	r = routers_of(&f);
-	ck_assert(!r.alone && r.judged);
+	ck_assert(!r.alone);
 	ck_assert(r.share > 0.99 && r.share < 1.01);
 	for (uint64_t k = 1; k <= 30; k++) {
 		struct core_request rq = fx_session(k * 0x9e3779b97f4a7c15ull);
@@ -230,6 +230,13 @@ START_TEST(routers_alone_by_the_engines_counts)
 	r = routers_of(&f);
 	ck_assert(!r.alone);
 	ck_assert_uint_eq(r.ttl_ms, 300 * 1000);
+	/* Refused: a routers value out of the enum, a negative z. */
+	p.routers = CORE_ROUTERS_COUNT;
+	ck_assert_int_eq(core_set_params(f.c, &p), -EINVAL);
+	p.routers = CORE_ROUTERS_AUTO;
+	p.alone_place_load_z = -1;
+	ck_assert_int_eq(core_set_params(f.c, &p), -EINVAL);
+	ck_assert(!routers_of(&f).alone);
 	fx_finish(&f);
 }
 END_TEST
