@@ -347,7 +347,7 @@ static const struct metrics_family families_middle[] = {
 	  "1 while this agent routes alone (policy.routers one, or auto and the engines' counts show its HAProxy carrying their load): new keys by policy.alone_place_load_z, entries kept policy.alone_affinity_ttl; else 0.",
 	  FN(routers_alone) },
 	{ "warmlane_routers_share", GAUGE,
-	  "This HAProxy's share of the engines' running + waiting requests at their engine_metrics samples, over about policy.idle_reset (about 1 alone, 1/N behind N HAProxies); -1 before there was load enough to judge.",
+	  "This HAProxy's share of the engines' running + waiting requests at their engine_metrics samples, over about policy.idle_reset (about 1 alone, 1/N behind N HAProxies); -1 while there is too little load to judge (the verdict is then kept).",
 	  FN(routers_share) },
 
 	/* The retry budgets (route.c, budget.c), one per backend warmlane

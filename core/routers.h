@@ -73,8 +73,8 @@ static inline void routers_note(struct routers *r, uint32_t own, uint32_t engine
 		r->alone = false;
 }
 
-/* This agent's share of the engines' load at the samples; -1 before
- * there was enough load to judge. */
+/* This agent's share of the engines' load at the samples; -1 while
+ * there is too little load in the window to judge. */
 static inline double routers_share(const struct routers *r)
 {
 	return r->engine >= ROUTERS_MIN ? r->own / r->engine : -1;
