@@ -357,7 +357,12 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 			ctl_out_printf(o, "entry -> ");
 			ctl_out_ep_name(o, core, t->entry_endpoint, false);
 			ctl_out_printf(o, " idle_ms=%" PRIu64 ": ", t->entry_idle_ms);
-			if (!t->entry_candidate)
+			if (!t->entry_candidate && t->home_endpoint >= 0) {
+				ctl_out_printf(o, "not a candidate; back to its home in a "
+					       "better tier, ");
+				ctl_out_ep_name(o, core, t->home_endpoint, false);
+				ctl_out_printf(o, "\n");
+			} else if (!t->entry_candidate)
 				ctl_out_printf(o, "not a candidate\n");
 			else if (!t->entry_closed)
 				ctl_out_printf(o, "breaker not closed\n");
@@ -467,12 +472,14 @@ static void explain_json(struct ctl_cmd *cmd, const struct core *core,
 		ctl_out_printf(o, "{\"endpoint\":");
 		ctl_out_ep_name(o, core, t->entry_stale ? -1 : t->entry_endpoint, true);
 		ctl_out_printf(o, ",\"idle_ms\":%" PRIu64 ",\"candidate\":%s,\"closed\":%s,"
-			       "\"fast\":%s,\"within_bound\":%s,\"start_ok\":%s}",
+			       "\"fast\":%s,\"within_bound\":%s,\"start_ok\":%s,\"home\":",
 			       t->entry_idle_ms, t->entry_candidate ? "true" : "false",
 			       t->entry_closed ? "true" : "false",
 			       t->entry_fast ? "true" : "false",
 			       t->entry_bounded ? "true" : "false",
 			       t->entry_start ? "true" : "false");
+		ctl_out_ep_name(o, core, t->home_endpoint, true);
+		ctl_out_printf(o, "}");
 	}
 	ctl_out_printf(o, ",\"ranking\":");
 	if (!t->ranked) {

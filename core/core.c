@@ -100,6 +100,16 @@ static void routers_apply(struct core *c)
 	c->place_z = c->alone ? c->p.alone_place_load_z : c->p.place_load_z;
 	c->aff.ttl_ms = c->alone && c->p.alone_affinity_ttl_ms > c->p.affinity_ttl_ms ?
 			c->p.alone_affinity_ttl_ms : c->p.affinity_ttl_ms;
+	c->homes.ttl_ms = c->aff.ttl_ms;
+}
+
+/* The homes map's size for an affinity map of cap entries: an eighth,
+ * at least 1,024 (or cap). */
+static uint32_t homes_cap(uint32_t cap)
+{
+	uint32_t n = cap / 8;
+	uint32_t lo = cap < 1024 ? cap : 1024;
+	return n > lo ? n : lo;
 }
 
 uint64_t core_cooldown_max_ms(const struct core *c)
@@ -126,7 +136,11 @@ int core_create(struct core **out, const struct core_params *p)
 	owned_init(&c->owned, p->owned_half_life_ms, 0);
 	pool_init(&c->pool);
 	rc = affinity_init(&c->aff, p->affinity_max_entries, p->affinity_ttl_ms);
+	if (rc == 0)
+		rc = affinity_init(&c->homes, homes_cap(p->affinity_max_entries),
+				   p->affinity_ttl_ms);
 	if (rc < 0) {
+		affinity_finish(&c->aff);
 		free(c);
 		return rc;
 	}
@@ -140,6 +154,7 @@ void core_destroy(struct core *c)
 	if (c == NULL)
 		return;
 	affinity_finish(&c->aff);
+	affinity_finish(&c->homes);
 	pool_finish(&c->pool);
 	free(c->items);
 	for (int v = 0; v < VIEW_SLOTS; v++) {
@@ -168,28 +183,41 @@ void ewma_moved_all(struct core *c)
 		c->ewma_version[k]++;
 }
 
+/* Moves what *from holds into the new map n, oldest first (a smaller
+ * map keeps the most recent), with its counters; n replaces *from. */
+static void map_move(struct affinity *n, struct affinity *from)
+{
+	for (uint32_t i = affinity_oldest(from); i != AFFINITY_NIL;
+	     i = affinity_newer(from, i)) {
+		const struct affinity_entry *x = &from->e[i];
+		affinity_put(n, x->key, x->endpoint, x->gen, x->last_ms);
+	}
+	n->hits = from->hits;
+	n->misses = from->misses;
+	n->evictions += from->evictions;
+	n->expirations += from->expirations;
+	affinity_finish(from);
+	*from = *n;
+}
+
 int core_set_params(struct core *c, const struct core_params *p)
 {
 	int rc = check_params(p);
 	if (rc < 0)
 		return rc;
 	if (p->affinity_max_entries != c->aff.cap) {
-		struct affinity n;
+		struct affinity n, h;
 		rc = affinity_init(&n, p->affinity_max_entries, p->affinity_ttl_ms);
+		if (rc == 0) {
+			rc = affinity_init(&h, homes_cap(p->affinity_max_entries),
+					   p->affinity_ttl_ms);
+			if (rc < 0)
+				affinity_finish(&n);
+		}
 		if (rc < 0)
 			return rc;
-		/* Oldest first: a smaller map keeps the most recent. */
-		for (uint32_t i = affinity_oldest(&c->aff); i != AFFINITY_NIL;
-		     i = affinity_newer(&c->aff, i)) {
-			const struct affinity_entry *x = &c->aff.e[i];
-			affinity_put(&n, x->key, x->endpoint, x->gen, x->last_ms);
-		}
-		n.hits = c->aff.hits;
-		n.misses = c->aff.misses;
-		n.evictions += c->aff.evictions;
-		n.expirations += c->aff.expirations;
-		affinity_finish(&c->aff);
-		c->aff = n;
+		map_move(&n, &c->aff);
+		map_move(&h, &c->homes);
 		c->map_rebuilds++;
 	}
 	/* A new half-life applies from the epoch on: the counts are kept as

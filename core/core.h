@@ -715,7 +715,8 @@ const char *core_admin_name(enum core_admin a);
 void core_stats(const struct core *c, struct core_stats *out);
 
 /* Drops up to max entries idle past affinity_ttl, oldest first (lookups
- * drop them anyway; this keeps the size metric honest). Returns how many. */
+ * drop them anyway; this keeps the size metric honest), and as many of
+ * the failover tiers' homes. Returns how many entries of the map. */
 uint32_t core_affinity_expire(struct core *c, uint64_t now_ms, uint32_t max);
 
 /* Walks the live affinity entries, oldest first, calling fn on each.

@@ -95,6 +95,11 @@ struct core {
 	double log_tolerance; /* log(p.sticky_tolerance): the hit path's */
 	struct pool pool;
 	struct affinity aff;
+	/* With failover tiers, where a key was in a better tier before a
+	 * worse one carried it: the endpoint that holds its cache when it
+	 * goes back (learn.c, homes_note; decide.c, step 3). A smaller map:
+	 * only keys that failed over have an entry. */
+	struct affinity homes;
 	uint64_t version;        /* bumped by anything that changes candidacy */
 	uint64_t map_rebuilds;   /* core_set_params rebuilt the map: walks restart */
 	/* Bumped by every change of an EWMA of that signal (pool_sig): a

@@ -292,6 +292,37 @@ static void queue_judge(struct core *c, struct pool_endpoint *e,
 	e->run_sq += d2;
 }
 
+/* With failover tiers, before akey's success on idx is recorded: a key
+ * whose entry is on a better tier than idx's is failing over, and that
+ * endpoint, where its cache is, becomes its home; a key served on again
+ * where its entry is keeps its home alive. Decide's step 3 sends it home
+ * when the worse tier no longer holds it (tier_stays). */
+static void homes_note(struct core *c, uint64_t akey, uint32_t idx,
+		       const struct pool_endpoint *e, uint64_t now_ms)
+{
+	uint32_t ep, gen;
+	uint64_t last;
+	if (e->tier == 1 || !affinity_peek(&c->aff, akey, now_ms, &ep, &gen, &last))
+		return;
+	if (ep == idx) {
+		if (affinity_peek(&c->homes, akey, now_ms, &ep, &gen, &last))
+			affinity_refresh(&c->homes, akey, ep, gen, now_ms);
+		return;
+	}
+	const struct pool_endpoint *h = pool_get(&c->pool, (int)ep);
+	if (h != NULL && h->gen == gen && h->tier < e->tier)
+		affinity_put(&c->homes, akey, ep, gen, now_ms);
+}
+
+/* akey's request succeeded on idx: its entry (and, tiered, its home). */
+static void remember(struct core *c, uint64_t akey, uint32_t idx,
+		     const struct pool_endpoint *e, uint64_t now_ms)
+{
+	if (c->tiered)
+		homes_note(c, akey, idx, e, now_ms);
+	affinity_put(&c->aff, akey, idx, e->gen, now_ms);
+}
+
 static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		  enum core_outcome o, const struct lesson *l, uint64_t now_ms)
 {
@@ -316,12 +347,14 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 				       (double)l->tr_ms, l->start_ms, now_ms);
 		}
 		if (l->has_akey && l->may_insert)
-			affinity_put(&c->aff, l->akey, idx, e->gen, now_ms);
+			remember(c, l->akey, idx, e, now_ms);
 		else if (l->has_akey &&
-			 !affinity_refresh(&c->aff, l->akey, idx, e->gen, now_ms) &&
-			 pending_take(c, l->akey, idx, e->gen))
+			 affinity_refresh(&c->aff, l->akey, idx, e->gen, now_ms)) {
+			if (c->tiered)
+				homes_note(c, l->akey, idx, e, now_ms);
+		} else if (l->has_akey && pending_take(c, l->akey, idx, e->gen))
 			/* a line confirming a decision of warmlane's own */
-			affinity_put(&c->aff, l->akey, idx, e->gen, now_ms);
+			remember(c, l->akey, idx, e, now_ms);
 		if (e->has_mismatch && l->model >= 0) {
 			pool_note_served(e, l->model);
 			c->version++;

@@ -51,6 +51,7 @@ void core_stats(const struct core *c, struct core_stats *out)
 
 uint32_t core_affinity_expire(struct core *c, uint64_t now_ms, uint32_t max)
 {
+	affinity_expire(&c->homes, now_ms, max);
 	return affinity_expire(&c->aff, now_ms, max);
 }
 

@@ -71,6 +71,8 @@ struct core_trace {
 	bool entry_stale;          /* its endpoint was removed since */
 	bool entry_candidate, entry_closed, entry_fast, entry_bounded;
 	bool entry_start;         /* not slow from its start (slow_start_leave) */
+	int home_endpoint;        /* back from a worse tier to its home: the
+				   * endpoint; -1 none, or it cannot take it */
 	/* Step 4. */
 	bool ranked;
 	uint32_t n_rank;

@@ -249,9 +249,9 @@ static struct core_request wl_request(const struct sim_req *r)
 
 /* What an explained decision did with the key's entry: kept it (warm),
  * had none (new, or stale: its endpoint removed), or moved it and by which
- * rule: the entry's endpoint not a candidate, its breaker, the speed rules
- * (EWMA, slow run: fast_enough), the warm load bound, or exploration (the
- * entry usable, the decision elsewhere). A new key's placement: on the
+ * rule: back home from a worse tier, the entry's endpoint not a candidate,
+ * its breaker, the speed rules (EWMA, slow run: fast_enough), the warm load
+ * bound, or exploration (the entry usable, the decision elsewhere). A new key's placement: on the
  * rendezvous first, or passed over it (bound, owned count, slow start). */
 static const char *wl_detail(const struct core_trace *t)
 {
@@ -280,6 +280,8 @@ static const char *wl_detail(const struct core_trace *t)
 	}
 	if (d->endpoint == t->entry_endpoint)
 		return d->reason == CORE_REASON_AFFINITY ? "warm" : "warm-other";
+	if (d->endpoint == t->home_endpoint)
+		return "home";
 	if (!t->entry_candidate)
 		return "moved-notcand";
 	if (!t->entry_closed)

@@ -2,11 +2,13 @@
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
 #include "fixture.h"
 #include "tier.h"
+#include "trace.h"
 
 /* Two tier-1 endpoints (a0, a1: key ids, so that dead keys apply), two
  * tier-2 ones (b0, b1: weight 2, costlier). */
@@ -37,6 +39,9 @@ static void tfx_init(struct tfx *t, const struct core_params *p)
 	t->b[0] = tfx_add(&t->f, "b0", "kb", 2, 2, 3);
 	t->b[1] = tfx_add(&t->f, "b1", "kb", 2, 2, 3);
 }
+
+/* Answers as log lines (HAProxy 2.6) rather than feedback. */
+static bool tfx_lines;
 
 static bool is_b(const struct tfx *t, int ep)
 {
@@ -327,6 +332,100 @@ START_TEST(session_returns_after_probes)
 }
 END_TEST
 
+/* A session warm on a tier-1 endpoint that is not its rendezvous choice
+ * (moved there, or placed by load) fails over to tier 2 and, when tier 1
+ * is back, goes home to that endpoint, where its cache is: reason
+ * affinity, and explain names the home. A session that failed over from
+ * its rendezvous choice goes back there too. With _i 1, the answers come
+ * as HAProxy 2.6's log lines (no feedback): the same. */
+static void tfx_ok(struct tfx *t, const struct core_decision *d)
+{
+	if (tfx_lines) {
+		struct core_completion cc = {
+			.endpoint = d->endpoint, .status = 200, .tr_ms = 50,
+			.total_ms = 60, .end = CORE_END_COMPLETE,
+			.has_akey = d->has_akey, .akey = d->akey,
+		};
+		ck_assert_int_eq(core_complete(t->f.c, &cc, t->f.now), 0);
+	} else {
+		ck_assert_int_eq(fx_feedback(&t->f, d, 200, 50, false), 0);
+		core_endpoint_complete(t->f.c, d->endpoint);
+	}
+}
+
+START_TEST(session_goes_home_after_failover)
+{
+	tfx_lines = _i == 1;
+	struct tfx t;
+	tfx_init(&t, NULL);
+	struct core_request s = fx_session(42);
+	/* Its rendezvous choice first, found on a copy of the session. */
+	struct core_decision d = fx_decide(&t.f, &s);
+	ck_assert(!is_b(&t, d.endpoint));
+	core_endpoint_complete(t.f.c, d.endpoint);
+	int first = d.endpoint, home = first == t.a[0] ? t.a[1] : t.a[0];
+	/* Its choice down at its first request: the other is its home. */
+	core_endpoint_sync(t.f.c, first, CORE_ADMIN_DOWN, 0, t.f.now);
+	d = fx_decide(&t.f, &s);
+	ck_assert_int_eq(d.endpoint, home);
+	tfx_ok(&t, &d);
+	core_endpoint_sync(t.f.c, first, CORE_ADMIN_ENABLED, 0, t.f.now);
+	d = fx_decide(&t.f, &s);
+	ck_assert_int_eq(d.endpoint, home);
+	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+	tfx_ok(&t, &d);
+	/* Tier 1 down: tier 2 carries it, warm there. */
+	core_endpoint_sync(t.f.c, t.a[0], CORE_ADMIN_DOWN, 0, t.f.now);
+	core_endpoint_sync(t.f.c, t.a[1], CORE_ADMIN_DOWN, 0, t.f.now);
+	int away = -1;
+	for (int i = 0; i < 5; i++) {
+		t.f.now += 10000;
+		d = fx_decide(&t.f, &s);
+		ck_assert(is_b(&t, d.endpoint));
+		ck_assert(away < 0 || d.endpoint == away);
+		away = d.endpoint;
+		tfx_ok(&t, &d);
+	}
+	/* Back: home, not the rendezvous choice. */
+	core_endpoint_sync(t.f.c, t.a[0], CORE_ADMIN_ENABLED, 0, t.f.now);
+	core_endpoint_sync(t.f.c, t.a[1], CORE_ADMIN_ENABLED, 0, t.f.now);
+	struct core_trace *tr = malloc(sizeof(*tr));
+	ck_assert_ptr_nonnull(tr);
+	struct core_rng rng = t.f.rng;
+	struct core_decision x;
+	ck_assert_int_eq(core_explain(t.f.c, &s, t.f.now, &rng, &x, tr), 0);
+	ck_assert_int_eq(tr->entry_endpoint, away);
+	ck_assert_int_eq(tr->home_endpoint, home);
+	free(tr);
+	d = fx_decide(&t.f, &s);
+	ck_assert_int_eq(d.endpoint, home);
+	ck_assert_int_eq(d.endpoint, x.endpoint);
+	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+	tfx_ok(&t, &d);
+	d = fx_decide(&t.f, &s);
+	ck_assert_int_eq(d.endpoint, home);
+	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+	core_endpoint_complete(t.f.c, d.endpoint);
+
+	/* A session at its rendezvous choice goes back there. */
+	struct core_request r = fx_session(43);
+	d = fx_decide(&t.f, &r);
+	int own = d.endpoint;
+	tfx_ok(&t, &d);
+	core_endpoint_sync(t.f.c, t.a[0], CORE_ADMIN_DOWN, 0, t.f.now);
+	core_endpoint_sync(t.f.c, t.a[1], CORE_ADMIN_DOWN, 0, t.f.now);
+	d = fx_decide(&t.f, &r);
+	ck_assert(is_b(&t, d.endpoint));
+	tfx_ok(&t, &d);
+	core_endpoint_sync(t.f.c, t.a[0], CORE_ADMIN_ENABLED, 0, t.f.now);
+	core_endpoint_sync(t.f.c, t.a[1], CORE_ADMIN_ENABLED, 0, t.f.now);
+	d = fx_decide(&t.f, &r);
+	ck_assert_int_eq(d.endpoint, own);
+	core_endpoint_complete(t.f.c, d.endpoint);
+	fx_finish(&t.f);
+}
+END_TEST
+
 /* A flapping primary: within tier_return a new outage keeps the session
  * where it is, and the timer starts again from the next recovery. */
 START_TEST(flapping_primary_does_not_bounce)
@@ -445,6 +544,7 @@ int main(void)
 	tcase_add_loop_test(tc, every_exclusion_fails_over, 0, EXCL_COUNT);
 	tcase_add_test(tc, spill_bound_per_weight);
 	tcase_add_loop_test(tc, session_returns_after_probes, 0, 2);
+	tcase_add_loop_test(tc, session_goes_home_after_failover, 0, 2);
 	tcase_add_test(tc, flapping_primary_does_not_bounce);
 	tcase_add_test(tc, single_tier_is_untiered);
 	tcase_add_test(tc, tier_out_of_range_rejected);
