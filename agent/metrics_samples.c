@@ -98,6 +98,15 @@ void metrics_sample_routers_alone(struct metrics_text *t, const char *name,
 	metrics_text_u64(t, name, r.alone ? 1 : 0);
 }
 
+void metrics_sample_routers_hints(struct metrics_text *t, const char *name,
+				  const struct metrics_ctx *c)
+{
+	struct core_routers_info r = { .hints = false };
+	if (c->core != NULL)
+		core_routers_info(c->core, &r);
+	metrics_text_u64(t, name, r.hints ? 1 : 0);
+}
+
 void metrics_sample_routers_share(struct metrics_text *t, const char *name,
 				  const struct metrics_ctx *c)
 {

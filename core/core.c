@@ -96,11 +96,25 @@ static int check_params(const struct core_params *p)
 static void routers_apply(struct core *c)
 {
 	c->alone = c->p.routers == CORE_ROUTERS_ONE ||
-		   (c->p.routers == CORE_ROUTERS_AUTO && c->routers.alone);
+		   (c->p.routers == CORE_ROUTERS_AUTO &&
+		    (c->routers.alone || c->routers.hints));
 	c->place_z = c->alone ? c->p.alone_place_load_z : c->p.place_load_z;
 	c->aff.ttl_ms = c->alone && c->p.alone_affinity_ttl_ms > c->p.affinity_ttl_ms ?
 			c->p.alone_affinity_ttl_ms : c->p.affinity_ttl_ms;
 	c->homes.ttl_ms = c->aff.ttl_ms;
+}
+
+/* routers_update with this agent's counters at now_ms. */
+static void routers_tick(struct core *c, uint64_t now_ms)
+{
+	uint64_t decided = 0, hinted = 0;
+	for (unsigned k = 0; k < CORE_REASON_COUNT; k++)
+		decided += c->decisions[k];
+	for (unsigned k = CORE_HINT_ABSENT + 1; k < CORE_HINT_COUNT; k++)
+		if (k != CORE_HINT_MISMATCH)
+			hinted += c->hints[k];
+	routers_update(&c->routers, decided, hinted, now_ms,
+		       c->p.idle_reset_ms > 0 ? c->p.idle_reset_ms : 60 * 1000);
 }
 
 /* The homes map's size for an affinity map of cap entries: an eighth,
@@ -480,6 +494,10 @@ int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 	}
 	in_flight_apply(c, (uint32_t)idx);
 	load_note(c, (uint32_t)idx, now_ms);
+	bool hints = c->routers.hints;
+	routers_tick(c, now_ms);
+	if (c->routers.hints != hints)
+		routers_apply(c);
 	return 0;
 }
 
@@ -522,14 +540,11 @@ int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
 	e->engine_at_ms = now_ms > 0 ? now_ms : 1;
 	e->engine_fresh = true;
 	in_flight_apply(c, (uint32_t)idx);
-	bool alone = c->routers.alone;
-	uint64_t decided = 0;
-	for (unsigned k = 0; k < CORE_REASON_COUNT; k++)
-		decided += c->decisions[k];
-	routers_note(&c->routers, e->local_if, load, decided, now_ms,
-		     c->p.idle_reset_ms > 0 ? c->p.idle_reset_ms : 60 * 1000);
-	if (c->routers.alone != alone) /* no candidate changes */
-		routers_apply(c);
+	struct routers was = c->routers;
+	routers_tick(c, now_ms);
+	routers_note(&c->routers, e->local_if, load);
+	if (c->routers.alone != was.alone || c->routers.hints != was.hints)
+		routers_apply(c); /* no candidate changes */
 	return 0;
 }
 
@@ -565,6 +580,7 @@ void core_routers_info(const struct core *c, struct core_routers_info *out)
 	*out = (struct core_routers_info){
 		.alone = c->alone,
 		.share = routers_share(&c->routers),
+		.hints = c->routers.hints,
 		.ttl_ms = c->aff.ttl_ms,
 	};
 }

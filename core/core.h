@@ -488,6 +488,8 @@ struct core_routers_info {
 	bool alone;            /* in force: new keys by alone_place_load_z */
 	double share;          /* this HAProxy's share of the engines' load
 				* at their samples; -1: not enough to judge */
+	bool hints;            /* its decisions carry shared warm hints for
+				* their keys (routers.h): auto routes alone */
 	uint64_t ttl_ms;       /* the affinity TTL in force */
 };
 void core_routers_info(const struct core *c, struct core_routers_info *out);

@@ -13,7 +13,14 @@
  * what it queues and streams after the engine is done), 1/N behind a
  * spray over N HAProxies, less with clients that bypass HAProxy. The
  * verdict holds until the other bar is crossed, and while there is too
- * little load to judge. Pure arithmetic, no allocation.
+ * little load to judge.
+ *
+ * HAProxies that share the warm hint (HAProxy peers, docs/peers.md) agree
+ * on where every key went: they route as one, whatever their share. Its
+ * requests carrying hints for their own keys tell this agent so (and a
+ * lone HAProxy with the peers configuration too): ROUTERS_MIN_DECISIONS
+ * of them in the window, and it routes alone, until its decisions go on
+ * without them. Pure arithmetic, no allocation.
  */
 #ifndef WARMLANE_CORE_ROUTERS_H
 #define WARMLANE_CORE_ROUTERS_H
@@ -39,31 +46,50 @@ struct routers {
 	double own;        /* this HAProxy's counts at the samples */
 	double engine;     /* the engines' counts at the same samples */
 	double decided;    /* this agent's decisions */
-	uint64_t counted;  /* its decision counter at the last sample */
-	uint64_t at_ms;    /* the last sample; 0: none */
-	bool alone;        /* the verdict (false before one) */
+	double hinted;     /* of them, those with a hint for their key */
+	uint64_t counted;  /* its decision counter at the last update */
+	uint64_t hints_counted; /* its hinted-decision counter then */
+	uint64_t at_ms;    /* the last update; 0: none */
+	bool alone;        /* the verdict by the engines' counts (false
+			    * before one) */
+	bool hints;        /* the verdict by the hints */
 };
 
-/* One engine sample (own: this HAProxy's count of that endpoint, engine:
- * the engine's) at now_ms, decisions this agent's decision counter,
- * window_ms the decay's time constant: r->alone is the verdict after it. */
-static inline void routers_note(struct routers *r, uint32_t own, uint32_t engine,
-				uint64_t decisions, uint64_t now_ms,
-				uint64_t window_ms)
+/* The sums at now_ms, with the decision and hinted-decision counters
+ * (monotonic) then; window_ms is the decay's time constant. Judges the
+ * hints. */
+static inline void routers_update(struct routers *r, uint64_t decisions,
+				  uint64_t hinted, uint64_t now_ms,
+				  uint64_t window_ms)
 {
 	if (r->at_ms != 0 && now_ms > r->at_ms && window_ms > 0) {
 		double a = exp(-(double)(now_ms - r->at_ms) / (double)window_ms);
 		r->own *= a;
 		r->engine *= a;
 		r->decided *= a;
+		r->hinted *= a;
 	}
 	if (now_ms > r->at_ms)
 		r->at_ms = now_ms;
-	r->own += own;
-	r->engine += engine;
 	if (decisions > r->counted)
 		r->decided += (double)(decisions - r->counted);
 	r->counted = decisions;
+	if (hinted > r->hints_counted)
+		r->hinted += (double)(hinted - r->hints_counted);
+	r->hints_counted = hinted;
+	if (r->hinted >= ROUTERS_MIN_DECISIONS)
+		r->hints = true;
+	else if (r->hinted < 1 && r->decided >= ROUTERS_MIN_DECISIONS)
+		r->hints = false;
+}
+
+/* One engine sample (own: this HAProxy's count of that endpoint, engine:
+ * the engine's) at now_ms, after routers_update: r->alone is the verdict
+ * after it. */
+static inline void routers_note(struct routers *r, uint32_t own, uint32_t engine)
+{
+	r->own += own;
+	r->engine += engine;
 	if (r->engine < ROUTERS_MIN)
 		return;
 	double share = r->own / r->engine;

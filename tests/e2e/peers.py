@@ -262,6 +262,14 @@ def hints(binary, version):
                 f"{c} {metric(e, 'warmlane_hint_problems_total', cause=c):.0f}"
                 for c in ("partial", "unknown_id", "id_mismatch", "stale", "no_endpoint")))
         assert not problems, "alternating turns moved: " + "; ".join(problems[:10])
+        # Decisions carrying hints for their keys: policy.routers auto routes
+        # alone (judged at the agent's next runtime-API poll). Each agent
+        # decided 180 turns, most with the other's hint.
+        for e in (a, b):
+            h.wait_until(f"{e.me} routing alone by the hints",
+                         lambda: metric(e, "warmlane_routers_hints") == 1 and
+                         metric(e, "warmlane_routers_alone") == 1, timeout=5)
+        log("both agents route alone by the shared hints (warmlane_routers_hints 1)")
 
         # --- replication delay, steady state ----------------------------------
         report_replication(a, b, "steady state", "ss")

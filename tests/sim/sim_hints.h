@@ -14,6 +14,10 @@
 #define SIM_HINT_STARTUP_US       1000000
 #define SIM_HINT_STARTUP_MAX_US   1400000
 #define SIM_HINT_STARTUP_LOSS     60
+/* The table's `expire` in haproxy/haproxy-*-peers.cfg: a hint older than
+ * this is gone. It is policy.alone_affinity_ttl's default, since agents
+ * that share hints route as alone (docs/peers.md). */
+#define SIM_HINT_EXPIRE_MS        (30 * 60 * 1000)
 
 struct sim_hint {
 	uint64_t key;          /* the affinity key; 0: free slot */

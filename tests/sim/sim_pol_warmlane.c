@@ -314,7 +314,7 @@ static int wl_decide(void *st, const struct sim_view *v, const struct sim_req *r
 	    sim_hints_read(s->hints, akey, s->agent, v->now_us, &hep, &at_us) &&
 	    hep < s->n && s->idx[hep] >= 0) {
 		uint64_t age = (uint64_t)((v->now_us - at_us) / 1000);
-		if (age < core_params(s->core)->affinity_ttl_ms)
+		if (age < SIM_HINT_EXPIRE_MS)
 			q.hint = (struct core_hint){ .present = true, .akey32 = (uint32_t)akey,
 						     .age_ms = age, .n = 1, .endpoint = { s->idx[hep] } };
 	}

@@ -54,7 +54,11 @@ def runs(trace):
                 ("mooncake-engine", t + ["--engine-load"]),
                 ("mooncake-engine-speed3", t + ["--engine-load", "--speed", "3"]),
                 ("mooncake-engine-agents2", t + ["--engine-load", "--agents", "2"]),
-                ("mooncake-engine-agents4", t + ["--engine-load", "--agents", "4"])]
+                ("mooncake-engine-agents4", t + ["--engine-load", "--agents", "4"]),
+                ("mooncake-hints", t + ["--shared-hints"]),
+                ("mooncake-hints-speed3", t + ["--shared-hints", "--speed", "3"]),
+                ("mooncake-hints-agents2", t + ["--shared-hints", "--agents", "2"]),
+                ("mooncake-hints-agents4", t + ["--shared-hints", "--agents", "4"])]
         out += [("mooncake-" + sc, t + ["--scenario", sc]) for sc in FAULTS]
         out += [("mooncake-recover-anon", t + ["--scenario", "recover", "--keys", "none"])]
         out += [("anon-quick%d" % n, t + ["--keys", "none", "--config", Q, "--limit", str(n)])
@@ -64,7 +68,8 @@ def runs(trace):
         out += [("slowstart%d" % n, t + ["--keys", "session", "--config", Q, "--limit", str(n),
                                          "--scenario", "slow-start"]) for n in (300, 1000)]
     c = ["--workload", "chat"]
-    out += [("chat", c), ("groups", ["--workload", "groups"]),
+    out += [("chat", c), ("chat-hints-agents4", c + ["--shared-hints", "--agents", "4"]),
+            ("groups", ["--workload", "groups"]),
             ("mixed", ["--workload", "mixed"]),
             ("hetero", c + ["--config", "tests/sim/examples/hetero.conf"]),
             ("vllm-slow", c + ["--config", VLLM, "--scenario", "slow"]),

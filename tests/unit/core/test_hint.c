@@ -252,6 +252,77 @@ START_TEST(hint_takes_first_usable_endpoint_of_server)
 }
 END_TEST
 
+/* policy.routers auto: decisions carrying hints for their own keys (a
+ * group sharing placements) make the agent route alone from the 30th in
+ * the window; hints recorded for another key do not count; decisions
+ * going on without hints end it, after the window has forgotten them;
+ * `several` ignores them. The verdict is judged at each runtime-API poll
+ * (core_endpoint_sync). */
+static struct core_routers_info routers_after(struct fx *f)
+{
+	for (int i = 0; i < f->n; i++)
+		ck_assert_int_eq(core_endpoint_sync(f->c, f->ep[i], CORE_ADMIN_ENABLED,
+						    0, f->now), 0);
+	struct core_routers_info r;
+	core_routers_info(f->c, &r);
+	return r;
+}
+
+static void decide_ended(struct fx *f, const struct core_request *r)
+{
+	struct core_decision d = fx_decide(f, r);
+	ck_assert_int_ge(d.endpoint, 0);
+	core_endpoint_complete(f->c, d.endpoint);
+}
+
+START_TEST(routers_alone_by_the_hints)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	uint64_t s = 1;
+	for (int i = 0; i < 60; i++, s++) {
+		struct core_request r = hinted(&f, s, f.ep[0], 10);
+		r.hint.akey32 ^= 1; /* another key's */
+		decide_ended(&f, &r);
+		f.now += 100;
+		ck_assert(!routers_after(&f).alone);
+	}
+	ck_assert_uint_eq(hints(&f, CORE_HINT_MISMATCH), 60);
+	for (int i = 1; i <= 30; i++, s++) {
+		struct core_request r = hinted(&f, s, f.ep[i % 4], 10);
+		decide_ended(&f, &r);
+		struct core_routers_info ri = routers_after(&f);
+		ck_assert(ri.alone == (i == 30) && ri.hints == (i == 30));
+	}
+	struct core_routers_info ri = routers_after(&f);
+	ck_assert_uint_eq(ri.ttl_ms, 30 * 60 * 1000);
+	/* Decisions without hints, one a second: the window forgets them. */
+	int t = 0;
+	while (routers_after(&f).alone) {
+		ck_assert_int_lt(t++, 600);
+		f.now += 1000;
+		struct core_request r = fx_session(s++);
+		decide_ended(&f, &r);
+	}
+	ck_assert_int_gt(t, 60);
+	ri = routers_after(&f);
+	ck_assert(!ri.hints);
+	ck_assert_uint_eq(ri.ttl_ms, 300 * 1000);
+	/* several: hints or not, as before. */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.routers = CORE_ROUTERS_SEVERAL;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	for (int i = 0; i < 40; i++, s++) {
+		struct core_request r = hinted(&f, s, f.ep[0], 10);
+		decide_ended(&f, &r);
+	}
+	ri = routers_after(&f);
+	ck_assert(ri.hints && !ri.alone);
+	fx_finish(&f);
+}
+END_TEST
+
 static Suite *hint_suite(void)
 {
 	Suite *s = suite_create("core-hint");
@@ -263,6 +334,7 @@ static Suite *hint_suite(void)
 	tcase_add_test(tc, hint_refused_after_cut_streams);
 	tcase_add_test(tc, hint_for_another_akey_ignored);
 	tcase_add_test(tc, hint_takes_first_usable_endpoint_of_server);
+	tcase_add_test(tc, routers_alone_by_the_hints);
 	suite_add_tcase(s, tc);
 	return s;
 }
