@@ -89,6 +89,11 @@ if [ $have_trace = 1 ]; then
 	run mooncake-speed3 --trace "$trace" --speed 3 --dump "$tmp/mooncake-speed3.dump"
 	run mooncake-engine --trace "$trace" --engine-load
 	run mooncake-engine-speed3 --trace "$trace" --engine-load --speed 3
+	run mooncake-hints --trace "$trace" --shared-hints
+	run mooncake-hints-speed3 --trace "$trace" --shared-hints --speed 3
+	for a in 2 4; do
+		run "mooncake-hints-agents$a" --trace "$trace" --shared-hints --agents "$a"
+	done
 	for a in 2 4; do
 		run "mooncake-agents$a" --trace "$trace" --agents "$a"
 	done
@@ -138,6 +143,7 @@ variants=(
 	"warmlane|routers one (place_load_z 0.5, affinity_ttl 30 min: one HAProxy, or a shared hint; policy-v2 sections 28, 29)|--set routers=1"
 	"warmlane|engine metrics (routers auto: alone with one agent, not behind 2 or 4; policy-v2 section 29)|--engine-load"
 	"warmlane|engine metrics, routers several (as before section 29)|--engine-load --set routers=2"
+	"warmlane|shared warm hint (routers auto: alone by the hints; policy-v2 section 31)|--shared-hints"
 	"warmlane|warm_slack 0 (the bound alone, before issue 12)|--set warm_slack=0"
 	"warmlane|slow_run 0 (no slow-run detector)|--set slow_run=0"
 	"warmlane|slow_start 0 (new keys not judged by their first answers)|--set slow_start=0"
@@ -399,6 +405,15 @@ MD
 		csv_md <"$tmp/mooncake-engine.csv"
 		printf '\nAt 3x the rate (`--engine-load --speed 3`):\n\n'
 		csv_md <"$tmp/mooncake-engine-speed3.csv"
+		printf '\n### Same trace, HAProxies sharing the warm hint (`--shared-hints`): they route as one\n\n'
+		printf 'Each agent'"'"'s HAProxy reads and writes the hint table of haproxy/haproxy-*-peers.cfg (HAProxy peers, `expire` 30m; docs/peers.md): where each key last went. With `policy.routers` auto (the default) an agent whose requests carry hints for their keys routes alone (docs/policy-v2.md, section 31). One agent, then 2 and 4 behind a random spray; the other policies share nothing (a stick table without peers).\n\n'
+		csv_md <"$tmp/mooncake-hints.csv"
+		printf '\nAt 3x the rate:\n\n'
+		csv_md <"$tmp/mooncake-hints-speed3.csv"
+		for a in 2 4; do
+			printf '\n%s agents:\n\n' "$a"
+			csv_md <"$tmp/mooncake-hints-agents$a.csv"
+		done
 		if [ -f "$tmp/variant0.out" ]; then
 			printf '\n### Policy changes tried\n\n'
 			printf 'The same trace with warmlane'"'"'s parameters changed (`--set NAME=VALUE`, the real core), and `warmlane-model` (`tests/sim/sim_pol_wlmodel.c`: the first design'"'"'s decision (docs/architecture.md) written out in the simulator, which tracks the core within a few points) for changes the core'"'"'s parameters cannot express: `norm=1` feeds the latency EWMA with tr per KiB of request body instead of tr, `slack=2` lets the load bound admit 2 more requests than ceil(load_factor x ...). Oracle for reference: hit rate %s, speed 3 TTFT p90 %s ms, leastconn speed 3 TTFT p90 %s ms.\n\n' \
