@@ -8,8 +8,12 @@
 
 #include "core.h"
 
-/* Format (msgpack, a sequence of top-level objects; version 2):
- *   header   array ["WLSNAP", 2, written_unix_ms, n_endpoints, n_entries]
+/* Format (msgpack, a sequence of top-level objects; version 3):
+ *   header   array ["WLSNAP", 3, written_unix_ms, n_endpoints, n_entries,
+ *            routers]: routers the verdicts of policy.routers auto, bit 0
+ *            by the engines' counts, bit 1 by the shared warm hints
+ *            (core_routers_restore; versions 1 and 2, still read, have
+ *            the first five fields only)
  *   n_endpoints arrays, one per endpoint:
  *            [backend, server, key ("" when none), ewma_plain_ms,
  *             ewma_stream_ms, samples_plain, samples_stream, breaker
@@ -33,16 +37,19 @@
  * (core.h lists what a change between slices does), endpoint statistics
  * and written_unix_ms are those of the last slice. */
 #define SNAPSHOT_MAGIC        "WLSNAP"
-#define SNAPSHOT_VERSION      2u /* written */
+#define SNAPSHOT_VERSION      3u /* written */
 #define SNAPSHOT_VERSION_MIN  1u /* oldest read */
 #define SNAPSHOT_MAX_BYTES    (256u * 1024 * 1024) /* larger: rejected */
 #define SNAPSHOT_MAX_ENDPOINTS 65536u
 #define SNAPSHOT_NAME_MAX     255u
 #define SNAPSHOT_TRAILER_LEN  9u
 #define SNAPSHOT_BLOCK        1024u /* entries per array */
-/* Fields of a header and of an endpoint record (version 1 had no
- * end-to-end EWMAs). */
-#define SNAPSHOT_HEADER_FIELDS      5u
+/* Fields of a header (versions 1 and 2 had no routers verdicts) and of
+ * an endpoint record (version 1 had no end-to-end EWMAs). */
+#define SNAPSHOT_HEADER_FIELDS      6u
+#define SNAPSHOT_HEADER_FIELDS_V2   5u
+#define SNAPSHOT_ROUTERS_ENGINES    1u
+#define SNAPSHOT_ROUTERS_HINTS      2u
 #define SNAPSHOT_ENDPOINT_FIELDS    16u
 #define SNAPSHOT_ENDPOINT_FIELDS_V1 12u
 /* Breaker states as the file numbers them (independent of the core's enum). */

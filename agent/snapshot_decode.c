@@ -276,7 +276,7 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 	struct snapshot_result tmp_res;
 	struct snapshot_rd rd = { .p = buf, .len = len };
 	struct snapshot_ep *eps = NULL;
-	uint64_t version, n_ep, n_ent, downtime = 0;
+	uint64_t version, n_ep, n_ent, routers = 0, downtime = 0;
 	int rc = -EBADMSG;
 
 	if (res == NULL)
@@ -315,11 +315,15 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 		rc = -ENOTSUP;
 		goto out;
 	}
-	if (rd.u.data.via.array.size != SNAPSHOT_HEADER_FIELDS ||
+	uint32_t fields = version < 3 ? SNAPSHOT_HEADER_FIELDS_V2
+				      : SNAPSHOT_HEADER_FIELDS;
+	if (rd.u.data.via.array.size != fields ||
 	    (h[2].type != MSGPACK_OBJECT_POSITIVE_INTEGER &&
 	     h[2].type != MSGPACK_OBJECT_NEGATIVE_INTEGER) ||
 	    !snapshot_uint(&h[3], SNAPSHOT_MAX_ENDPOINTS, &n_ep) ||
-	    !snapshot_uint(&h[4], UINT64_MAX, &n_ent)) {
+	    !snapshot_uint(&h[4], UINT64_MAX, &n_ent) ||
+	    (fields > 5 && !snapshot_uint(&h[5], SNAPSHOT_ROUTERS_ENGINES |
+					  SNAPSHOT_ROUTERS_HINTS, &routers))) {
 		snapshot_err(err, errlen, "bad header");
 		goto out;
 	}
@@ -397,6 +401,9 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 			 eps[i].st.cooldown_left_ms > core_cooldown_max_ms(c))
 			res->cooldowns_capped++;
 	}
+	/* The verdicts first: their TTL is the entries'. */
+	core_routers_restore(c, routers & SNAPSHOT_ROUTERS_ENGINES,
+			     routers & SNAPSHOT_ROUTERS_HINTS, now_ms);
 	rd.off = entries_at;
 	snapshot_entries(&rd, c, n_ent, eps, n_ep, now_ms, downtime, true, res);
 	rc = 0;

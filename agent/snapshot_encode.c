@@ -233,6 +233,11 @@ int snapshot_capture_end(struct snapshot_capture *cap, const struct core *c,
 	cap->counts_at = cap->sb.size;
 	cap->failed |= msgpack_pack_fix_uint64(pk, cap->n_ep);
 	cap->failed |= msgpack_pack_fix_uint64(pk, 0);
+	struct core_routers_info ri;
+	core_routers_info(c, &ri);
+	unsigned routers = (ri.engines ? SNAPSHOT_ROUTERS_ENGINES : 0) |
+			   (ri.hints ? SNAPSHOT_ROUTERS_HINTS : 0);
+	cap->failed |= msgpack_pack_uint8(pk, (uint8_t)routers);
 	for (size_t i = 0; i < cap->n_ep && !cap->failed; i++) {
 		const struct snapshot_cap_ep *e = &cap->eps[i];
 		struct core_endpoint_stats st;

@@ -494,9 +494,9 @@ int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 	}
 	in_flight_apply(c, (uint32_t)idx);
 	load_note(c, (uint32_t)idx, now_ms);
-	bool hints = c->routers.hints;
+	bool hints = c->routers.hints, alone = c->routers.alone;
 	routers_tick(c, now_ms);
-	if (c->routers.hints != hints)
+	if (c->routers.hints != hints || c->routers.alone != alone)
 		routers_apply(c);
 	return 0;
 }
@@ -581,8 +581,16 @@ void core_routers_info(const struct core *c, struct core_routers_info *out)
 		.alone = c->alone,
 		.share = routers_share(&c->routers),
 		.hints = c->routers.hints,
+		.engines = c->routers.alone,
 		.ttl_ms = c->aff.ttl_ms,
 	};
+}
+
+void core_routers_restore(struct core *c, bool engines, bool hints,
+			  uint64_t now_ms)
+{
+	routers_restore(&c->routers, engines, hints, now_ms);
+	routers_apply(c);
 }
 
 uint32_t core_engine_expire(struct core *c, uint64_t now_ms)

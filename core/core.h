@@ -490,9 +490,20 @@ struct core_routers_info {
 				* at their samples; -1: not enough to judge */
 	bool hints;            /* its decisions carry shared warm hints for
 				* their keys (routers.h): auto routes alone */
+	bool engines;          /* the engines' counts show this HAProxy
+				* carrying their load: auto routes alone */
 	uint64_t ttl_ms;       /* the affinity TTL in force */
 };
 void core_routers_info(const struct core *c, struct core_routers_info *out);
+
+/* Restores the verdicts of policy.routers auto (core_routers_info's
+ * engines and hints, from a state snapshot) at now_ms, before the
+ * snapshot's affinity entries are imported: an agent that routed alone
+ * keeps its entries' longer TTL across a restart. Each is judged again
+ * as the agent runs; the engines' lapses when no engine sample comes
+ * within policy.idle_reset. */
+void core_routers_restore(struct core *c, bool engines, bool hints,
+			  uint64_t now_ms);
 
 /* Ends the engine view of every endpoint whose sample is older than
  * params.engine_max_age_ms at now_ms: its in-flight count is the runtime

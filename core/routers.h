@@ -53,6 +53,8 @@ struct routers {
 	bool alone;        /* the verdict by the engines' counts (false
 			    * before one) */
 	bool hints;        /* the verdict by the hints */
+	uint64_t restored_ms; /* alone restored from a snapshot then, and
+			       * no engine sample since; 0: not */
 };
 
 /* The sums at now_ms, with the decision and hinted-decision counters
@@ -81,6 +83,25 @@ static inline void routers_update(struct routers *r, uint64_t decisions,
 		r->hints = true;
 	else if (r->hinted < 1 && r->decided >= ROUTERS_MIN_DECISIONS)
 		r->hints = false;
+	/* A verdict restored from before a restart stands for the engines
+	 * that gave it only while they are still polled. */
+	if (r->restored_ms != 0 && now_ms >= r->restored_ms + window_ms) {
+		r->restored_ms = 0;
+		r->alone = false;
+	}
+}
+
+/* The verdicts as a snapshot restores them at now_ms: the sums start
+ * again, the hints' verdict ends as any does (decisions without hints),
+ * the engines' once a window passes without an engine sample. */
+static inline void routers_restore(struct routers *r, bool alone, bool hints,
+				   uint64_t now_ms)
+{
+	*r = (struct routers){
+		.counted = r->counted, .hints_counted = r->hints_counted,
+		.at_ms = now_ms, .alone = alone, .hints = hints,
+		.restored_ms = alone ? (now_ms > 0 ? now_ms : 1) : 0,
+	};
 }
 
 /* One engine sample (own: this HAProxy's count of that endpoint, engine:
@@ -88,6 +109,7 @@ static inline void routers_update(struct routers *r, uint64_t decisions,
  * after it. */
 static inline void routers_note(struct routers *r, uint32_t own, uint32_t engine)
 {
+	r->restored_ms = 0;
 	r->own += own;
 	r->engine += engine;
 	if (r->engine < ROUTERS_MIN)
