@@ -547,18 +547,20 @@ static bool tier_stays(struct core *c, const struct view *all, uint32_t idx,
 	return within_bound(c, e, &ka);
 }
 
-/* The home of a key back from a worse tier (struct core, homes) when v
- * has it and it may take the key as a warm entry's endpoint would;
- * UINT32_MAX otherwise. A peek: explained decisions are the decisions. */
+/* The home of a key whose entry is on warm_idx, of a worse tier (struct
+ * core, homes), when v has it and it may take the key as a warm entry's
+ * endpoint would; UINT32_MAX otherwise. A peek: explained decisions are
+ * the decisions. */
 static uint32_t home_of(struct core *c, const struct view *v, uint64_t akey,
-			const struct pick *k, uint64_t now_ms)
+			uint32_t warm_idx, const struct pick *k, uint64_t now_ms)
 {
 	uint32_t ep, gen;
 	uint64_t last;
 	if (!affinity_peek(&c->homes, akey, now_ms, &ep, &gen, &last))
 		return UINT32_MAX;
 	const struct pool_endpoint *e = pool_get(&c->pool, (int)ep);
-	return e != NULL && e->gen == gen && warm_usable(c, v, ep, k) ?
+	return e != NULL && e->gen == gen &&
+	       e->tier < c->pool.ep[warm_idx].tier && warm_usable(c, v, ep, k) ?
 	       ep : UINT32_MAX;
 }
 
@@ -738,7 +740,7 @@ void decide(struct core *c, const struct core_request *req,
 	/* Back from a worse tier: to its home, the endpoint it was on in a
 	 * better one (learn.c, homes_note), when it can take the key. */
 	if (warm_idx != UINT32_MAX && c->tiered && !view_has(v, warm_idx)) {
-		uint32_t h = home_of(c, v, out->akey, &k, now_ms);
+		uint32_t h = home_of(c, v, out->akey, warm_idx, &k, now_ms);
 		if (t != NULL)
 			t->home_endpoint = h == UINT32_MAX ? -1 : (int)h;
 		if (h != UINT32_MAX) {
