@@ -58,7 +58,9 @@ Scenarios:
   tiers        failover tiers (issue 21): s1, s2 are tier 1, t1 tier 2;
                t1 gets nothing while tier 1 serves, takes the traffic
                (reason failover) while s1 and s2 answer 429 +
-               Retry-After, and nothing again once they recovered
+               Retry-After, and nothing again once they recovered;
+               sessions placed on s2 while s1 was in MAINT (half of
+               them hash to s1) go back home to s2 (reason affinity)
   metrics      /metrics passes promtool, its counters match what was sent,
                and a real Prometheus server scrapes warmlane series
 Exit status: 0 pass, 1 fail, 77 skip (no such HAProxy binary, no agent, no
@@ -323,6 +325,35 @@ def tiers(binary, version):
         assert fe.count(before, served="s1") > 0 and fe.count(before, served="s2") > 0, \
             "tier 1 is s1 and s2: one of them got nothing"
 
+        # Sessions homed off their rendezvous choice: s1 in MAINT while
+        # their first request is placed, so all are on s2 (about half of
+        # them hash to s1). Through the failover and back, each must go
+        # home to s2, where its cache is (docs/tiers.md, "Going back").
+        homed = [f"home{k}" for k in range(12)]
+
+        def post_each(want, tries=1):
+            out = {}
+            c = fe.Client(env.port)
+            try:
+                for s in homed:
+                    for _ in range(tries):
+                        r = c.post(fe.chat_body(short(0, s)), {"x-session-id": s}, tag=s)
+                        if r.status == 200 and r.served == want:
+                            break
+                    out[s] = r
+            finally:
+                c.close()
+            return out
+        out = env.admin("set server llm/s1 state maint")
+        assert out == "", f"set server state maint: {out!r}"
+        wait_admin(env, "s1", "maint")
+        first = post_each("s2")
+        assert all(r.status == 200 and r.served == "s2" for r in first.values()), \
+            f"homed sessions not placed on s2 with s1 in MAINT: {list(first.values())[:3]}"
+        out = env.admin("set server llm/s1 state ready")
+        assert out == "", f"set server state ready: {out!r}"
+        wait_admin(env, "s1", "enabled")
+
         for s in ("s1", "s2"):
             env.fault(s, mode="429", retry_after=retry_after)
         t_fault = time.monotonic()
@@ -349,6 +380,11 @@ def tiers(binary, version):
         assert len(after) <= bound, \
             f"tier 1 got {len(after)} requests after its first 429, more than {bound} probes"
         assert len(t1) >= len(recs) - len(tier1), "requests neither on tier 1 nor on t1"
+        # Each homed session served once by t1 (a half-open probe of tier 1
+        # may take a request and answer 429: then again).
+        away = post_each("t1", tries=6)
+        assert all(r.status == 200 and r.served == "t1" for r in away.values()), \
+            f"homed sessions not failed over to t1: {list(away.values())[:3]}"
 
         for s in ("s1", "s2"):
             env.fault(s, mode="none")
@@ -375,6 +411,16 @@ def tiers(binary, version):
         sticky = [r for r in rec2 if r.tag.startswith("r") and r.i % 4 == 0]
         assert sticky and sticky[-1].served in ("s1", "s2"), \
             f"the sticky session did not go back to tier 1: {sticky[-3:]}"
+        # Both tier-1 breakers closed: the homed sessions go home to s2.
+        h.wait_until("s1's and s2's breakers closed", lambda: all(
+            fe.metric_sum(fe.parse_metrics(env.metrics_text()[0]),
+                          "warmlane_endpoint_breaker_state", server=s) == 0
+            for s in ("s1", "s2")), timeout=10)
+        back_home = post_each("s2")
+        off = [r for r in back_home.values() if r.served != "s2" or r.reason != "affinity"]
+        log(f"homed sessions back from t1: {len(homed) - len(off)} of {len(homed)} on s2 "
+            f"(reason affinity)")
+        assert not off, f"homed sessions not back home on s2: {off[:3]}"
 
         samples = fe.parse_metrics(env.metrics_text()[0])
         t2 = fe.metric_sum(samples, "warmlane_tier_decisions_total", tier="2")
