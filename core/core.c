@@ -104,7 +104,9 @@ static void routers_apply(struct core *c)
 	c->homes.ttl_ms = c->aff.ttl_ms;
 }
 
-/* routers_update with this agent's counters at now_ms. */
+/* routers_update with this agent's counters at now_ms (a poll calls it
+ * for each endpoint: the decay runs once per millisecond, the counters
+ * are read each time, a few additions). */
 static void routers_tick(struct core *c, uint64_t now_ms)
 {
 	uint64_t decided = 0, hinted = 0;
@@ -115,6 +117,13 @@ static void routers_tick(struct core *c, uint64_t now_ms)
 			hinted += c->hints[k];
 	routers_update(&c->routers, decided, hinted, now_ms,
 		       c->p.idle_reset_ms > 0 ? c->p.idle_reset_ms : 60 * 1000);
+}
+
+/* routers_apply when a verdict moved from alone, hints. */
+static void routers_settle(struct core *c, bool alone, bool hints)
+{
+	if (c->routers.alone != alone || c->routers.hints != hints)
+		routers_apply(c); /* no candidate changes */
 }
 
 /* The homes map's size for an affinity map of cap entries: an eighth,
@@ -494,10 +503,9 @@ int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 	}
 	in_flight_apply(c, (uint32_t)idx);
 	load_note(c, (uint32_t)idx, now_ms);
-	bool hints = c->routers.hints, alone = c->routers.alone;
+	bool alone = c->routers.alone, hints = c->routers.hints;
 	routers_tick(c, now_ms);
-	if (c->routers.hints != hints || c->routers.alone != alone)
-		routers_apply(c);
+	routers_settle(c, alone, hints);
 	return 0;
 }
 
@@ -540,11 +548,10 @@ int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
 	e->engine_at_ms = now_ms > 0 ? now_ms : 1;
 	e->engine_fresh = true;
 	in_flight_apply(c, (uint32_t)idx);
-	struct routers was = c->routers;
+	bool alone = c->routers.alone, hints = c->routers.hints;
 	routers_tick(c, now_ms);
 	routers_note(&c->routers, e->local_if, load);
-	if (c->routers.alone != was.alone || c->routers.hints != was.hints)
-		routers_apply(c); /* no candidate changes */
+	routers_settle(c, alone, hints);
 	return 0;
 }
 

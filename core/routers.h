@@ -105,8 +105,8 @@ static inline void routers_restore(struct routers *r, bool alone, bool hints,
 }
 
 /* One engine sample (own: this HAProxy's count of that endpoint, engine:
- * the engine's) at now_ms, after routers_update: r->alone is the verdict
- * after it. */
+ * the engine's), after routers_update at its time: r->alone is the
+ * verdict after it. */
 static inline void routers_note(struct routers *r, uint32_t own, uint32_t engine)
 {
 	r->restored_ms = 0;
