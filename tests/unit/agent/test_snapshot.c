@@ -759,6 +759,30 @@ START_TEST(routers_verdicts_restored)
 	/* 0x96, 0xa6 "WLSNAP", the version, written (0xd3 + 8), the two
 	 * counts (0xcf + 8 each), then the verdicts as a positive fixint. */
 	ck_assert_uint_eq((uint8_t)buf[36], SNAPSHOT_ROUTERS_ENGINES | SNAPSHOT_ROUTERS_HINTS);
+	/* A verdict byte with an unknown bit, or a version 3 header of five
+	 * fields (the verdicts' place taken by the first endpoint record),
+	 * is refused whole: "bad header", nothing changed. */
+	struct core *x = make_core(64, -1, false);
+	char e1[512];
+	uint8_t *bad = malloc(len);
+	ck_assert_ptr_nonnull(bad);
+	memcpy(bad, buf, len);
+	bad[36] = 4;
+	reseal(bad, len);
+	ck_assert_int_eq(snapshot_load_buffer(x, bad, len, 0, T0_UNIX_MS, NULL, e1,
+					      sizeof(e1)), -EBADMSG);
+	ck_assert_str_eq(e1, "bad header");
+	memcpy(bad, buf, len);
+	bad[0] = 0x95;
+	reseal(bad, len);
+	ck_assert_int_eq(snapshot_load_buffer(x, bad, len, 0, T0_UNIX_MS, NULL, e1,
+					      sizeof(e1)), -EBADMSG);
+	ck_assert_str_eq(e1, "bad header");
+	core_routers_info(x, &ri);
+	ck_assert(!ri.engines && !ri.hints);
+	ck_assert_uint_eq(entries(x), 0);
+	free(bad);
+	core_destroy(x);
 	if (_i == 1) {
 		buf[36] = 0;
 		reseal((uint8_t *)buf, len);
