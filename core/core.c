@@ -92,7 +92,8 @@ static int check_params(const struct core_params *p)
 }
 
 /* The parameters in force for whether this agent routes alone
- * (routers.h): the new key's load gap and the entries' TTL. */
+ * (routers.h): the new key's load gap, the entries' TTL, and the load
+ * floors' scale on the engines' counts (floor_scale). */
 static void routers_apply(struct core *c)
 {
 	c->alone = c->p.routers == CORE_ROUTERS_ONE ||
@@ -102,6 +103,10 @@ static void routers_apply(struct core *c)
 	c->aff.ttl_ms = c->alone && c->p.alone_affinity_ttl_ms > c->p.affinity_ttl_ms ?
 			c->p.alone_affinity_ttl_ms : c->p.affinity_ttl_ms;
 	c->homes.ttl_ms = c->aff.ttl_ms;
+	double share = routers_share(&c->routers);
+	c->floor_scale = c->alone || share <= 0 ? 1 :
+			 share >= 1 ? 1 :
+			 share <= 1 / FLOOR_SCALE_MAX ? FLOOR_SCALE_MAX : 1 / share;
 }
 
 /* routers_update with this agent's counters at now_ms (a poll calls it
@@ -548,10 +553,9 @@ int core_endpoint_engine(struct core *c, int idx, bool ok, uint32_t load,
 	e->engine_at_ms = now_ms > 0 ? now_ms : 1;
 	e->engine_fresh = true;
 	in_flight_apply(c, (uint32_t)idx);
-	bool alone = c->routers.alone, hints = c->routers.hints;
 	routers_tick(c, now_ms);
 	routers_note(&c->routers, e->local_if, load);
-	routers_settle(c, alone, hints);
+	routers_apply(c); /* the verdicts, and the share: floor_scale */
 	return 0;
 }
 

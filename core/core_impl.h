@@ -146,7 +146,15 @@ struct core {
 	struct routers routers;   /* routers.h: the engines' verdict */
 	bool alone;               /* routing alone, by policy.routers */
 	double place_z;           /* place_load_z in force (routers_apply) */
+	/* The load floors' factor on an endpoint counted by its engine
+	 * (engine_view) while not alone: 1 / this agent's share of the
+	 * engines' load (routers_share), 1 to FLOOR_SCALE_MAX; 1 without a
+	 * share (pick.h, bound_floor). */
+	double floor_scale;
 };
+
+/* The most floor_scale gets: a share of 1/16 or less. */
+#define FLOOR_SCALE_MAX 16.0
 
 static inline bool finite_ge(double v, double min)
 {

@@ -97,7 +97,7 @@ void trace_walked(const struct core *c, const struct pick *k,
 		r->walked = true;
 		r->fast = fast;
 		r->bounded = within_bound(c, e, k);
-		r->floor = bound_floor(c, e, k);
+		r->floor = (uint32_t)ceil(bound_floor(c, e, k));
 		r->floor_lifted = floor_lifted(c, e, k->v);
 		r->cost = p2c_cost(c, e, k, now_ms);
 		return;

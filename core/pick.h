@@ -49,15 +49,19 @@ static inline double p2c_ewma(const struct core *c, const struct pool_endpoint *
 
 /* The in-flight requests e may always hold (step 4's bound):
  * load_floor_e2e where k scores end-to-end times and e is warm on them,
- * else load_floor. */
-static inline uint32_t bound_floor(const struct core *c,
-				   const struct pool_endpoint *e,
-				   const struct pick *k)
+ * else load_floor; counted by its engine behind several HAProxies, that
+ * times floor_scale. The floor is this agent's own: HAProxy's counts are
+ * its share of the load, the engines' the whole, and on the whole a
+ * floor of one agent's met every agent's walk, minutes apart, where its
+ * own share never reached it (docs/policy-v2.md, section 32). */
+static inline double bound_floor(const struct core *c,
+				 const struct pool_endpoint *e,
+				 const struct pick *k)
 {
 	uint32_t f = c->p.load_floor;
 	if (c->p.load_floor_e2e > f && k->use[1] && warm(c, e, k->sig[1]))
 		f = c->p.load_floor_e2e;
-	return f;
+	return e->engine_fresh ? f * c->floor_scale : f;
 }
 
 /* A slow server's queue against the fair share (queued_by, on the load)
@@ -108,7 +112,7 @@ static inline bool within_bound(const struct core *c,
 {
 	/* load_floor first: bound_floor's test is the rarer one */
 	if ((e->in_flight < c->p.load_floor ||
-	     e->in_flight < bound_floor(c, e, k)) && !floor_lifted(c, e, k->v))
+	     (double)e->in_flight < bound_floor(c, e, k)) && !floor_lifted(c, e, k->v))
 		return true;
 	double cap = c->p.load_factor * ((double)k->v->total_if + 1) *
 		     e->weight / k->v->total_w;
@@ -120,7 +124,9 @@ static inline bool within_bound(const struct core *c,
 /* Step 3's bound, for a key's warm entry: within_bound, or in_flight + 1
  * <= ceil(fair share + warm_slack), the fair share being
  * (total + 1) x w / W (core_params.warm_slack: leaving throws the
- * cache away, so a warm entry tolerates a few requests of load noise).
+ * cache away, so a warm entry tolerates a few requests of load noise;
+ * on an engine's count behind several HAProxies, times floor_scale as
+ * the floor).
  * No slack while e's HAProxy check is slow against its peers'
  * (explore_check), nor while it holds a slow server's queue (queued):
  * its load over the bound is then its slowdown's, not noise
@@ -134,8 +140,9 @@ static inline bool within_warm_bound(const struct core *c,
 	if (e->check_slow || queued(e, k->v))
 		return false;
 	double fair = ((double)k->v->total_if + 1) * e->weight / k->v->total_w;
+	double slack = c->p.warm_slack * (e->engine_fresh ? c->floor_scale : 1);
 	return (double)e->in_flight + 1 <=
-	       ceil((fair + c->p.warm_slack) * (1 - 1e-12));
+	       ceil((fair + slack) * (1 - 1e-12));
 }
 
 /* Whether e is fit to keep or take a key: on every signal in use, its

@@ -155,9 +155,6 @@ START_TEST(foreign_load_steers_placement)
 }
 END_TEST
 
-/* policy.artefact_affinity: sessions warm on s0 or s1 (artefact A) whose
- * endpoint goes down move only to the other A one, never to s2 or s3
- * (artefact B); without the policy some do. _i: 0 off, 1 on. */
 /* One engine sample per endpoint at f->now: this HAProxy counting own,
  * the engine engine, on each. */
 static void routers_samples(struct fx *f, uint32_t own, uint32_t engine)
@@ -241,6 +238,52 @@ START_TEST(routers_alone_by_the_engines_counts)
 }
 END_TEST
 
+/* Behind several HAProxies the load floor is this agent's share of it
+ * (pick.h, bound_floor; docs/policy-v2.md, section 32): on the engines'
+ * whole view, load_floor / share. Four endpoints; e0 runs 20 requests,
+ * the others 4 (the bound: ceil(1.5 x (total + 1) / 4), 13 to 19 over
+ * the 16 decisions). _i 0: this HAProxy carries a quarter of the
+ * engines' load, so e0 is under its floor (6 / 0.23) and new keys hash
+ * to it as without engine counts; _i 1: it carries all of it (too few
+ * decisions to route alone), the floor is 6 and the bound passes e0
+ * over.
+ * place_load_z 0: the bound alone decides. */
+START_TEST(floor_is_this_agents_share)
+{
+	struct fx f;
+	struct core_params p;
+	core_params_defaults(&p);
+	p.place_load_z = 0;
+	fx_init(&f, 4, &p);
+	uint32_t own = _i == 0 ? 1 : 4;
+	for (int t = 0; t < 10; t++, f.now += 200)
+		routers_samples(&f, own, 4);
+	ck_assert_int_eq(core_endpoint_sync(f.c, f.ep[0], CORE_ADMIN_ENABLED,
+					    _i == 0 ? 5 : 20, f.now), 0);
+	ck_assert_int_eq(core_endpoint_engine(f.c, f.ep[0], true, 20, -1, f.now), 0);
+	struct core_routers_info r = routers_of(&f);
+	ck_assert(!r.alone);
+	if (_i == 0)
+		ck_assert(r.share > 0.2 && r.share < 0.3);
+	else
+		ck_assert(r.share > 0.99);
+	int on_e0 = 0;
+	for (uint64_t k = 1; k <= 16; k++) {
+		struct core_request rq = fx_session(k * 0x9e3779b97f4a7c15ull);
+		struct core_decision d = fx_decide(&f, &rq);
+		on_e0 += d.endpoint == f.ep[0];
+	}
+	if (_i == 0)
+		ck_assert_int_gt(on_e0, 0);
+	else
+		ck_assert_int_eq(on_e0, 0);
+	fx_finish(&f);
+}
+END_TEST
+
+/* policy.artefact_affinity: sessions warm on s0 or s1 (artefact A) whose
+ * endpoint goes down move only to the other A one, never to s2 or s3
+ * (artefact B); without the policy some do. _i: 0 off, 1 on. */
 START_TEST(artefact_affinity_keeps_artefact)
 {
 	struct fx f;
@@ -308,6 +351,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(tc, own_count_survives_engine_view);
 	tcase_add_test(tc, foreign_load_steers_placement);
 	tcase_add_test(tc, routers_alone_by_the_engines_counts);
+	tcase_add_loop_test(tc, floor_is_this_agents_share, 0, 2);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("artefact");
 	tcase_add_loop_test(tc, artefact_affinity_keeps_artefact, 0, 2);
