@@ -389,11 +389,17 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 			}
 			ctl_out_printf(o, " fast=%s in_flight=%u", r->fast ? "yes" : "no",
 				       r->in_flight);
-			const char *floor = r->floor > t->load_floor ?
+			const char *floor = r->floor_scaled ? "load_floor" :
+					    r->floor > t->load_floor ?
 					    "load_floor_e2e" : "load_floor";
-			if (r->in_flight < r->floor && !r->floor_lifted)
+			if (r->in_flight < r->floor && !r->floor_lifted) {
 				ctl_out_printf(o, " under %s %u", floor, r->floor);
-			else
+				if (r->floor_scaled) {
+					ctl_out_printf(o, " (x ");
+					ctl_out_num(o, t->floor_scale, false);
+					ctl_out_printf(o, ": this HAProxy's share of the engines' load)");
+				}
+			} else
 				ctl_out_printf(o, " +1 vs bound %.0f", bound_cap(t, r->weight));
 			if (r->floor_lifted)
 				ctl_out_printf(o, " (no %s: a slow server's queue on average)", floor);
@@ -505,8 +511,10 @@ static void explain_json(struct ctl_cmd *cmd, const struct core *core,
 		}
 		ctl_out_printf(o, "],\"load_bound\":{\"load_factor\":");
 		ctl_out_num(o, t->load_factor, true);
-		ctl_out_printf(o, ",\"load_floor\":%u,\"load_floor_e2e\":%u,\"place_choices\":%u}",
-			       t->load_floor, t->load_floor_e2e, t->place_choices);
+		ctl_out_printf(o, ",\"load_floor\":%u,\"load_floor_e2e\":%u,\"floor_scale\":",
+			       t->load_floor, t->load_floor_e2e);
+		ctl_out_num(o, t->floor_scale, true);
+		ctl_out_printf(o, ",\"place_choices\":%u}", t->place_choices);
 	}
 	ctl_out_printf(o, ",\"p2c\":");
 	if (!t->p2c) {

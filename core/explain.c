@@ -58,6 +58,7 @@ void trace_rank(const struct core *c, uint32_t n, struct core_trace *t)
 	t->load_factor = c->p.load_factor;
 	t->load_floor = c->p.load_floor;
 	t->load_floor_e2e = c->p.load_floor_e2e;
+	t->floor_scale = c->floor_scale;
 	t->place_choices = c->p.place_choices;
 	struct rdv_item keep[CORE_TRACE_MAX];
 	uint32_t m = 0;
@@ -98,6 +99,7 @@ void trace_walked(const struct core *c, const struct pick *k,
 		r->fast = fast;
 		r->bounded = within_bound(c, e, k);
 		r->floor = (uint32_t)ceil(bound_floor(c, e, k));
+		r->floor_scaled = e->engine_fresh && c->floor_scale > 1;
 		r->floor_lifted = floor_lifted(c, e, k->v);
 		r->cost = p2c_cost(c, e, k, now_ms);
 		return;

@@ -44,6 +44,8 @@ struct core_trace_rank {
 	bool walked, fast, bounded;
 	uint32_t in_flight;
 	uint32_t floor;            /* pick.h bound_floor, when walked */
+	bool floor_scaled;         /* times floor_scale (an engine's count
+				    * behind several HAProxies) */
 	bool floor_lifted;         /* pick.h floor_lifted: the floor does
 				    * not hold (a slow server's queue) */
 	double weight;
@@ -79,6 +81,8 @@ struct core_trace {
 	struct core_trace_rank rank[CORE_TRACE_MAX];
 	double load_factor;
 	uint32_t load_floor, load_floor_e2e, place_choices;
+	double floor_scale;        /* core.h floor_scale: 1 / this agent's
+				    * share of the engines' load, or 1 */
 	bool by_load;              /* a new key sent to the least loaded
 				    * candidate instead (place_load_z) */
 	bool by_long;              /* by_load, held to place_long_z: a long

@@ -1,9 +1,11 @@
 /* test_engine.c - engine load in the core: the engine's count between polls plus this agent's own, staleness, the runtime API taking over. */
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "fixture.h"
+#include "trace.h"
 
 static struct core_completion end_of(int ep)
 {
@@ -243,7 +245,7 @@ END_TEST
  * whole view, load_floor / share. Four endpoints; e0 runs 20 requests,
  * the others 4 (the bound: ceil(1.5 x (total + 1) / 4), 13 to 19 over
  * the 16 decisions). _i 0: this HAProxy carries a quarter of the
- * engines' load, so e0 is under its floor (6 / 0.23) and new keys hash
+ * engines' load, so e0 is under its floor (6 / 0.25) and new keys hash
  * to it as without engine counts; _i 1: it carries all of it (too few
  * decisions to route alone), the floor is 6 and the bound passes e0
  * over.
@@ -267,6 +269,23 @@ START_TEST(floor_is_this_agents_share)
 		ck_assert(r.share > 0.2 && r.share < 0.3);
 	else
 		ck_assert(r.share > 0.99);
+	/* explain names the floor e0 had, and its scale */
+	bool named = false;
+	for (uint64_t k = 1; k <= 64 && !named; k++) {
+		struct core_request rq = fx_session(k * 0x9e3779b97f4a7c15ull);
+		struct core_trace t;
+		struct core_rng copy = f.rng;
+		struct core_decision e;
+		ck_assert_int_eq(core_explain(f.c, &rq, f.now, &copy, &e, &t), 0);
+		if (!t.ranked || t.rank[0].endpoint != f.ep[0])
+			continue;
+		ck_assert(t.rank[0].walked);
+		ck_assert(t.rank[0].floor_scaled == (_i == 0));
+		ck_assert_uint_eq(t.rank[0].floor, _i == 0 ? 24 : 6);
+		ck_assert(_i == 0 ? fabs(t.floor_scale - 4) < 1e-9 : t.floor_scale == 1);
+		named = true;
+	}
+	ck_assert(named);
 	int on_e0 = 0;
 	for (uint64_t k = 1; k <= 16; k++) {
 		struct core_request rq = fx_session(k * 0x9e3779b97f4a7c15ull);
