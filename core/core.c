@@ -111,7 +111,10 @@ static void routers_apply(struct core *c)
 
 /* routers_update with this agent's counters at now_ms (a poll calls it
  * for each endpoint: the decay runs once per millisecond, the counters
- * are read each time, a few additions). */
+ * are read each time, a few additions). Hinted: decisions with a hint
+ * for their key; peer: of them, hints another HAProxy wrote, or whose
+ * writer is not told (a hint this HAProxy wrote is its own memory,
+ * which HAProxies that replicate nothing have too). */
 static void routers_tick(struct core *c, uint64_t now_ms)
 {
 	uint64_t decided = 0, hinted = 0;
@@ -120,7 +123,7 @@ static void routers_tick(struct core *c, uint64_t now_ms)
 	for (unsigned k = CORE_HINT_ABSENT + 1; k < CORE_HINT_COUNT; k++)
 		if (k != CORE_HINT_MISMATCH)
 			hinted += c->hints[k];
-	routers_update(&c->routers, decided, hinted, now_ms,
+	routers_update(&c->routers, decided, hinted, hinted - c->hints_own, now_ms,
 		       c->p.idle_reset_ms > 0 ? c->p.idle_reset_ms : 60 * 1000);
 }
 

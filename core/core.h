@@ -131,12 +131,21 @@ struct core_id {
  * key, read from a peers-replicated stick table. The caller resolves
  * HAProxy's server id to this server's endpoints (one per key id). */
 #define CORE_HINT_ENDPOINTS 8
+/* Who wrote a hint. Only hints the peers wrote show that the table is
+ * shared (policy.routers): one this HAProxy wrote is its own memory,
+ * which HAProxies that replicate nothing have too. */
+enum core_hint_writer {
+	CORE_HINT_WRITER_UNKNOWN = 0, /* not told (a table without it) */
+	CORE_HINT_WRITER_OWN,         /* this HAProxy */
+	CORE_HINT_WRITER_PEER,        /* another HAProxy of the group */
+};
 struct core_hint {
 	bool present;
 	uint32_t akey32;           /* low 32 bits of the akey it was recorded for */
 	uint64_t age_ms;           /* since HAProxy recorded it */
 	unsigned n;                /* endpoints of the hinted server, <= CORE_HINT_ENDPOINTS */
 	int endpoint[CORE_HINT_ENDPOINTS];
+	uint8_t writer;            /* enum core_hint_writer */
 };
 
 /* What became of a request's hint (core_decision.hint). */
@@ -332,6 +341,8 @@ struct core_stats {
 	uint64_t affinity_evictions;   /* LRU, map full */
 	uint64_t affinity_expirations; /* idle past affinity_ttl */
 	uint64_t hints[CORE_HINT_COUNT]; /* decisions by what became of their hint */
+	uint64_t hints_own;            /* of them, hints this HAProxy wrote (not
+					* mismatch): no sign of a shared table */
 	uint64_t explore_probes;       /* decisions exploration placed (explore.h) */
 	uint64_t explore_recovered;    /* its verdicts "recovered" */
 	uint64_t check_recovered;      /* health checks' verdicts "recovered"

@@ -136,6 +136,7 @@ struct core {
 	uint64_t outcomes[CORE_OUTCOME_COUNT];
 	uint64_t completions[CORE_END_COUNT];
 	uint64_t hints[CORE_HINT_COUNT];
+	uint64_t hints_own;      /* core_stats.hints_own */
 	uint32_t probe_cursor;   /* where core_key_probe_next goes on */
 	/* Decisions a log line may confirm (learn): direct-mapped by akey,
 	 * a later decision overwriting an earlier one in its slot. */

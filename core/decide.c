@@ -701,6 +701,9 @@ void decide(struct core *c, const struct core_request *req,
 		out->hint = hint_step(c, &req->hint, out->akey, &k, warm_idx,
 				      warm_ms, now_ms, &h);
 		c->hints[out->hint]++;
+		if (req->hint.writer == CORE_HINT_WRITER_OWN &&
+		    out->hint != CORE_HINT_MISMATCH)
+			c->hints_own++;
 		if (out->hint == CORE_HINT_USED) {
 			commit(c, h, CORE_REASON_AFFINITY, now_ms, out);
 			c->pending[out->akey & (CORE_PENDING_SLOTS - 1)] =

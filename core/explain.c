@@ -160,6 +160,7 @@ int core_explain(struct core *c, const struct core_request *req,
 	struct asked asked = c->asked[akey & (CORE_PENDING_SLOTS - 1)];
 	uint64_t hints[CORE_HINT_COUNT];
 	memcpy(hints, c->hints, sizeof(hints));
+	uint64_t hints_own = c->hints_own;
 
 	*t = (struct core_trace){ .model = MODEL_NONE, .entry_endpoint = -1,
 				  .home_endpoint = -1, .p2c_a = -1, .p2c_b = -1 };
@@ -184,6 +185,7 @@ int core_explain(struct core *c, const struct core_request *req,
 	c->pending[akey & (CORE_PENDING_SLOTS - 1)] = pend;
 	c->asked[akey & (CORE_PENDING_SLOTS - 1)] = asked;
 	memcpy(c->hints, hints, sizeof(hints));
+	c->hints_own = hints_own;
 	for (int k = 0; k < VIEW_SLOTS; k++)
 		c->views[k].valid = false;
 	return 0;

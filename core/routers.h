@@ -41,14 +41,24 @@
  * were sampled: 30 puts 0.8 four deviations over an even pair's 0.5). */
 #define ROUTERS_MIN 20.0
 #define ROUTERS_MIN_DECISIONS 30.0
+/* Of the hinted decisions in the window, those whose hint another
+ * HAProxy wrote (or whose writer is not told), under which the hints do
+ * not show a shared table: a table that replicates nothing holds only
+ * its own HAProxy's, a shared one some of the others' on every agent
+ * (half of them with two agents behind a random spray). A handful, not
+ * one stray write. */
+#define ROUTERS_MIN_PEER 3.0
 
 struct routers {
 	double own;        /* this HAProxy's counts at the samples */
 	double engine;     /* the engines' counts at the same samples */
 	double decided;    /* this agent's decisions */
 	double hinted;     /* of them, those with a hint for their key */
+	double peer;       /* of those, hints another HAProxy wrote (or
+			    * whose writer is not told) */
 	uint64_t counted;  /* its decision counter at the last update */
 	uint64_t hints_counted; /* its hinted-decision counter then */
+	uint64_t peer_counted;  /* its peer-hinted counter then */
 	uint64_t at_ms;    /* the last update; 0: none */
 	bool alone;        /* the verdict by the engines' counts (false
 			    * before one) */
@@ -57,12 +67,15 @@ struct routers {
 			       * no engine sample since; 0: not */
 };
 
-/* The sums at now_ms, with the decision and hinted-decision counters
- * (monotonic) then; window_ms is the decay's time constant. Judges the
- * hints. */
+/* The sums at now_ms, with the decision, hinted-decision and
+ * peer-hinted counters (monotonic) then; window_ms is the decay's time
+ * constant. Judges the hints: shared once ROUTERS_MIN_DECISIONS hinted
+ * decisions, ROUTERS_MIN_PEER of them a peer's, are in the window; no
+ * longer once decisions go on without hints, or without a peer's (the
+ * replication stopped). */
 static inline void routers_update(struct routers *r, uint64_t decisions,
-				  uint64_t hinted, uint64_t now_ms,
-				  uint64_t window_ms)
+				  uint64_t hinted, uint64_t peer,
+				  uint64_t now_ms, uint64_t window_ms)
 {
 	if (r->at_ms != 0 && now_ms > r->at_ms && window_ms > 0) {
 		double a = exp(-(double)(now_ms - r->at_ms) / (double)window_ms);
@@ -70,6 +83,7 @@ static inline void routers_update(struct routers *r, uint64_t decisions,
 		r->engine *= a;
 		r->decided *= a;
 		r->hinted *= a;
+		r->peer *= a;
 	}
 	if (now_ms > r->at_ms)
 		r->at_ms = now_ms;
@@ -79,9 +93,13 @@ static inline void routers_update(struct routers *r, uint64_t decisions,
 	if (hinted > r->hints_counted)
 		r->hinted += (double)(hinted - r->hints_counted);
 	r->hints_counted = hinted;
-	if (r->hinted >= ROUTERS_MIN_DECISIONS)
+	if (peer > r->peer_counted)
+		r->peer += (double)(peer - r->peer_counted);
+	r->peer_counted = peer;
+	if (r->hinted >= ROUTERS_MIN_DECISIONS && r->peer >= ROUTERS_MIN_PEER)
 		r->hints = true;
-	else if (r->hinted < 1 && r->decided >= ROUTERS_MIN_DECISIONS)
+	else if ((r->hinted < 1 || r->peer < 1) &&
+		 r->decided >= ROUTERS_MIN_DECISIONS)
 		r->hints = false;
 	/* A verdict restored from before a restart stands for the engines
 	 * that gave it only while they are still polled. */
@@ -99,7 +117,7 @@ static inline void routers_restore(struct routers *r, bool alone, bool hints,
 {
 	*r = (struct routers){
 		.counted = r->counted, .hints_counted = r->hints_counted,
-		.at_ms = now_ms, .alone = alone, .hints = hints,
+		.peer_counted = r->peer_counted, .at_ms = now_ms, .alone = alone, .hints = hints,
 		.restored_ms = alone ? (now_ms > 0 ? now_ms : 1) : 0,
 	};
 }

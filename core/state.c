@@ -41,6 +41,7 @@ void core_stats(const struct core *c, struct core_stats *out)
 		.explore_probes = c->explore.probes,
 		.explore_recovered = c->explore.recovered,
 		.check_recovered = c->explore.check_recovered,
+		.hints_own = c->hints_own,
 	};
 	memcpy(out->decisions, c->decisions, sizeof(out->decisions));
 	memcpy(out->tier_decisions, c->tier_decisions, sizeof(out->tier_decisions));

@@ -307,8 +307,12 @@ void route_hint(struct route *r, const struct route_request *req,
 		st->no_endpoint++;
 		return;
 	}
+	const struct spop_data *peer = &a[ROUTE_ARG_HINT_PEER];
 	*out = (struct core_hint){
 		.present = true, .akey32 = (uint32_t)v[2], .age_ms = age, .n = k,
+		.writer = peer->type == SPOP_DATA_NULL ? CORE_HINT_WRITER_UNKNOWN :
+			  route_arg_bool(peer) ? CORE_HINT_WRITER_PEER :
+			  CORE_HINT_WRITER_OWN,
 	};
 	memcpy(out->endpoint, idx, k * sizeof(idx[0]));
 }

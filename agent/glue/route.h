@@ -49,6 +49,8 @@ enum route_arg {
 	ROUTE_ARG_HINT_AT,   /* when: ms since the epoch, low 32 bits */
 	ROUTE_ARG_HINT_AKEY, /* low 32 bits of the akey it was recorded for */
 	ROUTE_ARG_HINT_NAME, /* xxh32 of "backend/server" */
+	ROUTE_ARG_HINT_PEER, /* optional: written by another HAProxy (its
+			      * localpeer) than this one; absent: not told */
 	ROUTE_ARG_SIZE,      /* the body's advertised bytes (req.body_size) */
 	ROUTE_ARG_COUNT
 };

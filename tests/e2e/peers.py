@@ -18,6 +18,10 @@ its own warmlane, over one fake fleet (tests/fleet). In order:
     on its server (at least 99% of the turns).
 `full`: the same pairs with a hint table of 8 entries for 60 sessions:
 every request served, every session on its server (today's behaviour).
+`lone`: two pairs whose peers never connect (each names the other at a
+port nobody listens on): each HAProxy reads only the hints it wrote
+itself, which warmlane counts (warmlane_hints_own_total) and does not
+take for a shared table: neither agent routes alone by the hints.
 Assertions are about where requests went; timings are printed, never
 asserted. Exit 0 pass, 1 fail, 77 skip.
 """
@@ -262,14 +266,35 @@ def hints(binary, version):
                 f"{c} {metric(e, 'warmlane_hint_problems_total', cause=c):.0f}"
                 for c in ("partial", "unknown_id", "id_mismatch", "stale", "no_endpoint")))
         assert not problems, "alternating turns moved: " + "; ".join(problems[:10])
-        # Decisions carrying hints for their keys: policy.routers auto routes
-        # alone (judged at the agent's next runtime-API poll). Each agent
-        # decided 180 turns, most with the other's hint.
+        # Decisions carrying hints for their keys that the other HAProxy
+        # wrote: policy.routers auto routes alone (judged at the agent's
+        # next runtime-API poll) from 30 in its window. Each agent decided
+        # 180 turns, most with the other's hint; in the peers' first
+        # seconds HAProxy 2.6 can lose writes for a while (above), and a
+        # turn then finds the hint its own HAProxy wrote, which does not
+        # count: more alternating turns, up to 6, until each agent has 40.
+        def peer_hints(e):
+            return (metric(e, "warmlane_hints_present_total") -
+                    metric(e, "warmlane_hints_own_total") -
+                    metric(e, "warmlane_hints_total", use="mismatch"))
+        extra = 0
+        while min(peer_hints(a), peer_hints(b)) < 40 and extra < 6:
+            c = HClient((a if extra % 2 == 0 else b).port)
+            try:
+                for s in sessions:
+                    assert post(c, s, 6 + extra).status == 200
+            finally:
+                c.close()
+            extra += 1
+        log(f"peer-written hints: A {peer_hints(a):.0f}, B {peer_hints(b):.0f} "
+            f"({extra} more alternating turns)")
         for e in (a, b):
             h.wait_until(f"{e.me} routing alone by the hints",
                          lambda: metric(e, "warmlane_routers_hints") == 1 and
                          metric(e, "warmlane_routers_alone") == 1, timeout=5)
-        log("both agents route alone by the shared hints (warmlane_routers_hints 1)")
+        log("both agents route alone by the shared hints (warmlane_routers_hints 1); own hints "
+            f"A {metric(a, 'warmlane_hints_own_total'):.0f}, "
+            f"B {metric(b, 'warmlane_hints_own_total'):.0f}")
 
         # --- replication delay, steady state ----------------------------------
         report_replication(a, b, "steady state", "ss")
@@ -393,5 +418,50 @@ def full(binary, version):
         a.stop_agent_checked()
 
 
+def lone(binary, version):
+    """Peers that replicate nothing: alternating turns find only the
+    hints each HAProxy wrote itself; neither agent routes alone."""
+    pa, pb, dead_a, dead_b = h.free_port(), h.free_port(), h.free_port(), h.free_port()
+    policy = {"sticky_tolerance": 1000}  # as in hints()
+    with PeersEnv("loneA", version, "hapA", {"hapA": pa, "hapB": dead_b}, chroot=False,
+                  policy=policy) as a, \
+            PeersEnv("loneB", version, "hapB", {"hapA": dead_a, "hapB": pb}, chroot=False,
+                     policy=policy) as b:
+        a.start_fleet([fe.instance(n, fast=False) for n in ("s1", "s2", "s3")])
+        b.join_fleet(a)
+        a.start_pair(binary)
+        b.start_pair(binary)
+        sessions = [f"lone-{version}-{i}" for i in range(SESSIONS)]
+        ca, cb = HClient(a.port), HClient(b.port)
+        fell_open = 0
+        try:
+            for t in range(4):
+                for s in sessions:
+                    r = post(ca if t % 2 == 0 else cb, s, t)
+                    assert r.status == 200, f"{s} turn {t}: {r}"
+                    fell_open += r.reason is None
+        finally:
+            ca.close()
+            cb.close()
+        assert fell_open <= 0.02 * 4 * SESSIONS, f"{fell_open} turns fell open: nothing tested"
+        assert not a.peers_up() and not b.peers_up(), "the peers connected: nothing tested"
+        for e in (a, b):
+            own = metric(e, "warmlane_hints_own_total")
+            present = metric(e, "warmlane_hints_present_total")
+            log(f"{e.me}: {present:.0f} hints found, {own:.0f} of them its own HAProxy's")
+            # turns 2 and 3 of each session find the hint of turns 0 and 1
+            assert own >= SESSIONS * 0.9 and own == present, \
+                f"{e.me}: {own:.0f} own hints of {present:.0f}"
+        # The verdict is judged at each runtime-API poll: give it two.
+        time.sleep(2.5)
+        for e in (a, b):
+            hinted, alone = metric(e, "warmlane_routers_hints"), metric(e, "warmlane_routers_alone")
+            assert hinted == 0 and alone == 0, \
+                f"{e.me}: routers_hints {hinted}, alone {alone} on its own hints"
+        log("neither agent routes alone on its own HAProxy's hints")
+        b.stop_agent_checked()
+        a.stop_agent_checked()
+
+
 if __name__ == "__main__":
-    sys.exit(h.main({"hints": hints, "full": full}))
+    sys.exit(h.main({"hints": hints, "full": full, "lone": lone}))

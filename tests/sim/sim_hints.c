@@ -97,6 +97,7 @@ int sim_hints_write(struct sim_hints *h, uint64_t key, uint32_t ep, uint32_t age
 	if (x->ep != UINT32_MAX && x->visible_us <= now_us) {
 		x->prev_ep = x->ep;
 		x->prev_at_us = x->at_us;
+		x->prev_writer = x->writer;
 	}
 	x->ep = ep;
 	x->at_us = now_us;
@@ -106,7 +107,7 @@ int sim_hints_write(struct sim_hints *h, uint64_t key, uint32_t ep, uint32_t age
 }
 
 int sim_hints_read(const struct sim_hints *h, uint64_t key, uint32_t agent, int64_t now_us,
-		   uint32_t *ep, int64_t *at_us)
+		   uint32_t *ep, int64_t *at_us, uint32_t *writer)
 {
 	const struct sim_hint *x = find(h, key ? key : 1);
 	if (!x || x->ep == UINT32_MAX)
@@ -114,11 +115,13 @@ int sim_hints_read(const struct sim_hints *h, uint64_t key, uint32_t agent, int6
 	if (x->writer == agent || x->visible_us <= now_us) {
 		*ep = x->ep;
 		*at_us = x->at_us;
+		*writer = x->writer;
 		return 1;
 	}
 	if (x->prev_ep == UINT32_MAX)
 		return 0;
 	*ep = x->prev_ep;
 	*at_us = x->prev_at_us;
+	*writer = x->prev_writer;
 	return 1;
 }

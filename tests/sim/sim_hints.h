@@ -25,6 +25,7 @@ struct sim_hint {
 	int64_t at_us, prev_at_us;
 	int64_t visible_us;    /* when the other HAProxies see (ep, at_us) */
 	uint32_t writer;       /* the agent whose HAProxy wrote it */
+	uint32_t prev_writer;  /* the one that wrote prev_ep */
 };
 
 /* One table shared by every agent of a run (HAProxy's own table: each
@@ -45,9 +46,10 @@ void sim_hints_finish(struct sim_hints *h);
 /* A success of key on ep at now_us through agent's HAProxy. 0 or -ENOMEM. */
 int sim_hints_write(struct sim_hints *h, uint64_t key, uint32_t ep, uint32_t agent, int64_t now_us);
 
-/* What agent's HAProxy holds for key at now_us: 1 with *ep and *at_us set
- * (when the write was made), 0 when nothing. */
+/* What agent's HAProxy holds for key at now_us: 1 with *ep, *at_us
+ * (when the write was made) and *writer (the agent whose HAProxy made it:
+ * the configs' gpt 4) set, 0 when nothing. */
 int sim_hints_read(const struct sim_hints *h, uint64_t key, uint32_t agent, int64_t now_us,
-		   uint32_t *ep, int64_t *at_us);
+		   uint32_t *ep, int64_t *at_us, uint32_t *writer);
 
 #endif

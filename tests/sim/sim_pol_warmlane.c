@@ -306,17 +306,19 @@ static int wl_decide(void *st, const struct sim_view *v, const struct sim_req *r
 	struct core_request q = wl_request(r);
 	struct core_decision d;
 	uint64_t akey;
-	uint32_t hep;
+	uint32_t hep, writer;
 	int64_t at_us;
 	/* The route message's hint_* arguments: what this agent's HAProxy
 	 * holds for the key (haproxy/haproxy-*-peers.cfg). */
 	if (s->hints && core_identity(s->core, &q, &akey) &&
-	    sim_hints_read(s->hints, akey, s->agent, v->now_us, &hep, &at_us) &&
+	    sim_hints_read(s->hints, akey, s->agent, v->now_us, &hep, &at_us, &writer) &&
 	    hep < s->n && s->idx[hep] >= 0) {
 		uint64_t age = (uint64_t)((v->now_us - at_us) / 1000);
 		if (age < SIM_HINT_EXPIRE_MS)
 			q.hint = (struct core_hint){ .present = true, .akey32 = (uint32_t)akey,
-						     .age_ms = age, .n = 1, .endpoint = { s->idx[hep] } };
+						     .age_ms = age, .n = 1, .endpoint = { s->idx[hep] },
+						     .writer = writer == s->agent ? CORE_HINT_WRITER_OWN :
+							       CORE_HINT_WRITER_PEER };
 	}
 	if (s->explain) {
 		struct core_trace *t = malloc(sizeof(*t));

@@ -338,33 +338,33 @@ static void test_scale_out(const struct sim_policy *pol)
 static void test_hints(void)
 {
 	struct sim_hints h;
-	uint32_t ep;
+	uint32_t ep, w;
 	int64_t at;
 	int64_t t0 = 5000000;
 	if (sim_hints_init(&h, 7, 0) < 0) {
 		ok(0, "hints: init");
 		return;
 	}
-	ok(!sim_hints_read(&h, 42, 0, t0, &ep, &at), "hints: nothing before a write");
+	ok(!sim_hints_read(&h, 42, 0, t0, &ep, &at, &w), "hints: nothing before a write");
 	sim_hints_write(&h, 42, 3, 0, t0);
-	ok(sim_hints_read(&h, 42, 0, t0, &ep, &at) && ep == 3 && at == t0,
-	   "hints: the writer's HAProxy sees its write at once");
-	ok(!sim_hints_read(&h, 42, 1, t0 + SIM_HINT_DELAY_MIN_US - 1, &ep, &at),
+	ok(sim_hints_read(&h, 42, 0, t0, &ep, &at, &w) && ep == 3 && at == t0 && w == 0,
+	   "hints: the writer's HAProxy sees its write at once, its own");
+	ok(!sim_hints_read(&h, 42, 1, t0 + SIM_HINT_DELAY_MIN_US - 1, &ep, &at, &w),
 	   "hints: another HAProxy sees nothing before the delay");
-	ok(sim_hints_read(&h, 42, 1, t0 + SIM_HINT_DELAY_MAX_US, &ep, &at) && ep == 3,
+	ok(sim_hints_read(&h, 42, 1, t0 + SIM_HINT_DELAY_MAX_US, &ep, &at, &w) && ep == 3,
 	   "hints: another HAProxy sees it within the delay");
 	sim_hints_write(&h, 42, 5, 1, t0 + 10000);
-	ok(sim_hints_read(&h, 42, 0, t0 + 10000, &ep, &at) && ep == 3 && at == t0,
+	ok(sim_hints_read(&h, 42, 0, t0 + 10000, &ep, &at, &w) && ep == 3 && at == t0 && w == 0,
 	   "hints: until the next write arrives, the one before");
-	ok(sim_hints_read(&h, 42, 0, t0 + 10000 + SIM_HINT_DELAY_MAX_US, &ep, &at) && ep == 5,
-	   "hints: then the new one");
+	ok(sim_hints_read(&h, 42, 0, t0 + 10000 + SIM_HINT_DELAY_MAX_US, &ep, &at, &w) && ep == 5 &&
+	   w == 1, "hints: then the new one, the other's");
 	/* 2000 writes in the start-up window: delays up to 1.4 s, about 1 in
 	 * 60 lost for the others. */
 	int late = 0, seen = 0;
 	for (uint64_t k = 100; k < 2100; k++) {
 		sim_hints_write(&h, k, 1, 0, 0);
-		late += !sim_hints_read(&h, k, 1, 1000, &ep, &at);
-		seen += sim_hints_read(&h, k, 1, SIM_HINT_STARTUP_MAX_US, &ep, &at);
+		late += !sim_hints_read(&h, k, 1, 1000, &ep, &at, &w);
+		seen += sim_hints_read(&h, k, 1, SIM_HINT_STARTUP_MAX_US, &ep, &at, &w);
 	}
 	char what[160];
 	snprintf(what, sizeof(what), "hints: start-up window, %d of 2000 later than 1 ms, %d seen by 1.4 s, %llu lost",

@@ -42,12 +42,12 @@ static inline void idle_poll(struct route *r)
 		core_endpoint_sync(r->core, i, CORE_ADMIN_ENABLED, 0, 0);
 }
 
-/* The route message's argument names as haproxy/warmlane.conf sends them,
+/* The route message's argument names as haproxy/warmlane.spoe.conf sends them,
  * in ROUTE_ARG_* order. */
 static const char *const spoe_route_args[] = {
 	"session", "prefix1", "prefix2", "prefix3", "install", "caller",
 	"src", "model", "stream", "id", "hint_srv", "hint_at", "hint_akey",
-	"hint_name", "size",
+	"hint_name", "hint_peer", "size",
 };
 
 #endif

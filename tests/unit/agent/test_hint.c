@@ -103,6 +103,19 @@ START_TEST(with_and_without_hint_arguments)
 	route_hint(&r, &req, wall_ms(), &ch);
 	ck_assert(ch.present);
 	ck_assert_uint_eq(ch.n, 2);
+	/* hint_peer: the writer, another HAProxy or this one; absent (a
+	 * table without gpt 4): not told. */
+	ck_assert_uint_eq(ch.writer, CORE_HINT_WRITER_UNKNOWN);
+	req.args[ROUTE_ARG_HINT_PEER] = spop_data_bool(true);
+	route_hint(&r, &req, wall_ms(), &ch);
+	ck_assert_uint_eq(ch.writer, CORE_HINT_WRITER_PEER);
+	req.args[ROUTE_ARG_HINT_PEER] = spop_data_bool(false);
+	route_hint(&r, &req, wall_ms(), &ch);
+	ck_assert_uint_eq(ch.writer, CORE_HINT_WRITER_OWN);
+	route_decide(&r, &req, &h);
+	route_take_back(&r, h.endpoint);
+	core_stats(r.core, &cs);
+	ck_assert_uint_eq(cs.hints_own, 1);
 	route_finish(&r);
 	config_finish(&cfg);
 }

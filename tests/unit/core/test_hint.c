@@ -275,11 +275,17 @@ static void decide_ended(struct fx *f, const struct core_request *r)
 	core_endpoint_complete(f->c, d.endpoint);
 }
 
+/* _i 0: hints whose writer is not told (a table without gpt 4): alone at
+ * the 30th. _i 1: 60 written by this HAProxy change nothing (a table
+ * that replicates nothing has those too); then 3 a peer wrote show the
+ * table shared (ROUTERS_MIN_PEER); own hints alone after that end it
+ * once the window forgets the peer's (the replication stopped). */
 START_TEST(routers_alone_by_the_hints)
 {
 	struct fx f;
 	fx_init(&f, 4, NULL);
 	uint64_t s = 1;
+	uint8_t writer = _i == 0 ? CORE_HINT_WRITER_UNKNOWN : CORE_HINT_WRITER_PEER;
 	for (int i = 0; i < 60; i++, s++) {
 		struct core_request r = hinted(&f, s, f.ep[0], 10);
 		r.hint.akey32 ^= 1; /* another key's */
@@ -288,20 +294,36 @@ START_TEST(routers_alone_by_the_hints)
 		ck_assert(!routers_after(&f).alone);
 	}
 	ck_assert_uint_eq(hints(&f, CORE_HINT_MISMATCH), 60);
-	for (int i = 1; i <= 30; i++, s++) {
+	for (int i = 0; i < 60 && _i == 1; i++, s++) {
 		struct core_request r = hinted(&f, s, f.ep[i % 4], 10);
+		r.hint.writer = CORE_HINT_WRITER_OWN;
+		decide_ended(&f, &r);
+		f.now += 100;
+		ck_assert(!routers_after(&f).hints);
+	}
+	struct core_stats cs;
+	core_stats(f.c, &cs);
+	ck_assert_uint_eq(cs.hints_own, _i == 1 ? 60 : 0);
+	int at = _i == 0 ? 30 : 3;
+	for (int i = 1; i <= at; i++, s++) {
+		struct core_request r = hinted(&f, s, f.ep[i % 4], 10);
+		r.hint.writer = writer;
 		decide_ended(&f, &r);
 		struct core_routers_info ri = routers_after(&f);
-		ck_assert(ri.alone == (i == 30) && ri.hints == (i == 30));
+		ck_assert(ri.alone == (i == at) && ri.hints == (i == at));
 	}
 	struct core_routers_info ri = routers_after(&f);
 	ck_assert_uint_eq(ri.ttl_ms, 30 * 60 * 1000);
-	/* Decisions without hints, one a second: the window forgets them. */
+	/* Decisions without hints (_i 1: with their own HAProxy's), one a
+	 * second: the window forgets them. */
 	int t = 0;
 	while (routers_after(&f).alone) {
 		ck_assert_int_lt(t++, 600);
 		f.now += 1000;
-		struct core_request r = fx_session(s++);
+		struct core_request r = _i == 0 ? fx_session(s) :
+					hinted(&f, s, f.ep[s % 4], 10);
+		r.hint.writer = CORE_HINT_WRITER_OWN;
+		s++;
 		decide_ended(&f, &r);
 	}
 	ck_assert_int_gt(t, 60);
@@ -334,7 +356,7 @@ static Suite *hint_suite(void)
 	tcase_add_test(tc, hint_refused_after_cut_streams);
 	tcase_add_test(tc, hint_for_another_akey_ignored);
 	tcase_add_test(tc, hint_takes_first_usable_endpoint_of_server);
-	tcase_add_test(tc, routers_alone_by_the_hints);
+	tcase_add_loop_test(tc, routers_alone_by_the_hints, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
