@@ -49,11 +49,12 @@ static inline double p2c_ewma(const struct core *c, const struct pool_endpoint *
 
 /* The in-flight requests e may always hold (step 4's bound):
  * load_floor_e2e where k scores end-to-end times and e is warm on them,
- * else load_floor; counted by its engine behind several HAProxies, that
- * times floor_scale. The floor is this agent's own: HAProxy's counts are
- * its share of the load, the engines' the whole, and on the whole a
- * floor of one agent's met every agent's walk, minutes apart, where its
- * own share never reached it (docs/policy-v2.md, section 32). */
+ * else load_floor; times floor_scale where the engine counts e behind
+ * several HAProxies. The floor is this agent's own: HAProxy's counts are
+ * its share of the load, the engine's the whole, and on the whole one
+ * agent's floor is met where no agent's share would meet it: the walks
+ * of agents that see a conversation's turns minutes apart then differ
+ * (docs/policy-v2.md, section 32). */
 static inline double bound_floor(const struct core *c,
 				 const struct pool_endpoint *e,
 				 const struct pick *k)
