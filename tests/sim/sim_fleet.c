@@ -739,6 +739,7 @@ int sim_fleet_run(const struct sim_fleet_cfg *cfg, const struct sim_workload *w,
 	if (opts->shared_hints) {
 		if (sim_hints_init(&f.hints, sim_rng_mix(opts->seed ^ 0x41c7), w->n ? w->req[0].arrival_us : 0) < 0)
 			goto fail;
+		f.hints.lone = opts->shared_hints == 2;
 		f.has_hints = 1;
 	}
 	for (uint32_t a = 0; a < f.nag; a++) {

@@ -44,7 +44,8 @@ struct sim_run_opts {
 	const char *const *set;  /* policy parameter overrides (--set) */
 	unsigned nset;
 	int log_ingest;          /* agents read HAProxy's end-of-stream log lines */
-	int shared_hints;        /* the HAProxies share the warm hint (sim_hints.h) */
+	int shared_hints;        /* the HAProxies share the warm hint (sim_hints.h);
+				  * 2: tables whose peers never connect */
 	int64_t engine_poll_us;  /* agents poll the engines' /metrics this often
 				  * (agent/engine.c); 0: they do not */
 	int64_t check_us;        /* HAProxy's layer-7 health checks this often

@@ -62,8 +62,17 @@ static struct sim_hint *find(const struct sim_hints *h, uint64_t key)
 	return NULL;
 }
 
+/* Lone tables (sim_hints.lone): one per agent, as keys of their own. */
+static uint64_t table_key(const struct sim_hints *h, uint64_t key, uint32_t agent)
+{
+	if (h->lone)
+		key ^= (agent + 1) * 0x9e3779b97f4a7c15ull;
+	return key ? key : 1;
+}
+
 int sim_hints_write(struct sim_hints *h, uint64_t key, uint32_t ep, uint32_t agent, int64_t now_us)
 {
+	key = table_key(h, key, agent);
 	if (key == 0)
 		key = 1; /* 0 marks free slots: one key in 2^64 shares a slot */
 	struct sim_hint *x = find(h, key);
@@ -109,7 +118,7 @@ int sim_hints_write(struct sim_hints *h, uint64_t key, uint32_t ep, uint32_t age
 int sim_hints_read(const struct sim_hints *h, uint64_t key, uint32_t agent, int64_t now_us,
 		   uint32_t *ep, int64_t *at_us, uint32_t *writer)
 {
-	const struct sim_hint *x = find(h, key ? key : 1);
+	const struct sim_hint *x = find(h, table_key(h, key, agent));
 	if (!x || x->ep == UINT32_MAX)
 		return 0;
 	if (x->writer == agent || x->visible_us <= now_us) {

@@ -36,6 +36,9 @@ struct sim_hints {
 	uint32_t used;
 	uint64_t rng;
 	int64_t start_us;       /* the HAProxies' start: the start-up window */
+	int lone;               /* peers that never connect: each agent's
+				 * HAProxy holds only its own writes
+				 * (--hints-lone) */
 	uint64_t writes, lost;
 };
 

@@ -67,6 +67,8 @@ static void usage(FILE *out)
 		"                      (warmlane: a hint per key, seen by the other agents\n"
 		"                      0.2-0.6 ms later, up to 1.4 s and 1 in 60 lost in the\n"
 		"                      first second: docs/peers.md)\n"
+		"  --hints-lone        the same tables, but the peers never connect: each\n"
+		"                      HAProxy holds only the hints it wrote itself\n"
 		"  --log-ingest        agents also read HAProxy's end-of-stream log lines\n"
 		"  --http-check        HAProxy checks each server with a small completion every\n"
 		"                      2 s; agents read each check's duration (check_duration)\n"
@@ -185,7 +187,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->log_ingest = 1;
 			used = 0;
 		} else if (strcmp(a, "--shared-hints") == 0) {
-			o->shared_hints = 1;
+			o->shared_hints = o->shared_hints ? o->shared_hints : 1;
+			used = 0;
+		} else if (strcmp(a, "--hints-lone") == 0) {
+			o->shared_hints = 2;
 			used = 0;
 		} else if (strcmp(a, "--http-check") == 0) {
 			o->http_check = 1;
@@ -509,7 +514,7 @@ int main(int argc, char **argv)
 	if (o.log_ingest)
 		fprintf(info, " log-ingest");
 	if (o.shared_hints)
-		fprintf(info, " shared-hints");
+		fprintf(info, o.shared_hints == 2 ? " hints-lone" : " shared-hints");
 	if (o.http_check)
 		fprintf(info, " http-check");
 	if (o.engine_poll_ms)

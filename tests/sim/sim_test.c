@@ -358,6 +358,14 @@ static void test_hints(void)
 	   "hints: until the next write arrives, the one before");
 	ok(sim_hints_read(&h, 42, 0, t0 + 10000 + SIM_HINT_DELAY_MAX_US, &ep, &at, &w) && ep == 5 &&
 	   w == 1, "hints: then the new one, the other's");
+	/* --hints-lone: peers that never connect, each HAProxy its own. */
+	h.lone = 1;
+	sim_hints_write(&h, 43, 2, 0, t0);
+	ok(!sim_hints_read(&h, 43, 1, t0 + 60000000, &ep, &at, &w),
+	   "hints, lone: another HAProxy never sees it");
+	ok(sim_hints_read(&h, 43, 0, t0, &ep, &at, &w) && ep == 2 && w == 0,
+	   "hints, lone: the writer's HAProxy does, its own");
+	h.lone = 0;
 	/* 2000 writes in the start-up window: delays up to 1.4 s, about 1 in
 	 * 60 lost for the others. */
 	int late = 0, seen = 0;
