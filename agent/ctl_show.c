@@ -389,12 +389,11 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 			}
 			ctl_out_printf(o, " fast=%s in_flight=%u", r->fast ? "yes" : "no",
 				       r->in_flight);
-			const char *floor = r->floor_scaled ? "load_floor" :
-					    r->floor > t->load_floor ?
+			const char *floor = r->floor_base > t->load_floor ?
 					    "load_floor_e2e" : "load_floor";
 			if (r->in_flight < r->floor && !r->floor_lifted) {
 				ctl_out_printf(o, " under %s %u", floor, r->floor);
-				if (r->floor_scaled) {
+				if (r->floor != r->floor_base) {
 					ctl_out_printf(o, " (x ");
 					ctl_out_num(o, t->floor_scale, false);
 					ctl_out_printf(o, ": this HAProxy's share of the engines' load)");

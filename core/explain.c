@@ -99,7 +99,7 @@ void trace_walked(const struct core *c, const struct pick *k,
 		r->fast = fast;
 		r->bounded = within_bound(c, e, k);
 		r->floor = (uint32_t)ceil(bound_floor(c, e, k));
-		r->floor_scaled = e->engine_fresh && c->floor_scale > 1;
+		r->floor_base = floor_base(c, e, k);
 		r->floor_lifted = floor_lifted(c, e, k->v);
 		r->cost = p2c_cost(c, e, k, now_ms);
 		return;

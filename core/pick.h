@@ -55,13 +55,21 @@ static inline double p2c_ewma(const struct core *c, const struct pool_endpoint *
  * agent's floor is met where no agent's share would meet it: the walks
  * of agents that see a conversation's turns minutes apart then differ
  * (docs/policy-v2.md, section 32). */
-static inline double bound_floor(const struct core *c,
-				 const struct pool_endpoint *e,
-				 const struct pick *k)
+static inline uint32_t floor_base(const struct core *c,
+				  const struct pool_endpoint *e,
+				  const struct pick *k)
 {
 	uint32_t f = c->p.load_floor;
 	if (c->p.load_floor_e2e > f && k->use[1] && warm(c, e, k->sig[1]))
 		f = c->p.load_floor_e2e;
+	return f;
+}
+
+static inline double bound_floor(const struct core *c,
+				 const struct pool_endpoint *e,
+				 const struct pick *k)
+{
+	uint32_t f = floor_base(c, e, k);
 	return e->engine_fresh ? f * c->floor_scale : f;
 }
 

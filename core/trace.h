@@ -44,8 +44,8 @@ struct core_trace_rank {
 	bool walked, fast, bounded;
 	uint32_t in_flight;
 	uint32_t floor;            /* pick.h bound_floor, when walked */
-	bool floor_scaled;         /* times floor_scale (an engine's count
-				    * behind several HAProxies) */
+	uint32_t floor_base;       /* the same before floor_scale (load_floor
+				    * or load_floor_e2e) */
 	bool floor_lifted;         /* pick.h floor_lifted: the floor does
 				    * not hold (a slow server's queue) */
 	double weight;

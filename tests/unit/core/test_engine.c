@@ -280,7 +280,7 @@ START_TEST(floor_is_this_agents_share)
 		if (!t.ranked || t.rank[0].endpoint != f.ep[0])
 			continue;
 		ck_assert(t.rank[0].walked);
-		ck_assert(t.rank[0].floor_scaled == (_i == 0));
+		ck_assert_uint_eq(t.rank[0].floor_base, 6);
 		ck_assert_uint_eq(t.rank[0].floor, _i == 0 ? 24 : 6);
 		ck_assert(_i == 0 ? fabs(t.floor_scale - 4) < 1e-9 : t.floor_scale == 1);
 		named = true;
