@@ -127,13 +127,6 @@ static void routers_tick(struct core *c, uint64_t now_ms)
 		       c->p.idle_reset_ms > 0 ? c->p.idle_reset_ms : 60 * 1000);
 }
 
-/* routers_apply when a verdict moved from alone, hints. */
-static void routers_settle(struct core *c, bool alone, bool hints)
-{
-	if (c->routers.alone != alone || c->routers.hints != hints)
-		routers_apply(c); /* no candidate changes */
-}
-
 /* The homes map's size for an affinity map of cap entries: an eighth,
  * at least 1,024 (or cap). */
 static uint32_t homes_cap(uint32_t cap)
@@ -511,9 +504,8 @@ int core_endpoint_sync(struct core *c, int idx, enum core_admin admin,
 	}
 	in_flight_apply(c, (uint32_t)idx);
 	load_note(c, (uint32_t)idx, now_ms);
-	bool alone = c->routers.alone, hints = c->routers.hints;
 	routers_tick(c, now_ms);
-	routers_settle(c, alone, hints);
+	routers_apply(c); /* the verdicts (no candidate changes) */
 	return 0;
 }
 

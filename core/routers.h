@@ -117,7 +117,8 @@ static inline void routers_restore(struct routers *r, bool alone, bool hints,
 {
 	*r = (struct routers){
 		.counted = r->counted, .hints_counted = r->hints_counted,
-		.peer_counted = r->peer_counted, .at_ms = now_ms, .alone = alone, .hints = hints,
+		.peer_counted = r->peer_counted, .at_ms = now_ms,
+		.alone = alone, .hints = hints,
 		.restored_ms = alone ? (now_ms > 0 ? now_ms : 1) : 0,
 	};
 }
