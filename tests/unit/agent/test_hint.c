@@ -109,6 +109,14 @@ START_TEST(with_and_without_hint_arguments)
 	req.args[ROUTE_ARG_HINT_PEER] = spop_data_bool(true);
 	route_hint(&r, &req, wall_ms(), &ch);
 	ck_assert_uint_eq(ch.writer, CORE_HINT_WRITER_PEER);
+	req.args[ROUTE_ARG_HINT_PEER] = spop_data_int64(7); /* sub's result */
+	route_hint(&r, &req, wall_ms(), &ch);
+	ck_assert_uint_eq(ch.writer, CORE_HINT_WRITER_PEER);
+	/* Anything else a peer's frame may carry there is not "another
+	 * HAProxy": such a hint shows no shared table. */
+	req.args[ROUTE_ARG_HINT_PEER] = spop_data_string("yes", 3);
+	route_hint(&r, &req, wall_ms(), &ch);
+	ck_assert_uint_eq(ch.writer, CORE_HINT_WRITER_OWN);
 	req.args[ROUTE_ARG_HINT_PEER] = spop_data_bool(false);
 	route_hint(&r, &req, wall_ms(), &ch);
 	ck_assert_uint_eq(ch.writer, CORE_HINT_WRITER_OWN);
