@@ -734,6 +734,23 @@ START_TEST(sliced_capture_changes)
 }
 END_TEST
 
+/* buf with byte off set to v (and its trailer sealed again) is refused
+ * by x whole: "bad header". */
+static void refused_header(struct core *x, const char *buf, size_t len,
+			   size_t off, uint8_t v)
+{
+	char err[512];
+	uint8_t *bad = malloc(len);
+	ck_assert_ptr_nonnull(bad);
+	memcpy(bad, buf, len);
+	bad[off] = v;
+	reseal(bad, len);
+	ck_assert_int_eq(snapshot_load_buffer(x, bad, len, 0, T0_UNIX_MS, NULL, err,
+					      sizeof(err)), -EBADMSG);
+	ck_assert_str_eq(err, "bad header");
+	free(bad);
+}
+
 /* policy.routers auto's verdicts cross a restart: an agent that routed
  * alone by the hints and the engines' counts comes back alone, so its
  * entries idle 5-30 min (alone_affinity_ttl) are restored, not expired
@@ -763,25 +780,11 @@ START_TEST(routers_verdicts_restored)
 	 * fields (the verdicts' place taken by the first endpoint record),
 	 * is refused whole: "bad header", nothing changed. */
 	struct core *x = make_core(64, -1, false);
-	char e1[512];
-	uint8_t *bad = malloc(len);
-	ck_assert_ptr_nonnull(bad);
-	memcpy(bad, buf, len);
-	bad[36] = 4;
-	reseal(bad, len);
-	ck_assert_int_eq(snapshot_load_buffer(x, bad, len, 0, T0_UNIX_MS, NULL, e1,
-					      sizeof(e1)), -EBADMSG);
-	ck_assert_str_eq(e1, "bad header");
-	memcpy(bad, buf, len);
-	bad[0] = 0x95;
-	reseal(bad, len);
-	ck_assert_int_eq(snapshot_load_buffer(x, bad, len, 0, T0_UNIX_MS, NULL, e1,
-					      sizeof(e1)), -EBADMSG);
-	ck_assert_str_eq(e1, "bad header");
+	refused_header(x, buf, len, 36, 4);
+	refused_header(x, buf, len, 0, 0x95);
 	core_routers_info(x, &ri);
 	ck_assert(!ri.engines && !ri.hints);
 	ck_assert_uint_eq(entries(x), 0);
-	free(bad);
 	core_destroy(x);
 	if (_i == 1) {
 		buf[36] = 0;
