@@ -588,8 +588,18 @@ void core_routers_info(const struct core *c, struct core_routers_info *out)
 		.share = routers_share(&c->routers),
 		.hints = c->routers.hints,
 		.engines = c->routers.alone,
+		.hinted = c->routers.hinted,
+		.linked = c->routers.linked,
+		.peers = c->peers,
 		.ttl_ms = c->aff.ttl_ms,
 	};
+}
+
+void core_peers_note(struct core *c, enum core_peers peers, uint64_t now_ms)
+{
+	c->peers = peers;
+	routers_link(&c->routers, peers == CORE_PEERS_CONNECTED, now_ms);
+	routers_apply(c);
 }
 
 void core_routers_restore(struct core *c, bool engines, bool hints,

@@ -493,6 +493,15 @@ int core_endpoint_artefact(struct core *c, int idx, uint64_t fingerprint);
  * decisions). Returns 0 or -ENOENT. */
 int core_endpoint_artefact_mismatch(struct core *c, int idx, bool mismatch);
 
+/* What HAProxy's runtime API says of its peers (`show peers`), for
+ * policy.routers auto (routers.h). */
+enum core_peers {
+	CORE_PEERS_UNKNOWN = 0, /* no peers section shares a table, or not read */
+	CORE_PEERS_CONNECTED,   /* every remote peer of those sections is
+				 * connected (or none is listed) */
+	CORE_PEERS_APART,       /* some remote peer is not */
+};
+
 /* Whether this agent routes alone (params.routers, routers.h), as the
  * decisions read it. */
 struct core_routers_info {
@@ -503,9 +512,19 @@ struct core_routers_info {
 				* their keys (routers.h): auto routes alone */
 	bool engines;          /* the engines' counts show this HAProxy
 				* carrying their load: auto routes alone */
+	double hinted;         /* decisions with a hint for their key, in
+				* the window (decayed over idle_reset) */
+	bool linked;           /* HAProxy's peers are connected (own hints
+				* count, core_peers_note) */
+	enum core_peers peers; /* what the last poll said of them */
 	uint64_t ttl_ms;       /* the affinity TTL in force */
 };
 void core_routers_info(const struct core *c, struct core_routers_info *out);
+
+/* Notes HAProxy's peers at now_ms (each runtime-API poll): connected, a
+ * shared warm hint that holds only this HAProxy's own writes still shows
+ * that no other HAProxy routes these keys. */
+void core_peers_note(struct core *c, enum core_peers peers, uint64_t now_ms);
 
 /* Restores the verdicts of policy.routers auto (core_routers_info's
  * engines and hints, from a state snapshot) at now_ms, before the

@@ -145,6 +145,7 @@ struct core {
 	struct owned_clock owned; /* the scale of pool_endpoint.owned */
 	struct explore explore;   /* explore.h */
 	struct routers routers;   /* routers.h: the engines' verdict */
+	enum core_peers peers;    /* what HAProxy last said of its peers */
 	bool alone;               /* routing alone, by policy.routers */
 	double place_z;           /* place_load_z in force (routers_apply) */
 	/* The load floors' factor on an endpoint counted by its engine

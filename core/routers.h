@@ -20,7 +20,13 @@
  * requests carrying hints for their own keys tell this agent so (and a
  * lone HAProxy with the peers configuration too): ROUTERS_MIN_DECISIONS
  * of them in the window, and it routes alone, until its decisions go on
- * without them. Pure arithmetic, no allocation.
+ * without them. Only hints another HAProxy wrote show a shared table
+ * (peers that never connect leave each HAProxy its own), unless HAProxy
+ * says its peers are connected (`show peers`, read at each runtime-API
+ * poll): then hints that are all its own mean no other HAProxy routes
+ * these keys (this HAProxy is the active one of a pair, or alone in its
+ * peers section). Pure
+ * arithmetic, no allocation.
  */
 #ifndef WARMLANE_CORE_ROUTERS_H
 #define WARMLANE_CORE_ROUTERS_H
@@ -48,6 +54,10 @@
  * (half of them with two agents behind a random spray). A handful, not
  * one stray write. */
 #define ROUTERS_MIN_PEER 3.0
+/* How long HAProxy's peers must be seen apart before the link that let
+ * own hints show a shared table ends: a reload or a peer's restart
+ * reconnects within HAProxy's reconnect timer (5 s). */
+#define ROUTERS_LINK_GRACE_MS 10000
 
 struct routers {
 	double own;        /* this HAProxy's counts at the samples */
@@ -63,9 +73,25 @@ struct routers {
 	bool alone;        /* the verdict by the engines' counts (false
 			    * before one) */
 	bool hints;        /* the verdict by the hints */
+	bool linked;       /* HAProxy's peers are connected (routers_link) */
+	uint64_t apart_ms; /* linked, but seen apart since then; 0: not */
 	uint64_t restored_ms; /* alone restored from a snapshot then, and
 			       * no engine sample since; 0: not */
 };
+
+/* The hints' verdict on the sums: shared once ROUTERS_MIN_DECISIONS
+ * hinted decisions are in the window, ROUTERS_MIN_PEER of them a peer's
+ * unless the peers are linked; no longer once decisions go on without
+ * hints, or without a peer's while the peers are not linked. */
+static inline void routers_judge_hints(struct routers *r)
+{
+	bool shown = r->linked || r->peer >= ROUTERS_MIN_PEER;
+	bool gone = r->hinted < 1 || (!r->linked && r->peer < 1);
+	if (r->hinted >= ROUTERS_MIN_DECISIONS && shown)
+		r->hints = true;
+	else if (gone && r->decided >= ROUTERS_MIN_DECISIONS)
+		r->hints = false;
+}
 
 /* The sums at now_ms, with the decision, hinted-decision and
  * peer-hinted counters (monotonic) then; window_ms is the decay's time
@@ -96,17 +122,33 @@ static inline void routers_update(struct routers *r, uint64_t decisions,
 	if (peer > r->peer_counted)
 		r->peer += (double)(peer - r->peer_counted);
 	r->peer_counted = peer;
-	if (r->hinted >= ROUTERS_MIN_DECISIONS && r->peer >= ROUTERS_MIN_PEER)
-		r->hints = true;
-	else if ((r->hinted < 1 || r->peer < 1) &&
-		 r->decided >= ROUTERS_MIN_DECISIONS)
-		r->hints = false;
+	routers_judge_hints(r);
 	/* A verdict restored from before a restart stands for the engines
 	 * that gave it only while they are still polled. */
 	if (r->restored_ms != 0 && now_ms >= r->restored_ms + window_ms) {
 		r->restored_ms = 0;
 		r->alone = false;
 	}
+}
+
+/* What HAProxy said of its peers at now_ms (`show peers`): connected,
+ * every remote peer of its sections that share a table (or none listed:
+ * a group of one), or not (apart, or no such section). Linked at once;
+ * no longer once they have not been connected for ROUTERS_LINK_GRACE_MS. */
+static inline void routers_link(struct routers *r, bool connected, uint64_t now_ms)
+{
+	if (connected) {
+		r->linked = true;
+		r->apart_ms = 0;
+	} else if (r->linked) {
+		if (r->apart_ms == 0)
+			r->apart_ms = now_ms > 0 ? now_ms : 1;
+		else if (now_ms >= r->apart_ms + ROUTERS_LINK_GRACE_MS) {
+			r->linked = false;
+			r->apart_ms = 0;
+		}
+	}
+	routers_judge_hints(r);
 }
 
 /* The verdicts as a snapshot restores them at now_ms: the sums start
@@ -118,6 +160,7 @@ static inline void routers_restore(struct routers *r, bool alone, bool hints,
 	*r = (struct routers){
 		.counted = r->counted, .hints_counted = r->hints_counted,
 		.peer_counted = r->peer_counted, .at_ms = now_ms,
+		.linked = r->linked, .apart_ms = r->apart_ms,
 		.alone = alone, .hints = hints,
 		.restored_ms = alone ? (now_ms > 0 ? now_ms : 1) : 0,
 	};

@@ -345,6 +345,47 @@ START_TEST(routers_alone_by_the_hints)
 }
 END_TEST
 
+/* Own hints with HAProxy's peers connected (the active HAProxy of a
+ * pair, or one alone in its peers section): no other HAProxy routes
+ * these keys, the agent routes alone; peers apart for longer than the
+ * grace (UNKNOWN: no section that shares a table), it no longer does. */
+START_TEST(routers_alone_by_own_hints_with_peers_connected)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	uint64_t s = 1;
+	enum core_peers off = _i == 0 ? CORE_PEERS_APART : CORE_PEERS_UNKNOWN;
+	core_peers_note(f.c, off, f.now);
+	for (int i = 0; i < 60; i++, s++) {
+		struct core_request r = hinted(&f, s, f.ep[i % 4], 10);
+		r.hint.writer = CORE_HINT_WRITER_OWN;
+		decide_ended(&f, &r);
+		f.now += 100;
+		ck_assert(!routers_after(&f).alone);
+	}
+	core_peers_note(f.c, CORE_PEERS_CONNECTED, f.now);
+	struct core_routers_info ri = routers_after(&f);
+	ck_assert(ri.hints && ri.alone && ri.linked);
+	ck_assert_int_eq(ri.peers, CORE_PEERS_CONNECTED);
+	ck_assert_uint_eq(ri.ttl_ms, 30 * 60 * 1000);
+	/* Apart: a reconnect's grace, then the own hints no longer count. */
+	for (int i = 0; i < 60; i++, s++) {
+		if (i % 10 == 0)
+			core_peers_note(f.c, off, f.now);
+		struct core_request r = hinted(&f, s, f.ep[i % 4], 10);
+		r.hint.writer = CORE_HINT_WRITER_OWN;
+		decide_ended(&f, &r);
+		ri = routers_after(&f);
+		ck_assert_msg(ri.alone == (i < 40), "i %d", i); /* 10 s */
+		ck_assert_int_eq(ri.peers, off);
+		f.now += 250;
+	}
+	ck_assert(!ri.hints && !ri.linked);
+	ck_assert_uint_eq(ri.ttl_ms, 300 * 1000);
+	fx_finish(&f);
+}
+END_TEST
+
 static Suite *hint_suite(void)
 {
 	Suite *s = suite_create("core-hint");
@@ -357,6 +398,7 @@ static Suite *hint_suite(void)
 	tcase_add_test(tc, hint_for_another_akey_ignored);
 	tcase_add_test(tc, hint_takes_first_usable_endpoint_of_server);
 	tcase_add_loop_test(tc, routers_alone_by_the_hints, 0, 2);
+	tcase_add_loop_test(tc, routers_alone_by_own_hints_with_peers_connected, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }
