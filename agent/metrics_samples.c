@@ -107,6 +107,17 @@ void metrics_sample_routers_hints(struct metrics_text *t, const char *name,
 	metrics_text_u64(t, name, r.hints ? 1 : 0);
 }
 
+void metrics_sample_routers_peers(struct metrics_text *t, const char *name,
+				  const struct metrics_ctx *c)
+{
+	struct core_routers_info r = { .peers = CORE_PEERS_UNKNOWN };
+	if (c->core != NULL)
+		core_routers_info(c->core, &r);
+	metrics_text_printf(t, "%s %d\n", name,
+			    r.peers == CORE_PEERS_CONNECTED ? 1 :
+			    r.peers == CORE_PEERS_APART ? 0 : -1);
+}
+
 void metrics_sample_routers_share(struct metrics_text *t, const char *name,
 				  const struct metrics_ctx *c)
 {

@@ -380,6 +380,9 @@ static void runtime_on_resume(uv_idle_t *h);
 
 static void runtime_succeed(struct runtime *rt)
 {
+	if (rt->peers_asked)
+		core_peers_note(rt->route->core, runtime_peers_end(&rt->csv.peers),
+				uv_now(rt->loop));
 	if (!rt->reachable)
 		log_info("HAProxy runtime API polled", "socket=%s servers=%" PRIu64
 			 " bad_lines=%" PRIu64, rt->path_log, rt->csv.rows,
@@ -521,9 +524,12 @@ static void runtime_on_connect(uv_connect_t *req, int status)
 		runtime_fail(rt, status, "connect");
 		return;
 	}
-	/* A static buffer: it outlives the write whatever happens. */
+	/* Static buffers: they outlive the write whatever happens. */
 	static const char cmd[] = RUNTIME_COMMAND;
-	uv_buf_t b = uv_buf_init((char *)(uintptr_t)cmd, sizeof(cmd) - 1);
+	static const char cmd_peers[] = RUNTIME_COMMAND_PEERS;
+	uv_buf_t b = rt->peers_asked ?
+		uv_buf_init((char *)(uintptr_t)cmd_peers, sizeof(cmd_peers) - 1) :
+		uv_buf_init((char *)(uintptr_t)cmd, sizeof(cmd) - 1);
 	int r = uv_read_start((uv_stream_t *)&rt->pipe, runtime_alloc,
 			      runtime_on_read);
 	if (r == 0)
@@ -540,6 +546,15 @@ static void runtime_poll_begin(struct runtime *rt)
 	rt->poll_started_ms = uv_now(rt->loop);
 	runtime_csv_init(&rt->csv);
 	runtime_next_gen(rt);
+	/* HAProxy's peers, while requests carry shared warm hints: whether
+	 * hints this HAProxy wrote itself show a shared table (routers.h) */
+	struct core_routers_info ri;
+	core_routers_info(rt->route->core, &ri);
+	rt->peers_asked = ri.hinted >= 1 &&
+			  (rt->peers_ms == 0 ||
+			   rt->poll_started_ms >= rt->peers_ms + RUNTIME_PEERS_EVERY_MS);
+	if (rt->peers_asked)
+		rt->peers_ms = rt->poll_started_ms > 0 ? rt->poll_started_ms : 1;
 	uint64_t timeout = rt->interval_ms > RUNTIME_POLL_TIMEOUT_MS ?
 				   rt->interval_ms : RUNTIME_POLL_TIMEOUT_MS;
 	uv_timer_start(&rt->timer, runtime_on_timer, timeout, 0);

@@ -33,8 +33,14 @@ struct stats;
  * the rest are counted ("and 9 more"). */
 #define RUNTIME_SUMMARY_NAMES  5
 /* The command: server lines of every proxy ("-1 4 -1": any proxy, type 4
- * = servers, any id), one command per connection. */
+ * = servers, any id), one command per connection; every
+ * RUNTIME_PEERS_EVERY_MS while requests carry shared warm hints, the
+ * dump of HAProxy's peers after it (`show peers` isolates HAProxy's
+ * threads while it runs: not at every poll, and not for HAProxies that
+ * share no hint). */
 #define RUNTIME_COMMAND "show stat -1 4 -1\n"
+#define RUNTIME_COMMAND_PEERS "show stat -1 4 -1; show peers\n"
+#define RUNTIME_PEERS_EVERY_MS 5000
 
 /* ---- the CSV of `show stat`, parsed line by line ---- */
 
@@ -76,15 +82,37 @@ struct runtime_row {
 
 typedef void (*runtime_row_fn)(void *arg, const struct runtime_row *row);
 
+/* The dump of `show peers` (after the CSV's blank line), as far as read:
+ * the remote peers of the sections that share a table, and how many of
+ * them are connected. */
+struct runtime_peers {
+	unsigned sections;  /* peers sections that share a table */
+	unsigned remote;    /* their remote peers */
+	unsigned connected; /* of them, connected */
+	bool in_section, table;            /* the section being read */
+	unsigned sec_remote, sec_connected;
+};
+
+void runtime_peers_init(struct runtime_peers *p);
+/* One line of the dump (no newline). */
+void runtime_peers_line(struct runtime_peers *p, const char *line, size_t len);
+/* Ends the dump: CONNECTED when every remote peer of the sections that
+ * share a table is connected (none listed: a group of one), APART when
+ * one is not, UNKNOWN without such a section (or without a dump). */
+enum core_peers runtime_peers_end(struct runtime_peers *p);
+
 struct runtime_csv {
 	int col[RUNTIME_COL_COUNT]; /* index, -1 when absent */
 	bool header;                /* the header line was read */
+	bool stat_end;              /* and the blank line that ends it: the
+				     * rest is `show peers` */
 	bool skipping;              /* inside an over-long line */
 	size_t len;
 	bool pause;                 /* set by the row callback: stop after this line */
 	uint64_t rows;              /* server rows delivered */
 	uint64_t dropped;           /* over-long lines */
 	uint64_t bad;               /* lines that did not parse */
+	struct runtime_peers peers;
 	char line[RUNTIME_LINE_MAX];
 };
 
@@ -92,8 +120,10 @@ struct runtime_csv {
 void runtime_csv_init(struct runtime_csv *p);
 
 /* Feeds n bytes of the response; fn is called for every complete server
- * line (FRONTEND and BACKEND lines are skipped). Lines before the header,
- * blank lines and lines that do not parse are skipped and counted. Returns
+ * line (FRONTEND and BACKEND lines are skipped). Lines before the header
+ * and lines that do not parse are skipped and counted; the first blank
+ * line after the header ends the CSV, and what follows is read as
+ * `show peers` (p->peers). Returns
  * 0, or -EPROTO when the header lacks a required column (pxname, svname,
  * scur, qcur, status): the rest of the response is then ignored. */
 int runtime_csv_feed(struct runtime_csv *p, const char *buf, size_t n,
@@ -144,6 +174,8 @@ struct runtime {
 	bool timer_init, pipe_open;
 	bool poll_ok;        /* the current poll reached EOF with a header */
 	bool reachable;      /* the last poll succeeded */
+	bool peers_asked;    /* this poll's command has `show peers` */
+	uint64_t peers_ms;   /* when it was last asked; 0: never */
 	bool warned;         /* the unreachable socket was logged */
 	unsigned failures;   /* in a row: backoff */
 	uint64_t poll_started_ms;

@@ -24,6 +24,8 @@ void runtime_csv_init(struct runtime_csv *p)
 	for (int i = 0; i < RUNTIME_COL_COUNT; i++)
 		p->col[i] = -1;
 	p->header = false;
+	p->stat_end = false;
+	runtime_peers_init(&p->peers);
 	p->skipping = false;
 	p->len = 0;
 	p->rows = p->dropped = p->bad = 0;
@@ -161,10 +163,16 @@ enum core_admin runtime_status_admin(struct core_str status, bool *known)
 static int csv_line(struct runtime_csv *p, const char *line, size_t len,
 		    runtime_row_fn fn, void *arg)
 {
+	if (p->stat_end) {
+		runtime_peers_line(&p->peers, line, len);
+		return 0;
+	}
 	if (len > 0 && line[len - 1] == '\r')
 		len--;
-	if (len == 0)
+	if (len == 0) {
+		p->stat_end = p->header;
 		return 0;
+	}
 	if (line[0] == '#') {
 		if (csv_header(p, line, len) < 0)
 			return -EPROTO;

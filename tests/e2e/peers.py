@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """warmlane e2e: two HAProxy + warmlane pairs sharing the warm hint through one `peers` section.
 
-Usage: peers.py 2.6|3.0|3.2 hints|full
+Usage: peers.py 2.6|3.0|3.2 hints|full|lone|pair
 
 Two HAProxy instances on loopback (haproxy/haproxy-2.6-peers.cfg or
 haproxy-3.1-peers.cfg, as harness.py adapts the example configs), each with
@@ -21,11 +21,16 @@ every request served, every session on its server (today's behaviour).
 `lone`: two pairs whose peers never connect (each names the other at a
 port nobody listens on): each HAProxy reads only the hints it wrote
 itself, which warmlane counts (warmlane_hints_own_total) and does not
-take for a shared table: neither agent routes alone by the hints.
+take for a shared table: neither agent routes alone by the hints, and
+both read their peers apart (`show peers`).
+`pair`: an active/passive pair, the peers connected, every request
+through A: A finds only its own HAProxy's hints, and with its peers
+connected routes alone by them; the passive B decides nothing.
 Assertions are about where requests went; timings are printed, never
 asserted. Exit 0 pass, 1 fail, 77 skip.
 """
 
+import contextlib
 import http.client
 import os
 import re
@@ -153,6 +158,47 @@ def post(client, session, turn):
     # a caller per session's last digit: hint keys are scoped to callers
     hd = {"x-session-id": session, "authorization": f"Bearer caller-{session[-1]}"}
     return client.post(body, hd)
+
+
+@contextlib.contextmanager
+def connected_pairs(binary, version, tag, table_size=None):
+    """Two HAProxy + warmlane pairs over one fake fleet of three servers,
+    their peers connected; the speed rule out of the way, as in hints()."""
+    pa, pb = h.free_port(), h.free_port()
+    peers = {"hapA": pa, "hapB": pb}
+    policy = {"sticky_tolerance": 1000}
+    with PeersEnv(tag + "A", version, "hapA", peers, table_size=table_size, chroot=False,
+                  policy=policy) as a, \
+            PeersEnv(tag + "B", version, "hapB", peers, table_size=table_size, chroot=False,
+                     policy=policy) as b:
+        a.start_fleet([fe.instance(n, fast=False) for n in ("s1", "s2", "s3")])
+        b.join_fleet(a)
+        a.start_pair(binary)
+        b.start_pair(binary)
+        h.wait_until("the peers connected", lambda: a.peers_up() and b.peers_up(), timeout=10)
+        yield a, b
+
+
+def turns(envs, sessions, n):
+    """n turns of every session, turn t through envs[t % len(envs)]: the
+    turns that left their session's first server, and how many fell open."""
+    clients = [HClient(e.port) for e in envs]
+    home, problems, fell_open = {}, [], 0
+    try:
+        for t in range(n):
+            for s in sessions:
+                r = post(clients[t % len(clients)], s, t)
+                assert r.status == 200, f"{s} turn {t}: {r}"
+                if r.reason is None:
+                    fell_open += 1
+                    continue
+                if s in home and r.served != home[s]:
+                    problems.append(f"{s} turn {t}: {r.served} ({r.reason}), was {home[s]}")
+                home.setdefault(s, r.served)
+    finally:
+        for c in clients:
+            c.close()
+    return problems, fell_open
 
 
 def replication(a, b, tag, n=40, lost_after=None):
@@ -377,33 +423,9 @@ def hints(binary, version):
 def full(binary, version):
     """A hint table far too small (8 entries for 60 sessions): every
     request is served, each session stays on its server, as without hints."""
-    pa, pb = h.free_port(), h.free_port()
-    peers = {"hapA": pa, "hapB": pb}
-    policy = {"sticky_tolerance": 1000}  # as in hints()
-    with PeersEnv("fullA", version, "hapA", peers, table_size=8, chroot=False, policy=policy) as a, \
-            PeersEnv("fullB", version, "hapB", peers, table_size=8, chroot=False, policy=policy) as b:
-        a.start_fleet([fe.instance(n, fast=False) for n in ("s1", "s2", "s3")])
-        b.join_fleet(a)
-        a.start_pair(binary)
-        b.start_pair(binary)
-        h.wait_until("the peers connected", lambda: a.peers_up() and b.peers_up(), timeout=10)
+    with connected_pairs(binary, version, "full", table_size=8) as (a, b):
         sessions = [f"full-{version}-{i}" for i in range(SESSIONS)]
-        ca, cb = HClient(a.port), HClient(b.port)
-        home, problems, fell_open = {}, [], 0
-        try:
-            for t in range(4):
-                for s in sessions:
-                    r = post(ca if t % 2 == 0 else cb, s, t)
-                    assert r.status == 200, f"{s} turn {t}: {r}"
-                    if r.reason is None:
-                        fell_open += 1
-                        continue
-                    if s in home and r.served != home[s]:
-                        problems.append(f"{s} turn {t}: {r.served} ({r.reason}), was {home[s]}")
-                    home.setdefault(s, r.served)
-        finally:
-            ca.close()
-            cb.close()
+        problems, fell_open = turns([a, b], sessions, 4)
         present = metric(b, "warmlane_hints_present_total")
         bad = sum(metric(b, "warmlane_hint_problems_total", cause=c)
                   for c in ("partial", "unknown_id", "id_mismatch", "no_endpoint"))
@@ -458,10 +480,42 @@ def lone(binary, version):
             hinted, alone = metric(e, "warmlane_routers_hints"), metric(e, "warmlane_routers_alone")
             assert hinted == 0 and alone == 0, \
                 f"{e.me}: routers_hints {hinted}, alone {alone} on its own hints"
-        log("neither agent routes alone on its own HAProxy's hints")
+        for e in (a, b):
+            peers = metric(e, "warmlane_routers_peers")
+            assert peers == 0, f"{e.me}: warmlane_routers_peers {peers}: its peer is not connected"
+        log("neither agent routes alone on its own HAProxy's hints; both read their peers "
+            "apart (warmlane_routers_peers 0)")
+        b.stop_agent_checked()
+        a.stop_agent_checked()
+
+
+def pair(binary, version):
+    """An active/passive pair: the peers connected, every request through
+    A. A's hints are all its own HAProxy's, and its peers connected say
+    that no other HAProxy routes these keys: A routes alone (as one
+    HAProxy with the peers configuration does); B decides nothing."""
+    with connected_pairs(binary, version, "pair") as (a, b):
+        sessions = [f"pair-{version}-{i}" for i in range(SESSIONS)]
+        problems, fell_open = turns([a], sessions, 3)
+        assert fell_open <= 0.02 * 3 * SESSIONS, f"{fell_open} turns fell open: nothing tested"
+        assert not problems, "sessions moved: " + "; ".join(problems[:10])
+        own = metric(a, "warmlane_hints_own_total")
+        present = metric(a, "warmlane_hints_present_total")
+        log(f"{a.me}: {present:.0f} hints found, {own:.0f} of them its own HAProxy's")
+        assert own >= SESSIONS * 1.8 and own == present, f"{a.me}: {own:.0f} own hints of {present:.0f}"
+        # HAProxy's peers are asked every 5 s while requests carry hints,
+        # the verdict judged at the next poll.
+        h.wait_until(f"{a.me} routing alone by its own hints, its peers connected",
+                     lambda: metric(a, "warmlane_routers_peers") == 1 and
+                     metric(a, "warmlane_routers_hints") == 1 and
+                     metric(a, "warmlane_routers_alone") == 1, timeout=8)
+        assert metric(b, "warmlane_routers_alone") == 0, f"{b.me} routes alone deciding nothing"
+        assert metric(b, "warmlane_routers_peers") == -1, f"{b.me} asked its peers without hints"
+        log(f"{a.me} routes alone by its own hints with its peers connected "
+            "(warmlane_routers_peers 1); the passive one asks nothing")
         b.stop_agent_checked()
         a.stop_agent_checked()
 
 
 if __name__ == "__main__":
-    sys.exit(h.main({"hints": hints, "full": full, "lone": lone}))
+    sys.exit(h.main({"hints": hints, "full": full, "lone": lone, "pair": pair}))

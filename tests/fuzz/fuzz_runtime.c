@@ -1,4 +1,4 @@
-/* fuzz_runtime.c - libFuzzer harness: HAProxy's `show stat` CSV (agent/runtime_csv.c), whole and in chunks, with pauses. */
+/* fuzz_runtime.c - libFuzzer harness: HAProxy's `show stat` CSV and the `show peers` dump after it (agent/runtime_csv.c, runtime_peers.c), whole and in chunks, with pauses. */
 #include <errno.h>
 #include <string.h>
 
@@ -8,6 +8,7 @@
 /* What the rows said, folded: the same bytes fed any way must give it. */
 struct seen {
 	uint64_t rows, digest;
+	enum core_peers peers; /* what the dump after the CSV said */
 	int pause_every; /* 0: never pause */
 	struct runtime_csv *p;
 };
@@ -89,6 +90,9 @@ static int feed(const char *text, size_t len, size_t chunk, int pause_every,
 		rc = runtime_csv_finish(p, row_cb, s);
 	FUZZ_CHECK(rc == 0 || rc == -EPROTO);
 	FUZZ_CHECK(p->rows <= s->rows); /* finish may add the last one */
+	s->peers = runtime_peers_end(&p->peers);
+	FUZZ_CHECK(p->peers.connected <= p->peers.remote);
+	FUZZ_CHECK(s->peers == CORE_PEERS_UNKNOWN || p->peers.sections > 0);
 	return rc;
 }
 
@@ -110,6 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (a == 0) {
 		FUZZ_CHECK(whole.rows == cut.rows && whole.digest == cut.digest);
 		FUZZ_CHECK(whole.rows == paused.rows && whole.digest == paused.digest);
+		FUZZ_CHECK(whole.peers == cut.peers && whole.peers == paused.peers);
 	}
 	return 0;
 }

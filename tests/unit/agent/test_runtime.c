@@ -165,6 +165,100 @@ START_TEST(csv_captures)
 }
 END_TEST
 
+/* `show stat -1 4 -1; show peers` as HAProxy answers it: the CSV, then
+ * the peers dump (sections `warmlane`, sharing a table, and `spare`,
+ * sharing none, whose peer never answers). Apart: haproxy2 connected,
+ * haproxy3 listed but never started; connected: haproxy3 not listed. */
+START_TEST(peers_captures)
+{
+	static const char *const versions[] = { "2.6", "3.0", "3.2" };
+	static const size_t chunks[] = { 0, 1, 7, 100 };
+	struct runtime_csv *p = malloc(sizeof(*p));
+	struct rows *rs = malloc(sizeof(*rs));
+	for (size_t v = 0; v < 3; v++) {
+		for (int apart = 0; apart < 2; apart++) {
+			char name[64];
+			snprintf(name, sizeof(name), "show-peers-%s-%s.txt",
+				 apart ? "apart" : "connected", versions[v]);
+			size_t len;
+			char *text = slurp(name, &len);
+			for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+				ck_assert_int_eq(parse(p, text, len, chunks[c], rs), 0);
+				ck_assert_uint_eq(rs->n, 1);
+				ck_assert_uint_eq(p->bad, 0);
+				ck_assert_int_eq(runtime_peers_end(&p->peers),
+						 apart ? CORE_PEERS_APART : CORE_PEERS_CONNECTED);
+				ck_assert_uint_eq(p->peers.sections, 1);
+				ck_assert_uint_eq(p->peers.remote, apart ? 2 : 1);
+				ck_assert_uint_eq(p->peers.connected, 1);
+			}
+			free(text);
+		}
+	}
+	free(p);
+	free(rs);
+}
+END_TEST
+
+static enum core_peers peers_of(struct runtime_csv *p, struct rows *rs,
+				const char *dump)
+{
+	char text[2048];
+	snprintf(text, sizeof(text), "# pxname,svname,qcur,scur,status\n"
+				     "llm,s1,0,1,UP\n\n%s", dump);
+	ck_assert_int_eq(parse(p, text, strlen(text), 0, rs), 0);
+	ck_assert_uint_eq(rs->n, 1);
+	ck_assert_uint_eq(p->bad, 0);
+	return runtime_peers_end(&p->peers);
+}
+
+START_TEST(peers_words)
+{
+	struct runtime_csv *p = malloc(sizeof(*p));
+	struct rows *rs = malloc(sizeof(*rs));
+	const char *sec = "0x1: [06/Dec/2026:14:39:36] id=warmlane disabled=0\n";
+	const char *tab = "        shared tables:\n"
+			  "          0x5 local_id=1 remote_id=1\n"
+			  "              table:0x6 id=warmlane_hints update=0\n";
+	const char *local = "  0x2: id=haproxy1(local,inactive) addr=10.0.0.1:10000 last_status=NONE\n";
+	char d[1024];
+	/* No dump (the command without it), or an error instead. */
+	ck_assert_int_eq(peers_of(p, rs, ""), CORE_PEERS_UNKNOWN);
+	ck_assert_int_eq(peers_of(p, rs, "Unknown command: 'show peers'\n"),
+			 CORE_PEERS_UNKNOWN);
+	/* A section sharing no table does not count. */
+	snprintf(d, sizeof(d), "%s  0x3: id=b(remote,active) addr=x last_status=CONN\n", sec);
+	ck_assert_int_eq(peers_of(p, rs, d), CORE_PEERS_UNKNOWN);
+	/* Alone in its section: connected to all (none). CRLF too. */
+	snprintf(d, sizeof(d), "%s%s%s", sec, local, tab);
+	ck_assert_int_eq(peers_of(p, rs, d), CORE_PEERS_CONNECTED);
+	snprintf(d, sizeof(d), "0x1: [x] id=w\r\n  0x2: id=a(local,inactive)\r\n"
+		 "     table:0x6 id=t\r\n");
+	ck_assert_int_eq(peers_of(p, rs, d), CORE_PEERS_CONNECTED);
+	/* A session that ended (ESTA from before, inactive), one connecting
+	 * (active, CONN), a status word that only begins with ESTA. */
+	static const char *const apart[] = {
+		"  0x3: id=b(remote,inactive) addr=x last_status=ESTA last_hdshk=2s\n",
+		"  0x3: id=b(remote,active) addr=x last_status=CONN last_hdshk=0s\n",
+		"  0x3: id=b(remote,active) addr=x last_status=ESTAB\n",
+		"  0x3: id=b(remote,active) addr=x\n",
+	};
+	for (size_t i = 0; i < sizeof(apart) / sizeof(apart[0]); i++) {
+		snprintf(d, sizeof(d), "%s%s%s%s", sec, apart[i], tab, local);
+		ck_assert_msg(peers_of(p, rs, d) == CORE_PEERS_APART, "%s", apart[i]);
+	}
+	/* Connected; then a second section sharing a table, apart. */
+	const char *up = "  0x3: id=b(remote,active) addr=x app_state=RUNNING last_status=ESTA last_hdshk=1s\n";
+	snprintf(d, sizeof(d), "%s%s%s", sec, up, tab);
+	ck_assert_int_eq(peers_of(p, rs, d), CORE_PEERS_CONNECTED);
+	snprintf(d, sizeof(d), "%s%s%s\n%s%s%s", sec, up, tab, sec, apart[1], tab);
+	ck_assert_int_eq(peers_of(p, rs, d), CORE_PEERS_APART);
+	ck_assert_uint_eq(p->peers.sections, 2);
+	free(p);
+	free(rs);
+}
+END_TEST
+
 START_TEST(csv_by_name)
 {
 	struct runtime_csv *p = malloc(sizeof(*p));
@@ -916,6 +1010,8 @@ static Suite *runtime_suite(void)
 	TCase *tc = tcase_create("runtime");
 	tcase_add_test(tc, csv_captures);
 	tcase_add_test(tc, csv_by_name);
+	tcase_add_test(tc, peers_captures);
+	tcase_add_test(tc, peers_words);
 	tcase_add_test(tc, status_words);
 	tcase_add_test(tc, csv_check_duration);
 	tcase_add_test(tc, poller_syncs_core);
