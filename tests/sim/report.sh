@@ -143,7 +143,7 @@ variants=(
 	"warmlane|routers one (place_load_z 0.5, affinity_ttl 30 min: one HAProxy, or a shared hint; policy-v2 sections 28, 29)|--set routers=1"
 	"warmlane|engine metrics (routers auto: alone with one agent, not behind 2 or 4; policy-v2 sections 29, 32)|--engine-load"
 	"warmlane|engine metrics, routers several (as before section 29)|--engine-load --set routers=2"
-	"warmlane|shared warm hint (routers auto: alone by hints another HAProxy wrote, so not one agent alone; policy-v2 sections 31, 33)|--shared-hints"
+	"warmlane|shared warm hint (routers auto: alone by hints another HAProxy wrote, or its own with its peers connected; policy-v2 sections 31, 33, 34)|--shared-hints"
 	"warmlane|warm_slack 0 (the bound alone, before issue 12)|--set warm_slack=0"
 	"warmlane|slow_run 0 (no slow-run detector)|--set slow_run=0"
 	"warmlane|slow_start 0 (new keys not judged by their first answers)|--set slow_start=0"
@@ -406,7 +406,7 @@ MD
 		printf '\nAt 3x the rate (`--engine-load --speed 3`):\n\n'
 		csv_md <"$tmp/mooncake-engine-speed3.csv"
 		printf '\n### Same trace, HAProxies sharing the warm hint (`--shared-hints`): they route as one\n\n'
-		printf 'Each agent'"'"'s HAProxy reads and writes the hint table of haproxy/haproxy-*-peers.cfg (HAProxy peers, `expire` 30m; docs/peers.md): where each key last went. With `policy.routers` auto (the default) an agent whose requests carry hints for their keys, some of them written by another HAProxy, routes alone (docs/policy-v2.md, sections 31 and 33): one agent alone with the table finds only its own HAProxy'"'"'s hints and routes as several. One agent, then 2 and 4 behind a random spray; the other policies share nothing (a stick table without peers).\n\n'
+		printf 'Each agent'"'"'s HAProxy reads and writes the hint table of haproxy/haproxy-*-peers.cfg (HAProxy peers, `expire` 30m; docs/peers.md): where each key last went. With `policy.routers` auto (the default) an agent whose requests carry hints for their keys, some of them written by another HAProxy, routes alone (docs/policy-v2.md, sections 31, 33 and 34): one agent alone with the table finds only its own HAProxy'"'"'s hints, and routes alone with its peers connected (`show peers`; the simulated HAProxies'"'"' are). One agent, then 2 and 4 behind a random spray; the other policies share nothing (a stick table without peers).\n\n'
 		csv_md <"$tmp/mooncake-hints.csv"
 		printf '\nAt 3x the rate:\n\n'
 		csv_md <"$tmp/mooncake-hints-speed3.csv"

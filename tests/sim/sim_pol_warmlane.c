@@ -30,6 +30,7 @@ struct wl {
 	/* --shared-hints: the HAProxies' shared table, and this agent. */
 	struct sim_hints *hints;
 	uint32_t agent;
+	uint64_t peers_ms; /* HAProxy's peers last asked (agent/runtime.c) */
 	const struct sim_fleet_cfg *cfg; /* the endpoints' failover tiers */
 	/* --debug-tail: each decision explained first (core_explain, which
 	 * puts the core back), and what it says of the key's entry. */
@@ -217,6 +218,16 @@ static void wl_poll(void *st, const struct sim_view *v)
 					   x->in_flight, now);
 			core_endpoint_check(s->core, s->idx[e], (uint32_t)llround(x->check_ms), now);
 		}
+	}
+	/* HAProxy's peers, every RUNTIME_PEERS_EVERY_MS (5 s) while requests
+	 * carry hints, as agent/runtime.c asks them: connected, unless they
+	 * never connect (--hints-lone). */
+	struct core_routers_info ri;
+	core_routers_info(s->core, &ri);
+	if (s->hints && ri.hinted >= 1 && (s->peers_ms == 0 || now >= s->peers_ms + 5000)) {
+		s->peers_ms = now > 0 ? now : 1;
+		core_peers_note(s->core, s->hints->lone ? CORE_PEERS_APART : CORE_PEERS_CONNECTED,
+				now);
 	}
 	/* The agent's key probes (agent/probe.c): a 401/403 in feedback only
 	 * makes a key suspect; the probe, answered here as the server would
