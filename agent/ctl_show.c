@@ -38,6 +38,24 @@ static double ctl_rate(const struct ctl *c, uint64_t now_ms, uint64_t now_n)
 	return (double)(now_n - n) * 1000.0 / (double)(now_ms - ms);
 }
 
+/* What made policy.routers route alone: the configuration (one, or
+ * several: never), the engines' counts, the shared warm hints; "-"
+ * for neither. */
+static const char *routers_by(const struct core_routers_info *r)
+{
+	if (r->mode != CORE_ROUTERS_AUTO)
+		return "config";
+	if (r->engines && r->hints)
+		return "engines,hints";
+	return r->engines ? "engines" : r->hints ? "hints" : "-";
+}
+
+static const char *peers_name(enum core_peers p)
+{
+	return p == CORE_PEERS_CONNECTED ? "connected" :
+	       p == CORE_PEERS_APART ? "apart" : "unknown";
+}
+
 void ctl_cmd_show_info(struct ctl_cmd *cmd)
 {
 	struct ctl *c = cmd->ctl;
@@ -48,6 +66,9 @@ void ctl_cmd_show_info(struct ctl_cmd *cmd)
 	double rate = ctl_rate(c, cmd->now_ms, n);
 	uint64_t up_s = (cmd->now_ms - c->start_ms) / 1000;
 	const char *cfg = c->config_path[0] != '\0' ? c->config_path : NULL;
+	struct core_routers_info ri;
+	core_routers_info(c->srv->route.core, &ri);
+	double share = ri.share >= 0 ? ri.share : NAN;
 	if (cmd->json) {
 		ctl_out_printf(o, "{\"version\":");
 		ctl_out_json_cstr(o, WARMLANE_VERSION);
@@ -58,9 +79,15 @@ void ctl_cmd_show_info(struct ctl_cmd *cmd)
 		ctl_out_num(o, rate, true);
 		ctl_out_printf(o, ",\"endpoints\":%u,\"affinity_entries\":%u,"
 			       "\"affinity_capacity\":%u,\"spop_connections\":%" PRIu64
-			       ",\"command_connections\":%u}\n",
+			       ",\"command_connections\":%u,\"routers\":\"%s\","
+			       "\"routers_alone\":%s,\"routers_by\":\"%s\",\"routers_share\":",
 			       st.endpoints, st.affinity_entries, st.affinity_capacity,
-			       c->srv->stats.conn_active, c->n_conns);
+			       c->srv->stats.conn_active, c->n_conns,
+			       core_routers_name(ri.mode), ri.alone ? "true" : "false",
+			       routers_by(&ri));
+		ctl_out_num(o, share, true);
+		ctl_out_printf(o, ",\"routers_peers\":\"%s\",\"affinity_ttl_s\":%" PRIu64 "}\n",
+			       peers_name(ri.peers), ri.ttl_ms / 1000);
 		return;
 	}
 	ctl_out_printf(o, "version: %s\npid: %ld\nuptime_s: %" PRIu64 "\nconfig: %s\n"
@@ -69,9 +96,14 @@ void ctl_cmd_show_info(struct ctl_cmd *cmd)
 		       n);
 	ctl_out_num(o, rate, false);
 	ctl_out_printf(o, "\nendpoints: %u\naffinity_entries: %u\naffinity_capacity: %u\n"
-		       "spop_connections: %" PRIu64 "\ncommand_connections: %u\n",
+		       "spop_connections: %" PRIu64 "\ncommand_connections: %u\n"
+		       "routers: %s\nrouters_alone: %s\nrouters_by: %s\nrouters_share: ",
 		       st.endpoints, st.affinity_entries, st.affinity_capacity,
-		       c->srv->stats.conn_active, c->n_conns);
+		       c->srv->stats.conn_active, c->n_conns, core_routers_name(ri.mode),
+		       ri.alone ? "yes" : "no", routers_by(&ri));
+	ctl_out_num(o, share, false);
+	ctl_out_printf(o, "\nrouters_peers: %s\naffinity_ttl_s: %" PRIu64 "\n",
+		       peers_name(ri.peers), ri.ttl_ms / 1000);
 }
 
 /* ---- show endpoints ----------------------------------------------------- */

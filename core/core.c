@@ -584,6 +584,7 @@ int core_endpoint_artefact_mismatch(struct core *c, int idx, bool mismatch)
 void core_routers_info(const struct core *c, struct core_routers_info *out)
 {
 	*out = (struct core_routers_info){
+		.mode = c->p.routers,
 		.alone = c->alone,
 		.share = routers_share(&c->routers),
 		.hints = c->routers.hints,

@@ -505,6 +505,7 @@ enum core_peers {
 /* Whether this agent routes alone (params.routers, routers.h), as the
  * decisions read it. */
 struct core_routers_info {
+	enum core_routers mode; /* params.routers */
 	bool alone;            /* in force: new keys by alone_place_load_z */
 	double share;          /* this HAProxy's share of the engines' load
 				* at their samples; -1: not enough to judge */

@@ -42,15 +42,8 @@ def name(server):
     return r"llm/" + re.escape(server) + r"(\[[^\]]*\])?"
 
 
-def ctl_binary():
-    b = os.environ.get("WARMLANECTL_BIN", "")
-    if not b or not os.access(b, os.X_OK):
-        raise h.Skip("warmlanectl is not built (WARMLANECTL_BIN unset or missing)")
-    return b
-
-
 def scenario(binary, version):
-    ctl = ctl_binary()
+    ctl = h.ctl_binary()
     with fe.FleetEnv("ctl", version) as env:
         sock = env.path("ctl.sock")
         env.agent_extra.append(f'command_socket: {{ path: "{sock}", mode: "0600" }}')
@@ -141,7 +134,7 @@ def scenario(binary, version):
 
 
 def spill(binary, version):
-    ctl = ctl_binary()
+    ctl = h.ctl_binary()
     policy = {"load_factor": 1.0, "load_floor": 1, "cold_start_samples": 5}
     with fe.FleetEnv("ctl-spill", version, policy=policy) as env:
         sock = env.path("ctl.sock")
@@ -180,7 +173,7 @@ def slots(binary, version):
     a long answer; a new session S whose first choice is X too is then
     explained as leaving it for a free slot, and goes where explain says,
     reason hash. Ordered by waits on what the agent shows, never by time."""
-    ctl = ctl_binary()
+    ctl = h.ctl_binary()
     with fe.FleetEnv("ctl-slots", version) as env:
         sock = env.path("ctl.sock")
         env.agent_extra.append(f'command_socket: {{ path: "{sock}", mode: "0600" }}')

@@ -44,6 +44,14 @@ def log(*a):
     print(*a, flush=True)
 
 
+def ctl_binary():
+    """warmlanectl, as meson builds it (WARMLANECTL_BIN); Skip without it."""
+    b = os.environ.get("WARMLANECTL_BIN", "")
+    if not b or not os.access(b, os.X_OK):
+        raise Skip("warmlanectl is not built (WARMLANECTL_BIN unset or missing)")
+    return b
+
+
 def source_root():
     r = os.environ.get("WARMLANE_SOURCE_ROOT")
     if r:

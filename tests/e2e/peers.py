@@ -32,10 +32,12 @@ asserted. Exit 0 pass, 1 fail, 77 skip.
 
 import contextlib
 import http.client
+import json
 import os
 import re
 import socket
 import statistics
+import subprocess
 import sys
 import time
 
@@ -161,9 +163,10 @@ def post(client, session, turn):
 
 
 @contextlib.contextmanager
-def connected_pairs(binary, version, tag, table_size=None):
+def connected_pairs(binary, version, tag, table_size=None, ctl=False):
     """Two HAProxy + warmlane pairs over one fake fleet of three servers,
-    their peers connected; the speed rule out of the way, as in hints()."""
+    their peers connected; the speed rule out of the way, as in hints().
+    ctl: each agent with a command socket, ctl.sock in its folder."""
     pa, pb = h.free_port(), h.free_port()
     peers = {"hapA": pa, "hapB": pb}
     policy = {"sticky_tolerance": 1000}
@@ -173,6 +176,8 @@ def connected_pairs(binary, version, tag, table_size=None):
                      policy=policy) as b:
         a.start_fleet([fe.instance(n, fast=False) for n in ("s1", "s2", "s3")])
         b.join_fleet(a)
+        for e in (a, b) if ctl else ():
+            e.agent_extra.append(f'command_socket: {{ path: "{e.path("ctl.sock")}", mode: "0600" }}')
         a.start_pair(binary)
         b.start_pair(binary)
         h.wait_until("the peers connected", lambda: a.peers_up() and b.peers_up(), timeout=10)
@@ -312,13 +317,15 @@ def hints(binary, version):
                 f"{c} {metric(e, 'warmlane_hint_problems_total', cause=c):.0f}"
                 for c in ("partial", "unknown_id", "id_mismatch", "stale", "no_endpoint")))
         assert not problems, "alternating turns moved: " + "; ".join(problems[:10])
-        # Decisions carrying hints for their keys that the other HAProxy
-        # wrote: policy.routers auto routes alone (judged at the agent's
+        # Decisions carrying hints for their keys, 3 of them the other
+        # HAProxy's or HAProxy's peers connected (show peers, asked every
+        # 5 s): policy.routers auto routes alone (judged at the agent's
         # next runtime-API poll) from 30 in its window. Each agent decided
         # 180 turns, most with the other's hint; in the peers' first
         # seconds HAProxy 2.6 can lose writes for a while (above), and a
-        # turn then finds the hint its own HAProxy wrote, which does not
-        # count: more alternating turns, up to 6, until each agent has 40.
+        # turn then finds the hint its own HAProxy wrote: more alternating
+        # turns, up to 6, until each agent has 40 the other wrote (the
+        # replication is what this test shows).
         def peer_hints(e):
             return (metric(e, "warmlane_hints_present_total") -
                     metric(e, "warmlane_hints_own_total") -
@@ -494,7 +501,8 @@ def pair(binary, version):
     A. A's hints are all its own HAProxy's, and its peers connected say
     that no other HAProxy routes these keys: A routes alone (as one
     HAProxy with the peers configuration does); B decides nothing."""
-    with connected_pairs(binary, version, "pair") as (a, b):
+    ctl = h.ctl_binary()
+    with connected_pairs(binary, version, "pair", ctl=True) as (a, b):
         sessions = [f"pair-{version}-{i}" for i in range(SESSIONS)]
         problems, fell_open = turns([a], sessions, 3)
         assert fell_open <= 0.02 * 3 * SESSIONS, f"{fell_open} turns fell open: nothing tested"
@@ -511,6 +519,14 @@ def pair(binary, version):
                      metric(a, "warmlane_routers_alone") == 1, timeout=8)
         assert metric(b, "warmlane_routers_alone") == 0, f"{b.me} routes alone deciding nothing"
         assert metric(b, "warmlane_routers_peers") == -1, f"{b.me} asked its peers without hints"
+        info = json.loads(subprocess.run(
+            [ctl, "-s", a.path("ctl.sock"), "show", "info", "-json"],
+            capture_output=True, text=True, timeout=15, check=True).stdout)
+        got = {k: info[k] for k in ("routers", "routers_alone", "routers_by", "routers_peers",
+                                    "affinity_ttl_s")}
+        assert got == {"routers": "auto", "routers_alone": True, "routers_by": "hints",
+                       "routers_peers": "connected", "affinity_ttl_s": 1800}, \
+            f"{a.me}: warmlanectl show info says {got}"
         log(f"{a.me} routes alone by its own hints with its peers connected "
             "(warmlane_routers_peers 1); the passive one asks nothing")
         b.stop_agent_checked()
