@@ -8,12 +8,13 @@
 
 #include "core.h"
 
-/* Format (msgpack, a sequence of top-level objects; version 3):
- *   header   array ["WLSNAP", 3, written_unix_ms, n_endpoints, n_entries,
- *            routers]: routers the verdicts of policy.routers auto, bit 0
- *            by the engines' counts, bit 1 by the shared warm hints
- *            (core_routers_restore; versions 1 and 2, still read, have
- *            the first five fields only)
+/* Format (msgpack, a sequence of top-level objects; version 4):
+ *   header   array ["WLSNAP", 4, written_unix_ms, n_endpoints, n_entries,
+ *            routers, n_homes]: routers the verdicts of policy.routers
+ *            auto, bit 0 by the engines' counts, bit 1 by the shared warm
+ *            hints (core_routers_restore); n_homes the failover tiers'
+ *            homes after the entries (versions 1 and 2, still read, have
+ *            the first five fields only, version 3 the first six)
  *   n_endpoints arrays, one per endpoint:
  *            [backend, server, key ("" when none), ewma_plain_ms,
  *             ewma_stream_ms, samples_plain, samples_stream, breaker
@@ -26,6 +27,9 @@
  *   the n_entries affinity entries, oldest first, each key once, in arrays
  *            of at most 3 x SNAPSHOT_BLOCK unsigned integers: triples
  *            akey, endpoint (index into the endpoint records), idle_ms
+ *   the n_homes homes the same way (akey, the endpoint the key came
+ *            from before its entry went to a worse tier, idle_ms;
+ *            core_homes_import)
  *   trailer  uint64 (always 0xcf + 8 bytes): xxh3-64 (core_hash_bytes) of
  *            every byte before it.
  * Times are durations at written_unix_ms; a load adds the wall-clock time
@@ -37,16 +41,17 @@
  * (core.h lists what a change between slices does), endpoint statistics
  * and written_unix_ms are those of the last slice. */
 #define SNAPSHOT_MAGIC        "WLSNAP"
-#define SNAPSHOT_VERSION      3u /* written */
+#define SNAPSHOT_VERSION      4u /* written */
 #define SNAPSHOT_VERSION_MIN  1u /* oldest read */
 #define SNAPSHOT_MAX_BYTES    (256u * 1024 * 1024) /* larger: rejected */
 #define SNAPSHOT_MAX_ENDPOINTS 65536u
 #define SNAPSHOT_NAME_MAX     255u
 #define SNAPSHOT_TRAILER_LEN  9u
 #define SNAPSHOT_BLOCK        1024u /* entries per array */
-/* Fields of a header (versions 1 and 2 had no routers verdicts) and of
- * an endpoint record (version 1 had no end-to-end EWMAs). */
-#define SNAPSHOT_HEADER_FIELDS      6u
+/* Fields of a header (versions 1 and 2 had no routers verdicts, 3 no
+ * homes) and of an endpoint record (version 1 had no end-to-end EWMAs). */
+#define SNAPSHOT_HEADER_FIELDS      7u
+#define SNAPSHOT_HEADER_FIELDS_V3   6u
 #define SNAPSHOT_HEADER_FIELDS_V2   5u
 #define SNAPSHOT_ROUTERS_ENGINES    1u
 #define SNAPSHOT_ROUTERS_HINTS      2u
@@ -69,6 +74,8 @@ struct snapshot_result {
 	uint64_t entries_restored;
 	uint64_t entries_expired;    /* idle past affinity_ttl at load */
 	uint64_t entries_unknown;    /* endpoint not in the core */
+	uint64_t homes;              /* homes records in the file */
+	uint64_t homes_restored;     /* the others expired or unknown */
 	uint64_t cooldowns_capped;   /* open breakers cut to core_cooldown_max_ms */
 	uint64_t downtime_ms;        /* wall clock since the file was written */
 };

@@ -224,11 +224,12 @@ static int snapshot_parse_endpoint(struct snapshot_rd *rd, struct core *c,
 	return 0;
 }
 
-/* Reads the blocks of affinity triples; imports them when apply is set. */
+/* Reads the blocks of affinity triples; imports them when apply is set,
+ * into the homes map when homes is. */
 static int snapshot_entries(struct snapshot_rd *rd, struct core *c,
 			    uint64_t n, const struct snapshot_ep *eps,
 			    uint64_t n_ep, uint64_t now_ms, uint64_t downtime,
-			    bool apply, struct snapshot_result *res)
+			    bool apply, bool homes, struct snapshot_result *res)
 {
 	for (uint64_t done = 0; done < n;) {
 		if (snapshot_next(rd) < 0)
@@ -252,6 +253,12 @@ static int snapshot_entries(struct snapshot_rd *rd, struct core *c,
 				.akey = akey, .endpoint = eps[ep].idx,
 				.idle_ms = idle + downtime,
 			};
+			if (homes) {
+				if (rec.endpoint >= 0 &&
+				    core_homes_import(c, &rec, now_ms) == 0)
+					res->homes_restored++;
+				continue;
+			}
 			if (rec.endpoint < 0) {
 				res->entries_unknown++;
 				continue;
@@ -276,7 +283,7 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 	struct snapshot_result tmp_res;
 	struct snapshot_rd rd = { .p = buf, .len = len };
 	struct snapshot_ep *eps = NULL;
-	uint64_t version, n_ep, n_ent, routers = 0, downtime = 0;
+	uint64_t version, n_ep, n_ent, n_homes = 0, routers = 0, downtime = 0;
 	int rc = -EBADMSG;
 
 	if (res == NULL)
@@ -315,15 +322,17 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 		rc = -ENOTSUP;
 		goto out;
 	}
-	uint32_t fields = version < 3 ? SNAPSHOT_HEADER_FIELDS_V2
-				      : SNAPSHOT_HEADER_FIELDS;
+	uint32_t fields = version < 3 ? SNAPSHOT_HEADER_FIELDS_V2 :
+			  version < 4 ? SNAPSHOT_HEADER_FIELDS_V3 :
+					SNAPSHOT_HEADER_FIELDS;
 	if (rd.u.data.via.array.size != fields ||
 	    (h[2].type != MSGPACK_OBJECT_POSITIVE_INTEGER &&
 	     h[2].type != MSGPACK_OBJECT_NEGATIVE_INTEGER) ||
 	    !snapshot_uint(&h[3], SNAPSHOT_MAX_ENDPOINTS, &n_ep) ||
 	    !snapshot_uint(&h[4], UINT64_MAX, &n_ent) ||
 	    (fields > 5 && !snapshot_uint(&h[5], SNAPSHOT_ROUTERS_ENGINES |
-					  SNAPSHOT_ROUTERS_HINTS, &routers))) {
+					  SNAPSHOT_ROUTERS_HINTS, &routers)) ||
+	    (fields > 6 && !snapshot_uint(&h[6], UINT64_MAX, &n_homes))) {
 		snapshot_err(err, errlen, "bad header");
 		goto out;
 	}
@@ -354,16 +363,18 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 	size_t left = rd.len - rd.off;
 	/* Smallest records: an endpoint 15 bytes (fixarray, names of 1, 1
 	 * and 0 bytes, nine one-byte scalars), an entry 3. */
-	if (n_ep > left / 15 || (n_ent > 0 && n_ep == 0) || n_ent > left / 3 ||
-	    n_ent * 3 > left - n_ep * 15) {
+	if (n_ep > left / 15 || ((n_ent > 0 || n_homes > 0) && n_ep == 0) ||
+	    n_ent > left / 3 || n_homes > left / 3 ||
+	    (n_ent + n_homes) * 3 > left - n_ep * 15) {
 		snapshot_err(err, errlen,
 			     "counts (%" PRIu64 " endpoints, %" PRIu64
-			     " entries) exceed the %zu bytes left",
-			     n_ep, n_ent, left);
+			     " entries, %" PRIu64 " homes) exceed the %zu bytes left",
+			     n_ep, n_ent, n_homes, left);
 		goto out;
 	}
 	res->endpoints = n_ep;
 	res->entries = n_ent;
+	res->homes = n_homes;
 
 	eps = calloc(n_ep ? n_ep : 1, sizeof(*eps));
 	if (eps == NULL) {
@@ -380,8 +391,15 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 	}
 	size_t entries_at = rd.off;
 	if (snapshot_entries(&rd, c, n_ent, eps, n_ep, now_ms, downtime, false,
-			     res) < 0) {
+			     false, res) < 0) {
 		snapshot_err(err, errlen, "affinity record invalid near byte %zu",
+			     rd.off);
+		goto out;
+	}
+	size_t homes_at = rd.off;
+	if (snapshot_entries(&rd, c, n_homes, eps, n_ep, now_ms, downtime, false,
+			     true, res) < 0) {
+		snapshot_err(err, errlen, "home record invalid near byte %zu",
 			     rd.off);
 		goto out;
 	}
@@ -405,7 +423,9 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 	core_routers_restore(c, routers & SNAPSHOT_ROUTERS_ENGINES,
 			     routers & SNAPSHOT_ROUTERS_HINTS, now_ms);
 	rd.off = entries_at;
-	snapshot_entries(&rd, c, n_ent, eps, n_ep, now_ms, downtime, true, res);
+	snapshot_entries(&rd, c, n_ent, eps, n_ep, now_ms, downtime, true, false, res);
+	rd.off = homes_at;
+	snapshot_entries(&rd, c, n_homes, eps, n_ep, now_ms, downtime, true, true, res);
 	rc = 0;
 out:
 	msgpack_unpacked_destroy(&rd.u);

@@ -50,6 +50,14 @@ struct snapshot_entry {
 	uint32_t ep;
 };
 
+/* The records of one map (the affinity map, or the failover tiers'
+ * homes) as captured, and the walk that copies them. */
+struct snapshot_list {
+	struct core_affinity_cursor cur;
+	struct snapshot_entry *e;
+	size_t n, cap;
+};
+
 /* An endpoint as the capture began: its core index and names, checked at
  * every slice (an index reused by another endpoint must not inherit its
  * entries). */
@@ -62,16 +70,16 @@ struct snapshot_capture {
 	msgpack_sbuffer sb;  /* header and endpoint records, packed at the end */
 	msgpack_packer pk;
 	size_t counts_at;    /* offset of the two fix_uint64 counts */
+	size_t homes_at;     /* offset of the homes' fix_uint64 count */
 	struct snapshot_cap_ep *eps;
 	size_t n_ep;
 	int32_t *file_idx;   /* core index -> record index, -1: none */
 	size_t n_idx;
-	struct core_affinity_cursor cur;
 	uint64_t start_ms;   /* loop time of the first slice */
 	uint64_t end_ms;     /* loop time of the last slice: idle times end here */
 	uint64_t slices;
-	struct snapshot_entry *e;
-	size_t n, cap;
+	struct snapshot_list ent;   /* the affinity entries, walked first */
+	struct snapshot_list homes; /* then the homes */
 	int failed;
 };
 
@@ -87,7 +95,8 @@ void snapshot_capture_free(struct snapshot_capture *cap)
 	}
 	free(cap->eps);
 	free(cap->file_idx);
-	free(cap->e);
+	free(cap->ent.e);
+	free(cap->homes.e);
 	free(cap);
 }
 
@@ -138,9 +147,12 @@ int snapshot_capture_begin(const struct core *c, uint64_t now_ms,
 	cap->file_idx = malloc(sizeof(*cap->file_idx) * (size_t)(max_idx + 1) + 1);
 	core_stats(c, &cs);
 	/* Room for the entries live now, and some that come meanwhile. */
-	cap->cap = (size_t)cs.affinity_entries + cs.affinity_entries / 16 + 64;
-	cap->e = malloc(sizeof(*cap->e) * cap->cap);
-	if (cap->eps == NULL || cap->file_idx == NULL || cap->e == NULL)
+	cap->ent.cap = (size_t)cs.affinity_entries + cs.affinity_entries / 16 + 64;
+	cap->ent.e = malloc(sizeof(*cap->ent.e) * cap->ent.cap);
+	cap->homes.cap = (size_t)cs.homes_entries + cs.homes_entries / 16 + 16;
+	cap->homes.e = malloc(sizeof(*cap->homes.e) * cap->homes.cap);
+	if (cap->eps == NULL || cap->file_idx == NULL || cap->ent.e == NULL ||
+	    cap->homes.e == NULL)
 		goto fail;
 	cap->n_idx = (size_t)(max_idx + 1);
 	for (int i = 0; i <= max_idx; i++)
@@ -160,7 +172,8 @@ int snapshot_capture_begin(const struct core *c, uint64_t now_ms,
 		if (e->backend == NULL || e->server == NULL || e->key == NULL)
 			goto fail;
 	}
-	core_affinity_cursor_init(c, &cap->cur);
+	core_affinity_cursor_init(c, &cap->ent.cur);
+	core_homes_cursor_init(c, &cap->homes.cur);
 	cap->start_ms = cap->end_ms = now_ms;
 	*out = cap;
 	return 0;
@@ -171,6 +184,7 @@ fail:
 
 struct snapshot_slice {
 	struct snapshot_capture *cap;
+	struct snapshot_list *l;
 	uint64_t now_ms;
 };
 
@@ -178,48 +192,50 @@ static int snapshot_cap_entry(void *arg, const struct core_affinity_record *rec)
 {
 	struct snapshot_slice *sl = arg;
 	struct snapshot_capture *cap = sl->cap;
+	struct snapshot_list *l = sl->l;
 	if (rec->endpoint < 0 || (size_t)rec->endpoint >= cap->n_idx ||
 	    cap->file_idx[rec->endpoint] < 0)
 		return 0; /* an endpoint that joined during the walk */
-	if (cap->n == cap->cap) {
-		size_t ncap = cap->cap * 2;
-		struct snapshot_entry *e = realloc(cap->e, sizeof(*e) * ncap);
+	if (l->n == l->cap) {
+		size_t ncap = l->cap * 2;
+		struct snapshot_entry *e = realloc(l->e, sizeof(*e) * ncap);
 		if (e == NULL)
 			return -ENOMEM;
-		cap->e = e;
-		cap->cap = ncap;
+		l->e = e;
+		l->cap = ncap;
 	}
-	cap->e[cap->n] = (struct snapshot_entry){
+	l->e[l->n] = (struct snapshot_entry){
 		.akey = rec->akey,
 		.last_ms = sl->now_ms - rec->idle_ms, /* idle <= now */
 		.ep = (uint32_t)cap->file_idx[rec->endpoint],
 	};
-	cap->n++;
+	l->n++;
 	return 0;
 }
 
 int snapshot_capture_step(struct snapshot_capture *cap, const struct core *c,
 			  uint64_t now_ms, uint32_t max_slots)
 {
-	if (cap->cur.done)
+	struct snapshot_list *l = !cap->ent.cur.done ? &cap->ent : &cap->homes;
+	if (l->cur.done)
 		return 0;
 	if (!snapshot_cap_eps_same(cap, c, now_ms))
 		return -ESTALE;
-	struct snapshot_slice sl = { cap, now_ms };
-	int rc = core_affinity_cursor_next(c, &cap->cur, now_ms, max_slots,
+	struct snapshot_slice sl = { cap, l, now_ms };
+	int rc = core_affinity_cursor_next(c, &l->cur, now_ms, max_slots,
 					   snapshot_cap_entry, &sl);
 	cap->slices++;
 	cap->end_ms = now_ms;
 	if (rc < 0)
 		return rc;
-	return cap->cur.done ? 0 : 1;
+	return cap->ent.cur.done && cap->homes.cur.done ? 0 : 1;
 }
 
 int snapshot_capture_end(struct snapshot_capture *cap, const struct core *c,
 			 uint64_t now_ms, int64_t now_unix_ms)
 {
 	msgpack_packer *pk = &cap->pk;
-	if (!cap->cur.done)
+	if (!cap->ent.cur.done || !cap->homes.cur.done)
 		return -EINVAL;
 	if (!snapshot_cap_eps_same(cap, c, now_ms))
 		return -ESTALE;
@@ -238,6 +254,8 @@ int snapshot_capture_end(struct snapshot_capture *cap, const struct core *c,
 	unsigned routers = (ri.engines ? SNAPSHOT_ROUTERS_ENGINES : 0) |
 			   (ri.hints ? SNAPSHOT_ROUTERS_HINTS : 0);
 	cap->failed |= msgpack_pack_uint8(pk, (uint8_t)routers);
+	cap->homes_at = cap->sb.size;
+	cap->failed |= msgpack_pack_fix_uint64(pk, 0);
 	for (size_t i = 0; i < cap->n_ep && !cap->failed; i++) {
 		const struct snapshot_cap_ep *e = &cap->eps[i];
 		struct core_endpoint_stats st;
@@ -288,7 +306,7 @@ int snapshot_capture(const struct core *c, uint64_t now_ms,
 
 size_t snapshot_capture_entries(const struct snapshot_capture *cap)
 {
-	return cap->n;
+	return cap->ent.n;
 }
 
 uint64_t snapshot_capture_slices(const struct snapshot_capture *cap)
@@ -300,12 +318,12 @@ uint64_t snapshot_capture_slices(const struct snapshot_capture *cap)
  * 2048 write cursors stay in cache; only the passes the spread of last_ms
  * needs, two for the default TTL). The entries come in visit order, so
  * ties keep it. */
-static int snapshot_sort(struct snapshot_capture *cap)
+static int snapshot_sort(struct snapshot_list *l)
 {
-	size_t n = cap->n;
+	size_t n = l->n;
 	uint64_t lo = UINT64_MAX, hi = 0;
 	for (size_t i = 0; i < n; i++) {
-		uint64_t v = cap->e[i].last_ms;
+		uint64_t v = l->e[i].last_ms;
 		lo = v < lo ? v : lo;
 		hi = v > hi ? v : hi;
 	}
@@ -318,7 +336,7 @@ static int snapshot_sort(struct snapshot_capture *cap)
 		free(count);
 		return -ENOMEM;
 	}
-	struct snapshot_entry *src = cap->e, *dst = tmp;
+	struct snapshot_entry *src = l->e, *dst = tmp;
 	for (unsigned shift = 0; shift < 64 && ((hi - lo) >> shift) != 0;
 	     shift += SNAPSHOT_RADIX_BITS) {
 		memset(count, 0, SNAPSHOT_RADIX * sizeof(*count));
@@ -337,8 +355,8 @@ static int snapshot_sort(struct snapshot_capture *cap)
 		src = dst;
 		dst = t;
 	}
-	if (src != cap->e) {
-		memcpy(cap->e, src, n * sizeof(*src));
+	if (src != l->e) {
+		memcpy(l->e, src, n * sizeof(*src));
 	}
 	free(tmp);
 	free(count);
@@ -351,12 +369,12 @@ static int snapshot_sort(struct snapshot_capture *cap)
  * later: so the records of start_ms or later (a short suffix once sorted)
  * are the only second copies, and the latest record of their keys is
  * kept. */
-static int snapshot_order(struct snapshot_capture *cap)
+static int snapshot_order(struct snapshot_list *l, uint64_t start_ms)
 {
-	if (snapshot_sort(cap) < 0)
+	if (snapshot_sort(l) < 0)
 		return -ENOMEM;
-	size_t n = cap->n, first = n;
-	while (first > 0 && cap->e[first - 1].last_ms >= cap->start_ms)
+	size_t n = l->n, first = n;
+	while (first > 0 && l->e[first - 1].last_ms >= start_ms)
 		first--;
 	if (first == n)
 		return 0;
@@ -368,24 +386,42 @@ static int snapshot_order(struct snapshot_capture *cap)
 	if (set == NULL)
 		return -ENOMEM;
 	for (size_t i = first; i < n; i++) {
-		size_t j = (size_t)mix64(cap->e[i].akey) & (slots - 1);
-		while (set[j].at != 0 && set[j].key != cap->e[i].akey)
+		size_t j = (size_t)mix64(l->e[i].akey) & (slots - 1);
+		while (set[j].at != 0 && set[j].key != l->e[i].akey)
 			j = (j + 1) & (slots - 1);
-		set[j].key = cap->e[i].akey;
+		set[j].key = l->e[i].akey;
 		set[j].at = i + 1;
 	}
 	size_t keep = 0;
 	for (size_t i = 0; i < n; i++) {
-		size_t j = (size_t)mix64(cap->e[i].akey) & (slots - 1);
-		while (set[j].at != 0 && set[j].key != cap->e[i].akey)
+		size_t j = (size_t)mix64(l->e[i].akey) & (slots - 1);
+		while (set[j].at != 0 && set[j].key != l->e[i].akey)
 			j = (j + 1) & (slots - 1);
 		if (set[j].at != 0 && set[j].at != i + 1)
 			continue; /* a later record of this key follows */
-		cap->e[keep++] = cap->e[i];
+		l->e[keep++] = l->e[i];
 	}
 	free(set);
-	cap->n = keep;
+	l->n = keep;
 	return 0;
+}
+
+/* l's records in arrays of at most SNAPSHOT_BLOCK triples. */
+static void snapshot_pack_list(struct snapshot_capture *cap,
+			       const struct snapshot_list *l)
+{
+	msgpack_packer *pk = &cap->pk;
+	for (size_t i = 0; i < l->n && !cap->failed; i += SNAPSHOT_BLOCK) {
+		size_t k = l->n - i < SNAPSHOT_BLOCK ? l->n - i : SNAPSHOT_BLOCK;
+		cap->failed |= msgpack_pack_array(pk, (size_t)3 * k);
+		for (size_t j = i; j < i + k; j++) {
+			uint64_t last = l->e[j].last_ms;
+			cap->failed |= msgpack_pack_uint64(pk, l->e[j].akey);
+			cap->failed |= msgpack_pack_uint32(pk, l->e[j].ep);
+			cap->failed |= msgpack_pack_uint64(pk, cap->end_ms > last ?
+							   cap->end_ms - last : 0);
+		}
+	}
 }
 
 int snapshot_pack(struct snapshot_capture *cap, char **out, size_t *len)
@@ -393,23 +429,17 @@ int snapshot_pack(struct snapshot_capture *cap, char **out, size_t *len)
 	msgpack_packer *pk = &cap->pk;
 	*out = NULL;
 	*len = 0;
-	if (cap->counts_at == 0 || snapshot_order(cap) < 0)
+	if (cap->counts_at == 0 || snapshot_order(&cap->ent, cap->start_ms) < 0 ||
+	    snapshot_order(&cap->homes, cap->start_ms) < 0)
 		return -ENOMEM;
-	for (size_t i = 0; i < cap->n && !cap->failed; i += SNAPSHOT_BLOCK) {
-		size_t k = cap->n - i < SNAPSHOT_BLOCK ? cap->n - i : SNAPSHOT_BLOCK;
-		cap->failed |= msgpack_pack_array(pk, (size_t)3 * k);
-		for (size_t j = i; j < i + k; j++) {
-			uint64_t last = cap->e[j].last_ms;
-			cap->failed |= msgpack_pack_uint64(pk, cap->e[j].akey);
-			cap->failed |= msgpack_pack_uint32(pk, cap->e[j].ep);
-			cap->failed |= msgpack_pack_uint64(pk, cap->end_ms > last ?
-							   cap->end_ms - last : 0);
-		}
-	}
+	snapshot_pack_list(cap, &cap->ent);
+	snapshot_pack_list(cap, &cap->homes);
 	if (cap->failed)
 		return -ENOMEM;
-	/* counts_at points at two fix_uint64: 0xcf + 8 bytes each. */
-	snapshot_put_be64(cap->sb.data + cap->counts_at + 10, cap->n);
+	/* counts_at points at two fix_uint64: 0xcf + 8 bytes each; homes_at
+	 * at one more. */
+	snapshot_put_be64(cap->sb.data + cap->counts_at + 10, cap->ent.n);
+	snapshot_put_be64(cap->sb.data + cap->homes_at + 1, cap->homes.n);
 	uint64_t sum = core_hash_bytes(cap->sb.data, cap->sb.size);
 	if (msgpack_pack_fix_uint64(pk, sum) != 0)
 		return -ENOMEM;

@@ -229,12 +229,13 @@ int snapshot_restore(struct core *c, const char *path, uint64_t now_ms,
 			 " endpoints=%" PRIu64
 			 " endpoints_unknown=%" PRIu64 " entries=%" PRIu64
 			 " restored=%" PRIu64 " expired=%" PRIu64
-			 " unknown_endpoint=%" PRIu64 " cooldowns_capped=%" PRIu64
+			 " unknown_endpoint=%" PRIu64 " homes=%" PRIu64
+			 " homes_restored=%" PRIu64 " cooldowns_capped=%" PRIu64
 			 " downtime_ms=%" PRIu64 " load_us=%" PRIu64,
 			 qp, res.bytes, res.version, res.endpoints,
 			 res.endpoints_unknown, res.entries, res.entries_restored,
-			 res.entries_expired, res.entries_unknown,
-			 res.cooldowns_capped, res.downtime_ms, us);
+			 res.entries_expired, res.entries_unknown, res.homes,
+			 res.homes_restored, res.cooldowns_capped, res.downtime_ms, us);
 		if (st != NULL) {
 			st->loaded = true;
 			st->load_us = us;

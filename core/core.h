@@ -335,6 +335,7 @@ struct core_stats {
 	uint32_t endpoints;
 	uint32_t affinity_entries;
 	uint32_t affinity_capacity;
+	uint32_t homes_entries;      /* the failover tiers' homes */
 	uint64_t affinity_bytes;       /* allocated: entries plus their index */
 	uint64_t affinity_hits;        /* lookups that found a live entry */
 	uint64_t affinity_misses;
@@ -776,6 +777,7 @@ struct core_affinity_cursor {
 	uint32_t pos;          /* next entry slot of the map's array */
 	uint64_t map_rebuilds; /* the core's count of map rebuilds at init */
 	bool done;             /* every slot was visited */
+	bool homes;            /* the homes map (core_homes_cursor_init) */
 };
 
 /* Starts a walk of c's map at its first slot. */
@@ -812,6 +814,15 @@ int core_affinity_cursor_next(const struct core *c,
  * (not inserted). A full map evicts its least recently used entry. */
 int core_affinity_import(struct core *c, const struct core_affinity_record *rec,
 			 uint64_t now_ms);
+
+/* The failover tiers' homes (docs/policy-v2.md, section 30): for a key
+ * whose entry is on a worse tier, the endpoint it came from, in a map of
+ * the affinity map's kind. The same walk (core_affinity_cursor_next,
+ * records of the home's endpoint) and the same import (into the homes
+ * map) as the affinity map's, for the state snapshot. */
+void core_homes_cursor_init(const struct core *c, struct core_affinity_cursor *cur);
+int core_homes_import(struct core *c, const struct core_affinity_record *rec,
+		      uint64_t now_ms);
 
 /* The live entry of akey at now_ms in *rec, read without touching the map
  * (no hit counted, no LRU move). Returns 0, or -ENOENT when there is none

@@ -32,6 +32,7 @@ void core_stats(const struct core *c, struct core_stats *out)
 		.endpoints = c->pool.live,
 		.affinity_entries = c->aff.used,
 		.affinity_capacity = c->aff.cap,
+		.homes_entries = c->homes.used,
 		.affinity_bytes = (uint64_t)c->aff.cap * sizeof(struct affinity_entry) +
 				  ((uint64_t)c->aff.mask + 1) * sizeof(struct affinity_slot),
 		.affinity_hits = c->aff.hits,
@@ -107,6 +108,16 @@ void core_affinity_cursor_init(const struct core *c,
 	};
 }
 
+void core_homes_cursor_init(const struct core *c,
+			    struct core_affinity_cursor *cur)
+{
+	*cur = (struct core_affinity_cursor){
+		.map_rebuilds = c->map_rebuilds,
+		.done = c->homes.high == 0,
+		.homes = true,
+	};
+}
+
 int core_affinity_cursor_next(const struct core *c,
 			      struct core_affinity_cursor *cur,
 			      uint64_t now_ms, uint32_t max,
@@ -114,23 +125,37 @@ int core_affinity_cursor_next(const struct core *c,
 {
 	if (cur->map_rebuilds != c->map_rebuilds)
 		return -ESTALE;
+	const struct affinity *a = cur->homes ? &c->homes : &c->aff;
 	struct cursor_visit v = { c, now_ms, fn, arg };
-	int rc = affinity_scan(&c->aff, &cur->pos, max, cursor_visit, &v);
-	cur->done = cur->pos >= c->aff.high;
+	int rc = affinity_scan(a, &cur->pos, max, cursor_visit, &v);
+	cur->done = cur->pos >= a->high;
 	return rc;
+}
+
+/* One record into map a (the affinity map or the homes map). */
+static int import_into(struct core *c, struct affinity *a,
+		       const struct core_affinity_record *rec, uint64_t now_ms)
+{
+	const struct pool_endpoint *e = pool_get(&c->pool, rec->endpoint);
+	if (e == NULL)
+		return -ENOENT;
+	if (rec->idle_ms >= a->ttl_ms)
+		return -ESTALE;
+	uint64_t last = now_ms > rec->idle_ms ? now_ms - rec->idle_ms : 0;
+	affinity_put(a, rec->akey, (uint32_t)rec->endpoint, e->gen, last);
+	return 0;
 }
 
 int core_affinity_import(struct core *c, const struct core_affinity_record *rec,
 			 uint64_t now_ms)
 {
-	const struct pool_endpoint *e = pool_get(&c->pool, rec->endpoint);
-	if (e == NULL)
-		return -ENOENT;
-	if (rec->idle_ms >= c->aff.ttl_ms)
-		return -ESTALE;
-	uint64_t last = now_ms > rec->idle_ms ? now_ms - rec->idle_ms : 0;
-	affinity_put(&c->aff, rec->akey, (uint32_t)rec->endpoint, e->gen, last);
-	return 0;
+	return import_into(c, &c->aff, rec, now_ms);
+}
+
+int core_homes_import(struct core *c, const struct core_affinity_record *rec,
+		      uint64_t now_ms)
+{
+	return import_into(c, &c->homes, rec, now_ms);
 }
 
 int core_endpoint_stats_export(const struct core *c, int idx, uint64_t now_ms,

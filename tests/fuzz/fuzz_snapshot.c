@@ -60,6 +60,8 @@ static void snap_one(const uint8_t *buf, size_t len)
 			   res.entries_unknown == res.entries);
 		SNAP_CHECK(cs.affinity_entries <= res.entries_restored);
 		SNAP_CHECK(res.endpoints_unknown <= res.endpoints);
+		SNAP_CHECK(res.homes_restored <= res.homes);
+		SNAP_CHECK(cs.homes_entries <= res.homes_restored);
 
 		char *out;
 		size_t n;
@@ -71,12 +73,14 @@ static void snap_one(const uint8_t *buf, size_t len)
 						INT64_C(1800000000000), &res2,
 						err, sizeof(err)) == 0);
 		SNAP_CHECK(res2.entries_restored == cs.affinity_entries);
+		SNAP_CHECK(res2.homes_restored == cs.homes_entries);
 		core_destroy(d);
 		free(out);
 	} else {
 		struct core_stats cs;
 		core_stats(c, &cs);
-		SNAP_CHECK(cs.affinity_entries == 0); /* rejected: no change */
+		/* rejected: no change */
+		SNAP_CHECK(cs.affinity_entries == 0 && cs.homes_entries == 0);
 	}
 	core_destroy(c);
 }

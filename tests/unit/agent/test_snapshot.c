@@ -84,7 +84,7 @@ static int ep_index(const struct core *c, size_t i)
 }
 
 /* Some statistics and n entries (endpoint i % N_EPS, idle i ms). */
-static void fill(struct core *c, uint32_t n, uint64_t now)
+static void fill_entries(struct core *c, uint32_t n, uint64_t now)
 {
 	struct core_endpoint_stats st = {
 		.ewma_ms = { 420.5, 90.25 }, .samples = { 30, 7 },
@@ -104,6 +104,31 @@ static void fill(struct core *c, uint32_t n, uint64_t now)
 		};
 		ck_assert_int_eq(core_affinity_import(c, &rec, now), 0);
 	}
+}
+
+/* fill, and a home for every tenth key (the failover tiers' map). */
+static void fill(struct core *c, uint32_t n, uint64_t now)
+{
+	fill_entries(c, n, now);
+	for (uint32_t i = 0; i < n; i += 10) {
+		struct core_affinity_record rec = {
+			.akey = 0x9e3779b97f4a7c15ull * (i + 1),
+			.endpoint = ep_index(c, (i + 1) % N_EPS),
+			.idle_ms = n - i,
+		};
+		ck_assert_int_eq(core_homes_import(c, &rec, now), 0);
+	}
+}
+
+/* c's homes, in the homes map's slot order. */
+static int homes_of(const struct core *c, uint64_t now,
+		    int (*fn)(void *, const struct core_affinity_record *), void *arg)
+{
+	struct core_affinity_cursor cur;
+	core_homes_cursor_init(c, &cur);
+	while (!cur.done)
+		ck_assert_int_eq(core_affinity_cursor_next(c, &cur, now, 7, fn, arg), 0);
+	return 0;
 }
 
 static uint32_t entries(const struct core *c)
@@ -162,6 +187,8 @@ START_TEST(round_trip)
 	ck_assert_uint_eq(res.entries, 100);
 	ck_assert_uint_eq(res.entries_restored, 100);
 	ck_assert_uint_eq(entries(b), 100);
+	ck_assert_uint_eq(res.homes, 10);
+	ck_assert_uint_eq(res.homes_restored, 10);
 	ck_assert(exists(path));
 
 	for (size_t i = 0; i < N_EPS; i++) {
@@ -200,8 +227,141 @@ START_TEST(round_trip)
 		ck_assert_str_eq(ia.server, ib.server);
 		ck_assert_int_eq(ia.key_id == NULL, ib.key_id == NULL);
 	}
+	/* The homes too: each key's home is the same endpoint. */
+	struct rec_list ha = { .n = 0 }, hb = { .n = 0 };
+	homes_of(a, 5000, collect, &ha);
+	homes_of(b, 10, collect, &hb);
+	ck_assert_uint_eq(ha.n, 10);
+	ck_assert_uint_eq(hb.n, 10);
+	for (size_t i = 0; i < ha.n; i++) {
+		size_t j = 0;
+		while (j < hb.n && hb.r[j].akey != ha.r[i].akey)
+			j++;
+		ck_assert_uint_lt(j, hb.n);
+		struct core_endpoint_info ia, ib;
+		core_endpoint_info(a, ha.r[i].endpoint, 5000, &ia);
+		core_endpoint_info(b, hb.r[j].endpoint, 10, &ib);
+		ck_assert_str_eq(ia.server, ib.server);
+		ck_assert_str_eq(ia.backend, ib.backend);
+	}
 	core_destroy(a);
 	core_destroy(b);
+}
+END_TEST
+
+/* Two tier-1 endpoints and a tier-2 one. */
+static struct core *tiered_core(void)
+{
+	struct core_params p;
+	struct core *c;
+	core_params_defaults(&p);
+	ck_assert_int_eq(core_create(&c, &p), 0);
+	static const char *const names[] = { "t1a", "t1b", "t2" };
+	for (unsigned i = 0; i < 3; i++) {
+		struct core_endpoint_config ec = {
+			.backend = "llm", .server = names[i], .weight = 1,
+			.tier = i < 2 ? 1 : 2,
+		};
+		ck_assert_int_ge(core_endpoint_add(c, &ec, 1000), 0);
+	}
+	return c;
+}
+
+static int tiered_ep(const struct core *c, const char *server)
+{
+	return core_endpoint_find(c, core_str_c("llm"), core_str_c(server),
+				  core_str_c(NULL));
+}
+
+/* A session failed over to tier 2 from a tier-1 endpoint other than its
+ * rendezvous choice goes back there after a restart: its home is in the
+ * snapshot (docs/policy-v2.md, section 30). */
+START_TEST(home_survives_restart)
+{
+	struct core_request s = { .session = { true, 0x5e55 } };
+	struct core_rng rng = { 1 };
+	struct core_decision d;
+	struct core *a = tiered_core();
+	uint64_t akey;
+	ck_assert(core_identity(a, &s, &akey));
+	/* Its rendezvous choice, and its home the other tier-1 endpoint. */
+	core_decide(a, &s, 2000, &rng, &d);
+	core_endpoint_complete(a, d.endpoint);
+	int hash = d.endpoint;
+	int home = hash == tiered_ep(a, "t1a") ? tiered_ep(a, "t1b") : tiered_ep(a, "t1a");
+	struct core_affinity_record entry = {
+		.akey = akey, .endpoint = tiered_ep(a, "t2"), .idle_ms = 0,
+	}, h = { .akey = akey, .endpoint = home, .idle_ms = 0 };
+	ck_assert_int_eq(core_affinity_import(a, &entry, 3000), 0);
+	ck_assert_int_eq(core_homes_import(a, &h, 3000), 0);
+	char *buf;
+	size_t len;
+	ck_assert_int_eq(snapshot_encode(a, 3000, T0_UNIX_MS, &buf, &len), 0);
+	struct core_endpoint_info hi;
+	core_endpoint_info(a, home, 3000, &hi);
+	char want[32];
+	snprintf(want, sizeof(want), "%s", hi.server);
+	core_destroy(a);
+
+	struct core *b = tiered_core();
+	struct snapshot_result res;
+	char err[512];
+	ck_assert_int_eq(snapshot_load_buffer(b, (uint8_t *)buf, len, 0, T0_UNIX_MS,
+					      &res, err, sizeof(err)), 0);
+	ck_assert_uint_eq(res.homes_restored, 1);
+	/* Tier 1 serves: the entry's tier-2 endpoint is no candidate. */
+	core_decide(b, &s, 1000, &rng, &d);
+	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+	core_endpoint_info(b, d.endpoint, 1000, &hi);
+	ck_assert_str_eq(hi.server, want);
+	core_destroy(b);
+	free(buf);
+}
+END_TEST
+
+/* A version 3 file (no homes), as the agent wrote it before: loads. */
+START_TEST(reads_version_3)
+{
+	struct core *a = make_core(1024, -1, false);
+	fill_entries(a, 20, 5000);
+	char *buf;
+	size_t len;
+	ck_assert_int_eq(snapshot_encode(a, 5000, T0_UNIX_MS, &buf, &len), 0);
+	core_destroy(a);
+	/* 0x97, 0xa6 "WLSNAP", the version, written (0xd3 + 8), the two
+	 * counts (0xcf + 8 each), the verdicts, the homes' count (0xcf +
+	 * 8, none here); then the records. Version 3: six fields, no
+	 * homes' count. */
+	ck_assert_uint_eq((uint8_t)buf[0], 0x97);
+	ck_assert_uint_eq((uint8_t)buf[8], SNAPSHOT_VERSION);
+	ck_assert_uint_eq((uint8_t)buf[37], 0xcf);
+	uint8_t *v3 = malloc(len);
+	size_t n = 0;
+	v3[n++] = 0x96;
+	memcpy(v3 + n, buf + 1, 7); /* "WLSNAP" */
+	n += 7;
+	v3[n++] = 3;
+	memcpy(v3 + n, buf + 9, 37 - 9); /* written, counts, verdicts */
+	n += 37 - 9;
+	size_t body = len - SNAPSHOT_TRAILER_LEN - 46;
+	memcpy(v3 + n, buf + 46, body);
+	n += body;
+	n += SNAPSHOT_TRAILER_LEN;
+	reseal(v3, n);
+	struct core *b = make_core(1024, -1, false);
+	struct snapshot_result res;
+	char err[512];
+	ck_assert_msg(snapshot_load_buffer(b, v3, n, 0, T0_UNIX_MS, &res, err,
+					   sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(res.version, 3);
+	ck_assert_uint_eq(res.entries_restored, 20);
+	ck_assert_uint_eq(res.homes, 0);
+	struct core_stats cs;
+	core_stats(b, &cs);
+	ck_assert_uint_eq(cs.homes_entries, 0);
+	core_destroy(b);
+	free(v3);
+	free(buf);
 }
 END_TEST
 
@@ -773,12 +933,12 @@ START_TEST(routers_verdicts_restored)
 	core_routers_info(a, &ri);
 	ck_assert(ri.engines && ri.hints);
 	core_destroy(a);
-	/* 0x96, 0xa6 "WLSNAP", the version, written (0xd3 + 8), the two
+	/* 0x97, 0xa6 "WLSNAP", the version, written (0xd3 + 8), the two
 	 * counts (0xcf + 8 each), then the verdicts as a positive fixint. */
 	ck_assert_uint_eq((uint8_t)buf[36], SNAPSHOT_ROUTERS_ENGINES | SNAPSHOT_ROUTERS_HINTS);
-	/* A verdict byte with an unknown bit, or a version 3 header of five
-	 * fields (the verdicts' place taken by the first endpoint record),
-	 * is refused whole: "bad header", nothing changed. */
+	/* A verdict byte with an unknown bit, or a header of five fields
+	 * (the verdicts' place taken by the homes' count), is refused
+	 * whole: "bad header", nothing changed. */
 	struct core *x = make_core(64, -1, false);
 	refused_header(x, buf, len, 36, 4);
 	refused_header(x, buf, len, 0, 0x95);
@@ -978,6 +1138,8 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, writer_abandons_after_resize);
 	tcase_add_test(tc, writer_stop_mid_capture);
 	tcase_add_test(tc, reads_version_1);
+	tcase_add_test(tc, reads_version_3);
+	tcase_add_test(tc, home_survives_restart);
 	tcase_add_loop_test(tc, routers_verdicts_restored, 0, 2);
 	tcase_add_test(tc, million);
 	suite_add_tcase(s, tc);
