@@ -76,6 +76,7 @@ import concurrent.futures as cf
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -301,10 +302,12 @@ def ratelimit(binary, version):
 
 # --- failover tiers --------------------------------------------------------------
 
-def tiers(binary, version):
-    """Tier 2 only while tier 1 cannot serve (429 + Retry-After), then back."""
+def tiers(binary, version, restart=False):
+    """Tier 2 only while tier 1 cannot serve (429 + Retry-After), then back.
+    restart: the agent restarted (SIGTERM, snapshot, start) while the homed
+    sessions are on tier 2; their homes come back with the snapshot."""
     retry_after = 2
-    with fe.FleetEnv("tiers", version) as env:
+    with fe.FleetEnv("tiers-restart" if restart else "tiers", version) as env:
         probes = int(env.policy["half_open_probes"])
         env.endpoints["t1"] = {"models": ["m1"], "keys": ["k1"], "weight": 4, "tier": 2}
         env.start([fe.instance(n) for n in ("s1", "s2", "t1")], binary)
@@ -385,6 +388,22 @@ def tiers(binary, version):
         away = post_each("t1", tries=6)
         assert all(r.status == 200 and r.served == "t1" for r in away.values()), \
             f"homed sessions not failed over to t1: {list(away.values())[:3]}"
+        agent = "agent"
+        if restart:
+            rc = env.stop_process(env.agent)
+            assert rc == 0, f"the agent exited with status {rc}"
+            agent = "agent-restarted"
+            env.restart_agent(name=agent)
+            h.wait_until("the snapshot loaded", lambda: 'msg="snapshot loaded"' in
+                         env.log_text(agent), timeout=10)
+            env.wait_agent(up=True, timeout=15)
+            m = re.search(r'msg="snapshot loaded" .* homes=(\d+) homes_restored=(\d+)',
+                          env.log_text(agent))
+            assert m, f"no homes in the 'snapshot loaded' line:\n{env.log_text(agent)[-2000:]}"
+            log(f"agent restarted with the homed sessions on t1: the snapshot had "
+                f"{m.group(1)} homes, {m.group(2)} restored")
+            assert int(m.group(2)) >= len(homed), \
+                f"{m.group(2)} homes restored, {len(homed)} sessions away from home"
 
         for s in ("s1", "s2"):
             env.fault(s, mode="none")
@@ -428,11 +447,16 @@ def tiers(binary, version):
         tier_gauge = fe.metric_sum(samples, "warmlane_endpoint_tier", server="t1")
         log(f"warmlane_tier_decisions_total{{tier=2}} = {t2:g}, "
             f"warmlane_decisions_total{{reason=failover}} = {fo:g}, t1's tier gauge {tier_gauge:g}")
-        served_t1 = fe.count(recs, served="t1") + fe.count(rec2, served="t1")
+        # (a restarted agent counts from its start)
+        served_t1 = fe.count(rec2, served="t1") + (0 if restart else fe.count(recs, served="t1"))
         assert t2 == fo and t2 >= served_t1, \
             f"tier-2 decisions {t2:g}, failovers {fo:g}, t1 served {served_t1}"
         assert tier_gauge == 2, f"warmlane_endpoint_tier of t1 is {tier_gauge:g}"
         env.stop_agent_checked()
+
+
+def tiers_restart(binary, version):
+    tiers(binary, version, restart=True)
 
 
 # --- 500 ----------------------------------------------------------------------
@@ -1654,7 +1678,7 @@ SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimi
              "deadkey": deadkey, "maint": maint, "haproxyown": haproxyown, "models": models,
              "sessionscope": sessionscope,
              "killrestart": killrestart, "metrics": metrics, "slowleave": slowleave,
-             "recover": recover, "recovercheck": recovercheck, "tiers": tiers, "slowstart": slowstart,
+             "recover": recover, "recovercheck": recovercheck, "tiers": tiers, "tiersrestart": tiers_restart, "slowstart": slowstart,
              "longprompt": longprompt, "spread": spread, "slowfail": slowfail,
              "slowqueue": slowqueue}
 
