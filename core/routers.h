@@ -22,11 +22,11 @@
  * of them in the window, and it routes alone, until its decisions go on
  * without them. Only hints another HAProxy wrote show a shared table
  * (peers that never connect leave each HAProxy its own), unless HAProxy
- * says its peers are connected (`show peers`, read at each runtime-API
- * poll): then hints that are all its own mean no other HAProxy routes
- * these keys (this HAProxy is the active one of a pair, or alone in its
- * peers section). Pure
- * arithmetic, no allocation.
+ * says its peers are connected (`show peers`, which the agent asks every
+ * 5 s while requests carry hints): then hints that are all its own mean
+ * that no other HAProxy routes these keys (this HAProxy is the active one
+ * of a pair, or alone in its peers section). Pure arithmetic, no
+ * allocation.
  */
 #ifndef WARMLANE_CORE_ROUTERS_H
 #define WARMLANE_CORE_ROUTERS_H
