@@ -91,6 +91,7 @@ struct runtime_peers {
 	unsigned connected; /* of them, connected */
 	bool in_section, table;            /* the section being read */
 	unsigned sec_remote, sec_connected;
+	bool lost;          /* a line over RUNTIME_LINE_MAX was dropped */
 };
 
 void runtime_peers_init(struct runtime_peers *p);
@@ -98,7 +99,8 @@ void runtime_peers_init(struct runtime_peers *p);
 void runtime_peers_line(struct runtime_peers *p, const char *line, size_t len);
 /* Ends the dump: CONNECTED when every remote peer of the sections that
  * share a table is connected (none listed: a group of one), APART when
- * one is not, UNKNOWN without such a section (or without a dump). */
+ * one is not, UNKNOWN without such a section (or without a dump, or with
+ * a line lost: it might have been a peer's). */
 enum core_peers runtime_peers_end(struct runtime_peers *p);
 
 struct runtime_csv {

@@ -249,8 +249,13 @@ ptrdiff_t runtime_csv_feed_part(struct runtime_csv *p, const char *buf,
 		size_t take = nl != NULL ? (size_t)(nl - buf) : n;
 		if (!p->skipping) {
 			if (take > sizeof(p->line) - p->len) {
-				/* Over-long: dropped up to its newline. */
-				p->dropped++;
+				/* Over-long: dropped up to its newline (in
+				 * the peers dump: a peer line may be the one
+				 * lost, so its verdict is unknown). */
+				if (p->stat_end)
+					p->peers.lost = true;
+				else
+					p->dropped++;
 				p->skipping = true;
 				p->len = 0;
 			} else {

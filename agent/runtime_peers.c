@@ -102,7 +102,7 @@ void runtime_peers_line(struct runtime_peers *p, const char *line, size_t len)
 enum core_peers runtime_peers_end(struct runtime_peers *p)
 {
 	section_end(p);
-	if (p->sections == 0)
+	if (p->sections == 0 || p->lost)
 		return CORE_PEERS_UNKNOWN;
 	return p->connected == p->remote ? CORE_PEERS_CONNECTED : CORE_PEERS_APART;
 }

@@ -254,6 +254,23 @@ START_TEST(peers_words)
 	snprintf(d, sizeof(d), "%s%s%s\n%s%s%s", sec, up, tab, sec, apart[1], tab);
 	ck_assert_int_eq(peers_of(p, rs, d), CORE_PEERS_APART);
 	ck_assert_uint_eq(p->peers.sections, 2);
+	/* A line over RUNTIME_LINE_MAX in the dump (the peer line lost, the
+	 * rest says connected): unknown, and no CSV line lost for the
+	 * servers' removal. */
+	size_t big = RUNTIME_LINE_MAX + 64;
+	char *t = malloc(big + 512);
+	int n = snprintf(t, 512, "# pxname,svname,qcur,scur,status\nllm,s1,0,1,UP\n\n%s  0x3: id=b(remote,inactive) ",
+			 sec);
+	memset(t + n, 'x', big);
+	snprintf(t + n + big, 512, "\n%s%s", up, tab);
+	runtime_csv_init(p);
+	memset(rs, 0, sizeof(*rs));
+	ck_assert_int_eq(runtime_csv_feed(p, t, strlen(t), collect, rs), 0);
+	ck_assert_int_eq(runtime_csv_finish(p, collect, rs), 0);
+	ck_assert_uint_eq(rs->n, 1);
+	ck_assert_uint_eq(p->dropped, 0);
+	ck_assert_int_eq(runtime_peers_end(&p->peers), CORE_PEERS_UNKNOWN);
+	free(t);
 	free(p);
 	free(rs);
 }
