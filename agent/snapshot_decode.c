@@ -389,19 +389,22 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 			goto out;
 		}
 	}
-	size_t entries_at = rd.off;
-	if (snapshot_entries(&rd, c, n_ent, eps, n_ep, now_ms, downtime, false,
-			     false, res) < 0) {
-		snapshot_err(err, errlen, "affinity record invalid near byte %zu",
-			     rd.off);
-		goto out;
-	}
-	size_t homes_at = rd.off;
-	if (snapshot_entries(&rd, c, n_homes, eps, n_ep, now_ms, downtime, false,
-			     true, res) < 0) {
-		snapshot_err(err, errlen, "home record invalid near byte %zu",
-			     rd.off);
-		goto out;
+	/* The records: the affinity entries, then the homes, the same
+	 * triples; checked here, imported once everything is. */
+	struct {
+		uint64_t n;
+		bool homes;
+		const char *what;
+		size_t at;
+	} recs[2] = { { n_ent, false, "affinity", 0 }, { n_homes, true, "home", 0 } };
+	for (int k = 0; k < 2; k++) {
+		recs[k].at = rd.off;
+		if (snapshot_entries(&rd, c, recs[k].n, eps, n_ep, now_ms, downtime,
+				     false, recs[k].homes, res) < 0) {
+			snapshot_err(err, errlen, "%s record invalid near byte %zu",
+				     recs[k].what, rd.off);
+			goto out;
+		}
 	}
 	if (rd.off != rd.len) {
 		snapshot_err(err, errlen, "%zu unexpected bytes after the records",
@@ -422,10 +425,11 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 	/* The verdicts first: their TTL is the entries'. */
 	core_routers_restore(c, routers & SNAPSHOT_ROUTERS_ENGINES,
 			     routers & SNAPSHOT_ROUTERS_HINTS, now_ms);
-	rd.off = entries_at;
-	snapshot_entries(&rd, c, n_ent, eps, n_ep, now_ms, downtime, true, false, res);
-	rd.off = homes_at;
-	snapshot_entries(&rd, c, n_homes, eps, n_ep, now_ms, downtime, true, true, res);
+	for (int k = 0; k < 2; k++) {
+		rd.off = recs[k].at;
+		snapshot_entries(&rd, c, recs[k].n, eps, n_ep, now_ms, downtime, true,
+				 recs[k].homes, res);
+	}
 	rc = 0;
 out:
 	msgpack_unpacked_destroy(&rd.u);

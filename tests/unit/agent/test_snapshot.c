@@ -319,6 +319,41 @@ START_TEST(home_survives_restart)
 }
 END_TEST
 
+/* A home that names no endpoint record: the whole file refused, with the
+ * byte, and nothing imported (its entry neither). */
+START_TEST(bad_home_refused)
+{
+	struct core *a = make_core(64, -1, false);
+	struct core_affinity_record rec = {
+		.akey = 0xabcdef0123456789ull, .endpoint = ep_index(a, 1), .idle_ms = 0,
+	};
+	ck_assert_int_eq(core_affinity_import(a, &rec, 5000), 0);
+	ck_assert_int_eq(core_homes_import(a, &rec, 5000), 0);
+	char *buf;
+	size_t len;
+	ck_assert_int_eq(snapshot_encode(a, 5000, T0_UNIX_MS, &buf, &len), 0);
+	core_destroy(a);
+	/* The last triple is the home: akey (0xcf + 8), endpoint, idle 0. */
+	uint8_t *b = (uint8_t *)buf;
+	size_t ep_at = len - SNAPSHOT_TRAILER_LEN - 2;
+	ck_assert_uint_eq(b[ep_at + 1], 0);
+	ck_assert_uint_eq(b[ep_at - 9], 0xcf);
+	b[ep_at] = 0x7f; /* record 127 of 4 */
+	reseal(b, len);
+	struct core *c = make_core(64, -1, false);
+	char err[512];
+	ck_assert_int_eq(snapshot_load_buffer(c, b, len, 0, T0_UNIX_MS, NULL, err,
+					      sizeof(err)), -EBADMSG);
+	ck_assert_msg(strstr(err, "home record invalid near byte") != NULL, "%s", err);
+	struct core_stats cs;
+	core_stats(c, &cs);
+	ck_assert_uint_eq(cs.affinity_entries, 0);
+	ck_assert_uint_eq(cs.homes_entries, 0);
+	core_destroy(c);
+	free(buf);
+}
+END_TEST
+
 /* A version 3 file (no homes), as the agent wrote it before: loads. */
 START_TEST(reads_version_3)
 {
@@ -1140,6 +1175,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, reads_version_1);
 	tcase_add_test(tc, reads_version_3);
 	tcase_add_test(tc, home_survives_restart);
+	tcase_add_test(tc, bad_home_refused);
 	tcase_add_loop_test(tc, routers_verdicts_restored, 0, 2);
 	tcase_add_test(tc, million);
 	suite_add_tcase(s, tc);
