@@ -523,9 +523,10 @@ struct core_routers_info {
 };
 void core_routers_info(const struct core *c, struct core_routers_info *out);
 
-/* Notes HAProxy's peers at now_ms (each runtime-API poll): connected, a
- * shared warm hint that holds only this HAProxy's own writes still shows
- * that no other HAProxy routes these keys. */
+/* Notes what HAProxy said of its peers at now_ms (the runtime API's
+ * `show peers`, which the agent asks every 5 s while requests carry
+ * hints): connected, hints that are all this HAProxy's own still show
+ * that no other HAProxy routes these keys (routers.h, routers_link). */
 void core_peers_note(struct core *c, enum core_peers peers, uint64_t now_ms);
 
 /* Restores the verdicts of policy.routers auto (core_routers_info's
