@@ -170,9 +170,10 @@ static bool logsrc_sock_reading(const struct logsrc_sock *s)
 }
 
 /* Reads s's datagrams: at most LOGSRC_BATCH, and none after the one that
- * took the pass past budget_ns (logsrc.h). */
+ * took the pass past budget_ns, which is not looked at before the
+ * min-th (logsrc.h). */
 static void logsrc_sock_read(struct logsrc *ls, struct logsrc_sock *s,
-			     uint64_t budget_ns)
+			     uint64_t budget_ns, unsigned min)
 {
 	uint64_t start = uv_hrtime();
 	uint64_t now_ms = uv_now(ls->loop);
@@ -192,7 +193,7 @@ static void logsrc_sock_read(struct logsrc *ls, struct logsrc_sock *s,
 			len = sizeof(ls->buf);
 		}
 		logsrc_handle(ls, ls->buf, len, now_ms, wall_ms);
-		if (uv_hrtime() - start >= budget_ns)
+		if (i + 1 >= min && uv_hrtime() - start >= budget_ns)
 			break;
 	}
 	/* More may be waiting: level-triggered, the poll fires again on the
@@ -217,7 +218,7 @@ static void logsrc_on_readable(uv_poll_t *h, int status, int events)
 			  ls->route->log_input ? "on" : "off");
 		return;
 	}
-	logsrc_sock_read(ls, s, ls->pass_ns);
+	logsrc_sock_read(ls, s, ls->pass_ns, 1);
 }
 
 static void logsrc_on_closed(uv_handle_t *h)
@@ -259,9 +260,11 @@ void logsrc_catch_up(void *arg)
 	if (ls->route == NULL || !ls->route->log_lines)
 		return;
 	if (logsrc_sock_reading(&ls->unix_sock))
-		logsrc_sock_read(ls, &ls->unix_sock, ls->catch_up_ns);
+		logsrc_sock_read(ls, &ls->unix_sock, ls->catch_up_ns,
+				 LOGSRC_CATCH_UP_MIN);
 	if (logsrc_sock_reading(&ls->udp_sock))
-		logsrc_sock_read(ls, &ls->udp_sock, ls->catch_up_ns);
+		logsrc_sock_read(ls, &ls->udp_sock, ls->catch_up_ns,
+				 LOGSRC_CATCH_UP_MIN);
 }
 
 /* 0 when nothing answers at path (absent, or a stale socket), -EADDRINUSE

@@ -27,8 +27,16 @@ struct route;
  * before the frames that wait for them, so it may take longer than a
  * readiness callback, but a tenth of the example's `timeout processing`
  * at most (strace of a starved agent: an unbounded catch-up made route
- * frames wait 30 ms behind lines that kept coming). */
+ * frames wait 30 ms behind lines that kept coming). The bound applies
+ * from the LOGSRC_CATCH_UP_MIN-th line on: a catch-up preempted on its
+ * first line (wall time passes, not its own) used to stop there, leaving
+ * behind it the line of the turn the frame continued (e2e agentloop-2.6
+ * under ASan, 1 run in about 50: turn 2 by hash; 3 of 5 with a 6 ms
+ * stall after each line). The lines queued when a frame is read are
+ * about as many as the requests that ended since the last pass: 16 cover
+ * a few dozen callers, and take tens of microseconds unpreempted. */
 #define LOGSRC_CATCH_UP_NS 5000000u
+#define LOGSRC_CATCH_UP_MIN 16
 /* Largest datagram read whole (HAProxy's largest `len` is 65535; the
  * example configs use 4096). A longer one is cut and counted. */
 #define LOGSRC_BUF 16384

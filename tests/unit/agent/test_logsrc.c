@@ -963,6 +963,40 @@ START_TEST(pass_budget)
 }
 END_TEST
 
+/* A catch-up reads LOGSRC_CATCH_UP_MIN lines before its time bound may
+ * stop it: one preempted on its first line (here: a bound of 0) still
+ * reads the lines queued behind it, among them the one that ended the
+ * turn the frame continues; past the minimum, the bound holds. */
+START_TEST(catch_up_minimum)
+{
+	static struct lsock t;
+	lsock_open(&t, "catchup.sock");
+	t.ls.catch_up_ns = 0;
+	char buf[1024];
+	size_t n = line(buf, sizeof(buf), "s1", "s1", 200, "----", "0", 1);
+	logsrc_catch_up(&t.ls); /* before HAProxy's first line: no recv */
+	send_to(&t.loop, t.path, buf, n);
+	uv_run(&t.loop, UV_RUN_NOWAIT);
+	ck_assert_uint_eq(t.r.log.received, 1);
+	ck_assert(t.r.log_lines);
+	/* held, as when epoll reports the connection first */
+	ck_assert_int_eq(uv_poll_stop(&t.ls.unix_sock.poll), 0);
+	for (int i = 0; i < 10; i++)
+		send_to(&t.loop, t.path, buf, n);
+	logsrc_catch_up(&t.ls);
+	ck_assert_uint_eq(t.r.log.received, 11);
+	for (int i = 0; i < LOGSRC_CATCH_UP_MIN + 5; i++)
+		send_to(&t.loop, t.path, buf, n);
+	logsrc_catch_up(&t.ls);
+	ck_assert_uint_eq(t.r.log.received, 11 + LOGSRC_CATCH_UP_MIN);
+	t.ls.catch_up_ns = LOGSRC_CATCH_UP_NS;
+	logsrc_catch_up(&t.ls);
+	ck_assert_uint_eq(t.r.log.received, 16 + LOGSRC_CATCH_UP_MIN);
+	ck_assert_uint_eq(t.r.log.parsed, 16 + LOGSRC_CATCH_UP_MIN);
+	lsock_close(&t);
+}
+END_TEST
+
 /* A poll error (libuv stops the handle and reports it once): that socket
  * is no longer read; when none is, the log input is off, so that
  * non-streamed feedback ends requests again. libuv's part is played here:
@@ -1057,6 +1091,7 @@ static Suite *logsrc_suite(void)
 	tcase_add_test(tc, udp_and_none);
 	tcase_add_test(tc, lines_and_connections_take_turns);
 	tcase_add_test(tc, pass_budget);
+	tcase_add_test(tc, catch_up_minimum);
 	tcase_add_test(tc, line_before_frame_applied_first);
 	tcase_add_test(tc, poll_error_turns_input_off);
 	tcase_add_test(tc, config_checks);
