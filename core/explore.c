@@ -94,6 +94,9 @@ static void stop(struct pool_endpoint *e)
 	e->explore_fast = 0;
 	e->explore_slow = 0;
 	e->explore_sum = 0;
+	e->explore_hdr = 0;
+	e->explore_end_fast = 0;
+	e->explore_end_slow = 0;
 }
 
 /* Whether idx ranks before warm_idx for akey (rendezvous): a key it
@@ -107,7 +110,18 @@ static bool ranks_before(const struct core *c, uint64_t akey, uint32_t idx,
 	return rdv_before(&a, &b);
 }
 
-/* Whether k scores e's end-to-end times and they say slow. No verdict
+/* Whether e's times to headers, scored by k and warm, say slow: they
+ * then show its slowness (a server that sends its headers with the first
+ * token), and they can show its recovery. */
+static bool headers_slow(const struct core *c, const struct pool_endpoint *e,
+			 const struct pick *k)
+{
+	return k->use[0] && warm(c, e, k->sig[0]) &&
+	       e->ewma[k->sig[0]] > k->tolerated[0];
+}
+
+/* Whether k scores e's end-to-end times and they say slow, while its
+ * times to headers do not (explored: did not when it began). No verdict
  * "recovered" is then in reach: it needs them within the tolerance too
  * (explore_answer, e2e_slow), and they move only with the probes' own
  * ends of streams, one a spacing, at the EWMA's pace. Probes would only
@@ -115,10 +129,14 @@ static bool ranks_before(const struct core *c, uint64_t akey, uint32_t idx,
  * which forgets those times and judges it afresh (with the log input,
  * an endpoint 5x slow that recovered got 3.3% of the anonymous requests
  * 30-120 s after, fair 12.5%, probed; 4.7% not: docs/policy-v2.md,
- * section 16). */
+ * section 16). Where the headers said slow too, their probes judge it
+ * and a verdict "recovered" forgets the end-to-end times (recovered):
+ * section 35. */
 static bool e2e_holds(const struct core *c, const struct pool_endpoint *e,
 		      const struct pick *k)
 {
+	if (e->explore_on ? e->explore_hdr : headers_slow(c, e, k))
+		return false;
 	return k->use[1] && warm(c, e, k->sig[1]) && e->ewma[k->sig[1]] > k->tolerated[1];
 }
 
@@ -159,6 +177,7 @@ static uint32_t scan(struct core *c, const struct pick *k, uint64_t now_ms)
 			e->explore_on = 1;
 			e->explore_left = e->suspect == POOL_LEFT ||
 				(c->p.slow_run > 0 && e->slow_run >= c->p.slow_run);
+			e->explore_hdr = headers_slow(c, e, k);
 			uint64_t wait = spacing(c, e, v);
 			if (e->explore_left) {
 				e->explore_shift = EXPLORE_MAX_SHIFT;
@@ -285,16 +304,32 @@ static bool e2e_slow(struct core *c, const struct pool_endpoint *e,
  * prompt, a cache hit) are then undone by its next three slow ones, not
  * ten (anonymous requests: docs/policy-v2.md, section 26). The slow
  * rules' marks are cleared. */
+static void restart(struct core *c, struct pool_endpoint *e, uint32_t idx,
+		    unsigned sig, double ms)
+{
+	e->ewma[sig] = ms;
+	if (e->samples[sig] > RETRIAL_SAMPLES)
+		e->samples[sig] = RETRIAL_SAMPLES;
+	c->ewma_version[sig]++;
+	order_fix(c, sig, idx);
+}
+
 static void recovered(struct core *c, struct pool_endpoint *e, uint32_t idx,
-		      unsigned sig, double limit, uint64_t now_ms)
+		      unsigned sig, double limit, struct view *v,
+		      bool e2e_stale, uint64_t now_ms)
 {
 	double mean = e->explore_sum / e->explore_fast;
-	if (e->ewma[sig] > limit && mean < e->ewma[sig]) {
-		e->ewma[sig] = mean;
-		if (e->samples[sig] > RETRIAL_SAMPLES)
-			e->samples[sig] = RETRIAL_SAMPLES;
-		c->ewma_version[sig]++;
-		order_fix(c, sig, idx);
+	if (e->ewma[sig] > limit && mean < e->ewma[sig])
+		restart(c, e, idx, sig, mean);
+	if (e2e_stale) {
+		/* judged on its headers, its end-to-end times still from the
+		 * slowdown: they restart from their peers' median */
+		for (unsigned kind = 0; kind < CORE_KIND_COUNT; kind++) {
+			unsigned s = pool_sig(true, kind);
+			double med = view_median(c, v, s);
+			if (warm(c, e, s) && e->ewma[s] > c->p.sticky_tolerance * med)
+				restart(c, e, idx, s, med);
+		}
 	}
 	if (e->explore_left)
 		reclaim_add(c, idx, now_ms);
@@ -306,6 +341,53 @@ static void recovered(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	c->explore.recovered++;
 	c->version++; /* its idle horizon and candidacy may move */
 	stop(e);
+}
+
+/* Verdict "still slow": probed half as often, a new window. */
+static void still_slow(struct pool_endpoint *e)
+{
+	if (e->explore_shift < EXPLORE_MAX_SHIFT)
+		e->explore_shift++;
+	e->explore_fast = 0;
+	e->explore_slow = 0;
+	e->explore_sum = 0;
+	e->explore_end_fast = 0;
+	e->explore_end_slow = 0;
+}
+
+/* The limit e's answers to headers (signal sig) are judged by: the
+ * tolerance over its peers' median in v, or over its own usual where that
+ * is slower, as fast_enough allows. */
+static double headers_limit(struct core *c, const struct pool_endpoint *e,
+			    struct view *v, unsigned sig)
+{
+	double ref = view_median(c, v, sig);
+	if (e->base_n[sig] > 0 && e->base[sig] > ref)
+		ref = e->base[sig];
+	return c->p.sticky_tolerance * ref;
+}
+
+/* Whether e's probes answered fast on their headers (signal sig): enough
+ * of them, and more than slow. */
+static bool headers_fast(const struct core *c, const struct pool_endpoint *e,
+			 unsigned sig)
+{
+	return e->explore_fast >= verdict_answers(c, e, sig) &&
+	       e->explore_fast > e->explore_slow;
+}
+
+/* e's probes were fast on their headers, its end-to-end EWMA is still
+ * the slowdown's, and its headers showed the slowdown (explore_hdr): the
+ * probes' own ends judge it, once one is in (explore_end). */
+static void judge_ends(struct core *c, struct pool_endpoint *e, uint32_t idx,
+		       unsigned sig, struct view *v, uint64_t now_ms)
+{
+	if (e->explore_end_slow >= e->explore_end_fast) {
+		if (e->explore_end_slow > 0)
+			still_slow(e);
+		return; /* none in yet: the next end or answer judges */
+	}
+	recovered(c, e, idx, sig, headers_limit(c, e, v, sig), v, true, now_ms);
 }
 
 void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
@@ -321,28 +403,43 @@ void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	if (!e->explore_on || start_ms < e->explore_from_ms)
 		return; /* not explored, or sent before: old news */
 	struct view *v = view_get(c, MODEL_NONE, CORE_TIER_MAX, now_ms);
-	double ref = view_median(c, v, sig);
-	if (!pool_sig_e2e(sig) && e->base_n[sig] > 0 && e->base[sig] > ref)
-		ref = e->base[sig]; /* its own usual, as fast_enough allows */
-	double limit = c->p.sticky_tolerance * ref;
+	double limit = headers_limit(c, e, v, sig);
 	if (tr_ms <= limit) {
 		e->explore_sum += tr_ms;
 		e->explore_fast++;
 	} else {
 		e->explore_slow++;
 	}
-	bool fast = e->explore_fast >= verdict_answers(c, e, sig) &&
-		    e->explore_fast > e->explore_slow;
-	if (fast && !e2e_slow(c, e, v)) {
-		recovered(c, e, idx, sig, limit, now_ms);
-	} else if (fast || e->explore_slow > e->explore_fast) {
-		/* still slow: probed half as often, a new window */
-		if (e->explore_shift < EXPLORE_MAX_SHIFT)
-			e->explore_shift++;
-		e->explore_fast = 0;
-		e->explore_slow = 0;
-		e->explore_sum = 0;
+	bool fast = headers_fast(c, e, sig);
+	if (fast && e2e_slow(c, e, v)) {
+		if (e->explore_hdr)
+			judge_ends(c, e, idx, sig, v, now_ms);
+		else
+			still_slow(e);
+	} else if (fast) {
+		recovered(c, e, idx, sig, limit, v, false, now_ms);
+	} else if (e->explore_slow > e->explore_fast) {
+		still_slow(e);
 	}
+}
+
+void explore_end(struct core *c, struct pool_endpoint *e, uint32_t idx,
+		 unsigned kind, double ms_per_kib, uint64_t start_ms,
+		 uint64_t now_ms)
+{
+	if (!e->explore_on || !e->explore_hdr || start_ms < e->explore_from_ms)
+		return;
+	struct view *v = view_get(c, MODEL_NONE, CORE_TIER_MAX, now_ms);
+	unsigned sig = pool_sig(true, kind);
+	if (ms_per_kib <= c->p.sticky_tolerance * view_median(c, v, sig)) {
+		if (e->explore_end_fast < UINT8_MAX)
+			e->explore_end_fast++;
+	} else if (e->explore_end_slow < UINT8_MAX) {
+		e->explore_end_slow++;
+	}
+	unsigned hsig = pool_sig(false, kind);
+	if (headers_fast(c, e, hsig) && e2e_slow(c, e, v))
+		judge_ends(c, e, idx, hsig, v, now_ms);
 }
 
 /* A check is slow only this much over its peers' median too: checks of a

@@ -25,8 +25,12 @@
  * for one idle_reset (explore_reclaim). One slow answer
  * more than the fast ones is the verdict "still slow". An endpoint whose
  * spread would need more answers than a re-trial takes is not explored,
- * nor one whose end-to-end EWMA says slow (the verdict needs it fast,
- * and only idle_reset's re-trial, which probes would put off, forgets it).
+ * nor one whose end-to-end EWMA says slow while its times to headers do
+ * not (the verdict needs it fast, and only idle_reset's re-trial, which
+ * probes would put off, forgets it). One whose headers said slow too is
+ * explored: once its probes' headers are fast, their own ends judge it
+ * (explore_end), and the verdict "recovered" restarts the stale
+ * end-to-end EWMA from its peers' median.
  * Every answer also goes to the EWMA as any success does; failures go to
  * the breaker as any do. */
 #ifndef WARMLANE_CORE_EXPLORE_H
@@ -115,6 +119,14 @@ static inline void explore_heard(struct pool_endpoint *e, uint64_t start_ms)
 void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		    unsigned sig, double tr_ms, uint64_t start_ms,
 		    uint64_t now_ms);
+
+/* The end of a stream of endpoint idx (kind: its stream kind), ms_per_kib
+ * its end-to-end time per KiB sent, for a request started at start_ms:
+ * while e is explored on its headers but its end-to-end EWMA still holds
+ * the slowdown, the probes' own ends judge it (explore.c, judge_ends). */
+void explore_end(struct core *c, struct pool_endpoint *e, uint32_t idx,
+		 unsigned kind, double ms_per_kib, uint64_t start_ms,
+		 uint64_t now_ms);
 
 /* HAProxy's layer-7 health check of endpoint idx took ms, read at now_ms
  * (0: none, or not layer 7: the last one holds until it is

@@ -527,6 +527,8 @@ int core_complete(struct core *c, const struct core_completion *cc,
 		double kib = (double)(cc->bytes > E2E_MIN_BYTES ? cc->bytes : E2E_MIN_BYTES) / 1024;
 		ewma_add(c, e, idx, pool_sig(true, cc->stream),
 			 (double)cc->total_ms / kib);
+		explore_end(c, e, idx, cc->stream, (double)cc->total_ms / kib,
+			    start, now_ms);
 	}
 	return 0;
 }

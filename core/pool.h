@@ -206,6 +206,10 @@ struct pool_endpoint {
 	uint8_t explore_fast;
 	uint8_t explore_slow;
 	uint8_t explore_shift;      /* verdicts "still slow" in a row */
+	uint8_t explore_hdr;        /* its times to headers said slow when
+				     * it began: they judge it (e2e_holds) */
+	uint8_t explore_end_fast;   /* its probes' ends, with explore_hdr */
+	uint8_t explore_end_slow;
 	/* in_flight and the rate of this agent's decisions for it, averaged
 	 * over time: EWMAs sampled at each runtime poll (core_endpoint_sync),
 	 * time constant idle_reset (load_note in core.c); what

@@ -322,28 +322,26 @@ START_TEST(explore_quiet_keeps_warm_keys)
 }
 END_TEST
 
-START_TEST(explore_not_while_e2e_slow)
+/* With the log input, x turns slower (its end-to-end times 5x, its times
+ * to headers slow_tr) and is left; then its headers are FAST_MS again and
+ * its streams end in after_e2e ms (1,000: its peers'). Returns the new
+ * keys x got of 4,000, *last of the last 400, *probes exploration's. */
+static int e2e_slow_then_fast(int64_t slow_tr, int64_t after_e2e,
+			      uint64_t idle_reset_ms, int *last, uint64_t *probes,
+			      uint64_t *verdicts)
 {
-	/* With the log input, x turns 5x slower on both signals and is left;
-	 * then it recovers. Its end-to-end EWMA still says slow and moves
-	 * only with answers, so a probe's verdict could not say "recovered":
-	 * x is not probed, goes idle, and idle_reset's re-trial (20 s here)
-	 * forgets its times and gives it its share back. Probed (the rule
-	 * off), it got 14 probes, each verdict "still slow", which kept it
-	 * from going idle: 751 of the 4,000 new keys against 911
-	 * (docs/policy-v2.md, section 16). */
 	struct fx f;
-	int x = fleet(&f, 0.25, 20 * 1000), last;
+	int x = fleet(&f, 0.25, idle_reset_ms);
 	uint64_t s = 1;
-	run_ends(&f, x, FAST_MS, 1000, &s, 400, 100, &last);
-	ck_assert_int_gt(last, 10); /* warm on both signals, its share */
-	run_ends(&f, x, SLOW_MS, 5000, &s, 300, 100, &last);
-	ck_assert_int_le(last, 100 / 16);
+	run_ends(&f, x, FAST_MS, 1000, &s, 400, 100, last);
+	ck_assert_int_gt(*last, 10); /* warm on both signals, its share */
+	run_ends(&f, x, slow_tr, 5000, &s, 300, 100, last);
+	ck_assert_int_le(*last, 100 / 16);
 	/* the ends of its streams that were under way */
 	for (int i = 0; i < 20; i++) {
 		struct core_completion cc = {
 			.endpoint = x, .status = 200, .end = CORE_END_COMPLETE,
-			.tr_ms = SLOW_MS, .total_ms = 5000, .bytes = 4096,
+			.tr_ms = slow_tr, .total_ms = 5000, .bytes = 4096,
 		};
 		ck_assert_int_eq(core_complete(f.c, &cc, f.now), 0);
 	}
@@ -351,14 +349,62 @@ START_TEST(explore_not_while_e2e_slow)
 	struct core_stats before, after;
 	core_stats(f.c, &before);
 	/* recovered: 4,000 decisions, about 200 s of the fake clock */
-	int n = run_ends(&f, x, FAST_MS, 1000, &s, 4000, 400, &last);
+	int n = run_ends(&f, x, FAST_MS, after_e2e, &s, 4000, 400, last);
 	core_stats(f.c, &after);
-	printf("# e2e slow, then recovered: x got %d of 4000 new keys, %d of the last 400;"
-	       " %llu probes\n", n, last,
-	       (unsigned long long)(after.explore_probes - before.explore_probes));
-	ck_assert_uint_eq(after.explore_probes, before.explore_probes);
-	ck_assert_int_ge(last, (int)(0.8 * 400 / 4));
+	*probes = after.explore_probes - before.explore_probes;
+	*verdicts = after.explore_recovered - before.explore_recovered;
 	fx_finish(&f);
+	return n;
+}
+
+START_TEST(explore_not_while_e2e_slow)
+{
+	/* x's headers come at admission (as vLLM sends them): fast whatever
+	 * its speed, only its end-to-end times say slow, and they move only
+	 * with answers, so a probe's verdict could not say "recovered": x is
+	 * not probed, goes idle, and idle_reset's re-trial (20 s here)
+	 * forgets its times and gives it its share back. Probed (the rule
+	 * off), it got 14 probes, each verdict "still slow", which kept it
+	 * from going idle: 751 of the 4,000 new keys against 911
+	 * (docs/policy-v2.md, section 16). */
+	int last;
+	uint64_t probes, verdicts;
+	int n = e2e_slow_then_fast(FAST_MS, 1000, 20 * 1000, &last, &probes, &verdicts);
+	printf("# e2e slow, headers fast, then recovered: x got %d of 4000 new keys,"
+	       " %d of the last 400; %llu probes\n", n, last, (unsigned long long)probes);
+	ck_assert_uint_eq(probes, 0);
+	ck_assert_int_ge(last, (int)(0.8 * 400 / 4));
+}
+END_TEST
+
+START_TEST(explore_headers_judge_e2e_slow)
+{
+	/* x's headers come with its first token (llama.cpp): slow on both
+	 * signals, its probes' times to headers show its recovery, their own
+	 * ends confirm it, and the verdict restarts its end-to-end EWMA
+	 * (still the slowdown's) from its peers' median. No idle_reset within
+	 * reach: without the rule (e2e_holds for it too) x got no probe and
+	 * none of the 4,000 keys (docs/policy-v2.md, section 35). */
+	int last;
+	uint64_t probes, verdicts;
+	int n = e2e_slow_then_fast(SLOW_MS, 1000, IDLE_HOUR, &last, &probes, &verdicts);
+	printf("# slow on both, then recovered: x got %d of 4000 new keys,"
+	       " %d of the last 400; %llu probes, %llu verdicts \"recovered\"\n", n,
+	       last, (unsigned long long)probes, (unsigned long long)verdicts);
+	ck_assert_uint_gt(probes, 0);
+	ck_assert_uint_eq(verdicts, 1);
+	ck_assert_int_ge(last, (int)(0.8 * 400 / 4));
+	/* Its headers fast again but its streams still 5x slower (its
+	 * decode): the probes' ends say so, no verdict "recovered" (judged
+	 * on their headers alone: 1, and 4 keys before it was left again),
+	 * and exploration's bounded share. */
+	n = e2e_slow_then_fast(SLOW_MS, 5000, IDLE_HOUR, &last, &probes, &verdicts);
+	printf("# slow on both, then fast headers only: x got %d of 4000 new keys,"
+	       " %d of the last 400; %llu probes, %llu verdicts\n", n, last,
+	       (unsigned long long)probes, (unsigned long long)verdicts);
+	ck_assert_uint_gt(probes, 0);
+	ck_assert_uint_eq(verdicts, 0);
+	ck_assert_int_le(n, 4000 / 16);
 }
 END_TEST
 
@@ -627,6 +673,7 @@ static Suite *explore_suite(void)
 	tcase_add_test(tc, explore_quiet_is_not_starved);
 	tcase_add_test(tc, explore_quiet_keeps_warm_keys);
 	tcase_add_test(tc, explore_not_while_e2e_slow);
+	tcase_add_test(tc, explore_headers_judge_e2e_slow);
 	tcase_add_test(tc, explore_false_verdict_undone);
 	tcase_add_test(tc, check_recovered_gets_share_back);
 	tcase_add_test(tc, check_vouches_until_warm);
