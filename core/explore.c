@@ -129,9 +129,9 @@ static bool headers_slow(const struct core *c, const struct pool_endpoint *e,
  * which forgets those times and judges it afresh (with the log input,
  * an endpoint 5x slow that recovered got 3.3% of the anonymous requests
  * 30-120 s after, fair 12.5%, probed; 4.7% not: docs/policy-v2.md,
- * section 16). Where the headers said slow too, their probes judge it
- * and a verdict "recovered" forgets the end-to-end times (recovered):
- * section 35. */
+ * section 16). Where the headers said slow too, the probes' headers and
+ * their own ends judge it (judge_ends), and a verdict "recovered"
+ * restarts the stale end-to-end EWMA (section 35). */
 static bool e2e_holds(const struct core *c, const struct pool_endpoint *e,
 		      const struct pick *k)
 {
@@ -297,13 +297,9 @@ static bool e2e_slow(struct core *c, const struct pool_endpoint *e,
 	return false;
 }
 
-/* Verdict "recovered": the stale EWMA gives way to the fast answers'
- * mean if it still says slow, and restarts from there as a re-trial's
- * does: the mean of its answers, RETRIAL_SAMPLES counted, until there
- * are 1/ewma_alpha. Two fast answers of a still slow endpoint (a short
- * prompt, a cache hit) are then undone by its next three slow ones, not
- * ten (anonymous requests: docs/policy-v2.md, section 26). The slow
- * rules' marks are cleared. */
+/* e's EWMA of signal sig restarts from ms, counted as RETRIAL_SAMPLES
+ * answers at most: the mean of its next answers until there are
+ * 1/ewma_alpha. */
 static void restart(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		    unsigned sig, double ms)
 {
@@ -314,6 +310,15 @@ static void restart(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	order_fix(c, sig, idx);
 }
 
+/* Verdict "recovered": the stale EWMA gives way to the fast answers'
+ * mean if it still says slow, and restarts from there as a re-trial's
+ * does: the mean of its answers, RETRIAL_SAMPLES counted, until there
+ * are 1/ewma_alpha. Two fast answers of a still slow endpoint (a short
+ * prompt, a cache hit) are then undone by its next three slow ones, not
+ * ten (anonymous requests: docs/policy-v2.md, section 26). The slow
+ * rules' marks are cleared. e2e_stale: judged by its probes' headers
+ * and ends (judge_ends), its end-to-end EWMA still the slowdown's
+ * restarts from its peers' median. */
 static void recovered(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		      unsigned sig, double limit, struct view *v,
 		      bool e2e_stale, uint64_t now_ms)
