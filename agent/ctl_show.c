@@ -139,7 +139,7 @@ void ctl_cmd_show_endpoints(struct ctl_cmd *cmd)
 			       "in_flight ewma_ms samples ewma_stream_ms samples_stream "
 			       "e2e_ms_per_kib e2e_stream_ms_per_kib key_state dead_key_left_ms "
 			       "window_ok window_fail decisions check_ms check rejoin_left_ms "
-			       "load_avg ms_per_request\n");
+			       "load_avg ms_per_request speed probed\n");
 	for (int i = core_endpoint_next(core, -1); i >= 0;
 	     i = core_endpoint_next(core, i)) {
 		struct core_endpoint_info in;
@@ -187,7 +187,8 @@ void ctl_cmd_show_endpoints(struct ctl_cmd *cmd)
 			ctl_out_num(o, in.load_avg, true);
 			ctl_out_printf(o, ",\"ms_per_request\":");
 			ctl_out_num(o, in.ms_per_request, true);
-			ctl_out_printf(o, "}");
+			ctl_out_printf(o, ",\"speed\":\"%s\",\"probed\":%s}",
+				       core_speed_name(in.speed), in.probed ? "true" : "false");
 		} else {
 			ctl_out_printf(o, "%s %s %s %s %s %s %" PRIu64 " %u ", in.backend,
 				       in.server, in.key_id != NULL ? in.key_id : "-",
@@ -210,7 +211,8 @@ void ctl_cmd_show_endpoints(struct ctl_cmd *cmd)
 			ctl_out_num(o, in.load_avg, false);
 			ctl_out_printf(o, " ");
 			ctl_out_num(o, in.ms_per_request, false);
-			ctl_out_printf(o, "\n");
+			ctl_out_printf(o, " %s %s\n", core_speed_name(in.speed),
+				       in.probed ? "yes" : "no");
 		}
 		if (o->full) {
 			o->len = mark; /* cut at the last whole endpoint */

@@ -330,6 +330,17 @@ void metrics_sample_ep_admin(struct metrics_text *t, const char *name,
 	}
 }
 
+void metrics_sample_ep_speed(struct metrics_text *t, const char *name,
+			     const struct core_endpoint_info *ep)
+{
+	for (int v = 0; v < CORE_SPEED_COUNT; v++) {
+		metrics_sample_ep_open(t, name, ep);
+		metrics_text_printf(t, ",speed=\"%s\"} %d\n",
+				    core_speed_name((enum core_speed)v),
+				    ep->speed == (enum core_speed)v);
+	}
+}
+
 void metrics_sample_ep_engine_age(struct metrics_text *t, const char *name,
 				  const struct core_endpoint_info *ep)
 {

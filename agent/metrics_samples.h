@@ -61,6 +61,7 @@ typedef void metrics_sample_ep_fn(struct metrics_text *t, const char *name,
 
 metrics_sample_ep_fn metrics_sample_ep_breaker;
 metrics_sample_ep_fn metrics_sample_ep_admin;
+metrics_sample_ep_fn metrics_sample_ep_speed;
 metrics_sample_ep_fn metrics_sample_ep_engine_age;
 metrics_sample_ep_fn metrics_sample_ep_engine_polls;
 metrics_sample_ep_fn metrics_sample_ep_artefact;

@@ -80,6 +80,18 @@ enum core_breaker {
 	CORE_BREAKER_COUNT
 };
 
+/* How the latency rules last judged an endpoint (core_endpoint_info):
+ * within sticky_tolerance of its peers (or not judged since), over it
+ * but kept by its own past, or left as slow (its warm keys move, new keys
+ * pass it over; also when its answers ran slower than its queue explains,
+ * policy.slow_run). */
+enum core_speed {
+	CORE_SPEED_FIT = 0,
+	CORE_SPEED_KEPT,
+	CORE_SPEED_LEFT,
+	CORE_SPEED_COUNT
+};
+
 /* What a response status means to the core (core_status_class). */
 enum core_outcome {
 	CORE_OUTCOME_SUCCESS = 0,  /* 1xx-3xx: EWMA, map refresh */
@@ -315,6 +327,10 @@ struct core_endpoint_info {
 	bool check_slow;                     /* slow against its peers' since */
 	bool check_vouch;                    /* found it recovered: its own
 					      * answers do not leave it yet */
+	enum core_speed speed;               /* the latency rules' verdict */
+	bool probed;                         /* exploration sends it a few
+					      * requests to learn whether it
+					      * recovered (explore.h) */
 	uint64_t rejoin_left_ms;             /* back from DOWN: until its few
 					      * requests in flight count as
 					      * spare capacity again */
@@ -753,6 +769,9 @@ const char *core_outcome_name(enum core_outcome o);
 
 /* The breaker state's name ("closed", "open", "half_open"), or "unknown". */
 const char *core_breaker_name(enum core_breaker b);
+
+/* The speed verdict's name ("fit", "kept", "left"), or "unknown". */
+const char *core_speed_name(enum core_speed v);
 
 /* The admin state's name ("enabled", "maint", ...), or "unknown". */
 const char *core_admin_name(enum core_admin a);

@@ -83,6 +83,17 @@ const char *core_breaker_name(enum core_breaker b)
 	return NAMES_GET(breaker_names, b, "unknown");
 }
 
+static const char *const speed_names[CORE_SPEED_COUNT] = {
+	[CORE_SPEED_FIT] = "fit",
+	[CORE_SPEED_KEPT] = "kept",
+	[CORE_SPEED_LEFT] = "left",
+};
+
+const char *core_speed_name(enum core_speed v)
+{
+	return NAMES_GET(speed_names, v, "unknown");
+}
+
 static const char *const admin_names[CORE_ADMIN_COUNT] = {
 	[CORE_ADMIN_ENABLED] = "enabled",
 	[CORE_ADMIN_MAINT] = "maint",

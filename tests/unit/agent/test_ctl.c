@@ -311,7 +311,7 @@ START_TEST(test_show_endpoints)
 						     uv_now(&f.h.loop)), 0);
 	}
 	a = talk(&f, "show endpoints\n");
-	ck_assert_msg(strstr(a, " decisions check_ms check rejoin_left_ms load_avg ms_per_request\n")
+	ck_assert_msg(strstr(a, " decisions check_ms check rejoin_left_ms load_avg ms_per_request speed probed\n")
 		      != NULL, "%s", a);
 	ck_assert_msg(strstr(a, " 40.000 ok 0 ") != NULL, "%s", a);
 	ck_assert_msg(strstr(a, " 210.000 slow 0 ") != NULL, "%s", a);
@@ -341,10 +341,46 @@ START_TEST(test_show_endpoints)
 	ck_assert_int_eq(core_endpoint_sync(core, b_idx, CORE_ADMIN_ENABLED, 6, now + 600000), 0);
 	a = talk(&f, "show endpoints -json\n");
 	b = strstr(a, "\"server\":\"b\"");
-	ck_assert_msg(b != NULL && strstr(b, "\"load_avg\":6.000,\"ms_per_request\":null}") != NULL,
+	ck_assert_msg(b != NULL && strstr(b, "\"load_avg\":6.000,\"ms_per_request\":null,") != NULL,
 		      "%s", a);
 	a = talk(&f, "show endpoints\n");
-	ck_assert_msg(strstr(a, " 6.000 -\n") != NULL, "%s", a);
+	ck_assert_msg(strstr(a, " 6.000 - fit no\n") != NULL, "%s", a);
+	fix_finish(&f);
+}
+END_TEST
+
+static void fix_abc(struct fix *f, const char *policy);
+
+/* c slows down 30x: a decision's latency rules leave it (speed left), and
+ * exploration then probes it; a and b stay fit. In the text form, the
+ * last two columns; in JSON, "speed" and "probed". */
+START_TEST(test_show_endpoints_speed)
+{
+	struct fix f;
+	fix_abc(&f, "explore_share: 0.25");
+	char *a = talk(&f, "show endpoints -json\n");
+	ck_assert_msg(strstr(a, "\"speed\":\"fit\",\"probed\":false}") != NULL, "%s", a);
+	ck_assert_msg(strstr(a, "\"speed\":\"left\"") == NULL, "%s", a);
+	for (int i = 0; i < 40; i++)
+		feedback(&f, "llm/c", 200, 3000, NULL);
+	/* new sessions, each answered: c's at 3 s */
+	struct route_decision d;
+	for (int i = 0; i < 400; i++) {
+		char key[16], srv[64];
+		snprintf(key, sizeof(key), "s%d", i);
+		decide(&f, key, &d);
+		snprintf(srv, sizeof(srv), "%s/%s", d.backend, d.server);
+		feedback(&f, srv, 200, strcmp(d.server, "c") == 0 ? 3000 : 100, &d);
+	}
+	a = talk(&f, "show endpoints\n");
+	ck_assert_msg(strstr(a, " load_avg ms_per_request speed probed\n") != NULL, "%s", a);
+	char *c = strstr(a, "\nllm c - ");
+	ck_assert_msg(c != NULL && strstr(c, " left yes\n") != NULL, "%s", a);
+	ck_assert_msg(strstr(a, " fit no\nllm b ") != NULL, "%s", a);
+	a = talk(&f, "show endpoints -json\n");
+	c = strstr(a, "\"server\":\"c\"");
+	ck_assert_msg(c != NULL && strstr(c, "\"speed\":\"left\",\"probed\":true}") != NULL,
+		      "%s", a);
 	fix_finish(&f);
 }
 END_TEST
@@ -895,6 +931,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, test_help_and_several_per_connection);
 	tcase_add_test(tc, test_show_info);
 	tcase_add_test(tc, test_show_endpoints);
+	tcase_add_test(tc, test_show_endpoints_speed);
 	tcase_add_test(tc, test_show_endpoints_bounded);
 	tcase_add_test(tc, test_show_and_clear_affinity);
 	tcase_add_test(tc, test_set_endpoint);

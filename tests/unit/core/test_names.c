@@ -27,6 +27,7 @@ WRAP(core_probe_name, enum core_probe)
 WRAP(core_end_name, enum core_end)
 WRAP(core_breaker_name, enum core_breaker)
 WRAP(core_admin_name, enum core_admin)
+WRAP(core_speed_name, enum core_speed)
 WRAP(core_trace_excl_name, enum core_trace_excl)
 WRAP(core_rung_name, enum core_rung)
 WRAP(core_score_by_name, enum core_score_by)
@@ -40,6 +41,7 @@ static const struct table tables[] = {
 	{ "end", core_end_name_u, CORE_END_COUNT, "unknown" },
 	{ "breaker", core_breaker_name_u, CORE_BREAKER_COUNT, "unknown" },
 	{ "admin", core_admin_name_u, CORE_ADMIN_COUNT, "unknown" },
+	{ "speed", core_speed_name_u, CORE_SPEED_COUNT, "unknown" },
 	{ "trace_excl", core_trace_excl_name_u, CORE_TRACE_EXCL_COUNT, "unknown" },
 	{ "rung", core_rung_name_u, CORE_RUNG_COUNT, NULL },
 	{ "score_by", core_score_by_name_u, CORE_SCORE_COUNT, NULL },
