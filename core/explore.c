@@ -291,7 +291,7 @@ static bool e2e_slow(struct core *c, const struct pool_endpoint *e,
 	for (unsigned kind = 0; kind < CORE_KIND_COUNT; kind++) {
 		unsigned sig = pool_sig(true, kind);
 		if (warm(c, e, sig) &&
-		    e->ewma[sig] > c->p.sticky_tolerance * view_median_peer(c, v, sig))
+		    e->ewma[sig] > c->p.sticky_tolerance * view_median(c, v, sig))
 			return true;
 	}
 	return false;
@@ -331,7 +331,7 @@ static void recovered(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		 * slowdown: they restart from their peers' median */
 		for (unsigned kind = 0; kind < CORE_KIND_COUNT; kind++) {
 			unsigned s = pool_sig(true, kind);
-			double med = view_median_peer(c, v, s);
+			double med = view_median(c, v, s);
 			if (warm(c, e, s) && e->ewma[s] > c->p.sticky_tolerance * med)
 				restart(c, e, idx, s, med);
 		}
@@ -366,7 +366,7 @@ static void still_slow(struct pool_endpoint *e)
 static double headers_limit(struct core *c, const struct pool_endpoint *e,
 			    struct view *v, unsigned sig)
 {
-	double ref = view_median_peer(c, v, sig);
+	double ref = view_median(c, v, sig);
 	if (e->base_n[sig] > 0 && e->base[sig] > ref)
 		ref = e->base[sig];
 	return c->p.sticky_tolerance * ref;
@@ -436,7 +436,7 @@ void explore_end(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		return;
 	struct view *v = view_get(c, MODEL_NONE, CORE_TIER_MAX, now_ms);
 	unsigned sig = pool_sig(true, kind);
-	if (ms_per_kib <= c->p.sticky_tolerance * view_median_peer(c, v, sig)) {
+	if (ms_per_kib <= c->p.sticky_tolerance * view_median(c, v, sig)) {
 		if (e->explore_end_fast < UINT8_MAX)
 			e->explore_end_fast++;
 	} else if (e->explore_end_slow < UINT8_MAX) {

@@ -272,7 +272,7 @@ static void queue_judge(struct core *c, struct pool_endpoint *e,
 	struct view *v = view_get(c, MODEL_NONE, CORE_TIER_MAX, now_ms);
 	if (e->spread_n[kind] < c->p.cold_start_samples ||
 	    sqrt(e->spread[kind]) > b ||
-	    tr <= c->p.sticky_tolerance * view_median_peer(c, v, sig)) {
+	    tr <= c->p.sticky_tolerance * view_median(c, v, sig)) {
 		/* too irregular for one answer to say much, or its peers
 		 * are as slow (load, not e) */
 		run_end(c, e, kind);
