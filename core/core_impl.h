@@ -51,7 +51,6 @@ struct view {
 	double total_rate_avg;   /* kept current by load_note (core.c) */
 	uint64_t median_version[POOL_SIGNALS];
 	double median[POOL_SIGNALS];
-	double median_peer[POOL_SIGNALS]; /* view_median_peer */
 	uint32_t *cand;          /* n slot indices */
 	uint64_t *member;        /* bitset over slots */
 	struct tier_sums tiers;  /* the candidates by tier (in flight kept
@@ -328,14 +327,6 @@ void ewma_moved_all(struct core *c);
 void view_build(struct core *c, struct view *v, int model, unsigned tier_max,
 		uint64_t now_ms);
 double view_median(struct core *c, struct view *v, unsigned sig);
-/* What an endpoint is judged slow against (sticky_tolerance times it):
- * the median, but among two candidates, both warm, the faster one. The
- * median of two is their mean, and no EWMA is over 2.5 times a mean it is
- * half of: the slower of two servers was never left. With three or more
- * the median of an endpoint above it is a peer's; with more candidates
- * than warm ones, two warm ones wait for the others as before (early in
- * a heterogeneous fleet, the first two say little of the rest). */
-double view_median_peer(struct core *c, struct view *v, unsigned sig);
 struct view *artefact_view(struct core *c, struct view *v, uint64_t a);
 struct view *tier_view(struct core *c, struct view *all, int model,
 		       uint64_t now_ms);

@@ -152,8 +152,7 @@ static void pick_signals(struct core *c, struct view *v, struct pick *k)
 		if (s == 1 && !k->use[1])
 			break;
 		k->median[s] = view_median(c, v, k->sig[s]);
-		k->tolerated[s] = c->p.sticky_tolerance *
-				  view_median_peer(c, v, k->sig[s]);
+		k->tolerated[s] = c->p.sticky_tolerance * k->median[s];
 	}
 }
 
