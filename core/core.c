@@ -667,9 +667,7 @@ int core_endpoint_info(const struct core *c, int idx, uint64_t now_ms,
 		.check_ms = explore_check_fresh(e, now_ms) ? e->check_ms : 0,
 		.check_slow = e->check_slow,
 		.check_vouch = e->check_vouch,
-		.speed = e->suspect == POOL_LEFT ||
-				 (c->p.slow_run > 0 && e->slow_run >= c->p.slow_run) ?
-			 CORE_SPEED_LEFT :
+		.speed = left_slow(c, e) ? CORE_SPEED_LEFT :
 			 e->suspect == POOL_KEPT ? CORE_SPEED_KEPT : CORE_SPEED_FIT,
 		.probed = e->explore_on != 0,
 		.rejoin_left_ms = e->rejoin_until_ms > now_ms ?

@@ -276,6 +276,21 @@ static inline bool warm(const struct core *c, const struct pool_endpoint *e,
 	return e->samples[sig] > 0 && e->samples[sig] >= need;
 }
 
+/* Whether the slow-run detector (policy.slow_run, learn.c queue_judge)
+ * has left e: that many answers in a row slower than its queue explains. */
+static inline bool slow_run_left(const struct core *c,
+				 const struct pool_endpoint *e)
+{
+	return c->p.slow_run > 0 && e->slow_run >= c->p.slow_run;
+}
+
+/* Whether e is left as slow: by the latency rules (fast_enough) or by
+ * the slow-run detector. */
+static inline bool left_slow(const struct core *c, const struct pool_endpoint *e)
+{
+	return e->suspect == POOL_LEFT || slow_run_left(c, e);
+}
+
 static inline bool any_samples(const struct pool_endpoint *e)
 {
 	uint32_t any = 0;

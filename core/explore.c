@@ -56,8 +56,7 @@ static unsigned verdict_answers(const struct core *c,
 static bool worth(const struct core *c, const struct pool_endpoint *e,
 		  const struct view *v, unsigned sig, uint64_t now_ms)
 {
-	if (e->suspect == POOL_LEFT ||
-	    (c->p.slow_run > 0 && e->slow_run >= c->p.slow_run))
+	if (left_slow(c, e))
 		return true;
 	const struct explore *x = &c->explore;
 	if (!e->seen || !any_samples(e) || x->gap_ms <= 0 || now_ms < e->last_seen_ms)
@@ -72,8 +71,7 @@ static bool worth(const struct core *c, const struct pool_endpoint *e,
  * after idle_reset forgot its samples (which then judges it). */
 static bool left_no_more(const struct core *c, const struct pool_endpoint *e)
 {
-	return e->suspect == POOL_FIT &&
-	       !(c->p.slow_run > 0 && e->slow_run >= c->p.slow_run);
+	return e->suspect == POOL_FIT && !slow_run_left(c, e);
 }
 
 /* Decisions between two probes of e in v. */
@@ -175,8 +173,7 @@ static uint32_t scan(struct core *c, const struct pick *k, uint64_t now_ms)
 			 * slowdown, whatever the rate: docs/policy-v2.md). */
 			stop(e);
 			e->explore_on = 1;
-			e->explore_left = e->suspect == POOL_LEFT ||
-				(c->p.slow_run > 0 && e->slow_run >= c->p.slow_run);
+			e->explore_left = left_slow(c, e);
 			e->explore_hdr = headers_slow(c, e, k);
 			uint64_t wait = spacing(c, e, v);
 			if (e->explore_left) {
@@ -279,6 +276,17 @@ static void reclaim_add(struct core *c, uint32_t idx, uint64_t now_ms)
 	x->reclaim_until_ms[j] = now_ms + ms;
 }
 
+/* Whether e's end-to-end EWMA of signal sig is warm and over the
+ * tolerance; *med gets the median in v it was judged by. */
+static bool e2e_over(struct core *c, const struct pool_endpoint *e,
+		     struct view *v, unsigned sig, double *med)
+{
+	if (!warm(c, e, sig))
+		return false;
+	*med = view_median(c, v, sig);
+	return e->ewma[sig] > c->p.sticky_tolerance * *med;
+}
+
 /* Whether e's end-to-end EWMA, in use and warm, still says slow: its
  * time to headers may be admission alone (headers before prefill, as
  * vLLM sends them), fast whatever its speed. That EWMA then moves with
@@ -288,12 +296,10 @@ static bool e2e_slow(struct core *c, const struct pool_endpoint *e,
 {
 	if (c->p.score_by == CORE_SCORE_HEADERS)
 		return false;
-	for (unsigned kind = 0; kind < CORE_KIND_COUNT; kind++) {
-		unsigned sig = pool_sig(true, kind);
-		if (warm(c, e, sig) &&
-		    e->ewma[sig] > c->p.sticky_tolerance * view_median(c, v, sig))
+	double med;
+	for (unsigned kind = 0; kind < CORE_KIND_COUNT; kind++)
+		if (e2e_over(c, e, v, pool_sig(true, kind), &med))
 			return true;
-	}
 	return false;
 }
 
@@ -331,8 +337,8 @@ static void recovered(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		 * slowdown: they restart from their peers' median */
 		for (unsigned kind = 0; kind < CORE_KIND_COUNT; kind++) {
 			unsigned s = pool_sig(true, kind);
-			double med = view_median(c, v, s);
-			if (warm(c, e, s) && e->ewma[s] > c->p.sticky_tolerance * med)
+			double med;
+			if (e2e_over(c, e, v, s, &med))
 				restart(c, e, idx, s, med);
 		}
 	}

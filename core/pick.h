@@ -172,7 +172,7 @@ static inline bool fast_enough(struct core *c, struct pool_endpoint *e,
 			       const struct pick *k)
 {
 	bool all_warm = true, suspect = false;
-	if (c->p.slow_run > 0 && e->slow_run >= c->p.slow_run && !e->check_vouch) {
+	if (slow_run_left(c, e) && !e->check_vouch) {
 		e->suspect = POOL_LEFT; /* queue_judge's run */
 		return false;
 	}
