@@ -51,6 +51,7 @@ struct view {
 	double total_rate_avg;   /* kept current by load_note (core.c) */
 	uint64_t median_version[POOL_SIGNALS];
 	double median[POOL_SIGNALS];
+	double median_peer[POOL_SIGNALS]; /* view_median_peer */
 	uint32_t *cand;          /* n slot indices */
 	uint64_t *member;        /* bitset over slots */
 	struct tier_sums tiers;  /* the candidates by tier (in flight kept
@@ -276,6 +277,39 @@ static inline bool warm(const struct core *c, const struct pool_endpoint *e,
 	return e->samples[sig] > 0 && e->samples[sig] >= need;
 }
 
+/* The end-to-end sample is the whole request's time per KiB sent, a
+ * response under E2E_MIN_BYTES counting as that many. An LLM request's time
+ * is mostly decoding, in proportion to what it sends; per KiB, the time
+ * measures the endpoint's speed rather than the answer's length, and it is
+ * the same quantity whether the server sends its headers before prefill or
+ * with the first token. Below about 100 streamed tokens prefill dominates
+ * and bytes measure nothing: the floor keeps a 3-token answer from counting
+ * as 50 times slower than a long one. The floor and the normalisation
+ * were measured against the alternatives: docs/routing-quality.md, "How
+ * the end-to-end sample is normalised". */
+#define E2E_MIN_BYTES 16384u
+
+/* What no latency rule calls slow, however many times the reference it
+ * is over: HAProxy's timers count whole milliseconds, and an EWMA of
+ * answers in 0 or 1 ms is 2.5 times another's by rounding alone (two
+ * fake servers, both fast, one left: the e2e tiers under ASan). For the
+ * end-to-end signal, the same milliseconds on the smallest request it
+ * counts (E2E_MIN_BYTES). A few milliseconds: no slowdown an LLM's
+ * caller feels is in them. */
+#define LATENCY_SLACK_MS 5.0
+
+/* The most an EWMA or an answer of signal sig may be, against ref (a
+ * median, a peer's EWMA, a base) before a latency rule calls it slow:
+ * sticky_tolerance x ref, and at least LATENCY_SLACK_MS over it. */
+static inline double slow_limit(const struct core *c, unsigned sig,
+				double ref)
+{
+	double slack = pool_sig_e2e(sig) ?
+		LATENCY_SLACK_MS * 1024 / E2E_MIN_BYTES : LATENCY_SLACK_MS;
+	double lim = c->p.sticky_tolerance * ref;
+	return lim > ref + slack ? lim : ref + slack;
+}
+
 /* Whether the slow-run detector (policy.slow_run, learn.c queue_judge)
  * has left e: that many answers in a row slower than its queue explains. */
 static inline bool slow_run_left(const struct core *c,
@@ -342,6 +376,14 @@ void ewma_moved_all(struct core *c);
 void view_build(struct core *c, struct view *v, int model, unsigned tier_max,
 		uint64_t now_ms);
 double view_median(struct core *c, struct view *v, unsigned sig);
+/* What an endpoint is judged slow against (slow_limit of it):
+ * the median, but among two candidates, both warm, the faster one. The
+ * median of two is their mean, and no EWMA is over 2.5 times a mean it is
+ * half of: the slower of two servers was never left. With three or more
+ * the median of an endpoint above it is a peer's; with more candidates
+ * than warm ones, two warm ones wait for the others as before (early in
+ * a heterogeneous fleet, the first two say little of the rest). */
+double view_median_peer(struct core *c, struct view *v, unsigned sig);
 struct view *artefact_view(struct core *c, struct view *v, uint64_t a);
 struct view *tier_view(struct core *c, struct view *all, int model,
 		       uint64_t now_ms);

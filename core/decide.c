@@ -152,7 +152,8 @@ static void pick_signals(struct core *c, struct view *v, struct pick *k)
 		if (s == 1 && !k->use[1])
 			break;
 		k->median[s] = view_median(c, v, k->sig[s]);
-		k->tolerated[s] = c->p.sticky_tolerance * k->median[s];
+		k->tolerated[s] = slow_limit(c, k->sig[s],
+					     view_median_peer(c, v, k->sig[s]));
 	}
 }
 
@@ -343,7 +344,7 @@ static inline double new_load(const struct pool_endpoint *e, double *var)
 
 /* Whether a request sent to e waits for an answer longer than
  * sticky_tolerance x its usual time to headers (its slowest kind's base;
- * prior_ttfb_ms before one), with no answer since: a server that
+ * prior_ttfb_ms before one; slow_limit), with no answer since: a server that
  * refuses connections sends none, HAProxy drops the refused requests
  * from its count at once, and until its checks mark it DOWN it looks
  * the idlest of all. Only where its answers come at the headers: an
@@ -361,7 +362,8 @@ static inline bool unanswered(const struct core *c, const struct pool_endpoint *
 			usual = e->base[k];
 	if (usual <= 0)
 		usual = c->p.prior_ttfb_ms;
-	return (double)(now_ms - e->wait_ms) > c->p.sticky_tolerance * usual;
+	return (double)(now_ms - e->wait_ms) >
+	       slow_limit(c, pool_sig(false, CORE_KIND_PLAIN), usual);
 }
 
 /* Whether e's few requests in flight may be taken for spare capacity:

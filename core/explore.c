@@ -283,8 +283,8 @@ static bool e2e_over(struct core *c, const struct pool_endpoint *e,
 {
 	if (!warm(c, e, sig))
 		return false;
-	*med = view_median(c, v, sig);
-	return e->ewma[sig] > c->p.sticky_tolerance * *med;
+	*med = view_median_peer(c, v, sig);
+	return e->ewma[sig] > slow_limit(c, sig, *med);
 }
 
 /* Whether e's end-to-end EWMA, in use and warm, still says slow: its
@@ -372,10 +372,10 @@ static void still_slow(struct pool_endpoint *e)
 static double headers_limit(struct core *c, const struct pool_endpoint *e,
 			    struct view *v, unsigned sig)
 {
-	double ref = view_median(c, v, sig);
+	double ref = view_median_peer(c, v, sig);
 	if (e->base_n[sig] > 0 && e->base[sig] > ref)
 		ref = e->base[sig];
-	return c->p.sticky_tolerance * ref;
+	return slow_limit(c, sig, ref);
 }
 
 /* Whether e's probes answered fast on their headers (signal sig): enough
@@ -442,7 +442,7 @@ void explore_end(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		return;
 	struct view *v = view_get(c, MODEL_NONE, CORE_TIER_MAX, now_ms);
 	unsigned sig = pool_sig(true, kind);
-	if (ms_per_kib <= c->p.sticky_tolerance * view_median(c, v, sig)) {
+	if (ms_per_kib <= slow_limit(c, sig, view_median_peer(c, v, sig))) {
 		if (e->explore_end_fast < UINT8_MAX)
 			e->explore_end_fast++;
 	} else if (e->explore_end_slow < UINT8_MAX) {

@@ -272,7 +272,7 @@ static void queue_judge(struct core *c, struct pool_endpoint *e,
 	struct view *v = view_get(c, MODEL_NONE, CORE_TIER_MAX, now_ms);
 	if (e->spread_n[kind] < c->p.cold_start_samples ||
 	    sqrt(e->spread[kind]) > b ||
-	    tr <= c->p.sticky_tolerance * view_median(c, v, sig)) {
+	    tr <= slow_limit(c, sig, view_median_peer(c, v, sig))) {
 		/* too irregular for one answer to say much, or its peers
 		 * are as slow (load, not e) */
 		run_end(c, e, kind);
@@ -428,18 +428,6 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 	learn(c, e, (uint32_t)fb->endpoint, o, &l, now_ms);
 	return 0;
 }
-
-/* The end-to-end sample is the whole request's time per KiB sent, a
- * response under E2E_MIN_BYTES counting as that many. An LLM request's time
- * is mostly decoding, in proportion to what it sends; per KiB, the time
- * measures the endpoint's speed rather than the answer's length, and it is
- * the same quantity whether the server sends its headers before prefill or
- * with the first token. Below about 100 streamed tokens prefill dominates
- * and bytes measure nothing: the floor keeps a 3-token answer from counting
- * as 50 times slower than a long one. The floor and the normalisation
- * were measured against the alternatives: docs/routing-quality.md, "How
- * the end-to-end sample is normalised". */
-#define E2E_MIN_BYTES 16384u
 
 int core_complete(struct core *c, const struct core_completion *cc,
 		  uint64_t now_ms)

@@ -155,7 +155,8 @@ static inline bool within_warm_bound(const struct core *c,
 }
 
 /* Whether e is fit to keep or take a key: on every signal in use, its
- * EWMA is within sticky_tolerance of the candidates' median; for the time
+ * EWMA is within sticky_tolerance of the candidates' median (slow_limit:
+ * two candidates' is the other's EWMA, view_median_peer); for the time
  * to headers, or within sticky_tolerance of its own long-run EWMA (base).
  * Times to headers of different servers are not comparable (headers sent
  * before prefill or with the first token: a hundredfold apart), so
@@ -186,7 +187,7 @@ static inline bool fast_enough(struct core *c, struct pool_endpoint *e,
 			continue;
 		suspect = true;
 		if (s == 0 && w &&
-		    e->ewma[sig] <= c->p.sticky_tolerance * e->base[sig])
+		    e->ewma[sig] <= slow_limit(c, sig, e->base[sig]))
 			continue;
 		if (e->check_vouch)
 			continue; /* kept: a health check found it recovered */

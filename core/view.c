@@ -181,8 +181,18 @@ double view_median(struct core *c, struct view *v, unsigned sig)
 		seen++;
 	}
 	v->median[sig] = med;
+	/* Two candidates: the slower one's peer is the faster one (lo). */
+	v->median_peer[sig] = n == 2 && v->n == 2 ? lo : med;
 	v->median_version[sig] = c->ewma_version[sig];
 	return med;
+}
+
+double view_median_peer(struct core *c, struct view *v, unsigned sig)
+{
+	if (v->n_warm[sig] == 0)
+		return c->p.prior_ttfb_ms;
+	view_median(c, v, sig);
+	return v->median_peer[sig];
 }
 
 /* policy.artefact_affinity: v's candidates of artefact a (or of none

@@ -1002,6 +1002,56 @@ START_TEST(base_follows_a_faster_usual)
 }
 END_TEST
 
+/* Two servers: the slower is judged against the faster (view_median_peer).
+ * Against their median, the mean of the two, no EWMA is ever over 2.5x:
+ * a server 4x slower kept its sessions for good (101 here). */
+START_TEST(two_endpoints_slow_one_left)
+{
+	struct fx f;
+	fx_init(&f, 2, NULL);
+	struct core_request r = fx_session(7);
+	for (int i = 0; i < 2; i++)
+		fx_warm(&f, f.ep[i], 500, 200);
+	struct core_decision d = fx_decide(&f, &r);
+	fx_feedback(&f, &d, 200, 500, false);
+	core_endpoint_complete(f.c, d.endpoint);
+	int home = d.endpoint;
+	ck_assert_int_eq(fx_info(&f, home).speed, CORE_SPEED_FIT);
+	/* 2x: still sticky; then 4x: left as with more peers */
+	ck_assert_int_eq(slow_down(&f, home, 1000, 100, &r), 101);
+	ck_assert_int_eq(slow_down(&f, home, 500, 100, &r), 101);
+	ck_assert_int_le(slow_down(&f, home, 2000, 100, &r), 30);
+	ck_assert_int_eq(fx_info(&f, home).speed, CORE_SPEED_LEFT);
+	ck_assert_int_eq(fx_info(&f, f.ep[0] == home ? f.ep[1] : f.ep[0]).speed,
+			 CORE_SPEED_FIT);
+	fx_finish(&f);
+}
+END_TEST
+
+/* Answers of a millisecond or two: HAProxy counts whole milliseconds, and
+ * an EWMA of 3 ms is over 2.5 times one of 1 ms by rounding alone. No
+ * latency rule calls slow what is within LATENCY_SLACK_MS of its
+ * reference (the e2e tiers under ASan left a home server so, 1 ms against
+ * 0.3); a slowdown past it is left as any (20 ms against 1). */
+START_TEST(rounding_is_not_slow)
+{
+	struct fx f;
+	fx_init(&f, 2, NULL);
+	struct core_request r = fx_session(7);
+	for (int i = 0; i < 2; i++)
+		fx_warm(&f, f.ep[i], 1, 200);
+	struct core_decision d = fx_decide(&f, &r);
+	fx_feedback(&f, &d, 200, 1, false);
+	core_endpoint_complete(f.c, d.endpoint);
+	int home = d.endpoint;
+	ck_assert_int_eq(slow_down(&f, home, 4, 200, &r), 201);
+	ck_assert_int_eq(fx_info(&f, home).speed, CORE_SPEED_FIT);
+	ck_assert_int_le(slow_down(&f, home, 20, 100, &r), 30);
+	ck_assert_int_eq(fx_info(&f, home).speed, CORE_SPEED_LEFT);
+	fx_finish(&f);
+}
+END_TEST
+
 /* While it is over the median's tolerance its own past does not learn the
  * slowdown: however long it stays slow, it stays left. */
 START_TEST(slow_endpoint_base_does_not_learn)
@@ -3060,6 +3110,8 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, warm_hit_needs_tolerance);
 	tcase_add_test(tc, tolerance_against_own_history);
 	tcase_add_test(tc, base_follows_a_faster_usual);
+	tcase_add_test(tc, two_endpoints_slow_one_left);
+	tcase_add_test(tc, rounding_is_not_slow);
 	tcase_add_test(tc, slow_endpoint_base_does_not_learn);
 	tcase_add_test(tc, slow_endpoint_retrials);
 	tcase_add_test(tc, retrial_wait_saturates);
