@@ -880,15 +880,21 @@ static struct core_decision decide_done(struct fx *f, const struct core_request 
 
 /* f's four endpoints warm at 500 ms; r decided once (*d), its 500 ms
  * answer fed back and completed: returns r's home endpoint. */
+static int warm_home_n(struct fx *f, const struct core_request *r,
+		       struct core_decision *d, int n, int64_t tr_ms)
+{
+	for (int i = 0; i < n; i++)
+		fx_warm(f, f->ep[i], tr_ms, 200);
+	*d = fx_decide(f, r);
+	fx_feedback(f, d, 200, tr_ms, false);
+	core_endpoint_complete(f->c, d->endpoint);
+	return d->endpoint;
+}
+
 static int warm_home(struct fx *f, const struct core_request *r,
 		     struct core_decision *d)
 {
-	for (int i = 0; i < 4; i++)
-		fx_warm(f, f->ep[i], 500, 200);
-	*d = fx_decide(f, r);
-	fx_feedback(f, d, 200, 500, false);
-	core_endpoint_complete(f->c, d->endpoint);
-	return d->endpoint;
+	return warm_home_n(f, r, d, 4, 500);
 }
 
 /* Feeds endpoint ep n successes of tr_ms (plain), deciding r after each
@@ -1010,12 +1016,8 @@ START_TEST(two_endpoints_slow_one_left)
 	struct fx f;
 	fx_init(&f, 2, NULL);
 	struct core_request r = fx_session(7);
-	for (int i = 0; i < 2; i++)
-		fx_warm(&f, f.ep[i], 500, 200);
-	struct core_decision d = fx_decide(&f, &r);
-	fx_feedback(&f, &d, 200, 500, false);
-	core_endpoint_complete(f.c, d.endpoint);
-	int home = d.endpoint;
+	struct core_decision d;
+	int home = warm_home_n(&f, &r, &d, 2, 500);
 	ck_assert_int_eq(fx_info(&f, home).speed, CORE_SPEED_FIT);
 	/* 2x: still sticky; then 4x: left as with more peers */
 	ck_assert_int_eq(slow_down(&f, home, 1000, 100, &r), 101);
@@ -1029,7 +1031,7 @@ START_TEST(two_endpoints_slow_one_left)
 END_TEST
 
 /* Answers of a millisecond or two: HAProxy counts whole milliseconds, and
- * an EWMA of 3 ms is over 2.5 times one of 1 ms by rounding alone. No
+ * an EWMA of 4 ms is over 2.5 times one of 1 ms by rounding alone. No
  * latency rule calls slow what is within LATENCY_SLACK_MS of its
  * reference (the e2e tiers under ASan left a home server so, 1 ms against
  * 0.3); a slowdown past it is left as any (20 ms against 1). */
@@ -1038,12 +1040,8 @@ START_TEST(rounding_is_not_slow)
 	struct fx f;
 	fx_init(&f, 2, NULL);
 	struct core_request r = fx_session(7);
-	for (int i = 0; i < 2; i++)
-		fx_warm(&f, f.ep[i], 1, 200);
-	struct core_decision d = fx_decide(&f, &r);
-	fx_feedback(&f, &d, 200, 1, false);
-	core_endpoint_complete(f.c, d.endpoint);
-	int home = d.endpoint;
+	struct core_decision d;
+	int home = warm_home_n(&f, &r, &d, 2, 1);
 	ck_assert_int_eq(slow_down(&f, home, 4, 200, &r), 201);
 	ck_assert_int_eq(fx_info(&f, home).speed, CORE_SPEED_FIT);
 	ck_assert_int_le(slow_down(&f, home, 20, 100, &r), 30);
