@@ -52,11 +52,16 @@ log = h.log
 MODEL = "tiny"
 
 
+def engine_dir():
+    """Where llama-server and the models are kept (fetch-llama.sh's folder)."""
+    return os.environ.get("WARMLANE_ENGINE_DIR") or os.path.join(
+        h.source_root(), "build", "engine")
+
+
 def setup():
     """(llama-server wrapper, model path); Skip only when sid's packages
     cannot be had. The driver's node_modules are installed when missing."""
-    folder = os.environ.get("WARMLANE_ENGINE_DIR") or os.path.join(
-        h.source_root(), "build", "engine")
+    folder = engine_dir()
     t0 = time.monotonic()
     binary = lf.fetch(folder)
     if binary is None:
@@ -98,6 +103,16 @@ class EngineEnv(fe.FleetEnv):
             # slots: what a user configures from llama-server's --parallel
             self.endpoints[b.name] = {"models": [MODEL], "keys": ["k1"], "weight": 1,
                                       "slots": fleet.parallel}
+
+    def start_fleet(self, fleet, binary, what):
+        """Starts fleet (logged as `what`), the agent and HAProxy, and
+        waits until HAProxy has every server up and the agent answers."""
+        log(f"# fleet of {what} up in {fleet.start():.2f}s")
+        self.use_fleet(fleet)
+        self.start_agent()
+        self.start_haproxy(binary)
+        self.wait_backends_up(timeout=20)
+        self.wait_agent(up=True)
 
     def haproxy_config(self, test_headers=True):
         path = super().haproxy_config(test_headers=test_headers)
@@ -232,12 +247,7 @@ def engine(binary, version):
     fleet = lf.Fleet(llama, model, n=4, parallel=1, cache_ram=32, threads=1, ctx=16384)
     with EngineEnv("engine", version) as env:
         try:
-            log(f"# fleet of 4 llama-servers up in {fleet.start():.2f}s")
-            env.use_fleet(fleet)
-            env.start_agent()
-            env.start_haproxy(binary)
-            env.wait_backends_up(timeout=20)
-            env.wait_agent(up=True)
+            env.start_fleet(fleet, binary, "4 llama-servers")
             run(env, fleet, binary)
         finally:
             fleet.stop()
@@ -361,8 +371,7 @@ def slow(binary, version):
     (they all stay). policy.place_slots is off (WARMLANE_PLACE_SLOTS=true
     turns it on: then e4 is mostly passed over before it can be judged)."""
     llama, _model = setup()
-    folder = os.environ.get("WARMLANE_ENGINE_DIR") or os.path.join(
-        h.source_root(), "build", "engine")
+    folder = engine_dir()
     victim = "e4"
     models = [lf.model(folder)] * 3 + [lf.model(folder, layers=8)]
     fleet = lf.Fleet(llama, models[0], n=4, parallel=1, cache_ram=64, threads=1,
@@ -377,13 +386,7 @@ def slow(binary, version):
         pol["slow_start_leave"] = os.environ["WARMLANE_SLOW_START_LEAVE"]
     with EngineEnv("engineslow", version, policy=pol) as env:
         try:
-            log(f"# fleet of 4 llama-servers ({victim} 4x the layers) up in "
-                f"{fleet.start():.2f}s")
-            env.use_fleet(fleet)
-            env.start_agent()
-            env.start_haproxy(binary)
-            env.wait_backends_up(timeout=20)
-            env.wait_agent(up=True)
+            env.start_fleet(fleet, binary, f"4 llama-servers ({victim} 4x the layers)")
             recs = drive(env, dict(conversations=24, turns=4, seed=5, user_chars=400),
                          "slow")
         finally:
@@ -428,19 +431,13 @@ def slow2(binary, version):
     EWMA is ever 2.5 times over, and they stayed all 8 turns
     (docs/policy-v2.md, section 36). Counts, not times; TTFT printed."""
     llama, _model = setup()
-    folder = os.environ.get("WARMLANE_ENGINE_DIR") or os.path.join(
-        h.source_root(), "build", "engine")
+    folder = engine_dir()
     fleet = lf.Fleet(llama, lf.model(folder), n=2, parallel=1, cache_ram=64, threads=1,
                      ctx=16384)
     plan = dict(conversations=6, seed=5, stream_share=0.0, session_share=1.0, concurrency=2)
     with EngineEnv("engineslow2", version) as env:
         try:
-            log(f"# fleet of 2 llama-servers up in {fleet.start():.2f}s")
-            env.use_fleet(fleet)
-            env.start_agent()
-            env.start_haproxy(binary)
-            env.wait_backends_up(timeout=20)
-            env.wait_agent(up=True)
+            env.start_fleet(fleet, binary, "2 llama-servers")
             warm = drive(env, dict(plan, turns=8), "warm")
             report(warm, "warm")
             assert_ok(warm, "warm")
