@@ -82,14 +82,20 @@ struct pending {
 
 /* The in-flight count of the endpoint a keyed decision chose, as it
  * found it, for that answer's time to be judged against its queue
- * (queue_judge). Direct-mapped by akey like struct pending, a later
- * decision overwriting an earlier one in its slot (that answer is then not
- * judged). */
+ * (queue_judge), and the request's size, for a re-trial's answer to be
+ * judged by it (learn.c, retrial_sample). Direct-mapped by akey like
+ * struct pending, a later decision overwriting an earlier one in its slot
+ * (that answer is then not judged). */
 struct asked {
 	uint64_t akey;
 	uint32_t endpoint;       /* index + 1; 0: empty */
 	uint32_t in_flight;
+	uint32_t size_kib;       /* core_request.size_kib */
+	bool hit;                /* to the key's warm entry (affinity) */
 };
+
+/* Size classes of prompts: 1 KiB or less, 2, 4, ... and 1 MiB or more. */
+#define CORE_SIZE_CLASSES 11u
 
 struct core {
 	struct core_params p;
@@ -129,6 +135,7 @@ struct core {
 	/* The best tier serving the model of the decision under way: commit
 	 * names a choice in a worse one `failover`. */
 	uint8_t decide_tier_lo;
+	uint32_t decide_kib;     /* and its size (core_request.size_kib) */
 	/* Bit t: some live endpoint is in tier t (tier_recount). With one
 	 * bit set, views skip every tier sum: an untiered pool's decision
 	 * costs what it did before tiers. */
@@ -143,6 +150,16 @@ struct core {
 	 * a later decision overwriting an earlier one in its slot. */
 	struct pending pending[CORE_PENDING_SLOTS];
 	struct asked asked[CORE_PENDING_SLOTS];
+	/* The fit endpoints' mean time to headers (an EWMA at ewma_alpha of
+	 * their answers to keyed requests of known size), and per class of
+	 * request, kind of decision (0 placed, 1 a warm hit) and size (log2
+	 * of its KiB), the mean of such answers over it: how a re-trial's
+	 * answers count (learn.c, retrial_sample). A class's factor holds
+	 * while the whole fleet slows down or speeds up with its load. */
+	double tr_avg;
+	uint32_t tr_n;
+	double size_f[2][CORE_SIZE_CLASSES];
+	uint32_t size_n[2][CORE_SIZE_CLASSES];
 	struct owned_clock owned; /* the scale of pool_endpoint.owned */
 	struct explore explore;   /* explore.h */
 	struct routers routers;   /* routers.h: the engines' verdict */

@@ -163,7 +163,9 @@ static void commit(struct core *c, uint32_t idx, enum core_reason reason,
 	struct pool_endpoint *e = &c->pool.ep[idx];
 	if (out->has_akey)
 		c->asked[out->akey & (CORE_PENDING_SLOTS - 1)] =
-			(struct asked){ out->akey, idx + 1, e->in_flight };
+			(struct asked){ out->akey, idx + 1, e->in_flight,
+					c->decide_kib,
+					reason == CORE_REASON_AFFINITY };
 	in_flight_step(c, idx, 1);
 	e->decisions++;
 	if (e->wait_ms <= e->last_seen_ms)
@@ -599,6 +601,7 @@ void decide(struct core *c, const struct core_request *req,
 	    struct core_decision *out, struct core_trace *t)
 {
 	*out = (struct core_decision){ .endpoint = -1, .reason = CORE_REASON_NONE };
+	c->decide_kib = req->size_kib;
 	/* 1. The affinity key (given: the caller prefetched its slot). */
 	if (req->identity != 0) {
 		out->has_akey = req->identity == 2;

@@ -158,20 +158,90 @@ struct lesson {
 	bool may_insert;
 	bool provisional;          /* a success the breaker counts at the end */
 	int64_t queued;            /* in flight at its decision; < 0: unknown */
+	uint32_t size_kib;         /* its request's size (struct asked); 0: unknown */
+	bool hit;                  /* its decision a warm hit (struct asked) */
 	uint64_t start_ms;         /* the request's start (stall.h) */
 	uint64_t headers_ms;       /* its response headers */
 };
 
-/* The in-flight count the decision akey -> idx found (struct asked),
- * forgotten once read; -1 when its slot holds another decision. */
-static int64_t asked_take(struct core *c, uint64_t akey, uint32_t idx)
+/* The in-flight count the decision akey -> idx found (struct asked), its
+ * request's size in *kib and whether it was a warm hit in *hit, forgotten
+ * once read; -1 (*kib 0) when its slot holds another decision. */
+static int64_t asked_take(struct core *c, uint64_t akey, uint32_t idx,
+			  uint32_t *kib, bool *hit)
 {
 	struct asked *s = &c->asked[akey & (CORE_PENDING_SLOTS - 1)];
+	*kib = 0;
+	*hit = false;
 	if (s->akey != akey || s->endpoint != idx + 1)
 		return -1;
 	int64_t q = s->in_flight;
+	*kib = s->size_kib;
+	*hit = s->hit;
 	*s = (struct asked){ 0 };
 	return q;
+}
+
+/* The size class of a prompt of kib KiB (> 0): log2 of its size, the
+ * last class holding every longer one (struct core, size_tr). */
+static unsigned size_class(uint32_t kib)
+{
+	unsigned b = 0;
+	while (kib > 1 && b + 1 < CORE_SIZE_CLASSES) {
+		kib >>= 1;
+		b++;
+	}
+	return b;
+}
+
+/* An answer tr (time to headers) to a keyed request of kib KiB (0:
+ * unknown), hit or placed, sized: divided by what the fit endpoints
+ * answer to requests of its class (size and kind of decision) over their
+ * mean answer (struct core, size_f). A few sized answers estimate the
+ * mean of many raw ones, as an EWMA is, without the prompts' sizes in
+ * their spread. < 0: not known (no size, or its class not learnt). */
+static double sized(const struct core *c, double tr, uint32_t kib, bool hit)
+{
+	if (kib == 0)
+		return -1;
+	unsigned b = size_class(kib);
+	if (c->size_n[hit][b] < c->p.cold_start_samples || c->size_f[hit][b] <= 0)
+		return -1;
+	return tr / c->size_f[hit][b];
+}
+
+/* A re-trial's answer tr of signal sig (e was warm once, and idle_reset
+ * forgot its samples: fewer than cold_start_samples since), sized s, as
+ * it counts in e's EWMA: sized where known. A re-trial's EWMA is the mean
+ * of a few answers, and one long cold prompt (5.5 s for 98,652 tokens,
+ * as fast per token as its peers) carried a recovered server's mean over
+ * the limit alone, so that it was left again and its next re-trial
+ * waited twice as long. docs/policy-v2.md, section 37, has what was tried
+ * before it. */
+static double retrial_sample(const struct core *c,
+			     const struct pool_endpoint *e, unsigned sig,
+			     double tr, double s)
+{
+	if (!c->alone || !((e->veteran >> sig) & 1u) ||
+	    e->samples[sig] >= c->p.cold_start_samples || s < 0)
+		return tr;
+	return s;
+}
+
+/* A success's time to headers tr for a prompt of kib KiB (0: unknown),
+ * from e: from an endpoint judged fit and not re-tried, the fleet's mean
+ * answer, and the answer over it in its class (sized). */
+static void size_note(struct core *c, const struct pool_endpoint *e,
+		      double tr, uint32_t kib, bool hit)
+{
+	if (kib == 0 || e->suspect != POOL_FIT || e->retrials)
+		return;
+	if (c->tr_n >= c->p.cold_start_samples && c->tr_avg > 0) {
+		unsigned b = size_class(kib);
+		mean_add(c, &c->size_f[hit][b], &c->size_n[hit][b],
+			 tr / c->tr_avg, c->p.ewma_alpha);
+	}
+	mean_add(c, &c->tr_avg, &c->tr_n, tr, c->p.ewma_alpha);
 }
 
 /* Adds squared distance d2 to e's spread of kind. */
@@ -337,14 +407,16 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 			breaker_heard(&e->br);
 		queue_judge(c, e, l, now_ms);
 		if (l->tr_ms >= 0 && !l->after_idle) {
-			ewma_add(c, e, idx, pool_sig(false, l->stream),
-				 (double)l->tr_ms);
+			unsigned sig = pool_sig(false, l->stream);
+			double tr = (double)l->tr_ms;
+			double s = sized(c, tr, l->size_kib, l->hit);
+			ewma_add(c, e, idx, sig, retrial_sample(c, e, sig, tr, s));
+			size_note(c, e, tr, l->size_kib, l->hit);
 			if (e->suspect != POOL_LEFT && !e->retrials)
 				slowstart_add(&e->first[pool_sig(false, l->stream)],
 					      (double)l->tr_ms, c->p.cold_start_samples,
 					      c->p.ewma_alpha / BASE_SLOWER);
-			explore_answer(c, e, idx, pool_sig(false, l->stream),
-				       (double)l->tr_ms, l->start_ms, now_ms);
+			explore_answer(c, e, idx, sig, tr, l->start_ms, now_ms);
 		}
 		if (l->has_akey && l->may_insert)
 			remember(c, l->akey, idx, e, now_ms);
@@ -407,6 +479,11 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 	c->outcomes[o]++;
 	e->outcomes[o]++;
 	e->at_headers = true;
+	uint32_t kib = 0;
+	bool hit = false;
+	int64_t queued = fb->has_akey ?
+			 asked_take(c, fb->akey, (uint32_t)fb->endpoint, &kib,
+				    &hit) : -1;
 	struct lesson l = {
 		.status = fb->status, .tr_ms = fb->tr_ms,
 		.retry_after_ms = fb->retry_after_ms, .stream = fb->stream,
@@ -417,8 +494,9 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 		.may_insert = true,
 		.provisional = o == CORE_OUTCOME_SUCCESS && fb->stream &&
 			       fb->end_follows,
-		.queued = fb->has_akey ?
-			  asked_take(c, fb->akey, (uint32_t)fb->endpoint) : -1,
+		.queued = queued,
+		.size_kib = kib,
+		.hit = hit,
 		.start_ms = fb->tr_ms >= 0 && (uint64_t)fb->tr_ms <= now_ms ?
 			    now_ms - (uint64_t)fb->tr_ms : now_ms,
 		.headers_ms = now_ms,
@@ -451,15 +529,21 @@ int core_complete(struct core *c, const struct core_completion *cc,
 		   cc->end == CORE_END_SERVER_FAIL;
 	uint64_t start = cc->total_ms >= 0 && (uint64_t)cc->total_ms <= now_ms ?
 			 now_ms - (uint64_t)cc->total_ms : now_ms;
+	/* Without feedback (HAProxy 2.6) the line is the answer. */
+	uint32_t size_kib = 0;
+	bool hit = false;
+	int64_t queued = !cc->feedback_seen && cc->has_akey ?
+			 asked_take(c, cc->akey, (uint32_t)cc->endpoint,
+				    &size_kib, &hit) : -1;
 	struct lesson l = {
 		.status = cc->status, .tr_ms = cc->tr_ms,
 		.retry_after_ms = cc->has_retry_after && cc->retry_after_ms >= 0 ?
 				  cc->retry_after_ms : -1,
 		.stream = cc->stream, .has_akey = cc->has_akey, .akey = cc->akey,
 		.model = -1,
-		/* Without feedback (HAProxy 2.6) the line is the answer. */
-		.queued = !cc->feedback_seen && cc->has_akey ?
-			  asked_take(c, cc->akey, (uint32_t)cc->endpoint) : -1,
+		.queued = queued,
+		.size_kib = size_kib,
+		.hit = hit,
 		.start_ms = cc->total_ms < 0 && cc->tr_ms >= 0 &&
 			    (uint64_t)cc->tr_ms <= now_ms ?
 			    now_ms - (uint64_t)cc->tr_ms : start,

@@ -1145,6 +1145,86 @@ START_TEST(slow_endpoint_retrials)
 }
 END_TEST
 
+/* r's re-trial on home after f's idle_reset: r decided (home, cold again),
+ * its first answer dropped as a wake-up, then answers of tr[i] ms for
+ * requests of kib[i] KiB, each decided and fed back with its akey (the
+ * size reaches the answer through the decision). Returns whether home
+ * keeps r after them. */
+static bool retrial(struct fx *f, struct core_request *r, int home,
+		    const int64_t *tr, const uint32_t *kib, int n)
+{
+	/* The others answer meanwhile; home is silent. */
+	for (uint64_t t = 0; t < f->p.idle_reset_ms; t += 10000) {
+		f->now += 10000;
+		for (int i = 0; i < 4; i++)
+			if (f->ep[i] != home)
+				fx_observe(f, f->ep[i], 200, 500, false, 0, false);
+	}
+	r->size_kib = 32;
+	struct core_decision d = fx_decide(f, r);
+	ck_assert_int_eq(d.endpoint, home);
+	fx_feedback(f, &d, 200, 500, false); /* dropped: the wake-up */
+	core_endpoint_complete(f->c, d.endpoint);
+	for (int i = 0; i < n; i++) {
+		r->size_kib = kib[i];
+		d = fx_decide(f, r);
+		ck_assert_int_eq(d.endpoint, home);
+		fx_feedback(f, &d, 200, tr[i], false);
+		core_endpoint_complete(f->c, d.endpoint);
+	}
+	r->size_kib = 32;
+	d = decide_done(f, r);
+	return d.endpoint == home;
+}
+
+/* A re-trial is judged on the mean of a few answers, and one long prompt
+ * is as slow as its size: a recovered server's 10x longer prompt (5 s, as
+ * fast per KiB as its peers' 500 ms for 32 KiB) carried the mean of its
+ * four answers to 1,625 ms, over 2.5x the median, and it was left again.
+ * Routing alone, a re-trial's answers count sized (their time over what
+ * the fleet answers to prompts of their size class, times the fleet's
+ * mean answer): the long prompt counts as 500 ms, and a still slow
+ * server's as slow as its short ones. Not alone, as before. */
+START_TEST(retrial_long_prompt)
+{
+	const int64_t slow[] = { 2500, 2500, 2500, 25000 };
+	const int64_t back[] = { 500, 500, 500, 5000 };
+	const uint32_t kib[] = { 32, 32, 32, 320 };
+	for (int alone = 0; alone < 2; alone++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		p.explore_share = 0; /* the re-trial alone (slow_endpoint_retrials) */
+		p.routers = alone ? CORE_ROUTERS_ONE : CORE_ROUTERS_AUTO;
+		for (int recovered = 0; recovered < 2; recovered++) {
+			struct fx f;
+			fx_init(&f, 4, &p);
+			/* The prompts answered lately, placed and warm
+			 * hits: 32 KiB in 500 ms, one in ten 320 KiB in
+			 * 5,000. */
+			for (uint64_t s = 0; s < 600; s++) {
+				struct core_request q = fx_session(100 + s % 60);
+				q.size_kib = s % 10 == 0 ? 320 : 32;
+				struct core_decision d = fx_decide(&f, &q);
+				fx_feedback(&f, &d, 200, q.size_kib == 320 ? 5000 : 500,
+					    false);
+				core_endpoint_complete(f.c, d.endpoint);
+			}
+			struct core_request r = fx_session(5);
+			struct core_decision d;
+			int home = warm_home(&f, &r, &d);
+			ck_assert_int_le(slow_down(&f, home, 2500, 100, &r), 20);
+			bool kept = alone && recovered;
+			ck_assert_msg(retrial(&f, &r, home, recovered ? back : slow,
+					      kib, 4) == kept,
+				      "alone %d recovered %d", alone, recovered);
+			ck_assert_int_eq(fx_info(&f, home).speed,
+					 kept ? CORE_SPEED_FIT : CORE_SPEED_LEFT);
+			fx_finish(&f);
+		}
+	}
+}
+END_TEST
+
 /* A reload to a huge idle_reset after re-trials doubled the wait: the
  * doubled wait saturates instead of wrapping to nothing (which made every
  * answer a wake-up and the endpoint cold for good). */
@@ -3113,6 +3193,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, slow_endpoint_base_does_not_learn);
 	tcase_add_test(tc, slow_endpoint_retrials);
 	tcase_add_test(tc, retrial_wait_saturates);
+	tcase_add_test(tc, retrial_long_prompt);
 	tcase_add_test(tc, warm_hit_needs_closed_breaker_and_bound);
 	tcase_add_test(tc, failure_evicts_entry);
 	tcase_add_test(tc, removed_endpoint_entries_die);
