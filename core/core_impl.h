@@ -160,6 +160,10 @@ struct core {
 	uint32_t tr_n;
 	double size_f[2][CORE_SIZE_CLASSES];
 	uint32_t size_n[2][CORE_SIZE_CLASSES];
+	/* The mean square distance of those answers, sized, to tr_avg: how
+	 * many sized answers a probe's verdict needs (explore.c). */
+	double sized_sq;
+	uint32_t sized_n;
 	struct owned_clock owned; /* the scale of pool_endpoint.owned */
 	struct explore explore;   /* explore.h */
 	struct routers routers;   /* routers.h: the engines' verdict */

@@ -14,6 +14,14 @@
  * gets explore_share / 8 of its fair share. */
 #define EXPLORE_MAX_SHIFT 2u
 
+/* The same for an endpoint judged on sized answers (sized_answers):
+ * its probes then come 32 times as far apart as at first. They are keyed
+ * requests of every size, and routing alone on the Mooncake trace, with
+ * EXPLORE_MAX_SHIFT, an endpoint 5x slower all along kept 0.84% of the
+ * requests, 0.67% with this, 0.60% without the exploration, for the same
+ * recovery (docs/policy-v2.md, section 37). */
+#define EXPLORE_SIZED_MAX_SHIFT 5u
+
 /* Longest spacings before the first probe of an endpoint just left. */
 #define EXPLORE_LEFT_WAIT 8u
 
@@ -28,6 +36,39 @@
  * re-trial. */
 #define EXPLORE_VERDICT_MAX RETRIAL_SAMPLES
 
+/* EXPLORE_VERDICT times spread over mean, at least EXPLORE_VERDICT. */
+static unsigned answers_for(double spread, double mean)
+{
+	double n = ceil(EXPLORE_VERDICT * spread / mean);
+	return n < EXPLORE_VERDICT ? EXPLORE_VERDICT :
+	       n > 255 ? 255 : (unsigned)n;
+}
+
+/* Sized answers (learn.c, sized) a verdict "recovered" needs on an
+ * endpoint as fast as its peers' mean: the mean of n of them, plus
+ * EXPLORE_VERDICT standard errors (the fleet's spread of sized answers
+ * over sqrt(n)), within the tolerance over that mean (255 until the
+ * spread is learnt). Sized, the Mooncake trace's times to headers spread
+ * about 0.5 x their mean where raw they spread 8-15 x the base: a
+ * verdict on keyed probes is then in reach (docs/policy-v2.md, section
+ * 37). */
+static unsigned sized_answers(const struct core *c)
+{
+	double room = (c->p.sticky_tolerance - 1) * c->tr_avg;
+	if (c->sized_n < c->p.cold_start_samples || room <= 0)
+		return 255;
+	double n = EXPLORE_VERDICT * sqrt(c->sized_sq) / room;
+	n = ceil(n * n);
+	return n < 1 ? 1 : n > 255 ? 255 : (unsigned)n;
+}
+
+/* EXPLORE_VERDICT standard errors of the mean of e's sized answers (a
+ * sized exploration counts them all in explore_fast and explore_sum). */
+static double sized_error(const struct core *c, const struct pool_endpoint *e)
+{
+	return EXPLORE_VERDICT * sqrt(c->sized_sq / e->explore_fast);
+}
+
 /* Fast answers that make the verdict "recovered" on e (headers signal
  * sig): EXPLORE_VERDICT times its spread (root mean square distance to
  * its base) over its base where the slow-run detector has learnt it
@@ -35,16 +76,16 @@
  * a cache hit's to a long cold prompt's make a fast answer of a still
  * slow endpoint likely: on the Mooncake trace (spread 8-15 x the base),
  * 23 verdicts "recovered" of 73 probes of an endpoint 5x slower all
- * along, with 2 answers always. */
+ * along, with 2 answers always. Judged on sized answers, sized_answers. */
 static unsigned verdict_answers(const struct core *c,
 				const struct pool_endpoint *e, unsigned sig)
 {
+	if (e->explore_sized)
+		return sized_answers(c);
 	if (pool_sig_e2e(sig) || e->spread_n[sig] < c->p.cold_start_samples ||
 	    e->base[sig] <= 0)
 		return EXPLORE_VERDICT;
-	double n = ceil(EXPLORE_VERDICT * sqrt(e->spread[sig]) / e->base[sig]);
-	return n < EXPLORE_VERDICT ? EXPLORE_VERDICT :
-	       n > 255 ? 255 : (unsigned)n;
+	return answers_for(sqrt(e->spread[sig]), e->base[sig]);
 }
 
 /* Whether e is left (the slow rules) or starved: its last answer
@@ -79,8 +120,8 @@ static uint64_t spacing(const struct core *c, const struct pool_endpoint *e,
 			const struct view *v)
 {
 	double n = ceil(v->total_w / (e->weight * c->p.explore_share));
-	if (!(n < (double)(UINT32_MAX >> EXPLORE_MAX_SHIFT)))
-		n = (double)(UINT32_MAX >> EXPLORE_MAX_SHIFT);
+	if (!(n < (double)(UINT32_MAX >> EXPLORE_SIZED_MAX_SHIFT)))
+		n = (double)(UINT32_MAX >> EXPLORE_SIZED_MAX_SHIFT);
 	return (uint64_t)n << e->explore_shift;
 }
 
@@ -95,6 +136,7 @@ static void stop(struct pool_endpoint *e)
 	e->explore_hdr = 0;
 	e->explore_end_fast = 0;
 	e->explore_end_slow = 0;
+	e->explore_sized = 0;
 }
 
 /* Whether idx ranks before warm_idx for akey (rendezvous): a key it
@@ -152,7 +194,13 @@ static uint32_t scan(struct core *c, const struct pick *k, uint64_t now_ms)
 		/* worth first: the cheap test, false for a healthy one */
 		if (!e->explore_on && !worth(c, e, v, sig, now_ms))
 			continue;
-		bool reach = verdict_answers(c, e, sig) <= EXPLORE_VERDICT_MAX &&
+		/* Not explored yet: by its raw answers if they are regular
+		 * enough, else by sized ones if those are. */
+		bool sized = c->alone && !e->explore_on && left_slow(c, e) &&
+			     verdict_answers(c, e, sig) > EXPLORE_VERDICT_MAX;
+		bool reach = (sized ? sized_answers(c)
+				    : verdict_answers(c, e, sig)) <=
+				     EXPLORE_VERDICT_MAX &&
 			     !e2e_holds(c, e, k);
 		if (e->explore_on &&
 		    (!reach || (e->explore_left && left_no_more(c, e)))) {
@@ -175,6 +223,7 @@ static uint32_t scan(struct core *c, const struct pick *k, uint64_t now_ms)
 			e->explore_on = 1;
 			e->explore_left = left_slow(c, e);
 			e->explore_hdr = headers_slow(c, e, k);
+			e->explore_sized = sized;
 			uint64_t wait = spacing(c, e, v);
 			if (e->explore_left) {
 				e->explore_shift = EXPLORE_MAX_SHIFT;
@@ -357,7 +406,8 @@ static void recovered(struct core *c, struct pool_endpoint *e, uint32_t idx,
 /* Verdict "still slow": probed half as often, a new window. */
 static void still_slow(struct pool_endpoint *e)
 {
-	if (e->explore_shift < EXPLORE_MAX_SHIFT)
+	if (e->explore_shift < (e->explore_sized ? EXPLORE_SIZED_MAX_SHIFT
+						 : EXPLORE_MAX_SHIFT))
 		e->explore_shift++;
 	e->explore_fast = 0;
 	e->explore_slow = 0;
@@ -381,10 +431,25 @@ static double headers_limit(struct core *c, const struct pool_endpoint *e,
 /* Whether e's probes answered fast on their headers (signal sig): enough
  * of them, and more than slow. */
 static bool headers_fast(const struct core *c, const struct pool_endpoint *e,
-			 unsigned sig)
+			 unsigned sig, double limit)
 {
+	if (e->explore_sized)
+		return e->explore_fast >= EXPLORE_VERDICT &&
+		       e->explore_sum / e->explore_fast + sized_error(c, e) <= limit;
 	return e->explore_fast >= verdict_answers(c, e, sig) &&
 	       e->explore_fast > e->explore_slow;
+}
+
+/* Whether e's probes answered slow on their headers: more slow than
+ * fast, or sized, their mean over the limit by EXPLORE_VERDICT standard
+ * errors. */
+static bool headers_slow_still(const struct core *c,
+			       const struct pool_endpoint *e, double limit)
+{
+	if (e->explore_sized)
+		return e->explore_fast > 0 &&
+		       e->explore_sum / e->explore_fast - sized_error(c, e) > limit;
+	return e->explore_slow > e->explore_fast;
 }
 
 /* e's probes were fast on their headers, its end-to-end EWMA is still
@@ -402,8 +467,8 @@ static void judge_ends(struct core *c, struct pool_endpoint *e, uint32_t idx,
 }
 
 void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
-		    unsigned sig, double tr_ms, uint64_t start_ms,
-		    uint64_t now_ms)
+		    unsigned sig, double tr_ms, double sized_ms,
+		    uint64_t start_ms, uint64_t now_ms)
 {
 	struct explore *x = &c->explore;
 	if (x->last_ms != 0 && now_ms >= x->last_ms) {
@@ -413,15 +478,22 @@ void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
 	x->last_ms = now_ms;
 	if (!e->explore_on || start_ms < e->explore_from_ms)
 		return; /* not explored, or sent before: old news */
+	if (e->explore_sized && sized_ms < 0)
+		return; /* its raw time says too little */
 	struct view *v = view_get(c, MODEL_NONE, CORE_TIER_MAX, now_ms);
 	double limit = headers_limit(c, e, v, sig);
-	if (tr_ms <= limit) {
+	if (e->explore_sized) {
+		/* all counted: their mean judges (headers_fast) */
+		e->explore_sum += sized_ms;
+		if (e->explore_fast < UINT8_MAX)
+			e->explore_fast++;
+	} else if (tr_ms <= limit) {
 		e->explore_sum += tr_ms;
 		e->explore_fast++;
 	} else {
 		e->explore_slow++;
 	}
-	bool fast = headers_fast(c, e, sig);
+	bool fast = headers_fast(c, e, sig, limit);
 	if (fast && e2e_slow(c, e, v)) {
 		if (e->explore_hdr)
 			judge_ends(c, e, idx, sig, v, now_ms);
@@ -429,7 +501,7 @@ void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
 			still_slow(e);
 	} else if (fast) {
 		recovered(c, e, idx, sig, limit, v, false, now_ms);
-	} else if (e->explore_slow > e->explore_fast) {
+	} else if (headers_slow_still(c, e, limit)) {
 		still_slow(e);
 	}
 }
@@ -449,7 +521,8 @@ void explore_end(struct core *c, struct pool_endpoint *e, uint32_t idx,
 		e->explore_end_slow++;
 	}
 	unsigned hsig = pool_sig(false, kind);
-	if (headers_fast(c, e, hsig) && e2e_slow(c, e, v))
+	if (headers_fast(c, e, hsig, headers_limit(c, e, v, hsig)) &&
+	    e2e_slow(c, e, v))
 		judge_ends(c, e, idx, hsig, v, now_ms);
 }
 

@@ -114,11 +114,12 @@ static inline void explore_heard(struct pool_endpoint *e, uint64_t start_ms)
 		e->explore_sent_ms = 0;
 }
 
-/* A success of endpoint idx, its time to headers tr_ms (signal sig) for
- * a request started at start_ms, answered at now_ms. */
+/* A success of endpoint idx, its time to headers tr_ms (signal sig),
+ * sized_ms sized (learn.c, sized; < 0: unknown), for a request started
+ * at start_ms, answered at now_ms. */
 void explore_answer(struct core *c, struct pool_endpoint *e, uint32_t idx,
-		    unsigned sig, double tr_ms, uint64_t start_ms,
-		    uint64_t now_ms);
+		    unsigned sig, double tr_ms, double sized_ms,
+		    uint64_t start_ms, uint64_t now_ms);
 
 /* The end of a stream of endpoint idx (kind: its stream kind), ms_per_kib
  * its end-to-end time per KiB sent, for a request started at start_ms:

@@ -229,10 +229,11 @@ static double retrial_sample(const struct core *c,
 }
 
 /* A success's time to headers tr for a prompt of kib KiB (0: unknown),
- * from e: from an endpoint judged fit and not re-tried, the fleet's mean
- * answer, and the answer over it in its class (sized). */
+ * sized s, from e: from an endpoint judged fit and not re-tried, the
+ * fleet's mean answer, the answer over it in its class (sized), and the
+ * sized answers' spread. */
 static void size_note(struct core *c, const struct pool_endpoint *e,
-		      double tr, uint32_t kib, bool hit)
+		      double tr, uint32_t kib, bool hit, double s)
 {
 	if (kib == 0 || e->suspect != POOL_FIT || e->retrials)
 		return;
@@ -240,6 +241,10 @@ static void size_note(struct core *c, const struct pool_endpoint *e,
 		unsigned b = size_class(kib);
 		mean_add(c, &c->size_f[hit][b], &c->size_n[hit][b],
 			 tr / c->tr_avg, c->p.ewma_alpha);
+		if (s >= 0)
+			mean_add(c, &c->sized_sq, &c->sized_n,
+				 (s - c->tr_avg) * (s - c->tr_avg),
+				 c->p.ewma_alpha);
 	}
 	mean_add(c, &c->tr_avg, &c->tr_n, tr, c->p.ewma_alpha);
 }
@@ -411,12 +416,13 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 			double tr = (double)l->tr_ms;
 			double s = sized(c, tr, l->size_kib, l->hit);
 			ewma_add(c, e, idx, sig, retrial_sample(c, e, sig, tr, s));
-			size_note(c, e, tr, l->size_kib, l->hit);
+			size_note(c, e, tr, l->size_kib, l->hit, s);
 			if (e->suspect != POOL_LEFT && !e->retrials)
 				slowstart_add(&e->first[pool_sig(false, l->stream)],
 					      (double)l->tr_ms, c->p.cold_start_samples,
 					      c->p.ewma_alpha / BASE_SLOWER);
-			explore_answer(c, e, idx, sig, tr, l->start_ms, now_ms);
+			explore_answer(c, e, idx, sig, tr, s, l->start_ms,
+				       now_ms);
 		}
 		if (l->has_akey && l->may_insert)
 			remember(c, l->akey, idx, e, now_ms);

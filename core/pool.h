@@ -210,6 +210,9 @@ struct pool_endpoint {
 				     * it began: they judge it (e2e_holds) */
 	uint8_t explore_end_fast;   /* its probes' ends, with explore_hdr */
 	uint8_t explore_end_slow;
+	uint8_t explore_sized;      /* its probes are judged sized (explore.c,
+				     * sized_answers): explore_fast counts
+				     * them all, explore_sum sums them */
 	/* in_flight and the rate of this agent's decisions for it, averaged
 	 * over time: EWMAs sampled at each runtime poll (core_endpoint_sync),
 	 * time constant idle_reset (load_note in core.c); what

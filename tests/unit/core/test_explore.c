@@ -244,6 +244,70 @@ START_TEST(explore_not_irregular)
 }
 END_TEST
 
+/* Like run_irregular, every endpoint's time in proportion to the prompt's
+ * size, which the request carries: one in ten 200 KiB (2,000 ms), the
+ * others 1 KiB (10 ms); x `times` slower. */
+static int run_sized(struct fx *f, int x, int times, uint64_t *from, int n)
+{
+	int to_x = 0;
+	for (int i = 0; i < n; i++) {
+		struct core_request r = fx_session(*from);
+		r.size_kib = (*from)++ % 10 == 0 ? 200 : 1;
+		struct core_decision d = fx_decide(f, &r);
+		ck_assert_int_ge(d.endpoint, 0);
+		int64_t tr = 10 * (int64_t)r.size_kib;
+		if (d.endpoint == x) {
+			tr *= times;
+			to_x++;
+		}
+		f->now += (uint64_t)tr;
+		ck_assert_int_eq(fx_feedback(f, &d, 200, tr, false), 0);
+		ck_assert_int_eq(core_endpoint_complete(f->c, d.endpoint), 0);
+		f->now += 10;
+	}
+	return to_x;
+}
+
+START_TEST(explore_sized_alone)
+{
+	/* explore_not_irregular's endpoint, its irregularity all its
+	 * prompts' sizes. Routing alone, its probes are judged sized (their
+	 * time over what the fleet answers to prompts of their size class,
+	 * times the fleet's mean answer): each says as much as a regular
+	 * endpoint's, so x is explored, its share bounded while it stays 5x
+	 * slower, and back once it recovers. Not alone, nothing changes:
+	 * it is not explored. */
+	for (int alone = 0; alone < 2; alone++) {
+		struct core_params p;
+		core_params_defaults(&p);
+		p.explore_share = 0.25;
+		p.idle_reset_ms = IDLE_HOUR;
+		p.routers = alone ? CORE_ROUTERS_ONE : CORE_ROUTERS_AUTO;
+		struct fx f;
+		fx_init(&f, 4, &p);
+		int x = f.ep[1];
+		uint64_t s = 1;
+		ck_assert_int_gt(run_sized(&f, x, 1, &s, 800), 150);
+		int left = run_sized(&f, x, 5, &s, 400);
+		ck_assert_int_lt(left, 100);
+		ck_assert_int_eq(fx_info(&f, x).speed, CORE_SPEED_LEFT);
+		int slow = run_sized(&f, x, 5, &s, 2000);
+		int back = run_sized(&f, x, 1, &s, 2000);
+		printf("# sized, %s: left after %d slow answers, %d of the next "
+		       "2000 new keys while slow, %d of 2000 once recovered\n",
+		       alone ? "alone" : "not alone", left, slow, back);
+		if (alone) {
+			ck_assert_int_gt(slow, 0);
+			ck_assert_int_le(slow, 2000 / 16);
+			ck_assert_int_ge(back, 2000 / 4 / 2);
+		} else {
+			ck_assert_int_eq(slow + back, 0);
+		}
+		fx_finish(&f);
+	}
+}
+END_TEST
+
 START_TEST(explore_quiet_is_not_starved)
 {
 	/* At a high rate a fair interval is a fraction of a millisecond: a
@@ -670,6 +734,7 @@ static Suite *explore_suite(void)
 	tcase_add_test(tc, explore_recovered_gets_share_back);
 	tcase_add_test(tc, explore_recovered_takes_keys_back);
 	tcase_add_test(tc, explore_not_irregular);
+	tcase_add_test(tc, explore_sized_alone);
 	tcase_add_test(tc, explore_quiet_is_not_starved);
 	tcase_add_test(tc, explore_quiet_keeps_warm_keys);
 	tcase_add_test(tc, explore_not_while_e2e_slow);
