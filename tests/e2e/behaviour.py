@@ -53,6 +53,10 @@ Scenarios:
   spread       policy.p2c_margin: four identical servers, one client sending
                anonymous requests one at a time: each gets at least half
                its fair share
+  sizedrecover issue 12, routing alone: a server whose times to headers are
+               irregular only by its prompts' sizes, left as 5x slower,
+               gets new sessions back once it recovered (its probes judged
+               by their prompt's size: docs/policy-v2.md, section 37)
   longprompt   policy.place_long_kib: with one server busy, new sessions
                whose body is that many KiB or more leave it for the idle
                one, shorter ones keep their hashed server (HAProxy's
@@ -1633,6 +1637,59 @@ def slowstart(binary, version):
             "after its 5th answer, not at most half its fair share (12.5%)"
 
 
+def sizedrecover(binary, version):
+    """Issue 12, routing alone (policy.routers one): a server whose times
+    to headers are irregular only because its prompts' sizes are (one new
+    session in 20 sends a 128 KiB prompt, 25x the others' time to the
+    first token on every server), left as 5x slower, is back once it
+    recovered. Raw, its answers spread over twice their mean, too much for
+    exploration's verdicts, and idle_reset's re-trial is 10 minutes away:
+    before docs/policy-v2.md section 37 it got no new session back. Now
+    its probes are judged sized: HAProxy's req.body_size reaches the
+    decision (the size argument) and the decision's answer (struct asked),
+    and each time to headers counts over what its size class takes on the
+    fit servers. Every request is a new session. Counts, not times: at
+    least a quarter of its fair share (25%) of the new sessions 20-50 s
+    after the recovery."""
+    pol = {"routers": "one", "idle_reset": "10m"}
+    with fe.FleetEnv("sizedrecover", version, policy=pol) as env:
+        env.start([fe.instance(n, fast=False, base_ms=20.0, prefill_ms_per_block=1.0,
+                               decode_ms_per_token=0.0) for n in ("s1", "s2", "s3", "s4")],
+                  binary)
+
+        def sized(i):
+            text = f"sz {version} {i}: " + ("x" * 131072 if i % 20 == 0 else "y" * 1500)
+            sid = f"sz-{version}-{i}"
+            return fe.chat_body(text, max_tokens=2, stream=False), {"x-session-id": sid}, sid
+        warm = fe.drive(env.port, sized, n=1000, concurrency=4)
+        fe.assert_all_ok(warm, "warm-up")
+        summary(env, warm, "warm-up")
+        env.fault("s2", mode="slow", factor=5)
+        slow = fe.drive(env.port, lambda i: sized(1000 + i), n=600, concurrency=4)
+        fe.assert_all_ok(slow, "slow phase")
+        summary(env, slow, "s2 5x slower")
+        late = [r for r in slow[-200:] if r.served == "s2"]
+        env.fault("s2", mode="none")
+        t_ok = time.monotonic()
+        rec = fe.drive(env.port, lambda i: sized(1600 + i), duration=50.0, concurrency=4)
+        fe.assert_all_ok(rec, "after the recovery")
+        window = [r for r in rec if r.t0 - t_ok >= 20.0]
+        back = sum(r.served == "s2" for r in window)
+        share = back / max(1, len(window))
+        log(f"s2 got {len(late)} of the slow phase's last 200 requests; recovered: "
+            f"{sum(r.served == 's2' for r in rec if r.t0 - t_ok < 20.0)} of the first 20 s' "
+            f"requests, {back} of {len(window)} 20-50 s after ({100 * share:.1f}%, fair 25%); "
+            f"served {fe.fmt_counts(fe.by(window, 'served'))}, "
+            f"reasons {fe.fmt_counts(fe.by(window, 'reason'))}")
+        env.stop_agent_checked()
+        assert len(late) < 200 // 4, \
+            f"s2 (5x slower) got {len(late)} of the slow phase's last 200, its fair share: not left"
+        assert len(window) >= 100, f"only {len(window)} requests 20-50 s after the recovery"
+        assert share >= 0.25 * 0.25, \
+            f"recovered s2: {100 * share:.1f}% of new sessions 20-50 s after, " \
+            "under a quarter of its fair share (25%)"
+
+
 def longprompt(binary, version):
     """policy.place_long_kib 4, place_long_z 0, with place_load_z, the load
     bound, owned_bound, exploration and place_slots out of the way: s1
@@ -1697,7 +1754,7 @@ def longprompt(binary, version):
 
 SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimit, "breaker": breaker,
              "deadkey": deadkey, "maint": maint, "haproxyown": haproxyown, "models": models,
-             "sessionscope": sessionscope,
+             "sessionscope": sessionscope, "sizedrecover": sizedrecover,
              "killrestart": killrestart, "metrics": metrics, "slowleave": slowleave,
              "slowleave2": slowleave2,
              "recover": recover, "recovercheck": recovercheck, "tiers": tiers, "tiersrestart": tiers_restart, "slowstart": slowstart,
