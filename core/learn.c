@@ -183,7 +183,7 @@ static int64_t asked_take(struct core *c, uint64_t akey, uint32_t idx,
 }
 
 /* The size class of a prompt of kib KiB (> 0): log2 of its size, the
- * last class holding every longer one (struct core, size_tr). */
+ * last class holding every longer one (struct core, size_f). */
 static unsigned size_class(uint32_t kib)
 {
 	unsigned b = 0;
@@ -212,7 +212,9 @@ static double sized(const struct core *c, double tr, uint32_t kib, bool hit)
 
 /* A re-trial's answer tr of signal sig (e was warm once, and idle_reset
  * forgot its samples: fewer than cold_start_samples since), sized s, as
- * it counts in e's EWMA: sized where known. A re-trial's EWMA is the mean
+ * it counts in e's EWMA: routing alone, sized where known (with the
+ * default profile its keyed recovery came from re-trials that passed by
+ * chance while the server was still slow). A re-trial's EWMA is the mean
  * of a few answers, and one long cold prompt (5.5 s for 98,652 tokens,
  * as fast per token as its peers) carried a recovered server's mean over
  * the limit alone, so that it was left again and its next re-trial
@@ -418,8 +420,8 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 			ewma_add(c, e, idx, sig, retrial_sample(c, e, sig, tr, s));
 			size_note(c, e, tr, l->size_kib, l->hit, s);
 			if (e->suspect != POOL_LEFT && !e->retrials)
-				slowstart_add(&e->first[pool_sig(false, l->stream)],
-					      (double)l->tr_ms, c->p.cold_start_samples,
+				slowstart_add(&e->first[sig], tr,
+					      c->p.cold_start_samples,
 					      c->p.ewma_alpha / BASE_SLOWER);
 			explore_answer(c, e, idx, sig, tr, s, l->start_ms,
 				       now_ms);
