@@ -82,8 +82,8 @@ struct pending {
 
 /* The in-flight count of the endpoint a keyed decision chose, as it
  * found it, for that answer's time to be judged against its queue
- * (queue_judge), and the request's size, for a re-trial's answer to be
- * judged by it (learn.c, retrial_sample). Direct-mapped by akey like
+ * (queue_judge), and the request's size and kind of decision, for that
+ * answer to be sized (learn.c, sized). Direct-mapped by akey like
  * struct pending, a later decision overwriting an earlier one in its slot
  * (that answer is then not judged). */
 struct asked {
