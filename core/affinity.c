@@ -152,7 +152,8 @@ static void remove_at(struct affinity *a, uint32_t i)
 static bool expired(const struct affinity *a, const struct affinity_entry *x,
 		    uint64_t now_ms)
 {
-	return now_ms > x->last_ms && now_ms - x->last_ms >= a->ttl_ms;
+	uint64_t last = affinity_ms(x);
+	return now_ms > last && now_ms - last >= a->ttl_ms;
 }
 
 bool affinity_get(struct affinity *a, uint64_t key, uint64_t now_ms,
@@ -165,13 +166,25 @@ bool affinity_get(struct affinity *a, uint64_t key, uint64_t now_ms,
 bool affinity_get_last(struct affinity *a, uint64_t key, uint64_t now_ms,
 		       uint32_t *endpoint, uint32_t *gen, uint64_t *last_ms)
 {
+	uint16_t prev;
+	return affinity_get_turn(a, key, now_ms, 0, endpoint, gen, last_ms, &prev);
+}
+
+bool affinity_get_turn(struct affinity *a, uint64_t key, uint64_t now_ms,
+		       uint16_t turn, uint32_t *endpoint, uint32_t *gen,
+		       uint64_t *last_ms, uint16_t *prev)
+{
 	uint32_t i = find_slot(a, key);
+	*prev = 0;
 	if (i != AFFINITY_NIL) {
-		const struct affinity_entry *x = &a->e[a->slots[i].ref - 1];
+		struct affinity_entry *x = &a->e[a->slots[i].ref - 1];
 		if (!expired(a, x, now_ms)) {
 			*endpoint = x->endpoint;
 			*gen = x->gen;
-			*last_ms = x->last_ms;
+			*last_ms = affinity_ms(x);
+			*prev = affinity_turn(x);
+			if (turn != 0)
+				x->stamp = affinity_stamp(*last_ms, turn);
 			a->hits++;
 			return true;
 		}
@@ -193,7 +206,7 @@ bool affinity_peek(const struct affinity *a, uint64_t key, uint64_t now_ms,
 		return false;
 	*endpoint = x->endpoint;
 	*gen = x->gen;
-	*last_ms = x->last_ms;
+	*last_ms = affinity_ms(x);
 	return true;
 }
 
@@ -212,7 +225,7 @@ uint32_t affinity_expire(struct affinity *a, uint64_t now_ms, uint32_t max)
 }
 
 void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
-		  uint32_t gen, uint64_t last_ms)
+		  uint32_t gen, uint64_t last_ms, uint16_t turn)
 {
 	assert(endpoint != AFFINITY_NIL); /* the free-entry mark */
 	uint32_t i = find_slot(a, key);
@@ -221,7 +234,7 @@ void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
 		struct affinity_entry *x = &a->e[ent];
 		x->endpoint = endpoint;
 		x->gen = gen;
-		x->last_ms = last_ms;
+		x->stamp = affinity_stamp(last_ms, turn != 0 ? turn : affinity_turn(x));
 		if (a->lru_head != ent) {
 			lru_unlink(a, ent);
 			lru_push_head(a, ent);
@@ -245,7 +258,8 @@ void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
 		ent = a->high++;
 	}
 	a->e[ent] = (struct affinity_entry){
-		.key = key, .last_ms = last_ms, .endpoint = endpoint, .gen = gen,
+		.key = key, .stamp = affinity_stamp(last_ms, turn),
+		.endpoint = endpoint, .gen = gen,
 	};
 	lru_push_head(a, ent);
 	a->used++;
@@ -265,9 +279,9 @@ bool affinity_refresh(struct affinity *a, uint64_t key, uint32_t endpoint,
 	uint32_t ent = a->slots[i].ref - 1;
 	struct affinity_entry *x = &a->e[ent];
 	if (x->endpoint != endpoint || x->gen != gen || expired(a, x, last_ms) ||
-	    last_ms < x->last_ms) /* the LRU list stays ordered by last_ms */
+	    last_ms < affinity_ms(x)) /* the LRU list stays ordered by time */
 		return false;
-	x->last_ms = last_ms;
+	x->stamp = affinity_stamp(last_ms, affinity_turn(x));
 	if (a->lru_head != ent) {
 		lru_unlink(a, ent);
 		lru_push_head(a, ent);

@@ -14,12 +14,35 @@
  * list links by index). */
 struct affinity_entry {
 	uint64_t key;
-	uint64_t last_ms;   /* last refresh */
+	uint64_t stamp;     /* the last refresh in ms (its low AFFINITY_MS_BITS)
+			     * and the turn of the key's last request (the
+			     * rest; 0: unknown): affinity_ms, affinity_turn */
 	uint32_t prev;      /* LRU neighbours; AFFINITY_NIL at the ends */
 	uint32_t next;      /* (free list link when unused) */
 	uint32_t endpoint;  /* AFFINITY_NIL: the entry is free */
 	uint32_t gen;       /* endpoint generation when stored */
 };
+
+/* A millisecond clock fits 48 bits for 8,900 years; the 16 left hold a
+ * request's turn (core_request.turn), where a 33rd byte would cost the
+ * entry its own cache line. */
+#define AFFINITY_MS_BITS 48
+#define AFFINITY_MS_MASK ((UINT64_C(1) << AFFINITY_MS_BITS) - 1)
+
+static inline uint64_t affinity_ms(const struct affinity_entry *x)
+{
+	return x->stamp & AFFINITY_MS_MASK;
+}
+
+static inline uint16_t affinity_turn(const struct affinity_entry *x)
+{
+	return (uint16_t)(x->stamp >> AFFINITY_MS_BITS);
+}
+
+static inline uint64_t affinity_stamp(uint64_t ms, uint16_t turn)
+{
+	return (ms & AFFINITY_MS_MASK) | (uint64_t)turn << AFFINITY_MS_BITS;
+}
 
 /* One slot of the open-addressing index: 8 bytes, at most half full. */
 struct affinity_slot {
@@ -65,6 +88,13 @@ bool affinity_get(struct affinity *a, uint64_t key, uint64_t now_ms,
 /* As affinity_get, and *last_ms is the entry's last refresh. */
 bool affinity_get_last(struct affinity *a, uint64_t key, uint64_t now_ms,
 		       uint32_t *endpoint, uint32_t *gen, uint64_t *last_ms);
+
+/* As affinity_get_last for a request of turn turn (0: unknown): *prev is
+ * the turn the entry held (0: unknown), and from now on the entry holds
+ * turn, unless that is 0. */
+bool affinity_get_turn(struct affinity *a, uint64_t key, uint64_t now_ms,
+		       uint16_t turn, uint32_t *endpoint, uint32_t *gen,
+		       uint64_t *last_ms, uint16_t *prev);
 /* affinity_get without a side effect (the command socket's show and
  * explain): no hit or miss counted, an expired entry left for the next
  * lookup; also gives the entry's last refresh. */
@@ -156,10 +186,12 @@ AFFINITY_PREFETCH_FN void affinity_prefetch_links(const struct affinity *a,
 #endif
 }
 
-/* Maps key to endpoint/gen, fresh at last_ms, most recently used. A full
- * map first drops its least recently used entry. Never allocates. */
+/* Maps key to endpoint/gen, fresh at last_ms, most recently used, and to
+ * turn unless that is 0 (an entry's turn is kept then; a new entry's is
+ * 0). A full map first drops its least recently used entry. Never
+ * allocates. */
 void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
-		  uint32_t gen, uint64_t last_ms);
+		  uint32_t gen, uint64_t last_ms, uint16_t turn);
 
 /* Refreshes key's entry to last_ms (most recently used) only when it is
  * live at last_ms and points to endpoint/gen; never inserts, never moves

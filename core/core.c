@@ -94,11 +94,12 @@ static int check_params(const struct core_params *p)
 /* The parameters in force for whether this agent routes alone
  * (routers.h): the new key's load gap, the entries' TTL, and the load
  * floors' scale on the engines' counts (floor_scale). */
-static void routers_apply(struct core *c)
+void routers_apply(struct core *c)
 {
 	c->alone = c->p.routers == CORE_ROUTERS_ONE ||
 		   (c->p.routers == CORE_ROUTERS_AUTO &&
-		    (c->routers.alone || c->routers.hints));
+		    (c->routers.alone || c->routers.hints ||
+		     c->routers.turns_alone));
 	c->place_z = c->alone ? c->p.alone_place_load_z : c->p.place_load_z;
 	c->aff.ttl_ms = c->alone && c->p.alone_affinity_ttl_ms > c->p.affinity_ttl_ms ?
 			c->p.alone_affinity_ttl_ms : c->p.affinity_ttl_ms;
@@ -214,7 +215,8 @@ static void map_move(struct affinity *n, struct affinity *from)
 	for (uint32_t i = affinity_oldest(from); i != AFFINITY_NIL;
 	     i = affinity_newer(from, i)) {
 		const struct affinity_entry *x = &from->e[i];
-		affinity_put(n, x->key, x->endpoint, x->gen, x->last_ms);
+		affinity_put(n, x->key, x->endpoint, x->gen, affinity_ms(x),
+			     affinity_turn(x));
 	}
 	n->hits = from->hits;
 	n->misses = from->misses;
@@ -590,6 +592,8 @@ void core_routers_info(const struct core *c, struct core_routers_info *out)
 		.hints = c->routers.hints,
 		.engines = c->routers.alone,
 		.hinted = c->routers.hinted,
+		.turns = c->routers.turns_alone,
+		.skips = routers_skips(&c->routers),
 		.linked = c->routers.linked,
 		.peers = c->peers,
 		.ttl_ms = c->aff.ttl_ms,

@@ -184,6 +184,10 @@ struct core_request {
 	                            * KiB (HAProxy's req.body_size / 1024,
 	                            * saturated); 0: unknown or under 1 KiB
 	                            * (policy.place_long_kib) */
+	uint16_t turn;             /* its count of user messages (HAProxy's
+	                            * `turn`: a conversation's turn); 0:
+	                            * unknown. Whether several HAProxies route
+	                            * its key (routers.h, routers_turn) */
 	struct core_hint hint;     /* zeroed: none (a single HAProxy) */
 	/* core_identity of this request, when the caller has it already
 	 * (it prefetched the key's slot): 0 not given (core_decide computes
@@ -532,6 +536,10 @@ struct core_routers_info {
 				* carrying their load: auto routes alone */
 	double hinted;         /* decisions with a hint for their key, in
 				* the window (decayed over idle_reset) */
+	bool turns;            /* the requests' turns show no other HAProxy
+				* routing its keys: auto routes alone */
+	double skips;          /* of the turns that count, the share that
+				* skipped one; -1: too few yet */
 	bool linked;           /* HAProxy's peers are connected (own hints
 				* count, core_peers_note) */
 	enum core_peers peers; /* what the last poll said of them */

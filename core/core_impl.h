@@ -92,6 +92,10 @@ struct asked {
 	uint32_t in_flight;
 	uint32_t size_kib;       /* core_request.size_kib */
 	bool hit;                /* to the key's warm entry (affinity) */
+	uint16_t turn;           /* core_request.turn, when its key is one
+				  * turns compare under (decide.c,
+				  * turn_keyed); else 0. A new key's entry
+				  * starts with it */
 };
 
 /* Size classes of prompts: 1 KiB or less, 2, 4, ... and 1 MiB or more. */
@@ -136,6 +140,7 @@ struct core {
 	 * names a choice in a worse one `failover`. */
 	uint8_t decide_tier_lo;
 	uint32_t decide_kib;     /* and its size (core_request.size_kib) */
+	uint16_t decide_turn;    /* and its turn (struct asked) */
 	/* Bit t: some live endpoint is in tier t (tier_recount). With one
 	 * bit set, views skip every tier sum: an untiered pool's decision
 	 * costs what it did before tiers. */
@@ -388,6 +393,9 @@ static inline void latency_out(const struct pool_endpoint *e, double *ewma_ms,
 		e2e_samples[k] = e->samples[pool_sig(true, k)];
 	}
 }
+
+/* core.c: the parameters in force for the routers' verdicts. */
+void routers_apply(struct core *c);
 
 /* core.c: the EWMA order and the cached medians. */
 void order_fix(struct core *c, unsigned k, uint32_t i);

@@ -6,8 +6,10 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-bool core_identity(const struct core *c, const struct core_request *req,
-		   uint64_t *akey)
+/* The first rung of the ladder req has, in *rung; NULL when none. */
+static const struct core_id *ladder_first(const struct core *c,
+					  const struct core_request *req,
+					  enum core_rung *rung)
 {
 	for (unsigned i = 0; i < c->p.identity_ladder_len; i++) {
 		const struct core_id *id = NULL;
@@ -35,26 +37,48 @@ bool core_identity(const struct core *c, const struct core_request *req,
 			break;
 		}
 		if (id != NULL && id->present) {
-			uint8_t b[16];
-			size_t n = 8;
-			for (int k = 0; k < 8; k++)
-				b[k] = (uint8_t)(id->hash >> (8 * k));
-			/* A session or install id is a label the client
-			 * chooses: scoped to its caller, another caller's
-			 * same label is another key (params.h). The 16-byte
-			 * input is another domain than an unscoped id's 8. */
-			if (c->p.session_scope == CORE_SESSION_CALLER &&
-			    (r == CORE_RUNG_SESSION || r == CORE_RUNG_INSTALL) &&
-			    req->caller.present) {
-				for (int k = 0; k < 8; k++)
-					b[8 + k] = (uint8_t)(req->caller.hash >> (8 * k));
-				n = 16;
-			}
-			*akey = XXH3_64bits_withSeed(b, n, (uint64_t)r + 1);
-			return true;
+			*rung = r;
+			return id;
 		}
 	}
-	return false;
+	return NULL;
+}
+
+bool core_identity(const struct core *c, const struct core_request *req,
+		   uint64_t *akey)
+{
+	enum core_rung r;
+	const struct core_id *id = ladder_first(c, req, &r);
+	if (id == NULL)
+		return false;
+	uint8_t b[16];
+	size_t n = 8;
+	for (int k = 0; k < 8; k++)
+		b[k] = (uint8_t)(id->hash >> (8 * k));
+	/* A session or install id is a label the client chooses: scoped to
+	 * its caller, another caller's same label is another key (params.h).
+	 * The 16-byte input is another domain than an unscoped id's 8. */
+	if (c->p.session_scope == CORE_SESSION_CALLER &&
+	    (r == CORE_RUNG_SESSION || r == CORE_RUNG_INSTALL) &&
+	    req->caller.present) {
+		for (int k = 0; k < 8; k++)
+			b[8 + k] = (uint8_t)(req->caller.hash >> (8 * k));
+		n = 16;
+	}
+	*akey = XXH3_64bits_withSeed(b, n, (uint64_t)r + 1);
+	return true;
+}
+
+/* Whether the turns of req's key tell whether other HAProxies route it
+ * (routers.h, routers_turn): a session id's, or the longest prefix
+ * window's, which a conversation keeps from turn to turn. A shorter
+ * window is shared by conversations that open alike (a system prompt), a
+ * caller's or an install's by all its conversations at once. */
+static bool turn_keyed(const struct core *c, const struct core_request *req)
+{
+	enum core_rung r;
+	const struct core_id *id = ladder_first(c, req, &r);
+	return id != NULL && (r == CORE_RUNG_SESSION || id == &req->prefix[2]);
 }
 
 /* noipa: a caller that sees this body (LTO) would take it for one
@@ -165,7 +189,8 @@ static void commit(struct core *c, uint32_t idx, enum core_reason reason,
 		c->asked[out->akey & (CORE_PENDING_SLOTS - 1)] =
 			(struct asked){ out->akey, idx + 1, e->in_flight,
 					c->decide_kib,
-					reason == CORE_REASON_AFFINITY };
+					reason == CORE_REASON_AFFINITY,
+					c->decide_turn };
 	in_flight_step(c, idx, 1);
 	e->decisions++;
 	if (e->wait_ms <= e->last_seen_ms)
@@ -610,6 +635,10 @@ void decide(struct core *c, const struct core_request *req,
 	} else {
 		out->has_akey = core_identity(c, req, &out->akey);
 	}
+	/* Its turn, where the key's turns count (core_explain's peek counts
+	 * nothing). */
+	c->decide_turn = out->has_akey && req->turn != 0 && t == NULL &&
+			 turn_keyed(c, req) ? req->turn : 0;
 
 	struct pool *pool = &c->pool;
 	if (pool->live == 0) {
@@ -685,8 +714,10 @@ void decide(struct core *c, const struct core_request *req,
 	uint32_t warm_idx = UINT32_MAX;
 	uint32_t ep, gen;
 	uint64_t warm_ms = 0;
+	uint16_t prev_turn = 0;
 	if (t != NULL ? affinity_peek(&c->aff, out->akey, now_ms, &ep, &gen, &warm_ms)
-		      : affinity_get_last(&c->aff, out->akey, now_ms, &ep, &gen, &warm_ms)) {
+		      : affinity_get_turn(&c->aff, out->akey, now_ms, c->decide_turn,
+					  &ep, &gen, &warm_ms, &prev_turn)) {
 		const struct pool_endpoint *e = pool_get(pool, (int)ep);
 		if (e != NULL && e->gen == gen)
 			warm_idx = ep;
@@ -699,6 +730,8 @@ void decide(struct core *c, const struct core_request *req,
 			t->entry_stale = warm_idx == UINT32_MAX;
 		}
 	}
+	if (routers_turn(&c->routers, prev_turn, c->decide_turn))
+		routers_apply(c); /* the key's TTL is read again at its put */
 	/* 3a. A newer shared hint goes first; a decision of our own, so
 	 * that its success (feedback or log line) enters the map. */
 	if (req->hint.present) {

@@ -160,26 +160,26 @@ struct lesson {
 	int64_t queued;            /* in flight at its decision; < 0: unknown */
 	uint32_t size_kib;         /* its request's size (struct asked); 0: unknown */
 	bool hit;                  /* its decision a warm hit (struct asked) */
+	uint16_t turn;             /* its request's turn (struct asked); 0: unknown */
 	uint64_t start_ms;         /* the request's start (stall.h) */
 	uint64_t headers_ms;       /* its response headers */
 };
 
-/* The in-flight count the decision akey -> idx found (struct asked), its
- * request's size in *kib and whether it was a warm hit in *hit, forgotten
- * once read; -1 (*kib 0) when its slot holds another decision. */
-static int64_t asked_take(struct core *c, uint64_t akey, uint32_t idx,
-			  uint32_t *kib, bool *hit)
+/* What the decision akey -> idx noted (struct asked) into l: the in-flight
+ * count it found, its request's size and turn, whether it was a warm hit;
+ * forgotten once read. Queued -1 (the rest 0) when its slot holds another
+ * decision. */
+static void asked_take(struct core *c, uint64_t akey, uint32_t idx,
+		       struct lesson *l)
 {
 	struct asked *s = &c->asked[akey & (CORE_PENDING_SLOTS - 1)];
-	*kib = 0;
-	*hit = false;
 	if (s->akey != akey || s->endpoint != idx + 1)
-		return -1;
-	int64_t q = s->in_flight;
-	*kib = s->size_kib;
-	*hit = s->hit;
+		return;
+	l->queued = s->in_flight;
+	l->size_kib = s->size_kib;
+	l->hit = s->hit;
+	l->turn = s->turn;
 	*s = (struct asked){ 0 };
-	return q;
 }
 
 /* The size class of a prompt of kib KiB (> 0): log2 of its size, the
@@ -388,16 +388,17 @@ static void homes_note(struct core *c, uint64_t akey, uint32_t idx,
 	}
 	const struct pool_endpoint *h = pool_get(&c->pool, (int)ep);
 	if (h != NULL && h->gen == gen && h->tier < e->tier)
-		affinity_put(&c->homes, akey, ep, gen, now_ms);
+		affinity_put(&c->homes, akey, ep, gen, now_ms, 0);
 }
 
-/* akey's request succeeded on idx: its entry (and, tiered, its home). */
+/* akey's request of turn turn succeeded on idx: its entry (and, tiered,
+ * its home). */
 static void remember(struct core *c, uint64_t akey, uint32_t idx,
-		     const struct pool_endpoint *e, uint64_t now_ms)
+		     const struct pool_endpoint *e, uint16_t turn, uint64_t now_ms)
 {
 	if (c->tiered)
 		homes_note(c, akey, idx, e, now_ms);
-	affinity_put(&c->aff, akey, idx, e->gen, now_ms);
+	affinity_put(&c->aff, akey, idx, e->gen, now_ms, turn);
 }
 
 static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
@@ -427,14 +428,14 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 				       now_ms);
 		}
 		if (l->has_akey && l->may_insert)
-			remember(c, l->akey, idx, e, now_ms);
+			remember(c, l->akey, idx, e, l->turn, now_ms);
 		else if (l->has_akey &&
 			 affinity_refresh(&c->aff, l->akey, idx, e->gen, now_ms)) {
 			if (c->tiered)
 				homes_note(c, l->akey, idx, e, now_ms);
 		} else if (l->has_akey && pending_take(c, l->akey, idx, e->gen))
 			/* a line confirming a decision of warmlane's own */
-			remember(c, l->akey, idx, e, now_ms);
+			remember(c, l->akey, idx, e, l->turn, now_ms);
 		if (e->has_mismatch && l->model >= 0) {
 			pool_note_served(e, l->model);
 			c->version++;
@@ -487,11 +488,6 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 	c->outcomes[o]++;
 	e->outcomes[o]++;
 	e->at_headers = true;
-	uint32_t kib = 0;
-	bool hit = false;
-	int64_t queued = fb->has_akey ?
-			 asked_take(c, fb->akey, (uint32_t)fb->endpoint, &kib,
-				    &hit) : -1;
 	struct lesson l = {
 		.status = fb->status, .tr_ms = fb->tr_ms,
 		.retry_after_ms = fb->retry_after_ms, .stream = fb->stream,
@@ -502,13 +498,13 @@ int core_observe(struct core *c, const struct core_feedback *fb,
 		.may_insert = true,
 		.provisional = o == CORE_OUTCOME_SUCCESS && fb->stream &&
 			       fb->end_follows,
-		.queued = queued,
-		.size_kib = kib,
-		.hit = hit,
+		.queued = -1,
 		.start_ms = fb->tr_ms >= 0 && (uint64_t)fb->tr_ms <= now_ms ?
 			    now_ms - (uint64_t)fb->tr_ms : now_ms,
 		.headers_ms = now_ms,
 	};
+	if (fb->has_akey)
+		asked_take(c, fb->akey, (uint32_t)fb->endpoint, &l);
 	if (l.provisional && e->provisional < UINT32_MAX)
 		e->provisional++;
 	learn(c, e, (uint32_t)fb->endpoint, o, &l, now_ms);
@@ -537,27 +533,22 @@ int core_complete(struct core *c, const struct core_completion *cc,
 		   cc->end == CORE_END_SERVER_FAIL;
 	uint64_t start = cc->total_ms >= 0 && (uint64_t)cc->total_ms <= now_ms ?
 			 now_ms - (uint64_t)cc->total_ms : now_ms;
-	/* Without feedback (HAProxy 2.6) the line is the answer. */
-	uint32_t size_kib = 0;
-	bool hit = false;
-	int64_t queued = !cc->feedback_seen && cc->has_akey ?
-			 asked_take(c, cc->akey, (uint32_t)cc->endpoint,
-				    &size_kib, &hit) : -1;
 	struct lesson l = {
 		.status = cc->status, .tr_ms = cc->tr_ms,
 		.retry_after_ms = cc->has_retry_after && cc->retry_after_ms >= 0 ?
 				  cc->retry_after_ms : -1,
 		.stream = cc->stream, .has_akey = cc->has_akey, .akey = cc->akey,
 		.model = -1,
-		.queued = queued,
-		.size_kib = size_kib,
-		.hit = hit,
+		.queued = -1,
 		.start_ms = cc->total_ms < 0 && cc->tr_ms >= 0 &&
 			    (uint64_t)cc->tr_ms <= now_ms ?
 			    now_ms - (uint64_t)cc->tr_ms : start,
 		.headers_ms = cc->tr_ms >= 0 && start + (uint64_t)cc->tr_ms < now_ms ?
 			      start + (uint64_t)cc->tr_ms : now_ms,
 	};
+	/* Without feedback (HAProxy 2.6) the line is the answer. */
+	if (!cc->feedback_seen && cc->has_akey)
+		asked_take(c, cc->akey, (uint32_t)cc->endpoint, &l);
 	if (cc->feedback_seen) {
 		/* core_observe took the status (and the idle check, at the
 		 * headers): only the end is news, and only when the status

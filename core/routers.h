@@ -25,8 +25,17 @@
  * says its peers are connected (`show peers`, which the agent asks every
  * 5 s while requests carry hints): then hints that are all its own mean
  * that no other HAProxy routes these keys (this HAProxy is the active one
- * of a pair, or alone in its peers section). Pure arithmetic, no
- * allocation.
+ * of a pair, or alone in its peers section).
+ *
+ * Without either, the requests' turns tell (HAProxy's `turn`, the count
+ * of user messages in the body): a key's entry holds the turn of its last
+ * request here, and a request of a later turn either follows it (turn + 1)
+ * or skips some, which another HAProxy routed. Alone, a conversation's
+ * turns all come here; behind N HAProxies sharing nothing, each turn with
+ * 1/N odds. Only a later turn's request that could have followed a
+ * skipped one counts (turn 3 on: turn 2 after turn 1 says nothing, as a
+ * conversation of two turns never shows a skip), and only where the
+ * entry knows a turn. Pure arithmetic, no allocation.
  */
 #ifndef WARMLANE_CORE_ROUTERS_H
 #define WARMLANE_CORE_ROUTERS_H
@@ -58,6 +67,20 @@
  * own hints show a shared table ends: a reload or a peer's restart
  * reconnects within HAProxy's reconnect timer (5 s). */
 #define ROUTERS_LINK_GRACE_MS 10000
+/* The turns' skip share: a mean over the last ROUTERS_TURN_MEMORY
+ * requests that count (the plain mean before that many); a verdict once
+ * ROUTERS_TURN_MIN have, alone under ROUTERS_TURN_ALONE, no longer at
+ * ROUTERS_TURN_SEVERAL. Counted in requests, not time: a fleet's rate
+ * does not move the bars. On the Mooncake trace (a Python model of its
+ * turns, derived from its blocks), one agent's share is 0.3-0.4% (a
+ * conversation that forks, or two that share a key), 2 agents' 29-42%, 4
+ * agents' 38-57%; at a true share of 0.29, the 50th request finds it
+ * under 0.05 with odds of 1 in 120,000, any of the next 550 with 1 in
+ * 20,000 (0.18: 1 in 290, 1 in 190). */
+#define ROUTERS_TURN_MEMORY 64.0
+#define ROUTERS_TURN_MIN 50u
+#define ROUTERS_TURN_ALONE 0.05
+#define ROUTERS_TURN_SEVERAL 0.10
 
 struct routers {
 	double own;        /* this HAProxy's counts at the samples */
@@ -77,6 +100,10 @@ struct routers {
 	uint64_t apart_ms; /* linked, but seen apart since then; 0: not */
 	uint64_t restored_ms; /* alone restored from a snapshot then, and
 			       * no engine sample since; 0: not */
+	double skips;      /* of the turns that count, the share that
+			    * skipped one (routers_turn) */
+	uint32_t turns;    /* turns that counted (saturates) */
+	bool turns_alone;  /* the verdict by the turns */
 };
 
 /* The hints' verdict on the sums: shared once ROUTERS_MIN_DECISIONS
@@ -188,6 +215,30 @@ static inline void routers_note(struct routers *r, uint32_t own, uint32_t engine
 static inline double routers_share(const struct routers *r)
 {
 	return r->engine >= ROUTERS_MIN ? r->own / r->engine : -1;
+}
+
+/* A request of turn `turn` whose key's entry held turn prev (either 0:
+ * unknown). Returns whether the turns' verdict changed. */
+static inline bool routers_turn(struct routers *r, uint16_t prev, uint16_t turn)
+{
+	if (prev == 0 || turn < 3 || turn <= prev)
+		return false; /* a retry, an edit, a fork, or nothing to skip */
+	if (r->turns < UINT32_MAX)
+		r->turns++;
+	double w = 1.0 / (r->turns < ROUTERS_TURN_MEMORY ? r->turns : ROUTERS_TURN_MEMORY);
+	r->skips += ((turn > prev + 1 ? 1.0 : 0.0) - r->skips) * w;
+	bool was = r->turns_alone;
+	if (r->turns >= ROUTERS_TURN_MIN && r->skips < ROUTERS_TURN_ALONE)
+		r->turns_alone = true;
+	else if (r->skips >= ROUTERS_TURN_SEVERAL)
+		r->turns_alone = false;
+	return r->turns_alone != was;
+}
+
+/* The turns' skip share; -1 before ROUTERS_TURN_MIN turns counted. */
+static inline double routers_skips(const struct routers *r)
+{
+	return r->turns >= ROUTERS_TURN_MIN ? r->skips : -1;
 }
 
 #endif

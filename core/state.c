@@ -65,7 +65,8 @@ int core_affinity_export(const struct core *c, uint64_t now_ms,
 	     i = affinity_newer(a, i)) {
 		const struct affinity_entry *x = &a->e[i];
 		const struct pool_endpoint *e = pool_get(&c->pool, (int)x->endpoint);
-		uint64_t idle = now_ms > x->last_ms ? now_ms - x->last_ms : 0;
+		uint64_t last = affinity_ms(x);
+		uint64_t idle = now_ms > last ? now_ms - last : 0;
 		if (e == NULL || e->gen != x->gen || idle >= a->ttl_ms)
 			continue;
 		struct core_affinity_record rec = {
@@ -90,7 +91,8 @@ static int cursor_visit(void *arg, const struct affinity_entry *x)
 {
 	const struct cursor_visit *v = arg;
 	const struct pool_endpoint *e = pool_get(&v->c->pool, (int)x->endpoint);
-	uint64_t idle = v->now_ms > x->last_ms ? v->now_ms - x->last_ms : 0;
+	uint64_t last = affinity_ms(x);
+	uint64_t idle = v->now_ms > last ? v->now_ms - last : 0;
 	if (e == NULL || e->gen != x->gen || idle >= v->c->aff.ttl_ms)
 		return 0;
 	struct core_affinity_record rec = {
@@ -142,7 +144,7 @@ static int import_into(struct core *c, struct affinity *a,
 	if (rec->idle_ms >= a->ttl_ms)
 		return -ESTALE;
 	uint64_t last = now_ms > rec->idle_ms ? now_ms - rec->idle_ms : 0;
-	affinity_put(a, rec->akey, (uint32_t)rec->endpoint, e->gen, last);
+	affinity_put(a, rec->akey, (uint32_t)rec->endpoint, e->gen, last, 0);
 	return 0;
 }
 

@@ -66,6 +66,7 @@ static struct core_request bench_request(uint64_t sess)
 		.model = { "llama-3-70b", 11 }, .stream = true,
 		.prefix = { { true, 17 }, { true, 18 }, { false, 0 } },
 		.caller = { true, 99 }, .session = { true, sess },
+		.turn = 3, /* a conversation's turn: its entry keeps it */
 	};
 }
 

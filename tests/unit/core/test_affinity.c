@@ -16,7 +16,7 @@ START_TEST(map_put_get_remove)
 	uint32_t ep, gen;
 	ck_assert_int_eq(affinity_init(&a, 1000, 300000), 0);
 	for (uint64_t k = 0; k < 1000; k++)
-		affinity_put(&a, k, (uint32_t)(k % 7), (uint32_t)k, 10);
+		affinity_put(&a, k, (uint32_t)(k % 7), (uint32_t)k, 10, 0);
 	ck_assert_uint_eq(a.used, 1000);
 	for (uint64_t k = 0; k < 1000; k++) {
 		ck_assert(affinity_get(&a, k, 20, &ep, &gen));
@@ -33,7 +33,7 @@ START_TEST(map_put_get_remove)
 	ck_assert(!affinity_remove(&a, 1, 3));
 	ck_assert(affinity_remove(&a, 1, 1));
 	/* Update in place. */
-	affinity_put(&a, 2, 42, 1, 30);
+	affinity_put(&a, 2, 42, 1, 30, 0);
 	ck_assert(affinity_get(&a, 2, 30, &ep, &gen));
 	ck_assert_uint_eq(ep, 42);
 	ck_assert_uint_eq(a.hits, 1000 + 666 + 1);
@@ -47,14 +47,14 @@ START_TEST(map_ttl_expiry)
 	struct affinity a;
 	uint32_t ep, gen;
 	ck_assert_int_eq(affinity_init(&a, 100, 300000), 0);
-	affinity_put(&a, 1, 1, 0, 1000);
-	affinity_put(&a, 2, 2, 0, 2000);
+	affinity_put(&a, 1, 1, 0, 1000, 0);
+	affinity_put(&a, 2, 2, 0, 2000, 0);
 	ck_assert(affinity_get(&a, 1, 1000 + 299999, &ep, &gen));
 	ck_assert(!affinity_get(&a, 1, 1000 + 300000, &ep, &gen));
 	ck_assert_uint_eq(a.expirations, 1);
 	ck_assert_uint_eq(a.used, 1);
 	/* Refresh moves the deadline. */
-	affinity_put(&a, 2, 2, 0, 200000);
+	affinity_put(&a, 2, 2, 0, 200000, 0);
 	ck_assert(affinity_get(&a, 2, 450000, &ep, &gen));
 	ck_assert_uint_eq(affinity_expire(&a, 600000, 10), 1);
 	ck_assert_uint_eq(a.used, 0);
@@ -68,10 +68,10 @@ START_TEST(map_lru_eviction)
 	uint32_t ep, gen;
 	ck_assert_int_eq(affinity_init(&a, 64, 300000), 0);
 	for (uint64_t k = 0; k < 64; k++)
-		affinity_put(&a, k, 0, 0, 100 + k);
+		affinity_put(&a, k, 0, 0, 100 + k, 0);
 	/* Touch 0 (a success refreshes it): now 1 is the least recent. */
-	affinity_put(&a, 0, 0, 0, 200);
-	affinity_put(&a, 1000, 0, 0, 201);
+	affinity_put(&a, 0, 0, 0, 200, 0);
+	affinity_put(&a, 1000, 0, 0, 201, 0);
 	ck_assert_uint_eq(a.used, 64);
 	ck_assert_uint_eq(a.evictions, 1);
 	ck_assert(affinity_get(&a, 0, 202, &ep, &gen));
@@ -79,7 +79,7 @@ START_TEST(map_lru_eviction)
 	ck_assert(affinity_get(&a, 1000, 202, &ep, &gen));
 	/* Churn through many more keys than fit: size stays, newest live. */
 	for (uint64_t k = 5000; k < 50000; k++)
-		affinity_put(&a, k * 0x9e3779b97f4a7c15ull, 1, 0, 300 + k);
+		affinity_put(&a, k * 0x9e3779b97f4a7c15ull, 1, 0, 300 + k, 0);
 	ck_assert_uint_eq(a.used, 64);
 	for (uint64_t k = 50000 - 64; k < 50000; k++)
 		ck_assert(affinity_get(&a, k * 0x9e3779b97f4a7c15ull, 60000, &ep, &gen));
@@ -87,8 +87,8 @@ START_TEST(map_lru_eviction)
 	uint32_t n = 0;
 	uint64_t last = 0;
 	for (uint32_t i = affinity_oldest(&a); i != AFFINITY_NIL; i = affinity_newer(&a, i)) {
-		ck_assert_uint_ge(a.e[i].last_ms, last);
-		last = a.e[i].last_ms;
+		ck_assert_uint_ge(affinity_ms(&a.e[i]), last);
+		last = affinity_ms(&a.e[i]);
 		n++;
 	}
 	ck_assert_uint_eq(n, 64);
@@ -123,7 +123,7 @@ START_TEST(map_random_ops_match_model)
 		uint32_t k = (uint32_t)(r % KEYS);
 		switch ((r >> 20) % 3) {
 		case 0:
-			affinity_put(&a, k, (uint32_t)i, 0, 1);
+			affinity_put(&a, k, (uint32_t)i, 0, 1, 0);
 			model[k] = (uint32_t)i;
 			break;
 		case 1:
@@ -151,7 +151,7 @@ START_TEST(map_prefetch_changes_nothing)
 	struct affinity a, before;
 	ck_assert_int_eq(affinity_init(&a, 64, 300000), 0);
 	for (uint64_t k = 0; k < 100; k++) /* 36 evicted */
-		affinity_put(&a, k * 7919, (uint32_t)(k % 5), 1, 10 + k);
+		affinity_put(&a, k * 7919, (uint32_t)(k % 5), 1, 10 + k, 0);
 	ck_assert(affinity_remove(&a, 50 * 7919, AFFINITY_NIL));
 	struct affinity_entry e[64];
 	struct affinity_slot sl[128];
@@ -189,7 +189,7 @@ START_TEST(map_prefetch_reaches_displaced_keys)
 	ck_assert_uint_eq((uintptr_t)a.e % 64, 0);
 	ck_assert_uint_eq(64 % sizeof(struct affinity_entry), 0);
 	for (uint64_t k = 1; k <= CAP; k++)
-		affinity_put(&a, k * 0x9e3779b97f4a7c15ull, (uint32_t)(k % 7), 1, 10);
+		affinity_put(&a, k * 0x9e3779b97f4a7c15ull, (uint32_t)(k % 7), 1, 10, 0);
 	unsigned displaced = 0, found = 0;
 	for (uint64_t k = 1; k <= CAP; k++) {
 		uint64_t key = k * 0x9e3779b97f4a7c15ull;
@@ -210,12 +210,56 @@ START_TEST(map_prefetch_reaches_displaced_keys)
 }
 END_TEST
 
+START_TEST(map_turn_beside_the_time)
+{
+	/* The entry keeps the turn of its key's last request in the bits of
+	 * its time a millisecond clock does not use: neither changes the
+	 * other, nor the TTL, nor the LRU order. */
+	struct affinity a;
+	uint32_t ep, gen;
+	uint64_t last;
+	uint16_t prev;
+	const uint64_t t0 = (UINT64_C(1) << 47) + 5; /* near the top of 48 bits */
+	ck_assert_int_eq(affinity_init(&a, 16, 1000), 0);
+	affinity_put(&a, 1, 3, 7, t0, 2);
+	ck_assert(affinity_get_turn(&a, 1, t0 + 10, 5, &ep, &gen, &last, &prev));
+	ck_assert_uint_eq(prev, 2);
+	ck_assert_uint_eq(last, t0);
+	ck_assert_uint_eq(ep, 3);
+	ck_assert_uint_eq(gen, 7);
+	/* Turn 0 (unknown) reads it and leaves it. */
+	ck_assert(affinity_get_turn(&a, 1, t0 + 20, 0, &ep, &gen, &last, &prev));
+	ck_assert_uint_eq(prev, 5);
+	ck_assert(affinity_get_turn(&a, 1, t0 + 30, 0, &ep, &gen, &last, &prev));
+	ck_assert_uint_eq(prev, 5);
+	/* A refresh and a put of turn 0 keep it; a put of another sets it. */
+	ck_assert(affinity_refresh(&a, 1, 3, 7, t0 + 500));
+	affinity_put(&a, 1, 3, 7, t0 + 600, 0);
+	ck_assert(affinity_get_last(&a, 1, t0 + 700, &ep, &gen, &last));
+	ck_assert_uint_eq(last, t0 + 600);
+	ck_assert(affinity_get_turn(&a, 1, t0 + 700, 0, &ep, &gen, &last, &prev));
+	ck_assert_uint_eq(prev, 5);
+	affinity_put(&a, 1, 4, 7, t0 + 800, UINT16_MAX);
+	ck_assert(affinity_get_turn(&a, 1, t0 + 900, 0, &ep, &gen, &last, &prev));
+	ck_assert_uint_eq(prev, UINT16_MAX);
+	ck_assert_uint_eq(last, t0 + 800);
+	ck_assert_uint_eq(ep, 4);
+	/* The TTL runs from the time alone; a new entry knows no turn. */
+	ck_assert(!affinity_get_turn(&a, 1, t0 + 1800, 9, &ep, &gen, &last, &prev));
+	ck_assert_uint_eq(prev, 0);
+	affinity_put(&a, 1, 4, 7, t0 + 1800, 0);
+	ck_assert(affinity_get_turn(&a, 1, t0 + 1801, 0, &ep, &gen, &last, &prev));
+	ck_assert_uint_eq(prev, 0);
+	affinity_finish(&a);
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *const tests[] = {
 		map_put_get_remove, map_ttl_expiry, map_lru_eviction, map_bytes_per_entry,
 		map_random_ops_match_model, map_prefetch_changes_nothing,
-		map_prefetch_reaches_displaced_keys
+		map_prefetch_reaches_displaced_keys, map_turn_beside_the_time
 	};
 
 	return unit_run(unit_suite("core-affinity", "map", tests,

@@ -240,6 +240,93 @@ START_TEST(routers_alone_by_the_engines_counts)
 }
 END_TEST
 
+/* One request of key's conversation at turn (prefix: the key is the
+ * shortest prefix window's instead of a session id), answered. */
+static void turn_round(struct fx *f, uint64_t key, uint16_t turn, bool prefix)
+{
+	struct core_request rq = fx_session(key);
+	if (prefix) {
+		rq.session.present = false;
+		rq.prefix[0] = (struct core_id){ .present = true, .hash = key };
+	}
+	rq.turn = turn;
+	struct core_decision d = fx_decide(f, &rq);
+	ck_assert_int_ge(d.endpoint, 0);
+	ck_assert_int_eq(fx_feedback(f, &d, 200, 100, false), 0);
+	f->now += 100;
+}
+
+/* policy.routers auto without engine counts or hints: the requests'
+ * turns (routers.h, routers_turn). Alone once 50 turns that could have
+ * followed a skipped one did not skip; no longer once some skip: another
+ * HAProxy routes the conversations' other turns. Turn 2 after 1, a
+ * retry, a fork, a key shared by conversations (a short prefix window)
+ * say nothing. */
+START_TEST(routers_alone_by_the_turns)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	uint64_t k = 1;
+	/* Nothing to judge: conversations of two turns; four turns under
+	 * the shortest window's key; retries and forks. */
+	for (int i = 0; i < 100; i++, k++) {
+		turn_round(&f, k * 0x9e3779b97f4a7c15ull, 1, false);
+		turn_round(&f, k * 0x9e3779b97f4a7c15ull, 2, false);
+		turn_round(&f, k * 0x9e3779b97f4a7c15ull, 2, false);
+	}
+	for (int i = 0; i < 100; i++, k++)
+		for (uint16_t t = 1; t <= 4; t++)
+			turn_round(&f, k * 0x9e3779b97f4a7c15ull, t, true);
+	struct core_routers_info r = routers_of(&f);
+	ck_assert(!r.alone && !r.turns);
+	ck_assert(r.skips == -1);
+	/* Conversations of four turns, all here, the third asked twice and
+	 * the second again after the fourth: two turns count in each, and the
+	 * 50th makes the verdict. */
+	for (int i = 0; i < 25; i++, k++) {
+		ck_assert(!routers_of(&f).alone);
+		uint64_t key = k * 0x9e3779b97f4a7c15ull;
+		turn_round(&f, key, 1, false);
+		turn_round(&f, key, 2, false);
+		turn_round(&f, key, 3, false);
+		turn_round(&f, key, 3, false);
+		turn_round(&f, key, 4, false);
+		turn_round(&f, key, 2, false);
+	}
+	r = routers_of(&f);
+	ck_assert(r.alone && r.turns);
+	ck_assert(r.skips == 0);
+	ck_assert_uint_eq(r.ttl_ms, 30 * 60 * 1000);
+	/* Another HAProxy routes every second turn: this one sees turns 1
+	 * and 3 (a new key's entry holds the turn its first request had).
+	 * The share crosses 0.10 at the 6th skip (the mean of the 56 turns
+	 * counted; of the last 64 from then on). */
+	int skipped = 0;
+	while (routers_of(&f).alone) {
+		ck_assert_int_lt(skipped++, 20);
+		uint64_t key = k++ * 0x9e3779b97f4a7c15ull;
+		turn_round(&f, key, 1, false);
+		turn_round(&f, key, 3, false);
+	}
+	ck_assert_int_eq(skipped, 6);
+	r = routers_of(&f);
+	ck_assert(!r.turns);
+	ck_assert(r.skips >= 0.10 && r.skips < 0.11);
+	ck_assert_uint_eq(r.ttl_ms, 300 * 1000);
+	/* Forced several: the turns say alone, the agent is not. */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.routers = CORE_ROUTERS_SEVERAL;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	for (int i = 0; i < 200; i++, k++)
+		for (uint16_t t = 1; t <= 4; t++)
+			turn_round(&f, k * 0x9e3779b97f4a7c15ull, t, false);
+	r = routers_of(&f);
+	ck_assert(r.turns && !r.alone);
+	fx_finish(&f);
+}
+END_TEST
+
 /* Behind several HAProxies the load floor is this agent's share of it
  * (pick.h, bound_floor; docs/policy-v2.md, section 32): on the engines'
  * whole view, load_floor / share. Four endpoints; e0 runs 20 requests,
@@ -370,6 +457,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(tc, own_count_survives_engine_view);
 	tcase_add_test(tc, foreign_load_steers_placement);
 	tcase_add_test(tc, routers_alone_by_the_engines_counts);
+	tcase_add_test(tc, routers_alone_by_the_turns);
 	tcase_add_loop_test(tc, floor_is_this_agents_share, 0, 2);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("artefact");
