@@ -219,7 +219,7 @@ int ctl_cmd_request(struct ctl_cmd *cmd, unsigned from, struct ctl_req *r)
 		}
 		int a = route_arg_lookup((struct spop_str){ (const uint8_t *)w->p, nlen });
 		if (a < 0 || a == ROUTE_ARG_ID) {
-			ctl_cmd_error(cmd, "unknown argument %.*s (session, prefix1, prefix2, prefix3, install, caller, src, model, stream, size, akey)",
+			ctl_cmd_error(cmd, "unknown argument %.*s (session, prefix1, prefix2, prefix3, install, caller, src, model, stream, size, turn, akey)",
 				      (int)(nlen > 64 ? 64 : nlen), w->p);
 			return -1;
 		}
@@ -232,9 +232,13 @@ int ctl_cmd_request(struct ctl_cmd *cmd, unsigned from, struct ctl_req *r)
 			ctl_cmd_error(cmd, "size must be the body's bytes, a whole number");
 			return -1;
 		}
+		if (a == ROUTE_ARG_TURN && !parse_i64(v, vlen, &iv)) {
+			ctl_cmd_error(cmd, "turn must be the count of user messages, a whole number");
+			return -1;
+		}
 		if ((a == ROUTE_ARG_PREFIX1 || a == ROUTE_ARG_PREFIX2 ||
 		     a == ROUTE_ARG_PREFIX3 || a == ROUTE_ARG_CALLER ||
-		     a == ROUTE_ARG_SIZE) &&
+		     a == ROUTE_ARG_SIZE || a == ROUTE_ARG_TURN) &&
 		    parse_i64(v, vlen, &iv)) {
 			d->type = SPOP_DATA_INT64;
 			d->u.i64 = iv;
@@ -317,7 +321,7 @@ static const char ctl_help[] =
 	"quit                                   close the connection\n"
 	"Add -json to any command for a JSON answer. Request arguments are the route\n"
 	"message's: session= prefix1= prefix2= prefix3= install= caller= src= model= stream=\n"
-	"size= (the body's bytes)\n";
+	"size= (the body's bytes) turn= (its user messages)\n";
 
 static void cmd_help(struct ctl_cmd *cmd)
 {

@@ -39,15 +39,17 @@ static double ctl_rate(const struct ctl *c, uint64_t now_ms, uint64_t now_n)
 }
 
 /* What made policy.routers route alone: the configuration (one, or
- * several: never), the engines' counts, the shared warm hints; "-"
- * for neither. */
+ * several: never), the engines' counts, the shared warm hints, the
+ * requests' turns; "-" for none. */
 static const char *routers_by(const struct core_routers_info *r)
 {
+	static const char *const by[8] = {
+		"-", "engines", "hints", "engines,hints", "turns",
+		"engines,turns", "hints,turns", "engines,hints,turns",
+	};
 	if (r->mode != CORE_ROUTERS_AUTO)
 		return "config";
-	if (r->engines && r->hints)
-		return "engines,hints";
-	return r->engines ? "engines" : r->hints ? "hints" : "-";
+	return by[(r->engines ? 1 : 0) | (r->hints ? 2 : 0) | (r->turns ? 4 : 0)];
 }
 
 static const char *peers_name(enum core_peers p)
@@ -69,6 +71,7 @@ void ctl_cmd_show_info(struct ctl_cmd *cmd)
 	struct core_routers_info ri;
 	core_routers_info(c->srv->route.core, &ri);
 	double share = ri.share >= 0 ? ri.share : NAN;
+	double skips = ri.skips >= 0 ? ri.skips : NAN;
 	if (cmd->json) {
 		ctl_out_printf(o, "{\"version\":");
 		ctl_out_json_cstr(o, WARMLANE_VERSION);
@@ -86,6 +89,8 @@ void ctl_cmd_show_info(struct ctl_cmd *cmd)
 			       core_routers_name(ri.mode), ri.alone ? "true" : "false",
 			       routers_by(&ri));
 		ctl_out_num(o, share, true);
+		ctl_out_printf(o, ",\"routers_turn_skips\":");
+		ctl_out_num(o, skips, true);
 		ctl_out_printf(o, ",\"routers_peers\":\"%s\",\"affinity_ttl_s\":%" PRIu64 "}\n",
 			       peers_name(ri.peers), ri.ttl_ms / 1000);
 		return;
@@ -102,6 +107,8 @@ void ctl_cmd_show_info(struct ctl_cmd *cmd)
 		       c->srv->stats.conn_active, c->n_conns, core_routers_name(ri.mode),
 		       ri.alone ? "yes" : "no", routers_by(&ri));
 	ctl_out_num(o, share, false);
+	ctl_out_printf(o, "\nrouters_turn_skips: ");
+	ctl_out_num(o, skips, false);
 	ctl_out_printf(o, "\nrouters_peers: %s\naffinity_ttl_s: %" PRIu64 "\n",
 		       peers_name(ri.peers), ri.ttl_ms / 1000);
 }

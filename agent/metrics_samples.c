@@ -107,6 +107,24 @@ void metrics_sample_routers_hints(struct metrics_text *t, const char *name,
 	metrics_text_u64(t, name, r.hints ? 1 : 0);
 }
 
+void metrics_sample_routers_turns(struct metrics_text *t, const char *name,
+				  const struct metrics_ctx *c)
+{
+	struct core_routers_info r = { .turns = false };
+	if (c->core != NULL)
+		core_routers_info(c->core, &r);
+	metrics_text_u64(t, name, r.turns ? 1 : 0);
+}
+
+void metrics_sample_routers_turn_skips(struct metrics_text *t, const char *name,
+				       const struct metrics_ctx *c)
+{
+	struct core_routers_info r = { .skips = -1 };
+	if (c->core != NULL)
+		core_routers_info(c->core, &r);
+	metrics_text_printf(t, "%s %.6g\n", name, r.skips);
+}
+
 void metrics_sample_routers_peers(struct metrics_text *t, const char *name,
 				  const struct metrics_ctx *c)
 {

@@ -33,6 +33,8 @@ metrics_sample_fn metrics_sample_engine_stale;
 metrics_sample_fn metrics_sample_routers_alone;
 metrics_sample_fn metrics_sample_routers_share;
 metrics_sample_fn metrics_sample_routers_hints;
+metrics_sample_fn metrics_sample_routers_turns;
+metrics_sample_fn metrics_sample_routers_turn_skips;
 metrics_sample_fn metrics_sample_routers_peers;
 metrics_sample_fn metrics_sample_budget_active;
 metrics_sample_fn metrics_sample_budget_requests;

@@ -52,6 +52,8 @@ enum route_arg {
 	ROUTE_ARG_HINT_PEER, /* optional: written by another HAProxy (its
 			      * localpeer) than this one; absent: not told */
 	ROUTE_ARG_SIZE,      /* the body's advertised bytes (req.body_size) */
+	ROUTE_ARG_TURN,      /* the body's count of user messages, when
+			      * HAProxy holds it whole (core_request.turn) */
 	ROUTE_ARG_COUNT
 };
 

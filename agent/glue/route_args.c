@@ -29,6 +29,7 @@ const struct route_name route_arg_names[ROUTE_ARG_COUNT] = {
 	[ROUTE_ARG_HINT_NAME] = ROUTE_NAME("hint_name"),
 	[ROUTE_ARG_HINT_PEER] = ROUTE_NAME("hint_peer"),
 	[ROUTE_ARG_SIZE] = ROUTE_NAME("size"),
+	[ROUTE_ARG_TURN] = ROUTE_NAME("turn"),
 };
 
 const struct route_name route_fb_names[ROUTE_FB_COUNT] = {
@@ -54,6 +55,7 @@ const uint8_t route_arg_order[ROUTE_ARG_COUNT] = {
 	ROUTE_ARG_SRC, ROUTE_ARG_MODEL, ROUTE_ARG_STREAM, ROUTE_ARG_ID,
 	ROUTE_ARG_HINT_SRV, ROUTE_ARG_HINT_AT, ROUTE_ARG_HINT_AKEY,
 	ROUTE_ARG_HINT_NAME, ROUTE_ARG_HINT_PEER, ROUTE_ARG_SIZE,
+	ROUTE_ARG_TURN,
 };
 
 const uint8_t route_fb_order[ROUTE_FB_COUNT] = {
@@ -208,6 +210,16 @@ static uint32_t route_arg_kib(const struct spop_data *d)
 						 (uint32_t)((uint64_t)v / 1024);
 }
 
+/* A turn count, saturated; 0 for none, a negative one or another type
+ * (core_request.turn). */
+static uint16_t route_arg_turn(const struct spop_data *d)
+{
+	int64_t v;
+	if (!route_arg_int(d, &v) || v <= 0)
+		return 0;
+	return v > UINT16_MAX ? UINT16_MAX : (uint16_t)v;
+}
+
 void route_request_core(const struct route_request *req,
 			struct core_request *out)
 {
@@ -226,6 +238,7 @@ void route_request_core(const struct route_request *req,
 	out->model = route_arg_str(&a[ROUTE_ARG_MODEL]);
 	out->stream = route_arg_bool(&a[ROUTE_ARG_STREAM]);
 	out->size_kib = route_arg_kib(&a[ROUTE_ARG_SIZE]);
+	out->turn = route_arg_turn(&a[ROUTE_ARG_TURN]);
 	out->hint.present = false;
 	out->hint.n = 0;
 	out->identity = 0;

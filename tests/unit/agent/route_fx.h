@@ -47,7 +47,7 @@ static inline void idle_poll(struct route *r)
 static const char *const spoe_route_args[] = {
 	"session", "prefix1", "prefix2", "prefix3", "install", "caller",
 	"src", "model", "stream", "id", "hint_srv", "hint_at", "hint_akey",
-	"hint_name", "hint_peer", "size",
+	"hint_name", "hint_peer", "size", "turn",
 };
 
 #endif

@@ -249,7 +249,8 @@ START_TEST(test_show_info)
 	ck_assert_ptr_nonnull(strstr(a, "endpoints: 3\n"));
 	/* policy.routers: auto, several by default (nothing says alone) */
 	ck_assert_msg(strstr(a, "\nrouters: auto\nrouters_alone: no\nrouters_by: -\n"
-			       "routers_share: -\nrouters_peers: unknown\naffinity_ttl_s: 300\n"),
+			       "routers_share: -\nrouters_turn_skips: -\nrouters_peers: unknown\n"
+			       "affinity_ttl_s: 300\n"),
 		      "%s", a);
 	ck_assert_msg(strlen(a) > 2 && strcmp(a + strlen(a) - 2, "\n\n") == 0,
 		      "an answer ends with an empty line: %s", a);
@@ -257,7 +258,8 @@ START_TEST(test_show_info)
 	ck_assert_ptr_nonnull(strstr(a, "\"decisions\":5,"));
 	ck_assert_ptr_nonnull(strstr(a, "\"config\":\"/etc/warmlane/test.yaml\""));
 	ck_assert_msg(strstr(a, "\"routers\":\"auto\",\"routers_alone\":false,\"routers_by\":\"-\","
-			       "\"routers_share\":null,\"routers_peers\":\"unknown\",\"affinity_ttl_s\":300}"),
+			       "\"routers_share\":null,\"routers_turn_skips\":null,"
+			       "\"routers_peers\":\"unknown\",\"affinity_ttl_s\":300}"),
 		      "%s", a);
 	ck_assert_msg(a[0] == '{' && strstr(a, "}\n\n") != NULL, "%s", a);
 	fix_finish(&f);
@@ -268,7 +270,8 @@ START_TEST(test_show_info)
 	core_peers_note(f.h.srv.route.core, CORE_PEERS_CONNECTED, 1);
 	a = talk(&f, "show info\n");
 	ck_assert_msg(strstr(a, "\nrouters: one\nrouters_alone: yes\nrouters_by: config\n"
-			       "routers_share: -\nrouters_peers: connected\naffinity_ttl_s: 1800\n"),
+			       "routers_share: -\nrouters_turn_skips: -\nrouters_peers: connected\n"
+			       "affinity_ttl_s: 1800\n"),
 		      "%s", a);
 	fix_finish(&f);
 }
