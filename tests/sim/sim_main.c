@@ -35,6 +35,7 @@ struct opts {
 	double rate;
 	double slo_ms;
 	int csv, check, skip_missing, log_ingest, shared_hints;
+	int no_turn_count;        /* HAProxy sends no `turn` (an older config) */
 	uint64_t engine_poll_ms;  /* --engine-load: agents poll the engines' /metrics */
 	int http_check;           /* --http-check: HAProxy's layer-7 checks, every 2 s */
 	const char *set[32];
@@ -63,6 +64,9 @@ static void usage(FILE *out)
 		"  --scenario NAME     add a scenario's faults and figures (--list shows them)\n"
 		"  --policy P[,P...]   policies to run, or all (default all)\n"
 		"  --agents N          independent agents behind a random spray (default 1)\n"
+		"  --no-turn-count     HAProxy sends no turn count (a config from before the\n"
+		"                      `turn` argument; by default each request's turn is\n"
+		"                      derived from the prompts: sim_trace_derive_turns)\n"
 		"  --shared-hints      the agents' HAProxies share the warm hint through peers\n"
 		"                      (warmlane: a hint per key, seen by the other agents\n"
 		"                      0.2-0.6 ms later, up to 1.4 s and 1 in 60 lost in the\n"
@@ -187,6 +191,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			used = 0;
 		} else if (strcmp(a, "--log-ingest") == 0) {
 			o->log_ingest = 1;
+			used = 0;
+		} else if (strcmp(a, "--no-turn-count") == 0) {
+			o->no_turn_count = 1;
 			used = 0;
 		} else if (strcmp(a, "--shared-hints") == 0) {
 			o->shared_hints = o->shared_hints ? o->shared_hints : 1;
@@ -420,6 +427,10 @@ static int load_workload(const struct opts *o, struct sim_workload *w, unsigned 
 	}
 	sim_trace_scale(w, o->speed > 0 ? o->speed : 1, o->limit);
 	sim_trace_derive_keys(w, *keys);
+	if (!o->no_turn_count && sim_trace_derive_turns(w) < 0) {
+		snprintf(err, errlen, "%s: out of memory", w->name);
+		return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -517,6 +528,8 @@ int main(int argc, char **argv)
 		fprintf(info, " log-ingest");
 	if (o.shared_hints)
 		fprintf(info, o.shared_hints == 2 ? " hints-lone" : " shared-hints");
+	if (o.no_turn_count)
+		fprintf(info, " no-turn-count");
 	if (o.http_check)
 		fprintf(info, " http-check");
 	if (o.engine_poll_ms)

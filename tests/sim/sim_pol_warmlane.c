@@ -250,6 +250,7 @@ static struct core_request wl_request(const struct sim_req *r)
 	struct core_request q = {
 		.stream = r->stream != 0,
 		.size_kib = kib > UINT32_MAX ? UINT32_MAX : (uint32_t)kib,
+		.turn = r->turn,
 	};
 	q.session = (struct core_id){ r->session != 0, r->session };
 	for (int k = 0; k < 3 && k < SIM_NPREFIX; k++)

@@ -10,6 +10,7 @@
 #include "sim_rng.h"
 #include "sim_trace.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,6 +264,36 @@ static void test_trace(const char *dir)
 		sim_trace_finish(&w);
 		remove(path);
 	}
+}
+
+/* Turns from the prompts' blocks: two conversations sharing a first
+ * block (a system prompt), interleaved, a fork, and a request too short
+ * to be followed. */
+static void test_turns(void)
+{
+	static const uint64_t p[][8] = {
+		{ 1, 10, 11, 12 },          /* A1 */
+		{ 1, 20, 21 },              /* B1 */
+		{ 1, 10, 11, 13, 14, 15 },  /* A2: A1 but its last block */
+		{ 1, 20, 22, 23 },          /* B2 */
+		{ 1, 10, 11, 13, 14, 16 },  /* A3: extends A2's 1..14 */
+		{ 1, 10, 11, 17 },          /* A2': a fork after A1 */
+		{ 1, 30 },                  /* C1, too short to be followed */
+		{ 1, 30, 31 },              /* C?: C1 has one full block */
+	};
+	static const uint32_t nb[] = { 4, 3, 6, 4, 6, 4, 2, 3 };
+	static const uint16_t want[] = { 1, 1, 2, 2, 3, 2, 1, 1 };
+	struct sim_workload w;
+	sim_trace_init(&w, "turns");
+	for (unsigned i = 0; i < 8; i++)
+		sim_trace_add(&w, i, nb[i] * 512, 1, p[i], nb[i], 1);
+	int rc = sim_trace_derive_turns(&w);
+	bool same = rc == 0;
+	for (unsigned i = 0; same && i < 8; i++)
+		same = w.req[i].turn == want[i];
+	ok(same, "turns: the latest request whose blocks (but its last) a prompt extends, "
+		 "plus one; a shared first block is no conversation");
+	sim_trace_finish(&w);
 }
 
 static void test_rng(void)
@@ -636,6 +667,7 @@ int main(int argc, char **argv)
 	test_cfg(dir);
 	test_trace(dir);
 	test_rng();
+	test_turns();
 	test_scale_out(&sim_pol_chash);
 	test_scale_out(&sim_pol_wlmodel);
 	test_scale_out(&sim_pol_warmlane);

@@ -304,6 +304,60 @@ void sim_trace_derive_keys(struct sim_workload *w, unsigned keys)
 	}
 }
 
+/* A prompt's first blocks, hashed one block at a time. */
+static uint64_t chain_step(uint64_t h, uint64_t block)
+{
+	return XXH64(&block, sizeof(block), h) | 1; /* 0: an empty slot */
+}
+
+int sim_trace_derive_turns(struct sim_workload *w)
+{
+	struct turn_slot {
+		uint64_t h;
+		uint16_t turn;
+	};
+	uint32_t most = 0;
+	for (size_t i = 0; i < w->n; i++)
+		most = w->req[i].nblocks > most ? w->req[i].nblocks : most;
+	size_t cap = 64;
+	while (cap < 2 * w->n)
+		cap *= 2;
+	struct turn_slot *t = calloc(cap, sizeof(*t));
+	uint64_t *chain = malloc(((size_t)most + 1) * sizeof(*chain));
+	if (t == NULL || chain == NULL) {
+		free(t);
+		free(chain);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < w->n; i++) {
+		struct sim_req *r = &w->req[i];
+		const uint64_t *b = sim_trace_blocks(w, r);
+		chain[0] = 1;
+		for (uint32_t k = 1; k <= r->nblocks; k++)
+			chain[k] = chain_step(chain[k - 1], b[k - 1]);
+		unsigned turn = 1;
+		for (uint32_t k = r->nblocks; k >= 2 && turn == 1; k--) {
+			for (size_t j = chain[k] & (cap - 1); t[j].h != 0; j = (j + 1) & (cap - 1)) {
+				if (t[j].h == chain[k]) {
+					turn = t[j].turn + 1u;
+					break;
+				}
+			}
+		}
+		r->turn = turn > UINT16_MAX ? UINT16_MAX : (uint16_t)turn;
+		if (r->nblocks < 3)
+			continue;
+		uint64_t h = chain[r->nblocks - 1];
+		size_t j = h & (cap - 1);
+		while (t[j].h != 0 && t[j].h != h)
+			j = (j + 1) & (cap - 1);
+		t[j] = (struct turn_slot){ h, r->turn }; /* the latest wins */
+	}
+	free(t);
+	free(chain);
+	return 0;
+}
+
 uint64_t sim_trace_affinity_key(const struct sim_req *r)
 {
 	if (r->session)

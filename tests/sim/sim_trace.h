@@ -24,6 +24,9 @@ struct sim_req {
 	uint64_t caller;      /* hashed API key; 0: absent */
 	uint8_t stream;       /* streamed response */
 	uint32_t conv;        /* closed-loop workloads: conversation, 1-based (0: none) */
+	uint16_t turn;        /* its conversation's turn, as HAProxy's `turn`
+			       * counts the body's user messages
+			       * (sim_trace_derive_turns); 0: not sent */
 	uint32_t gen_blocks;  /* blocks after the prompt's that hold its answer as the
 			       * engine keeps it (a llama.cpp slot: prompt + generated
 			       * tokens, sim_llama.h); 0: unknown */
@@ -82,6 +85,14 @@ void sim_trace_scale(struct sim_workload *w, double speed, size_t limit);
  * (the shared-prefix grouping of the trace's README). Flags not given clear
  * the corresponding keys. */
 void sim_trace_derive_keys(struct sim_workload *w, unsigned keys);
+
+/* Derives each request's turn from the prompts: a request extending the
+ * blocks of an earlier one (all but that one's last, which its answer
+ * completes; two at least) is the next turn of the latest such request,
+ * else turn 1. What a body's count of user messages gives, for any
+ * workload: a generator's conversations and the Mooncake trace's chains
+ * of hash_ids alike. 0, or -ENOMEM (turns left 0). */
+int sim_trace_derive_turns(struct sim_workload *w);
 
 /* The affinity key HAProxy+warmlane would use by default: session, else the
  * longest prefix key, else caller; 0 when the request has no identity. */
