@@ -57,6 +57,10 @@ Scenarios:
                irregular only by its prompts' sizes, left as 5x slower,
                gets new sessions back once it recovered (its probes judged
                by their prompt's size: docs/policy-v2.md, section 37)
+  turns        issue 12, policy.routers auto: HAProxy's count of each body's
+               user messages (the turn argument) shows the agent every turn
+               of its conversations (it routes alone), then turns another
+               HAProxy routed (it no longer does)
   longprompt   policy.place_long_kib: with one server busy, new sessions
                whose body is that many KiB or more leave it for the idle
                one, shorter ones keep their hashed server (HAProxy's
@@ -1752,6 +1756,64 @@ def longprompt(binary, version):
             f"long sessions' reasons {fe.fmt_counts(fe.by(probes['long'], 'reason'))}"
 
 
+def turns(binary, version):
+    """Issue 12, policy.routers auto without engine counts or hints:
+    HAProxy counts each body's user messages (haproxy/*.cfg, the `turn`
+    argument of warmlane.spoe.conf), and the agent compares the turns of
+    a key's requests (core/routers.h): a turn that skips one was routed
+    by another HAProxy. 25 conversations of four turns, all through this
+    HAProxy: the agent routes alone (warmlane_routers_turns) from the
+    50th turn that could have followed a skipped one (turns 3 and 4 of
+    each), not before. Then conversations of which another HAProxy would have
+    routed every second turn (turns 1, 3 and 5 come here): it no longer
+    routes alone within 10 of them. Bodies as the OpenAI clients send
+    them: compact JSON (JSON.stringify), every other conversation with
+    Python's spaces after the colons; the first user message 9 KiB of
+    the conversation's own, so that its 8 KiB prefix key is. Counts, not
+    times."""
+    with fe.FleetEnv("turns", version) as env:
+        env.start([fe.instance(n) for n in ("s1", "s2", "s3", "s4")], binary)
+        c = fe.Client(env.port)
+
+        def ask(conv, turn):
+            msgs = [{"role": "system", "content": "You are terse."}]
+            for t in range(1, turn + 1):
+                first = f"conversation {version} {conv}: " + (f"{conv} " * 9216)[:9216]
+                msgs.append({"role": "user", "content": first if t == 1 else f"and turn {t}?"})
+                if t < turn:
+                    msgs.append({"role": "assistant", "content": f"answer {t}"})
+            body = {"messages": msgs, "model": "m1", "max_tokens": 1}
+            text = json.dumps(body, separators=(",", ":")) if conv % 2 else json.dumps(body)
+            r = c.post(text.encode(), None, i=turn, tag=f"c{conv}")
+            fe.assert_all_ok([r], f"conversation {conv}, turn {turn}")
+            return r
+
+        def metric(name):
+            return fe.metric_sum(fe.parse_metrics(env.metrics_text()[0]), name)
+        for conv in range(25):
+            assert metric("warmlane_routers_alone") == 0, \
+                f"alone before the 50th turn that counts (conversation {conv})"
+            for turn in (1, 2, 3, 4):
+                ask(conv, turn)
+        alone = {n: metric(f"warmlane_routers_{n}") for n in ("alone", "turns", "turn_skips")}
+        log(f"25 conversations of 4 turns: {alone}")
+        assert alone == {"alone": 1, "turns": 1, "turn_skips": 0}, \
+            f"every turn through this HAProxy: {alone}, not alone by the turns"
+        shared = 0
+        while metric("warmlane_routers_alone") == 1:
+            assert shared < 10, \
+                f"still alone after {shared} conversations another HAProxy shared"
+            for turn in (1, 3, 5):
+                ask(100 + shared, turn)
+            shared += 1
+        skips = metric("warmlane_routers_turn_skips")
+        log(f"not alone after {shared} conversations with every second turn elsewhere "
+            f"(skip share {skips:.3f})")
+        c.close()
+        env.stop_agent_checked()
+        assert skips >= 0.10, f"not alone with a skip share of {skips} (the bar: 0.10)"
+
+
 SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimit, "breaker": breaker,
              "deadkey": deadkey, "maint": maint, "haproxyown": haproxyown, "models": models,
              "sessionscope": sessionscope, "sizedrecover": sizedrecover,
@@ -1759,7 +1821,7 @@ SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimi
              "slowleave2": slowleave2,
              "recover": recover, "recovercheck": recovercheck, "tiers": tiers, "tiersrestart": tiers_restart, "slowstart": slowstart,
              "longprompt": longprompt, "spread": spread, "slowfail": slowfail,
-             "slowqueue": slowqueue}
+             "slowqueue": slowqueue, "turns": turns}
 
 if __name__ == "__main__":
     sys.exit(h.main(SCENARIOS))
