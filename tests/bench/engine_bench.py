@@ -149,6 +149,11 @@ def run_one(llama, models, policy, case, plan, log):
                     env.admin(f"del map {env.rl_map} {RL_VICTIM}")
                     events.append(("429 off", time.monotonic() - t0))
             recs = eng.finish(env, p, p.out, timeout=900)
+            if policy == "warmlane":
+                # what policy.routers concluded by the run's end
+                m = eng.fe.parse_metrics(env.metrics_text()[0])
+                events.append(("routers", {n: eng.fe.metric_sum(m, f"warmlane_routers_{n}")
+                                           for n in ("alone", "turns", "turn_skips")}))
         finally:
             fleet.stop()
     log(f"{case:8s} {policy:9s} {len(recs)} requests, cached {eng.cached_share(recs):.1%}, "
