@@ -12,7 +12,9 @@
  *   header   array ["WLSNAP", 4, written_unix_ms, n_endpoints, n_entries,
  *            routers, n_homes]: routers the verdicts of policy.routers
  *            auto, bit 0 by the engines' counts, bit 1 by the shared warm
- *            hints (core_routers_restore); n_homes the failover tiers'
+ *            hints, bit 2 by the requests' turns (core_routers_restore;
+ *            an agent from before the turns refuses a file with bit 2);
+ *            n_homes the failover tiers'
  *            homes after the entries (versions 1 and 2, still read, have
  *            the first five fields only, version 3 the first six)
  *   n_endpoints arrays, one per endpoint:
@@ -55,6 +57,7 @@
 #define SNAPSHOT_HEADER_FIELDS_V2   5u
 #define SNAPSHOT_ROUTERS_ENGINES    1u
 #define SNAPSHOT_ROUTERS_HINTS      2u
+#define SNAPSHOT_ROUTERS_TURNS      4u
 #define SNAPSHOT_ENDPOINT_FIELDS    16u
 #define SNAPSHOT_ENDPOINT_FIELDS_V1 12u
 /* Breaker states as the file numbers them (independent of the core's enum). */

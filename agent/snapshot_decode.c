@@ -331,7 +331,8 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 	    !snapshot_uint(&h[3], SNAPSHOT_MAX_ENDPOINTS, &n_ep) ||
 	    !snapshot_uint(&h[4], UINT64_MAX, &n_ent) ||
 	    (fields > 5 && !snapshot_uint(&h[5], SNAPSHOT_ROUTERS_ENGINES |
-					  SNAPSHOT_ROUTERS_HINTS, &routers)) ||
+					  SNAPSHOT_ROUTERS_HINTS |
+					  SNAPSHOT_ROUTERS_TURNS, &routers)) ||
 	    (fields > 6 && !snapshot_uint(&h[6], UINT64_MAX, &n_homes))) {
 		snapshot_err(err, errlen, "bad header");
 		goto out;
@@ -424,7 +425,8 @@ int snapshot_load_buffer(struct core *c, const uint8_t *buf, size_t len,
 	}
 	/* The verdicts first: their TTL is the entries'. */
 	core_routers_restore(c, routers & SNAPSHOT_ROUTERS_ENGINES,
-			     routers & SNAPSHOT_ROUTERS_HINTS, now_ms);
+			     routers & SNAPSHOT_ROUTERS_HINTS,
+			     routers & SNAPSHOT_ROUTERS_TURNS, now_ms);
 	for (int k = 0; k < 2; k++) {
 		rd.off = recs[k].at;
 		snapshot_entries(&rd, c, recs[k].n, eps, n_ep, now_ms, downtime, true,

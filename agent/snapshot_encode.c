@@ -252,7 +252,8 @@ int snapshot_capture_end(struct snapshot_capture *cap, const struct core *c,
 	struct core_routers_info ri;
 	core_routers_info(c, &ri);
 	unsigned routers = (ri.engines ? SNAPSHOT_ROUTERS_ENGINES : 0) |
-			   (ri.hints ? SNAPSHOT_ROUTERS_HINTS : 0);
+			   (ri.hints ? SNAPSHOT_ROUTERS_HINTS : 0) |
+			   (ri.turns ? SNAPSHOT_ROUTERS_TURNS : 0);
 	cap->failed |= msgpack_pack_uint8(pk, (uint8_t)routers);
 	cap->homes_at = cap->sb.size;
 	cap->failed |= msgpack_pack_fix_uint64(pk, 0);

@@ -608,9 +608,9 @@ void core_peers_note(struct core *c, enum core_peers peers, uint64_t now_ms)
 }
 
 void core_routers_restore(struct core *c, bool engines, bool hints,
-			  uint64_t now_ms)
+			  bool turns, uint64_t now_ms)
 {
-	routers_restore(&c->routers, engines, hints, now_ms);
+	routers_restore(&c->routers, engines, hints, turns, now_ms);
 	routers_apply(c);
 }
 

@@ -554,13 +554,14 @@ void core_routers_info(const struct core *c, struct core_routers_info *out);
 void core_peers_note(struct core *c, enum core_peers peers, uint64_t now_ms);
 
 /* Restores the verdicts of policy.routers auto (core_routers_info's
- * engines and hints, from a state snapshot) at now_ms, before the
+ * engines, hints and turns, from a state snapshot) at now_ms, before the
  * snapshot's affinity entries are imported: an agent that routed alone
  * keeps its entries' longer TTL across a restart. Each is judged again
  * as the agent runs; the engines' lapses when no engine sample comes
- * within policy.idle_reset. */
+ * within policy.idle_reset; the turns' counts as ROUTERS_TURN_MIN turns
+ * that skipped none (6 skips end it, as they would have before). */
 void core_routers_restore(struct core *c, bool engines, bool hints,
-			  uint64_t now_ms);
+			  bool turns, uint64_t now_ms);
 
 /* Ends the engine view of every endpoint whose sample is older than
  * params.engine_max_age_ms at now_ms: its in-flight count is the runtime

@@ -180,9 +180,10 @@ static inline void routers_link(struct routers *r, bool connected, uint64_t now_
 
 /* The verdicts as a snapshot restores them at now_ms: the sums start
  * again, the hints' verdict ends as any does (decisions without hints),
- * the engines' once a window passes without an engine sample. */
+ * the engines' once a window passes without an engine sample, the
+ * turns' as if ROUTERS_TURN_MIN turns had skipped none. */
 static inline void routers_restore(struct routers *r, bool alone, bool hints,
-				   uint64_t now_ms)
+				   bool turns, uint64_t now_ms)
 {
 	*r = (struct routers){
 		.counted = r->counted, .hints_counted = r->hints_counted,
@@ -190,6 +191,7 @@ static inline void routers_restore(struct routers *r, bool alone, bool hints,
 		.linked = r->linked, .apart_ms = r->apart_ms,
 		.alone = alone, .hints = hints,
 		.restored_ms = alone ? (now_ms > 0 ? now_ms : 1) : 0,
+		.turns = turns ? ROUTERS_TURN_MIN : 0, .turns_alone = turns,
 	};
 }
 

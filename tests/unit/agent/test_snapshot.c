@@ -947,16 +947,17 @@ static void refused_header(struct core *x, const char *buf, size_t len,
 }
 
 /* policy.routers auto's verdicts cross a restart: an agent that routed
- * alone by the hints and the engines' counts comes back alone, so its
- * entries idle 5-30 min (alone_affinity_ttl) are restored, not expired
- * at the default TTL; each verdict is then judged again (the engines'
- * lapses without an engine sample within idle_reset). With the file's
- * verdicts cleared (_i 1: several) the same entry expires at load. */
+ * alone by the hints, the engines' counts and the turns comes back
+ * alone, so its entries idle 5-30 min (alone_affinity_ttl) are restored,
+ * not expired at the default TTL; each verdict is then judged again (the
+ * engines' lapses without an engine sample within idle_reset, the turns'
+ * after 6 skips). With the file's verdicts cleared (_i 1: several) the
+ * same entry expires at load. */
 START_TEST(routers_verdicts_restored)
 {
 	const uint64_t t0 = 5000, idle = 10 * 60 * 1000;
 	struct core *a = make_core(1024, -1, false);
-	core_routers_restore(a, true, true, t0);
+	core_routers_restore(a, true, true, true, t0);
 	struct core_affinity_record rec = {
 		.akey = 0xabcdef, .endpoint = ep_index(a, 0), .idle_ms = 0,
 	};
@@ -966,19 +967,20 @@ START_TEST(routers_verdicts_restored)
 	ck_assert_int_eq(snapshot_encode(a, t0 + idle, T0_UNIX_MS, &buf, &len), 0);
 	struct core_routers_info ri;
 	core_routers_info(a, &ri);
-	ck_assert(ri.engines && ri.hints);
+	ck_assert(ri.engines && ri.hints && ri.turns);
 	core_destroy(a);
 	/* 0x97, 0xa6 "WLSNAP", the version, written (0xd3 + 8), the two
 	 * counts (0xcf + 8 each), then the verdicts as a positive fixint. */
-	ck_assert_uint_eq((uint8_t)buf[36], SNAPSHOT_ROUTERS_ENGINES | SNAPSHOT_ROUTERS_HINTS);
+	ck_assert_uint_eq((uint8_t)buf[36], SNAPSHOT_ROUTERS_ENGINES | SNAPSHOT_ROUTERS_HINTS |
+					    SNAPSHOT_ROUTERS_TURNS);
 	/* A verdict byte with an unknown bit, or a header of five fields
 	 * (the verdicts' place taken by the homes' count), is refused
 	 * whole: "bad header", nothing changed. */
 	struct core *x = make_core(64, -1, false);
-	refused_header(x, buf, len, 36, 4);
+	refused_header(x, buf, len, 36, 8);
 	refused_header(x, buf, len, 0, 0x95);
 	core_routers_info(x, &ri);
-	ck_assert(!ri.engines && !ri.hints);
+	ck_assert(!ri.engines && !ri.hints && !ri.turns);
 	ck_assert_uint_eq(entries(x), 0);
 	core_destroy(x);
 	if (_i == 1) {
@@ -994,7 +996,7 @@ START_TEST(routers_verdicts_restored)
 	ck_assert_uint_eq(res.version, SNAPSHOT_VERSION);
 	core_routers_info(b, &ri);
 	if (_i == 0) {
-		ck_assert(ri.alone && ri.engines && ri.hints);
+		ck_assert(ri.alone && ri.engines && ri.hints && ri.turns);
 		ck_assert_uint_eq(ri.ttl_ms, 30 * 60 * 1000);
 		ck_assert_uint_eq(res.entries_restored, 1);
 		ck_assert_uint_eq(entries(b), 1);
@@ -1015,10 +1017,27 @@ START_TEST(routers_verdicts_restored)
 		ck_assert_int_eq(core_endpoint_sync(b, ep, CORE_ADMIN_ENABLED, 0,
 						    61 * 1000), 0);
 		core_routers_info(b, &ri);
-		ck_assert(!ri.engines && !ri.alone);
+		ck_assert(!ri.engines && ri.turns && ri.alone);
+		/* The restored entry's key, its turns another HAProxy's every
+		 * second one: the 6th skip ends the turns' verdict. */
+		struct core_request rq = {
+			.session = { true, 1 }, .identity = 2, .akey = 0xabcdef,
+		};
+		for (uint16_t t = 2, skips = 0; skips <= 6; t += 2) {
+			core_routers_info(b, &ri);
+			ck_assert_msg(ri.alone == (skips < 6), "%u skips", skips);
+			rq.turn = t;
+			struct core_rng rng = { 1 };
+			struct core_decision d;
+			core_decide(b, &rq, 62 * 1000, &rng, &d);
+			ck_assert(d.has_akey && d.akey == 0xabcdef);
+			skips += t > 2;
+		}
+		core_routers_info(b, &ri);
+		ck_assert(!ri.turns && !ri.alone);
 		ck_assert_uint_eq(ri.ttl_ms, 300 * 1000);
 	} else {
-		ck_assert(!ri.alone && !ri.engines && !ri.hints);
+		ck_assert(!ri.alone && !ri.engines && !ri.hints && !ri.turns);
 		ck_assert_uint_eq(res.entries_expired, 1);
 		ck_assert_uint_eq(entries(b), 0);
 	}
