@@ -731,7 +731,7 @@ void decide(struct core *c, const struct core_request *req,
 		}
 	}
 	if (routers_turn(&c->routers, prev_turn, c->decide_turn))
-		routers_apply(c); /* the key's TTL is read again at its put */
+		routers_apply(c); /* a new verdict: the gap and TTL in force */
 	/* 3a. A newer shared hint goes first; a decision of our own, so
 	 * that its success (feedback or log line) enters the map. */
 	if (req->hint.present) {
