@@ -790,6 +790,8 @@ START_TEST(test_garbage)
 	ck_assert_msg(strncmp(a, "error: akey must be 16 hex digits", 33) == 0, "%s", a);
 	a = talk(&f, "explain session=s1 size=80KiB\n");
 	ck_assert_str_eq(a, "error: size must be the body's bytes, a whole number\n\n");
+	a = talk(&f, "explain session=s1 turn=two\n");
+	ck_assert_str_eq(a, "error: turn must be the count of user messages, a whole number\n\n");
 	a = talk(&f, "show info");
 	ck_assert_str_eq(a, "error: line without newline (9 bytes) not run\n\n");
 	ck_assert_uint_eq(f.ctl->n_conns, 0);

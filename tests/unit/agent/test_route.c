@@ -540,6 +540,23 @@ START_TEST(request_mapping)
 		route_request_core(&req, &cr);
 		ck_assert_uint_eq(cr.size_kib, sizes[i].kib);
 	}
+
+	/* turn: a count of user messages of any integer type, saturated at
+	 * 65,535; none, 0, a negative one or another type is 0 (unknown). */
+	struct { struct spop_data d; uint16_t turn; } turns[] = {
+		{ spop_data_null(), 0 },
+		{ spop_data_int64(0), 0 },
+		{ spop_data_int64(3), 3 },
+		{ spop_data_int64(-3), 0 },
+		{ { .type = SPOP_DATA_UINT32, .u.u32 = 70000 }, UINT16_MAX },
+		{ { .type = SPOP_DATA_UINT64, .u.u64 = UINT64_MAX }, UINT16_MAX },
+		{ str("3"), 0 },
+	};
+	for (size_t i = 0; i < sizeof(turns) / sizeof(turns[0]); i++) {
+		req.args[ROUTE_ARG_TURN] = turns[i].d;
+		route_request_core(&req, &cr);
+		ck_assert_uint_eq(cr.turn, turns[i].turn);
+	}
 }
 END_TEST
 
