@@ -356,7 +356,7 @@ static const struct metrics_family families_middle[] = {
 	  "What HAProxy's runtime API last said of its peers (show peers, asked every 5 s while requests carry shared warm hints): 1 every remote peer of the peers sections that share a table connected (or none listed), 0 one is not, -1 not asked or no such section.",
 	  FN(routers_peers) },
 	{ "warmlane_routers_turns", GAUGE,
-	  "1 while the requests' turns (HAProxy's turn argument: the body's count of user messages) show no other HAProxy routing this agent's keys: of the last 64 requests of a conversation's third turn or later whose key's entry held an earlier turn, under 5% skipped one (from 50 such requests on), and policy.routers auto routes alone; 0 from 10%, or before 50.",
+	  "1 while the requests' turns (HAProxy's turn argument: the body's count of user messages) show no other HAProxy routing this agent's keys: of the last 64 requests of a conversation's third turn or later whose key's entry held an earlier turn, under 5% skipped one (from 50 such requests on; no caller counts over half of the last 64 while another's are under 10 minutes old), and policy.routers auto routes alone; 0 from 10%, or before 50.",
 	  FN(routers_turns) },
 	{ "warmlane_routers_turn_skips", GAUGE,
 	  "Of the last 64 requests that warmlane_routers_turns counts, the share whose turn skipped one (another HAProxy routed it): about 0 alone, 0.2-0.6 behind several HAProxies that share nothing; -1 before 50 such requests.",

@@ -730,7 +730,9 @@ void decide(struct core *c, const struct core_request *req,
 			t->entry_stale = warm_idx == UINT32_MAX;
 		}
 	}
-	if (routers_turn(&c->routers, prev_turn, c->decide_turn))
+	if (routers_turn(&c->routers, prev_turn, c->decide_turn,
+			 routers_caller(req->caller.present, req->caller.hash),
+			 now_ms))
 		routers_apply(c); /* a new verdict: the gap and TTL in force */
 	/* 3a. A newer shared hint goes first; a decision of our own, so
 	 * that its success (feedback or log line) enters the map. */

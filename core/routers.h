@@ -81,6 +81,19 @@
 #define ROUTERS_TURN_MIN 50u
 #define ROUTERS_TURN_ALONE 0.05
 #define ROUTERS_TURN_SEVERAL 0.10
+/* The callers (HAProxy's `caller`, a hash of the Authorization header;
+ * none counts as one caller) of the last ROUTERS_TURN_CALLERS turns that
+ * counted, each for ROUTERS_TURN_CALLER_S seconds. A caller holding over
+ * half of them while another holds some counts no more turns until the
+ * others' push it back, or age out: one caller writes its turns as it
+ * likes (a session of consecutive turns that never skip), and could
+ * otherwise make the verdict for everyone's keys. Honest callers lose
+ * nothing but time: any of them shows the same deployment, so the
+ * verdict stays what it was, counted from fewer turns while one caller
+ * sends most of them. A caller that stopped leaves the others free
+ * within ROUTERS_TURN_CALLER_S. */
+#define ROUTERS_TURN_CALLERS 64u
+#define ROUTERS_TURN_CALLER_S 600u
 
 struct routers {
 	double own;        /* this HAProxy's counts at the samples */
@@ -104,7 +117,18 @@ struct routers {
 			    * skipped one (routers_turn) */
 	uint32_t turns;    /* turns that counted (saturates) */
 	bool turns_alone;  /* the verdict by the turns */
+	uint8_t callers_at; /* callers[]: the next written (the oldest) */
+	struct {
+		uint32_t who; /* routers_caller */
+		uint32_t s;   /* when, in seconds; 0: empty */
+	} callers[ROUTERS_TURN_CALLERS]; /* the last counted turns' */
 };
+
+/* A caller's name in routers.callers: a hash of its identity, 0 none. */
+static inline uint32_t routers_caller(bool present, uint64_t hash)
+{
+	return present ? (uint32_t)(hash >> 32) | 1u : 0u;
+}
 
 /* The hints' verdict on the sums: shared once ROUTERS_MIN_DECISIONS
  * hinted decisions are in the window, ROUTERS_MIN_PEER of them a peer's
@@ -219,12 +243,30 @@ static inline double routers_share(const struct routers *r)
 	return r->engine >= ROUTERS_MIN ? r->own / r->engine : -1;
 }
 
-/* A request of turn `turn` whose key's entry held turn prev (either 0:
- * unknown). Returns whether the turns' verdict changed. */
-static inline bool routers_turn(struct routers *r, uint16_t prev, uint16_t turn)
+/* A request of turn `turn` from caller (routers_caller) at now_ms, whose
+ * key's entry held turn prev (either 0: unknown). Returns whether the
+ * turns' verdict changed. */
+static inline bool routers_turn(struct routers *r, uint16_t prev, uint16_t turn,
+				uint32_t caller, uint64_t now_ms)
 {
 	if (prev == 0 || turn < 3 || turn <= prev)
 		return false; /* a retry, an edit, a fork, or nothing to skip */
+	uint32_t now_s = (uint32_t)(now_ms / 1000) + 1;
+	unsigned mine = 0, others = 0;
+	for (unsigned i = 0; i < ROUTERS_TURN_CALLERS; i++) {
+		uint32_t s = r->callers[i].s;
+		if (s == 0 || now_s - s >= ROUTERS_TURN_CALLER_S)
+			continue;
+		if (r->callers[i].who == caller)
+			mine++;
+		else
+			others++;
+	}
+	if (2 * mine > ROUTERS_TURN_CALLERS && others > 0)
+		return false; /* over half the memory is this caller's */
+	r->callers[r->callers_at].who = caller;
+	r->callers[r->callers_at].s = now_s;
+	r->callers_at = (uint8_t)((r->callers_at + 1) % ROUTERS_TURN_CALLERS);
 	if (r->turns < UINT32_MAX)
 		r->turns++;
 	double w = 1.0 / (r->turns < ROUTERS_TURN_MEMORY ? r->turns : ROUTERS_TURN_MEMORY);

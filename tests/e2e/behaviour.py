@@ -1766,7 +1766,9 @@ def turns(binary, version):
     50th turn that could have followed a skipped one (turns 3 and 4 of
     each), not before. Then conversations of which another HAProxy would have
     routed every second turn (turns 1, 3 and 5 come here): it no longer
-    routes alone within 10 of them. Bodies as the OpenAI clients send
+    routes alone within 10 of them; nor does it route alone again when
+    one caller (its own Authorization header) sends a conversation of 80
+    turns that skip none. Bodies as the OpenAI clients send
     them: compact JSON (JSON.stringify), every other conversation with
     Python's spaces after the colons; the first user message 9 KiB of
     the conversation's own, so that its 8 KiB prefix key is. Counts, not
@@ -1775,7 +1777,7 @@ def turns(binary, version):
         env.start([fe.instance(n) for n in ("s1", "s2", "s3", "s4")], binary)
         c = fe.Client(env.port)
 
-        def ask(conv, turn):
+        def ask(conv, turn, headers=None):
             msgs = [{"role": "system", "content": "You are terse."}]
             for t in range(1, turn + 1):
                 first = f"conversation {version} {conv}: " + (f"{conv} " * 9216)[:9216]
@@ -1784,7 +1786,7 @@ def turns(binary, version):
                     msgs.append({"role": "assistant", "content": f"answer {t}"})
             body = {"messages": msgs, "model": "m1", "max_tokens": 1}
             text = json.dumps(body, separators=(",", ":")) if conv % 2 else json.dumps(body)
-            r = c.post(text.encode(), None, i=turn, tag=f"c{conv}")
+            r = c.post(text.encode(), headers, i=turn, tag=f"c{conv}")
             fe.assert_all_ok([r], f"conversation {conv}, turn {turn}")
             return r
 
@@ -1809,9 +1811,21 @@ def turns(binary, version):
         skips = metric("warmlane_routers_turn_skips")
         log(f"not alone after {shared} conversations with every second turn elsewhere "
             f"(skip share {skips:.3f})")
+        assert skips >= 0.10, f"not alone with a skip share of {skips} (the bar: 0.10)"
+        # One caller of its own (HAProxy's caller: its Authorization
+        # header's hash) sends a conversation's turns 1 to 80, all here,
+        # none skipped: counted as the others', 49 of them would take the
+        # share under 0.05. It counts up to half of the last 64 counted
+        # turns while the others' are under 10 minutes old.
+        hostile = {"Authorization": "Bearer one-caller"}
+        for turn in range(1, 81):
+            ask(1000, turn, hostile)
+        after = {n: metric(f"warmlane_routers_{n}") for n in ("alone", "turns", "turn_skips")}
+        log(f"after one caller's 80 turns that skip none: {after}")
         c.close()
         env.stop_agent_checked()
-        assert skips >= 0.10, f"not alone with a skip share of {skips} (the bar: 0.10)"
+        assert after["alone"] == 0 and after["turn_skips"] >= 0.05, \
+            f"one caller's turns made the verdict: {after}"
 
 
 SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimit, "breaker": breaker,

@@ -2,6 +2,7 @@
 #include <check.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "fixture.h"
@@ -242,18 +243,25 @@ END_TEST
 
 /* One request of key's conversation at turn (prefix: the key is the
  * shortest prefix window's instead of a session id), answered. */
-static void turn_round(struct fx *f, uint64_t key, uint16_t turn, bool prefix)
+static void turn_from(struct fx *f, uint64_t key, uint16_t turn, bool prefix,
+		      uint64_t caller)
 {
 	struct core_request rq = fx_session(key);
 	if (prefix) {
 		rq.session.present = false;
 		rq.prefix[0] = (struct core_id){ .present = true, .hash = key };
 	}
+	rq.caller = (struct core_id){ .present = caller != 0, .hash = caller };
 	rq.turn = turn;
 	struct core_decision d = fx_decide(f, &rq);
 	ck_assert_int_ge(d.endpoint, 0);
 	ck_assert_int_eq(fx_feedback(f, &d, 200, 100, false), 0);
 	f->now += 100;
+}
+
+static void turn_round(struct fx *f, uint64_t key, uint16_t turn, bool prefix)
+{
+	turn_from(f, key, turn, prefix, 0);
 }
 
 /* policy.routers auto without engine counts or hints: the requests'
@@ -323,6 +331,57 @@ START_TEST(routers_alone_by_the_turns)
 			turn_round(&f, k * 0x9e3779b97f4a7c15ull, t, false);
 	r = routers_of(&f);
 	ck_assert(r.turns && !r.alone);
+	fx_finish(&f);
+}
+END_TEST
+
+/* One caller cannot make the turns' verdict for the others (routers.h,
+ * ROUTERS_TURN_CALLERS). Behind two HAProxies, an honest caller's
+ * conversations show turns 1, 3 and 4 here (one of its two counted turns
+ * skipped); a hostile caller's sessions run turns 1 to 40 here, never
+ * skipping, 38 counted turns for each 2 of the honest one's. Apart, the
+ * hostile one's turns count while it holds under half of the last 64
+ * counted, and the skip share stays over 0.10: not alone; once the
+ * hostile caller has stopped, the honest one's own turns decide. _i 1, the
+ * same requests as one caller's (the hostile one using the honest one's
+ * credential): alone, which the cap alone kept away. */
+START_TEST(routers_turns_one_caller_at_most_half)
+{
+	struct fx f;
+	fx_init(&f, 4, NULL);
+	const uint64_t honest = 0x1234567890abcdefull;
+	const uint64_t hostile = _i == 0 ? 0xfedcba0987654321ull : honest;
+	uint64_t k = 1;
+	bool ever_alone = false;
+	for (int round = 0; round < 20; round++) {
+		uint64_t key = k++ * 0x9e3779b97f4a7c15ull;
+		for (uint16_t t = 1; t <= 40; t++)
+			turn_from(&f, key, t, false, hostile);
+		key = k++ * 0x9e3779b97f4a7c15ull;
+		turn_from(&f, key, 1, false, honest);
+		turn_from(&f, key, 3, false, honest);
+		turn_from(&f, key, 4, false, honest);
+		ever_alone |= routers_of(&f).turns;
+	}
+	struct core_routers_info r = routers_of(&f);
+	printf("# turns, %s: skip share %.3f\n",
+	       _i == 0 ? "two callers" : "one caller", r.skips);
+	if (_i == 0) {
+		ck_assert(!ever_alone);
+		ck_assert(r.skips >= 0.10);
+		/* The hostile caller stops: the honest one's turns, now all
+		 * here, count as soon as its entries are 10 minutes old. */
+		f.now += 601 * 1000;
+		for (int i = 0; i < 60 && !routers_of(&f).turns; i++) {
+			uint64_t key = k++ * 0x9e3779b97f4a7c15ull;
+			for (uint16_t t = 1; t <= 4; t++)
+				turn_from(&f, key, t, false, honest);
+		}
+		ck_assert(routers_of(&f).turns);
+	} else {
+		ck_assert(r.turns && r.alone);
+		ck_assert(r.skips >= 0 && r.skips < 0.05);
+	}
 	fx_finish(&f);
 }
 END_TEST
@@ -458,6 +517,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(tc, foreign_load_steers_placement);
 	tcase_add_test(tc, routers_alone_by_the_engines_counts);
 	tcase_add_test(tc, routers_alone_by_the_turns);
+	tcase_add_loop_test(tc, routers_turns_one_caller_at_most_half, 0, 2);
 	tcase_add_loop_test(tc, floor_is_this_agents_share, 0, 2);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("artefact");
