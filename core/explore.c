@@ -276,6 +276,7 @@ uint32_t explore_pick(struct core *c, const struct pick *k, uint64_t akey,
 	x->due = 0;
 	e->explore_next = x->clock + spacing(c, e, v);
 	e->explore_sent_ms = now_ms > 0 ? now_ms : 1;
+	e->explore_akey = akey;
 	x->probes++;
 	return idx;
 }

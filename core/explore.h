@@ -106,11 +106,26 @@ static inline bool explore_reclaiming(const struct explore *x)
 	return x->reclaim_n > 0;
 }
 
-/* An answer of any outcome from e to a request started at start_ms:
- * a probe sent before it is no longer out. */
-static inline void explore_heard(struct pool_endpoint *e, uint64_t start_ms)
+/* How far before a probe's decision the start of its answer may seem to
+ * be: the start is rebuilt from HAProxy's timers (its time to headers or
+ * total time, in whole milliseconds of its own clock) and comes out a
+ * millisecond early, or more for a log line, whose total time counts
+ * from the accept, before the decision. */
+#define EXPLORE_HEARD_SLACK_MS 10u
+
+/* An answer of any outcome from e to a request started at start_ms, of
+ * affinity key akey (has_akey): the probe out is answered when the answer
+ * is its key's, or the request started after it. A probe never taken for
+ * answered would hold e's exploration for good: on real HAProxy a probe
+ * answered within a millisecond of its decision's clock was taken for an
+ * older request about one time in five (docs/policy-v2.md, section 40). */
+static inline void explore_heard(struct pool_endpoint *e, uint64_t start_ms,
+				 bool has_akey, uint64_t akey)
 {
-	if (e->explore_sent_ms != 0 && start_ms >= e->explore_sent_ms)
+	if (e->explore_sent_ms == 0)
+		return;
+	if ((has_akey && e->explore_akey != 0 && akey == e->explore_akey) ||
+	    start_ms + EXPLORE_HEARD_SLACK_MS >= e->explore_sent_ms)
 		e->explore_sent_ms = 0;
 }
 

@@ -406,7 +406,7 @@ static void learn(struct core *c, struct pool_endpoint *e, uint32_t idx,
 {
 	uint8_t state = e->br.state;
 
-	explore_heard(e, l->start_ms);
+	explore_heard(e, l->start_ms, l->has_akey, l->akey);
 	switch (o) {
 	case CORE_OUTCOME_SUCCESS:
 		if (!l->provisional)

@@ -202,6 +202,8 @@ struct pool_endpoint {
 	/* Exploration, the rest (explore_on above). */
 	uint64_t explore_next;      /* the explore clock of its next probe */
 	uint64_t explore_from_ms;
+	uint64_t explore_akey;      /* the probe out's affinity key; 0:
+				     * anonymous (explore_sent_ms) */
 	double explore_sum;         /* its fast answers' times to headers */
 	uint8_t explore_fast;
 	uint8_t explore_slow;
