@@ -199,10 +199,15 @@ static unsigned size_class(uint32_t kib)
  * answer to requests of its class (size and kind of decision) over their
  * mean answer (struct core, size_f). A few sized answers estimate the
  * mean of many raw ones, as an EWMA is, without the prompts' sizes in
- * their spread. < 0: not known (no size, or its class not learnt). */
+ * their spread. < 0: not known (no size, or its class not learnt, or a
+ * pool of two). Sizing divides out a prompt's size, not the fleet's
+ * queue: in a pool of two, the endpoint left as slow sends its whole load
+ * to the other, whose answers then carry that queue, and the left one's
+ * idle probes, sized, look within tolerance while it is 5x slower
+ * (docs/policy-v2.md, section 38). */
 static double sized(const struct core *c, double tr, uint32_t kib, bool hit)
 {
-	if (kib == 0)
+	if (kib == 0 || c->pool.live < 3)
 		return -1;
 	unsigned b = size_class(kib);
 	if (c->size_n[hit][b] < c->p.cold_start_samples || c->size_f[hit][b] <= 0)
