@@ -36,6 +36,33 @@
  * re-trial. */
 #define EXPLORE_VERDICT_MAX RETRIAL_SAMPLES
 
+/* A probe out this many times longer than its endpoint's slowest EWMA of
+ * the time to headers, and at least EXPLORE_LOST_MIN_MS, is taken for
+ * lost: its answer will not come (HAProxy answered it itself, or sent it
+ * to another server, and there is no log input to say so), and another
+ * may go out. Without it one lost probe held the endpoint's exploration
+ * until it was no longer left. */
+#define EXPLORE_LOST_EWMAS 4.0
+#define EXPLORE_LOST_MIN_MS 60000u
+
+/* Whether e's probe out since explore_sent_ms is still awaited at now_ms. */
+static bool probe_out(const struct pool_endpoint *e, uint64_t now_ms)
+{
+	if (e->explore_sent_ms == 0)
+		return false;
+	double slowest = 0;
+	for (unsigned k = 0; k < CORE_KIND_COUNT; k++) {
+		unsigned sig = pool_sig(false, k);
+		if (e->samples[sig] > 0 && e->ewma[sig] > slowest)
+			slowest = e->ewma[sig];
+	}
+	double lost_ms = EXPLORE_LOST_EWMAS * slowest;
+	if (lost_ms < EXPLORE_LOST_MIN_MS)
+		lost_ms = EXPLORE_LOST_MIN_MS;
+	return now_ms < e->explore_sent_ms ||
+	       (double)(now_ms - e->explore_sent_ms) < lost_ms;
+}
+
 /* EXPLORE_VERDICT times spread over mean, at least EXPLORE_VERDICT. */
 static unsigned answers_for(double spread, double mean)
 {
@@ -258,8 +285,9 @@ uint32_t explore_pick(struct core *c, const struct pick *k, uint64_t akey,
 	uint32_t idx = x->due - 1;
 	struct pool_endpoint *e = &c->pool.ep[idx];
 	/* One at a time: a still slow endpoint holds one request (until
-	 * its answer; a stream's end may come much later). */
-	if (!view_has(v, idx) || !e->explore_on || e->explore_sent_ms != 0 ||
+	 * its answer, or until it is taken for lost; a stream's end may
+	 * come much later). */
+	if (!view_has(v, idx) || !e->explore_on || probe_out(e, now_ms) ||
 	    e->br.state != CORE_BREAKER_CLOSED) {
 		x->due = 0;
 		return UINT32_MAX;

@@ -780,6 +780,45 @@ START_TEST(explore_probe_answered_by_its_key)
 }
 END_TEST
 
+/* A probe whose answer never comes (HAProxy answered it itself, or sent
+ * it to another server, and no log input says so) is taken for lost
+ * once out 4 x x's EWMA and at least 60 s (explore.c, probe_out): x left
+ * as slow, then every request sent to it lost. Its probes keep coming,
+ * one per 60 s of the fake clock (about 50 ms a decision). Before, the
+ * first lost probe was the last. */
+START_TEST(explore_probe_lost)
+{
+	struct fx f;
+	int x = setup(&f, 0.25);
+	uint64_t s = 1;
+	int last;
+	run(&f, x, true, &s, 1000, 100, &last);
+	ck_assert_int_eq(fx_info(&f, x).speed, CORE_SPEED_LEFT);
+	struct core_stats cs;
+	core_stats(f.c, &cs);
+	uint64_t probes = cs.explore_probes;
+	uint64_t t0 = f.now;
+	for (int i = 0; i < 12000; i++) {
+		struct core_request r = fx_session(s++);
+		struct core_decision d = fx_decide(&f, &r);
+		ck_assert_int_ge(d.endpoint, 0);
+		f.now += FAST_MS;
+		if (d.endpoint != x) {
+			ck_assert_int_eq(fx_feedback(&f, &d, 200, FAST_MS, false), 0);
+			ck_assert_int_eq(core_endpoint_complete(f.c, d.endpoint), 0);
+		}
+		f.now += 10;
+	}
+	core_stats(f.c, &cs);
+	uint64_t lost = cs.explore_probes - probes;
+	printf("# lost probes: %llu in %llu s\n", (unsigned long long)lost,
+	       (unsigned long long)((f.now - t0) / 1000));
+	ck_assert_uint_ge(lost, (f.now - t0) / 60000 / 2);
+	ck_assert_uint_le(lost, (f.now - t0) / 60000 + 1);
+	fx_finish(&f);
+}
+END_TEST
+
 static Suite *explore_suite(void)
 {
 	Suite *s = suite_create("core-explore");
@@ -790,6 +829,7 @@ static Suite *explore_suite(void)
 	tcase_add_test(tc, explore_not_irregular);
 	tcase_add_test(tc, explore_sized_alone);
 	tcase_add_loop_test(tc, explore_probe_answered_by_its_key, 0, 2);
+	tcase_add_test(tc, explore_probe_lost);
 	tcase_add_test(tc, explore_quiet_is_not_starved);
 	tcase_add_test(tc, explore_quiet_keeps_warm_keys);
 	tcase_add_test(tc, explore_not_while_e2e_slow);
