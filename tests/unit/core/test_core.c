@@ -2706,7 +2706,12 @@ START_TEST(slow_endpoint_loses_sessions_spread)
 	}
 	ck_assert(!left_while_fast);
 	ck_assert_double_gt(fx_info(&f, slow).ewma_ms[CORE_KIND_PLAIN], 2.5 * 500);
-	ck_assert_int_eq(dest[slow], 0);
+	/* Its only requests are exploration's probes: a quarter of its fair
+	 * share, the spacing doubled twice by verdicts "still slow" (one in
+	 * 8 / 0.25 x 4 = 128 decisions). Before 17d39a2 none went out here:
+	 * this fixture answers within the decision's millisecond, and the
+	 * first probe was never taken for answered. */
+	ck_assert_int_le(dest[slow], NS / 128 + 1);
 	int maxd = 0, distinct = 0;
 	for (int i = 0; i < FX_MAX; i++) {
 		maxd = dest[i] > maxd ? dest[i] : maxd;
