@@ -15,6 +15,8 @@
 #
 # Environment (all optional):
 #   BENCH_CONVERSATIONS=32 BENCH_TURNS=4 BENCH_CONCURRENCY=4
+#   BENCH_OPEN=0           conversations under way at once, a finished one
+#                          replaced by the next (0: all from the start)
 #   BENCH_CACHE_RAM=64     MiB of host-memory prompt cache per server: holds
 #                          about a quarter of the conversations, so a policy
 #                          that scatters them evicts
@@ -56,7 +58,7 @@ for c in "${list[@]}"; do
 		--cases "$c" --policies "${BENCH_POLICIES:-warmlane,leastconn,chash,stick}" \
 		--conversations "${BENCH_CONVERSATIONS:-32}" --turns "${BENCH_TURNS:-4}" \
 		--concurrency "${BENCH_CONCURRENCY:-4}" --cache-ram "${BENCH_CACHE_RAM:-64}" \
-		${BENCH_ENGINE_METRICS:+--engine-metrics} |
+		--open "${BENCH_OPEN:-0}" ${BENCH_ENGINE_METRICS:+--engine-metrics} |
 		grep -E '^(fetch-llama|engine-bench|(healthy|slow|kill|429) )' || true
 	[ -f "$tmp/$c.json" ] || { echo "engine.sh: case $c failed" >&2; exit 1; }
 	files+=("$tmp/$c.json")

@@ -123,7 +123,7 @@ def run_one(llama, models, policy, case, plan, log):
                                     seed=plan["seed"], concurrency=plan["concurrency"],
                                     system_chars=plan["system_chars"],
                                     user_chars=plan["user_chars"],
-                                    max_tokens=plan["max_tokens"]),
+                                    max_tokens=plan["max_tokens"], open=plan["open"]),
                           "bench", background=True)
             t0 = time.monotonic()
 
@@ -174,6 +174,9 @@ def main():
     ap.add_argument("--user-chars", type=int, default=400)
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--open", type=int, default=0,
+                    help="conversations under way at once, a finished one replaced "
+                         "by the next (0: all from the start)")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -184,7 +187,7 @@ def main():
     sets = dict(kv.split("=", 1) for kv in a.set)
     plan = dict(conversations=a.conversations, turns=a.turns, concurrency=a.concurrency,
                 parallel=a.parallel, cache_ram=a.cache_ram, system_chars=a.system_chars,
-                user_chars=a.user_chars, max_tokens=a.max_tokens, seed=a.seed,
+                user_chars=a.user_chars, max_tokens=a.max_tokens, seed=a.seed, open=a.open,
                 policy=sets, engine_metrics=a.engine_metrics)
     t0 = time.monotonic()
     llama = lf.fetch(a.engine_dir)

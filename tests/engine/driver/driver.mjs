@@ -13,7 +13,9 @@
 //   request, written as each completes), state (optional: a JSON file the
 //   conversations are read from and written back to, so that a later run
 //   continues them), new_only (optional: only conversations not in state),
-//   timeout_ms.
+//   timeout_ms, open (optional: at most this many conversations under way
+//   at once, a finished one replaced by the next, as users come and go; 0
+//   or absent: every conversation from the start).
 //
 // A record: i, conv, turn, session, stream, t0 (ms since start), ttft_ms
 // (first streamed content; the total for a non-streamed request), total_ms,
@@ -33,7 +35,7 @@ const plan = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const P = {
   model: 'tiny', conversations: 8, turns: 3, concurrency: 4, system_chars: 700,
   user_chars: 200, max_tokens: 16, session_share: 0.5, stream_share: 0.5,
-  seed: 1, prefix: 'c', timeout_ms: 60000, new_only: false, ...plan,
+  seed: 1, prefix: 'c', timeout_ms: 60000, new_only: false, open: 0, ...plan,
 };
 
 // A small seeded generator (mulberry32): the same plan sends the same text.
@@ -167,24 +169,51 @@ async function turn(c) {
 
 // Round by round (every conversation's turn 1, then every turn 2, ...), at
 // most `concurrency` requests in flight and never two of one conversation.
+// With `open`, the rounds are over the conversations under way: at most
+// `open` of them, a finished one replaced by the next.
 const queue = [];
-for (let r = 0; r < P.turns; r++) for (const c of active) queue.push(c);
+if (P.open <= 0) for (let r = 0; r < P.turns; r++) for (const c of active) queue.push(c);
+const pending = P.open > 0 ? [...active] : [];
+const under = [];
+const done = new Map();
 const busy = new Set();
 const recs = [];
+function take() {
+  if (P.open <= 0) {
+    const k = queue.findIndex((c) => !busy.has(c.name));
+    return k < 0 ? null : queue.splice(k, 1)[0];
+  }
+  let best = null;
+  for (const c of under) {
+    if (!busy.has(c.name) && (best === null || done.get(c.name) < done.get(best.name))) best = c;
+  }
+  if (best === null && under.length < P.open && pending.length > 0) {
+    best = pending.shift();
+    under.push(best);
+    done.set(best.name, 0);
+  }
+  return best;
+}
+function more() {
+  return P.open <= 0 ? queue.length > 0 : under.length > 0 || pending.length > 0;
+}
 async function worker() {
   for (;;) {
-    const k = queue.findIndex((c) => !busy.has(c.name));
-    if (k < 0) {
-      if (queue.length === 0) return;
+    const c = take();
+    if (c === null) {
+      if (!more()) return;
       await new Promise((res) => setTimeout(res, 5)); // a conversation is busy
       continue;
     }
-    const [c] = queue.splice(k, 1);
     busy.add(c.name);
     try {
       recs.push(await turn(c));
     } finally {
       busy.delete(c.name);
+      if (P.open > 0) {
+        done.set(c.name, done.get(c.name) + 1);
+        if (done.get(c.name) >= P.turns) under.splice(under.indexOf(c), 1);
+      }
     }
   }
 }
