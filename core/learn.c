@@ -204,7 +204,7 @@ static unsigned size_class(uint32_t kib)
  * queue: in a pool of two, the endpoint left as slow sends its whole load
  * to the other, whose answers then carry that queue, and the left one's
  * idle probes, sized, look within tolerance while it is 5x slower
- * (docs/policy-v2.md, section 38). */
+ * (docs/policy-v2.md, sections 38 and 40). */
 static double sized(const struct core *c, double tr, uint32_t kib, bool hit)
 {
 	if (kib == 0 || c->pool.live < 3)
