@@ -48,12 +48,16 @@ static int setup(struct fx *f, double share)
 }
 
 /* One new key per decision (session from, from + 1, ...), answered at
- * once: in x_tr ms from x, FAST_MS from every other. With x_e2e >= 0 its
+ * once: in x_tr ms from x (x_tr < 0: x never answers, as when HAProxy
+ * answers for it and no log input says so), FAST_MS from every other,
+ * each answer's time to headers told skew_ms longer than the fake
+ * clock's (HAProxy counts in whole milliseconds of its own clock, so the
+ * start rebuilt from it comes before the decision). With x_e2e >= 0 its
  * end-of-stream log line follows (4 KiB; x ends in x_e2e ms, every other
  * in 1,000), else the end alone. Returns how many went to x; *last the
  * decisions to x among the last `window`. */
 static int run_ends(struct fx *f, int x, int64_t x_tr, int64_t x_e2e,
-		    uint64_t *from, int n, int window, int *last)
+		    int64_t skew_ms, uint64_t *from, int n, int window, int *last)
 {
 	int to_x = 0;
 	*last = 0;
@@ -62,9 +66,18 @@ static int run_ends(struct fx *f, int x, int64_t x_tr, int64_t x_e2e,
 		struct core_decision d = fx_decide(f, &r);
 		ck_assert_int_ge(d.endpoint, 0);
 		bool on_x = d.endpoint == x;
-		int64_t tr = on_x ? x_tr : FAST_MS;
+		int64_t tr = on_x && x_tr >= 0 ? x_tr : FAST_MS;
 		f->now += (uint64_t)tr; /* the answer comes after its request */
-		ck_assert_int_eq(fx_feedback(f, &d, 200, tr, false), 0);
+		if (on_x) {
+			to_x++;
+			if (i >= n - window)
+				(*last)++;
+			if (x_tr < 0) {
+				f->now += 10;
+				continue; /* lost */
+			}
+		}
+		ck_assert_int_eq(fx_feedback(f, &d, 200, tr + skew_ms, false), 0);
 		if (x_e2e >= 0) {
 			struct core_completion cc = {
 				.endpoint = d.endpoint, .status = 200,
@@ -78,11 +91,6 @@ static int run_ends(struct fx *f, int x, int64_t x_tr, int64_t x_e2e,
 			ck_assert_int_eq(core_endpoint_complete(f->c, d.endpoint), 0);
 		}
 		f->now += 10;
-		if (on_x) {
-			to_x++;
-			if (i >= n - window)
-				(*last)++;
-		}
 	}
 	return to_x;
 }
@@ -91,7 +99,7 @@ static int run_ends(struct fx *f, int x, int64_t x_tr, int64_t x_e2e,
 static int run(struct fx *f, int x, bool slow, uint64_t *from, int n,
 	       int window, int *last)
 {
-	return run_ends(f, x, slow ? SLOW_MS : FAST_MS, -1, from, n, window, last);
+	return run_ends(f, x, slow ? SLOW_MS : FAST_MS, -1, 0, from, n, window, last);
 }
 
 START_TEST(explore_still_slow_bounded)
@@ -400,9 +408,9 @@ static int e2e_slow_then_fast(int64_t slow_tr, int64_t after_e2e,
 	struct fx f;
 	int x = fleet(&f, 0.25, idle_reset_ms);
 	uint64_t s = 1;
-	run_ends(&f, x, FAST_MS, 1000, &s, 400, 100, last);
+	run_ends(&f, x, FAST_MS, 1000, 0, &s, 400, 100, last);
 	ck_assert_int_gt(*last, 10); /* warm on both signals, its share */
-	run_ends(&f, x, slow_tr, 5000, &s, 300, 100, last);
+	run_ends(&f, x, slow_tr, 5000, 0, &s, 300, 100, last);
 	ck_assert_int_le(*last, 100 / 16);
 	/* the ends of its streams that were under way */
 	for (int i = 0; i < 20; i++) {
@@ -416,7 +424,7 @@ static int e2e_slow_then_fast(int64_t slow_tr, int64_t after_e2e,
 	struct core_stats before, after;
 	core_stats(f.c, &before);
 	/* recovered: 4,000 decisions, about 200 s of the fake clock */
-	int n = run_ends(&f, x, FAST_MS, after_e2e, &s, 4000, 400, last);
+	int n = run_ends(&f, x, FAST_MS, after_e2e, 0, &s, 4000, 400, last);
 	core_stats(f.c, &after);
 	*probes = after.explore_probes - before.explore_probes;
 	*verdicts = after.explore_recovered - before.explore_recovered;
@@ -494,7 +502,7 @@ static int run_checked(struct fx *f, int x, int64_t x_tr, uint32_t x_check_ms,
 	*last = 0;
 	for (int i = 0; i < n; i += 10) {
 		checks(f, x, x_check_ms);
-		to_x += run_ends(f, x, x_tr, -1, from, 10, 10, &l);
+		to_x += run_ends(f, x, x_tr, -1, 0, from, 10, 10, &l);
 		if (i >= n - window)
 			*last += l;
 	}
@@ -729,28 +737,6 @@ START_TEST(explore_false_verdict_undone)
 }
 END_TEST
 
-/* run() as HAProxy times it: each answer's time to headers `skew_ms`
- * longer than the fake clock's time from its decision (HAProxy counts
- * in whole milliseconds of its own clock), so the start rebuilt from it
- * comes before the decision. Returns the new keys x got. */
-static int run_skewed(struct fx *f, int x, bool slow, uint64_t *from, int n,
-		      int64_t skew_ms)
-{
-	int to_x = 0;
-	for (int i = 0; i < n; i++) {
-		struct core_request r = fx_session((*from)++);
-		struct core_decision d = fx_decide(f, &r);
-		ck_assert_int_ge(d.endpoint, 0);
-		int64_t tr = d.endpoint == x && slow ? SLOW_MS : FAST_MS;
-		to_x += d.endpoint == x;
-		f->now += (uint64_t)tr;
-		ck_assert_int_eq(fx_feedback(f, &d, 200, tr + skew_ms, false), 0);
-		ck_assert_int_eq(core_endpoint_complete(f->c, d.endpoint), 0);
-		f->now += 10;
-	}
-	return to_x;
-}
-
 /* A probe's answer is its key's, whatever start HAProxy's timers give
  * it (explore.h, explore_heard). x left as slow, then recovered; every
  * answer's start comes out 2 ms (_i 0), then 20 ms (_i 1) before its
@@ -764,12 +750,13 @@ START_TEST(explore_probe_answered_by_its_key)
 	int x = setup(&f, 0.25);
 	uint64_t s = 1;
 	int64_t skew = _i == 0 ? 2 : 20;
-	run_skewed(&f, x, true, &s, 1000, skew);
+	int last;
+	run_ends(&f, x, SLOW_MS, -1, skew, &s, 1000, 1, &last);
 	ck_assert_int_eq(fx_info(&f, x).speed, CORE_SPEED_LEFT);
 	struct core_stats cs;
 	core_stats(f.c, &cs);
 	uint64_t probes = cs.explore_probes;
-	int back = run_skewed(&f, x, false, &s, 2000, skew);
+	int back = run_ends(&f, x, FAST_MS, -1, skew, &s, 2000, 1, &last);
 	core_stats(f.c, &cs);
 	printf("# answers %lld ms early: recovered x got %d of 2000 new keys "
 	       "(%llu probes)\n", (long long)skew, back,
@@ -798,17 +785,7 @@ START_TEST(explore_probe_lost)
 	core_stats(f.c, &cs);
 	uint64_t probes = cs.explore_probes;
 	uint64_t t0 = f.now;
-	for (int i = 0; i < 12000; i++) {
-		struct core_request r = fx_session(s++);
-		struct core_decision d = fx_decide(&f, &r);
-		ck_assert_int_ge(d.endpoint, 0);
-		f.now += FAST_MS;
-		if (d.endpoint != x) {
-			ck_assert_int_eq(fx_feedback(&f, &d, 200, FAST_MS, false), 0);
-			ck_assert_int_eq(core_endpoint_complete(f.c, d.endpoint), 0);
-		}
-		f.now += 10;
-	}
+	run_ends(&f, x, -1, -1, 0, &s, 12000, 1, &last);
 	core_stats(f.c, &cs);
 	uint64_t lost = cs.explore_probes - probes;
 	printf("# lost probes: %llu in %llu s\n", (unsigned long long)lost,
