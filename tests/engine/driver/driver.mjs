@@ -167,53 +167,45 @@ async function turn(c) {
   return rec;
 }
 
-// Round by round (every conversation's turn 1, then every turn 2, ...), at
-// most `concurrency` requests in flight and never two of one conversation.
-// With `open`, the rounds are over the conversations under way: at most
-// `open` of them, a finished one replaced by the next.
-const queue = [];
-if (P.open <= 0) for (let r = 0; r < P.turns; r++) for (const c of active) queue.push(c);
-const pending = P.open > 0 ? [...active] : [];
+// Round by round over the conversations under way (at most `open`, all
+// without it; a finished one replaced by the next): the one with the
+// fewest turns sent that has none in flight goes next, the earliest
+// first, so every turn 1, then every turn 2, ...; at most `concurrency`
+// requests in flight and never two of one conversation.
+const open = P.open > 0 ? P.open : active.length;
+const pending = [...active];
 const under = [];
-const done = new Map();
+const sent = new Map();
 const busy = new Set();
 const recs = [];
 function take() {
-  if (P.open <= 0) {
-    const k = queue.findIndex((c) => !busy.has(c.name));
-    return k < 0 ? null : queue.splice(k, 1)[0];
-  }
   let best = null;
   for (const c of under) {
-    if (!busy.has(c.name) && (best === null || done.get(c.name) < done.get(best.name))) best = c;
+    if (!busy.has(c.name) && (best === null || sent.get(c.name) < sent.get(best.name))) best = c;
   }
-  if (best === null && under.length < P.open && pending.length > 0) {
+  // a conversation not begun has sent none: it goes before any that has
+  if (under.length < open && pending.length > 0 && (best === null || sent.get(best.name) > 0)) {
     best = pending.shift();
     under.push(best);
-    done.set(best.name, 0);
+    sent.set(best.name, 0);
   }
   return best;
-}
-function more() {
-  return P.open <= 0 ? queue.length > 0 : under.length > 0 || pending.length > 0;
 }
 async function worker() {
   for (;;) {
     const c = take();
     if (c === null) {
-      if (!more()) return;
+      if (under.length === 0 && pending.length === 0) return;
       await new Promise((res) => setTimeout(res, 5)); // a conversation is busy
       continue;
     }
     busy.add(c.name);
+    sent.set(c.name, sent.get(c.name) + 1);
     try {
       recs.push(await turn(c));
     } finally {
       busy.delete(c.name);
-      if (P.open > 0) {
-        done.set(c.name, done.get(c.name) + 1);
-        if (done.get(c.name) >= P.turns) under.splice(under.indexOf(c), 1);
-      }
+      if (sent.get(c.name) >= P.turns) under.splice(under.indexOf(c), 1);
     }
   }
 }
