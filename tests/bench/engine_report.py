@@ -79,6 +79,16 @@ def main():
         else:
             res["runs"] += r["runs"]
             res["seconds"] += r["seconds"]
+    md, by, cases = markdown(res)
+    with open(os.path.join(docs, "engine-benchmark.md"), "w") as f:
+        f.write(md)
+    plot(by, cases, os.path.join(docs, "engine-ttft-cdf.png"))
+    sys.stdout.write(md)
+
+
+def markdown(res):
+    """engine-benchmark.md's text for engine_bench.py's results; with the
+    runs' stats by (case, policy) and the cases, for the plot."""
     plan = res["plan"]
     cases = []
     by = {}
@@ -98,7 +108,10 @@ def main():
       "model (tests/engine/mkmodel.py: one byte one token, so the timing and the caching "
       "are real, the text noise). The traffic is the official OpenAI Node client "
       "(tests/engine/driver): "
-      f"{plan['conversations']} conversations x {plan['turns']} turns after a shared "
+      f"{plan['conversations']} conversations x {plan['turns']} turns "
+      + (f"({plan['open']} under way at once, a finished one replaced by the next) "
+         if plan.get("open") else "") +
+      "after a shared "
       f"{plan['system_chars']}-character system prompt, {plan['user_chars']} characters "
       f"per user turn, {plan['max_tokens']} tokens per answer sent back in the next turn, "
       f"{plan['concurrency']} requests at once, half with a session id, half streamed, "
@@ -167,11 +180,23 @@ def main():
           f"{r50:.2f} {'met' if r50 <= 0.3 else 'not met'} | "
           f"{r90:.2f} {'met' if r90 <= 0.6 else 'not met'} | {'; '.join(verdict)} |")
     w("")
+    # a run's events: faults (name, seconds into the run), and what
+    # policy.routers concluded by its end ("routers", its metrics)
     events = {c: by[(c, "warmlane")][1] for c in cases if (c, "warmlane") in by}
-    if any(events.values()):
+    faults = {c: [(e, t) for e, t in ev if e != "routers"] for c, ev in events.items()}
+    if any(faults.values()):
         w("Fault times under warmlane (seconds into the run): " + "; ".join(
-            f"{c}: " + ", ".join(f"{e} {t:.0f}" for e, t in ev) for c, ev in events.items() if ev)
+            f"{c}: " + ", ".join(f"{e} {t:.0f}" for e, t in ev) for c, ev in faults.items() if ev)
           + ".")
+        w("")
+    routers = {c: dict(ev)["routers"] for c, ev in events.items() if "routers" in dict(ev)}
+    if routers:
+        w("How warmlane judged its HAProxy by each run's end (`policy.routers` auto, "
+          "docs/policy-v2.md section 38): " + "; ".join(
+              f"{c}: " + ("routing alone" if r.get("alone") else "not alone")
+              + (f", turn skip share {r['turn_skips']:.3f}" if r.get("turn_skips", -1) >= 0
+                 else ", too few turns to judge")
+              for c, r in routers.items()) + ".")
         w("")
     w("## Where the cache was lost")
     w("")
@@ -209,13 +234,9 @@ def main():
     w("![TTFT CDF per case and policy](engine-ttft-cdf.png)")
     w("")
     w("Reproduce: `tests/bench/engine.sh` (environment: `BENCH_CONVERSATIONS`, "
-      "`BENCH_TURNS`, `BENCH_CACHE_RAM`, `BENCH_CASES`, `BENCH_POLICIES`; see the "
-      "script).")
-    md = "\n".join(out) + "\n"
-    with open(os.path.join(docs, "engine-benchmark.md"), "w") as f:
-        f.write(md)
-    plot(by, cases, os.path.join(docs, "engine-ttft-cdf.png"))
-    sys.stdout.write(md)
+      "`BENCH_TURNS`, `BENCH_OPEN`, `BENCH_CACHE_RAM`, `BENCH_CASES`, `BENCH_POLICIES`; "
+      "see the script).")
+    return "\n".join(out) + "\n", by, cases
 
 
 def plot(by, cases, png):
