@@ -397,7 +397,11 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 		} else {
 			ctl_out_printf(o, "entry -> ");
 			ctl_out_ep_name(o, core, t->entry_endpoint, false);
-			ctl_out_printf(o, " idle_ms=%" PRIu64 ": ", t->entry_idle_ms);
+			ctl_out_printf(o, " idle_ms=%" PRIu64, t->entry_idle_ms);
+			if (t->entry_window >= 0)
+				ctl_out_printf(o, " (prefix%d's: the conversation's "
+					       "previous turn)", t->entry_window + 1);
+			ctl_out_printf(o, ": ");
 			if (!t->entry_candidate && t->home_endpoint >= 0) {
 				ctl_out_printf(o, "not a candidate; back to its home in a "
 					       "better tier, ");
@@ -525,6 +529,10 @@ static void explain_json(struct ctl_cmd *cmd, const struct core *core,
 			       t->entry_bounded ? "true" : "false",
 			       t->entry_start ? "true" : "false");
 		ctl_out_ep_name(o, core, t->home_endpoint, true);
+		if (t->entry_window >= 0)
+			ctl_out_printf(o, ",\"prefix\":%d", t->entry_window + 1);
+		else
+			ctl_out_printf(o, ",\"prefix\":null");
 		ctl_out_printf(o, "}");
 	}
 	ctl_out_printf(o, ",\"ranking\":");

@@ -184,7 +184,8 @@ bool affinity_get_turn(struct affinity *a, uint64_t key, uint64_t now_ms,
 			*last_ms = affinity_ms(x);
 			*prev = affinity_turn(x);
 			if (turn != 0)
-				x->stamp = affinity_stamp(*last_ms, turn);
+				x->stamp = affinity_stamp(x, *last_ms, turn) |
+					   (turn <= *prev ? AFFINITY_SHARED : 0);
 			a->hits++;
 			return true;
 		}
@@ -195,8 +196,9 @@ bool affinity_get_turn(struct affinity *a, uint64_t key, uint64_t now_ms,
 	return false;
 }
 
-bool affinity_peek(const struct affinity *a, uint64_t key, uint64_t now_ms,
-		   uint32_t *endpoint, uint32_t *gen, uint64_t *last_ms)
+bool affinity_peek_turn(const struct affinity *a, uint64_t key,
+			uint64_t now_ms, uint32_t *endpoint, uint32_t *gen,
+			uint64_t *last_ms, uint16_t *turn)
 {
 	uint32_t i = find_slot(a, key);
 	if (i == AFFINITY_NIL)
@@ -207,7 +209,15 @@ bool affinity_peek(const struct affinity *a, uint64_t key, uint64_t now_ms,
 	*endpoint = x->endpoint;
 	*gen = x->gen;
 	*last_ms = affinity_ms(x);
+	*turn = x->stamp & AFFINITY_SHARED ? 0 : affinity_turn(x);
 	return true;
+}
+
+bool affinity_peek(const struct affinity *a, uint64_t key, uint64_t now_ms,
+		   uint32_t *endpoint, uint32_t *gen, uint64_t *last_ms)
+{
+	uint16_t turn;
+	return affinity_peek_turn(a, key, now_ms, endpoint, gen, last_ms, &turn);
 }
 
 uint32_t affinity_expire(struct affinity *a, uint64_t now_ms, uint32_t max)
@@ -234,7 +244,8 @@ void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
 		struct affinity_entry *x = &a->e[ent];
 		x->endpoint = endpoint;
 		x->gen = gen;
-		x->stamp = affinity_stamp(last_ms, turn != 0 ? turn : affinity_turn(x));
+		x->stamp = affinity_stamp(x, last_ms,
+					  turn != 0 ? turn : affinity_turn(x));
 		if (a->lru_head != ent) {
 			lru_unlink(a, ent);
 			lru_push_head(a, ent);
@@ -258,7 +269,7 @@ void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
 		ent = a->high++;
 	}
 	a->e[ent] = (struct affinity_entry){
-		.key = key, .stamp = affinity_stamp(last_ms, turn),
+		.key = key, .stamp = affinity_stamp(NULL, last_ms, turn),
 		.endpoint = endpoint, .gen = gen,
 	};
 	lru_push_head(a, ent);
@@ -281,7 +292,7 @@ bool affinity_refresh(struct affinity *a, uint64_t key, uint32_t endpoint,
 	if (x->endpoint != endpoint || x->gen != gen || expired(a, x, last_ms) ||
 	    last_ms < affinity_ms(x)) /* the LRU list stays ordered by time */
 		return false;
-	x->stamp = affinity_stamp(last_ms, affinity_turn(x));
+	x->stamp = affinity_stamp(x, last_ms, affinity_turn(x));
 	if (a->lru_head != ent) {
 		lru_unlink(a, ent);
 		lru_push_head(a, ent);

@@ -14,20 +14,27 @@
  * list links by index). */
 struct affinity_entry {
 	uint64_t key;
-	uint64_t stamp;     /* the last refresh in ms (its low AFFINITY_MS_BITS)
-			     * and the turn of the key's last request (the
-			     * rest; 0: unknown): affinity_ms, affinity_turn */
+	uint64_t stamp;     /* the last refresh in ms (its low AFFINITY_MS_BITS),
+			     * whether the key's turns ever went back
+			     * (AFFINITY_SHARED) and the turn of its last
+			     * request (the top 16 bits; 0: unknown):
+			     * affinity_ms, affinity_turn */
 	uint32_t prev;      /* LRU neighbours; AFFINITY_NIL at the ends */
 	uint32_t next;      /* (free list link when unused) */
 	uint32_t endpoint;  /* AFFINITY_NIL: the entry is free */
 	uint32_t gen;       /* endpoint generation when stored */
 };
 
-/* A millisecond clock fits 48 bits for 8,900 years; the 16 left hold a
- * request's turn (core_request.turn), where a 33rd byte would cost the
- * entry its own cache line. */
-#define AFFINITY_MS_BITS 48
+/* A millisecond clock fits 47 bits for 4,400 years; of the 17 left, one
+ * says a request's turn (core_request.turn) did not step forward from the
+ * key's last (the same turn again, or an earlier one: conversations that
+ * open alike share the key, or one was retried or edited), the 16 others
+ * hold the last request's turn, where a 33rd byte would cost the entry its
+ * own cache line. */
+#define AFFINITY_MS_BITS 47
 #define AFFINITY_MS_MASK ((UINT64_C(1) << AFFINITY_MS_BITS) - 1)
+#define AFFINITY_SHARED (UINT64_C(1) << AFFINITY_MS_BITS)
+#define AFFINITY_TURN_SHIFT 48
 
 static inline uint64_t affinity_ms(const struct affinity_entry *x)
 {
@@ -36,12 +43,15 @@ static inline uint64_t affinity_ms(const struct affinity_entry *x)
 
 static inline uint16_t affinity_turn(const struct affinity_entry *x)
 {
-	return (uint16_t)(x->stamp >> AFFINITY_MS_BITS);
+	return (uint16_t)(x->stamp >> AFFINITY_TURN_SHIFT);
 }
 
-static inline uint64_t affinity_stamp(uint64_t ms, uint16_t turn)
+/* A stamp of ms and turn, keeping x's AFFINITY_SHARED (x NULL: none). */
+static inline uint64_t affinity_stamp(const struct affinity_entry *x,
+				      uint64_t ms, uint16_t turn)
 {
-	return (ms & AFFINITY_MS_MASK) | (uint64_t)turn << AFFINITY_MS_BITS;
+	return (ms & AFFINITY_MS_MASK) | (uint64_t)turn << AFFINITY_TURN_SHIFT |
+	       (x != NULL ? x->stamp & AFFINITY_SHARED : 0);
 }
 
 /* One slot of the open-addressing index: 8 bytes, at most half full. */
@@ -100,6 +110,12 @@ bool affinity_get_turn(struct affinity *a, uint64_t key, uint64_t now_ms,
  * lookup; also gives the entry's last refresh. */
 bool affinity_peek(const struct affinity *a, uint64_t key, uint64_t now_ms,
 		   uint32_t *endpoint, uint32_t *gen, uint64_t *last_ms);
+/* As affinity_peek, and *turn is the turn the entry holds: 0 when unknown
+ * or when the key's turns ever failed to step forward (AFFINITY_SHARED:
+ * perhaps not one conversation's). */
+bool affinity_peek_turn(const struct affinity *a, uint64_t key,
+			uint64_t now_ms, uint32_t *endpoint, uint32_t *gen,
+			uint64_t *last_ms, uint16_t *turn);
 
 /* The prefetch helpers are inlined whatever the optimisation level: GCC
  * 12 takes a function whose only effect is __builtin_prefetch for one

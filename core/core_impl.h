@@ -92,10 +92,8 @@ struct asked {
 	uint32_t in_flight;
 	uint32_t size_kib;       /* core_request.size_kib */
 	bool hit;                /* to the key's warm entry (affinity) */
-	uint16_t turn;           /* core_request.turn, when its key is one
-				  * turns compare under (decide.c,
-				  * turn_keyed); else 0. A new key's entry
-				  * starts with it */
+	uint16_t turn;           /* core_request.turn (0: unknown). A new
+				  * key's entry starts with it */
 };
 
 /* Size classes of prompts: 1 KiB or less, 2, 4, ... and 1 MiB or more. */
@@ -141,6 +139,8 @@ struct core {
 	uint8_t decide_tier_lo;
 	uint32_t decide_kib;     /* and its size (core_request.size_kib) */
 	uint16_t decide_turn;    /* and its turn (struct asked) */
+	bool decide_window;      /* its warm entry a shorter window's
+				  * (decide.c, prior_window) */
 	/* Bit t: some live endpoint is in tier t (tier_recount). With one
 	 * bit set, views skip every tier sum: an untiered pool's decision
 	 * costs what it did before tiers. */

@@ -44,13 +44,10 @@ static const struct core_id *ladder_first(const struct core *c,
 	return NULL;
 }
 
-bool core_identity(const struct core *c, const struct core_request *req,
-		   uint64_t *akey)
+/* The affinity key of id, req's identity on rung r. */
+static uint64_t id_akey(const struct core *c, const struct core_request *req,
+			const struct core_id *id, enum core_rung r)
 {
-	enum core_rung r;
-	const struct core_id *id = ladder_first(c, req, &r);
-	if (id == NULL)
-		return false;
 	uint8_t b[16];
 	size_t n = 8;
 	for (int k = 0; k < 8; k++)
@@ -65,7 +62,17 @@ bool core_identity(const struct core *c, const struct core_request *req,
 			b[8 + k] = (uint8_t)(req->caller.hash >> (8 * k));
 		n = 16;
 	}
-	*akey = XXH3_64bits_withSeed(b, n, (uint64_t)r + 1);
+	return XXH3_64bits_withSeed(b, n, (uint64_t)r + 1);
+}
+
+bool core_identity(const struct core *c, const struct core_request *req,
+		   uint64_t *akey)
+{
+	enum core_rung r;
+	const struct core_id *id = ladder_first(c, req, &r);
+	if (id == NULL)
+		return false;
+	*akey = id_akey(c, req, id, r);
 	return true;
 }
 
@@ -79,6 +86,32 @@ static bool turn_keyed(const struct core *c, const struct core_request *req)
 	enum core_rung r;
 	const struct core_id *id = ladder_first(c, req, &r);
 	return id != NULL && (r == CORE_RUNG_SESSION || id == &req->prefix[2]);
+}
+
+/* A key without an entry, of a conversation's later turn, may be that
+ * conversation's new window: its body grew past a prefix window (1, 4, 8
+ * KiB) since the previous turn, which was keyed by a shorter window of
+ * the same body. The longest shorter window with a live entry is taken
+ * when its last request was the turn before this one (a shorter window
+ * shared by conversations that open alike holds the turn of whichever
+ * came last). Returns the window's index, with its entry's endpoint,
+ * generation and last refresh, or -1. */
+static int prior_window(const struct core *c, const struct core_request *req,
+			uint64_t now_ms, uint32_t *ep, uint32_t *gen,
+			uint64_t *last_ms)
+{
+	enum core_rung r;
+	const struct core_id *id = ladder_first(c, req, &r);
+	if (req->turn < 2 || r != CORE_RUNG_PREFIX)
+		return -1;
+	for (int k = (int)(id - req->prefix) - 1; k >= 0; k--) {
+		uint16_t turn;
+		if (req->prefix[k].present &&
+		    affinity_peek_turn(&c->aff, id_akey(c, req, &req->prefix[k], r),
+				       now_ms, ep, gen, last_ms, &turn))
+			return turn == req->turn - 1 ? k : -1;
+	}
+	return -1;
 }
 
 /* noipa: a caller that sees this body (LTO) would take it for one
@@ -213,7 +246,9 @@ static void commit(struct core *c, uint32_t idx, enum core_reason reason,
 	out->tier = e->tier;
 	out->gen = e->gen;
 	c->decisions[reason]++;
-	if (out->has_akey && reason != CORE_REASON_AFFINITY)
+	/* A key taken from a shorter window's entry has none of its own:
+	 * the answer's log line may add it. */
+	if (out->has_akey && (reason != CORE_REASON_AFFINITY || c->decide_window))
 		c->pending[out->akey & (CORE_PENDING_SLOTS - 1)] =
 			(struct pending){ out->akey, idx + 1, e->gen };
 }
@@ -635,10 +670,10 @@ void decide(struct core *c, const struct core_request *req,
 	} else {
 		out->has_akey = core_identity(c, req, &out->akey);
 	}
-	/* Its turn, where the key's turns count (core_explain's peek counts
+	/* Its turn, which its entry keeps (core_explain's peek changes
 	 * nothing). */
-	c->decide_turn = out->has_akey && req->turn != 0 && t == NULL &&
-			 turn_keyed(c, req) ? req->turn : 0;
+	c->decide_turn = out->has_akey && t == NULL ? req->turn : 0;
+	c->decide_window = false;
 
 	struct pool *pool = &c->pool;
 	if (pool->live == 0) {
@@ -730,7 +765,29 @@ void decide(struct core *c, const struct core_request *req,
 			t->entry_stale = warm_idx == UINT32_MAX;
 		}
 	}
-	if (routers_turn(&c->routers, prev_turn, c->decide_turn,
+	if (warm_idx == UINT32_MAX && out->has_akey && c->alone) {
+		/* 3'. The conversation's previous turn, under a shorter
+		 * window (prior_window), where this HAProxy routes its turns
+		 * alone: behind several, another's sees only its own, and
+		 * the two would keep the conversation in two places. */
+		int w = prior_window(c, req, now_ms, &ep, &gen, &warm_ms);
+		const struct pool_endpoint *e = w < 0 ? NULL : pool_get(pool, (int)ep);
+		if (e != NULL && e->gen == gen) {
+			warm_idx = ep;
+			c->decide_window = t == NULL;
+			if (t != NULL) {
+				t->entry = true;
+				t->entry_window = w;
+				t->entry_endpoint = (int)ep;
+				t->entry_idle_ms = now_ms > warm_ms ? now_ms - warm_ms : 0;
+				t->entry_stale = false;
+			}
+		}
+	}
+	/* The turns say whether other HAProxies route this key's requests
+	 * only where a conversation keeps its key (turn_keyed). */
+	if (c->decide_turn != 0 && turn_keyed(c, req) &&
+	    routers_turn(&c->routers, prev_turn, c->decide_turn,
 			 routers_caller(req->caller.present, req->caller.hash),
 			 now_ms))
 		routers_apply(c); /* a new verdict: the gap and TTL in force */

@@ -163,6 +163,7 @@ int core_explain(struct core *c, const struct core_request *req,
 	uint64_t hints_own = c->hints_own;
 
 	*t = (struct core_trace){ .model = MODEL_NONE, .entry_endpoint = -1,
+				  .entry_window = -1,
 				  .home_endpoint = -1, .p2c_a = -1, .p2c_b = -1 };
 	t->has_akey = has_akey;
 	t->akey = akey;

@@ -71,6 +71,9 @@ struct core_trace {
 	int entry_endpoint;
 	uint64_t entry_idle_ms;
 	bool entry_stale;          /* its endpoint was removed since */
+	int entry_window;          /* a shorter prefix window's entry (its
+				    * index, 0-2: the conversation's
+				    * previous turn); -1: the key's own */
 	bool entry_candidate, entry_closed, entry_fast, entry_bounded;
 	bool entry_start;         /* not slow from its start (slow_start_leave) */
 	int home_endpoint;        /* back from a worse tier to its home: the

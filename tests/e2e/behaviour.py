@@ -1771,8 +1771,9 @@ def turns(binary, version):
     turns that skip none. Bodies as the OpenAI clients send
     them: compact JSON (JSON.stringify), every other conversation with
     Python's spaces after the colons; the first user message 9 KiB of
-    the conversation's own, so that its 8 KiB prefix key is. Counts, not
-    times."""
+    the conversation's own, so that its 8 KiB prefix key is. While alone,
+    conversations whose bodies grow past the prefix windows keep their
+    server. Counts, not times."""
     with fe.FleetEnv("turns", version) as env:
         env.start([fe.instance(n) for n in ("s1", "s2", "s3", "s4")], binary)
         c = fe.Client(env.port)
@@ -1801,6 +1802,29 @@ def turns(binary, version):
         log(f"25 conversations of 4 turns: {alone}")
         assert alone == {"alone": 1, "turns": 1, "turn_skips": 0}, \
             f"every turn through this HAProxy: {alone}, not alone by the turns"
+        # Conversations without a session id, whose bodies grow by 2 KiB a
+        # turn: past the 4 KiB prefix window at turn 3 (6 KiB), past the
+        # 8 KiB one at turn 5 (10 KiB), and each time the key changes. The new key
+        # takes the shorter window's entry whose last request was the turn
+        # before (docs/policy-v2.md, section 42): every turn on its first
+        # turn's server, where by load or hash most would move.
+        moved = []
+        for conv in range(200, 212):
+            msgs = [{"role": "system", "content": f"conversation {version} {conv}"}]
+            first = None
+            for turn in range(1, 7):
+                msgs.append({"role": "user", "content": f"turn {turn}: " + "w" * 1900})
+                text = json.dumps({"messages": msgs, "model": "m1", "max_tokens": 1},
+                                  separators=(",", ":"))
+                r = c.post(text.encode(), i=turn, tag=f"g{conv}")
+                fe.assert_all_ok([r], f"growing conversation {conv}, turn {turn}")
+                first = first or r.served
+                if r.served != first:
+                    moved.append((conv, turn, len(text), first, r.served, r.reason))
+                msgs.append({"role": "assistant", "content": f"answer {turn}"})
+        log(f"12 conversations of 6 turns growing past 4 and 8 KiB: {len(moved)} turns "
+            f"left the first turn's server")
+        assert not moved, f"turns moved as their bodies grew past a prefix window: {moved}"
         shared = 0
         while metric("warmlane_routers_alone") == 1:
             assert shared < 10, \

@@ -219,7 +219,7 @@ START_TEST(map_turn_beside_the_time)
 	uint32_t ep, gen;
 	uint64_t last;
 	uint16_t prev;
-	const uint64_t t0 = (UINT64_C(1) << 47) + 5; /* near the top of 48 bits */
+	const uint64_t t0 = (UINT64_C(1) << 46) + 5; /* near the top of 47 bits */
 	ck_assert_int_eq(affinity_init(&a, 16, 1000), 0);
 	affinity_put(&a, 1, 3, 7, t0, 2);
 	ck_assert(affinity_get_turn(&a, 1, t0 + 10, 5, &ep, &gen, &last, &prev));
@@ -254,12 +254,57 @@ START_TEST(map_turn_beside_the_time)
 }
 END_TEST
 
+START_TEST(map_turn_back_is_shared)
+{
+	/* A key's turns that do not step forward (turn 2 after 4, or 4
+	 * after 4) may not be one conversation's: peek_turn says 0 from then
+	 * on, through puts and refreshes, while get_turn still gives the
+	 * last turn; a lookup of unknown turn changes nothing. */
+	struct affinity a;
+	uint32_t ep, gen;
+	uint64_t last;
+	uint16_t prev, turn;
+	const uint64_t t0 = (UINT64_C(1) << 46) + 5;
+	ck_assert_int_eq(affinity_init(&a, 16, 100000), 0);
+	affinity_put(&a, 1, 3, 7, t0, 1);
+	for (uint16_t t = 2; t <= 4; t++) {
+		ck_assert(affinity_get_turn(&a, 1, t0 + t, t, &ep, &gen, &last, &prev));
+		ck_assert(affinity_get_turn(&a, 1, t0 + t, 0, &ep, &gen, &last, &prev));
+		ck_assert(affinity_peek_turn(&a, 1, t0 + t, &ep, &gen, &last, &turn));
+		ck_assert_uint_eq(turn, t);
+	}
+	ck_assert(affinity_get_turn(&a, 1, t0 + 10, 2, &ep, &gen, &last, &prev));
+	ck_assert_uint_eq(prev, 4);
+	ck_assert(affinity_peek_turn(&a, 1, t0 + 10, &ep, &gen, &last, &turn));
+	ck_assert_uint_eq(turn, 0);
+	ck_assert_uint_eq(last, t0); /* a lookup refreshes nothing */
+	ck_assert(affinity_refresh(&a, 1, 3, 7, t0 + 20));
+	affinity_put(&a, 1, 3, 7, t0 + 30, 3);
+	ck_assert(affinity_get_turn(&a, 1, t0 + 40, 4, &ep, &gen, &last, &prev));
+	ck_assert_uint_eq(prev, 3);
+	ck_assert(affinity_peek_turn(&a, 1, t0 + 40, &ep, &gen, &last, &turn));
+	ck_assert_uint_eq(turn, 0);
+	ck_assert_uint_eq(last, t0 + 30);
+	/* A new entry of the key is another start; the same turn twice
+	 * ends it too. */
+	ck_assert(affinity_remove(&a, 1, 3));
+	affinity_put(&a, 1, 3, 7, t0 + 50, 5);
+	ck_assert(affinity_peek_turn(&a, 1, t0 + 50, &ep, &gen, &last, &turn));
+	ck_assert_uint_eq(turn, 5);
+	ck_assert(affinity_get_turn(&a, 1, t0 + 60, 5, &ep, &gen, &last, &prev));
+	ck_assert(affinity_peek_turn(&a, 1, t0 + 60, &ep, &gen, &last, &turn));
+	ck_assert_uint_eq(turn, 0);
+	affinity_finish(&a);
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *const tests[] = {
 		map_put_get_remove, map_ttl_expiry, map_lru_eviction, map_bytes_per_entry,
 		map_random_ops_match_model, map_prefetch_changes_nothing,
-		map_prefetch_reaches_displaced_keys, map_turn_beside_the_time
+		map_prefetch_reaches_displaced_keys, map_turn_beside_the_time,
+		map_turn_back_is_shared
 	};
 
 	return unit_run(unit_suite("core-affinity", "map", tests,

@@ -9,6 +9,7 @@
 #include "core.h"
 #include "core_impl.h" /* the EWMA orders */
 #include "fixture.h"
+#include "trace.h" /* core_explain */
 
 /* ---- candidates and exclusions ---------------------------------------- */
 
@@ -599,6 +600,129 @@ START_TEST(ladder_order)
 	ck_assert(d.has_akey);
 	ck_assert_uint_eq(d.akey, b);
 	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	fx_finish(&f);
+}
+END_TEST
+
+/* A request of a conversation keyed by its prefix windows (no session
+ * id): h's 1 KiB window always, its 4 KiB from turn 3 on, its 8 KiB from
+ * turn 5 on, as a body that grows turn by turn. */
+static struct core_request grown(uint64_t h, uint16_t turn)
+{
+	struct core_request rq = { .turn = turn };
+	rq.prefix[0] = (struct core_id){ true, h };
+	rq.prefix[1] = (struct core_id){ turn >= 3, h ^ 0x4000 };
+	rq.prefix[2] = (struct core_id){ turn >= 5, h ^ 0x8000 };
+	return rq;
+}
+
+/* A conversation's key changes as its body grows past a prefix window.
+ * The new key takes the shorter window's entry where that entry's last
+ * request was the turn before (decide.c, prior_window): 40 conversations
+ * of 6 turns never leave their first endpoint (by hash, most would at
+ * turns 3 and 5). A shorter window whose last request was another turn
+ * (a conversation that opens alike), and a request of unknown turn, say
+ * nothing: the new key is placed. A log line alone adds the new key's
+ * entry. Only where the agent routes alone: behind several HAProxies,
+ * each sees its own turns only. */
+START_TEST(prefix_window_keeps_the_conversation)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.explore_share = 0; /* no probe of an endpoint these starve */
+	p.routers = CORE_ROUTERS_ONE;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	for (int i = 0; i < 4; i++)
+		fx_warm(&f, f.ep[i], 100, 30);
+	unsigned hashed_away = 0;
+	for (uint64_t k = 1; k <= 40; k++) {
+		uint64_t h = k * 0x9e3779b97f4a7c15ull;
+		int at = -1;
+		for (uint16_t turn = 1; turn <= 6; turn++) {
+			struct core_request rq = grown(h, turn);
+			if (turn == 3 || turn == 5) {
+				/* where a new key would go */
+				struct core_request fresh = rq;
+				fresh.turn = 0;
+				struct core_rng copy = f.rng;
+				struct core_decision d;
+				static struct core_trace t;
+				ck_assert_int_eq(core_explain(f.c, &fresh, f.now,
+							      &copy, &d, &t), 0);
+				ck_assert(!t.entry);
+				hashed_away += d.endpoint != at;
+				copy = f.rng;
+				ck_assert_int_eq(core_explain(f.c, &rq, f.now,
+							      &copy, &d, &t), 0);
+				ck_assert(t.entry);
+				ck_assert_int_eq(t.entry_window, turn == 3 ? 0 : 1);
+				ck_assert_int_eq(t.entry_endpoint, at);
+			}
+			struct core_decision d = fx_decide(&f, &rq);
+			if (turn > 1) {
+				ck_assert_int_eq(d.endpoint, at);
+				ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+			}
+			at = d.endpoint;
+			ck_assert_int_eq(fx_feedback(&f, &d, 200, 100, false), 0);
+			f.now += 100;
+		}
+	}
+	ck_assert_uint_gt(hashed_away, 40);
+
+	/* Two conversations opening alike (one 1 KiB window): the second's
+	 * turn 3 follows the first's turn 1 there, not its own turn 2. */
+	uint64_t s = 0x5eed;
+	struct core_decision d = fx_decide(&f, &(struct core_request){ .turn = 1,
+		.prefix = { { true, s } } });
+	ck_assert_int_eq(fx_feedback(&f, &d, 200, 100, false), 0);
+	for (uint64_t k = 1; k <= 20; k++) {
+		struct core_request rq = grown(s, 3);
+		rq.prefix[1].hash = s + k;
+		ck_assert_int_eq(fx_decide(&f, &rq).reason, CORE_REASON_HASH);
+		rq.prefix[1].hash = s + 100 + k;
+		rq.turn = 0; /* unknown */
+		ck_assert_int_eq(fx_decide(&f, &rq).reason, CORE_REASON_HASH);
+	}
+
+	/* The log line of the decision that took the 1 KiB window's entry
+	 * adds the 4 KiB key's own. */
+	uint64_t h = 0xc0ffee;
+	for (uint16_t turn = 1; turn <= 3; turn++) {
+		struct core_request rq = grown(h, turn);
+		d = fx_decide(&f, &rq);
+		if (turn < 3) {
+			ck_assert_int_eq(fx_feedback(&f, &d, 200, 100, false), 0);
+			continue;
+		}
+		ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+		struct core_completion cc = {
+			.endpoint = d.endpoint, .status = 200, .end = CORE_END_COMPLETE,
+			.tr_ms = 100, .total_ms = 300, .bytes = 4096,
+			.has_akey = true, .akey = d.akey,
+		};
+		ck_assert_int_eq(core_complete(f.c, &cc, f.now), 0);
+	}
+	struct core_request rq = grown(h, 4); /* its 1 KiB window: turn 2 */
+	struct core_rng copy = f.rng;
+	static struct core_trace t;
+	ck_assert_int_eq(core_explain(f.c, &rq, f.now, &copy, &d, &t), 0);
+	ck_assert(t.entry);
+	ck_assert_int_eq(t.entry_window, -1);
+	ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+
+	/* Behind several HAProxies, none is taken. */
+	p.routers = CORE_ROUTERS_SEVERAL;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	h = 0xbeef;
+	for (uint16_t turn = 1; turn <= 3; turn++) {
+		rq = grown(h, turn);
+		d = fx_decide(&f, &rq);
+		ck_assert_int_eq(d.reason, turn == 2 ? CORE_REASON_AFFINITY
+						     : CORE_REASON_HASH);
+		ck_assert_int_eq(fx_feedback(&f, &d, 200, 100, false), 0);
+	}
 	fx_finish(&f);
 }
 END_TEST
@@ -3181,6 +3305,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, key_probe_off_never_excludes);
 	tcase_add_test(tc, key_fallback_least_recently_failed);
 	tcase_add_test(tc, ladder_order);
+	tcase_add_test(tc, prefix_window_keeps_the_conversation);
 	tcase_add_test(tc, session_scoped_to_caller);
 	suite_add_tcase(s, tc);
 
@@ -3265,7 +3390,7 @@ int main(void)
 	SRunner *sr = srunner_create(core_suite());
 	int failed;
 
-	srunner_run_all(sr, CK_SILENT);
+	srunner_run_all(sr, CK_ENV);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
