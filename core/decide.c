@@ -919,8 +919,13 @@ void decide(struct core *c, const struct core_request *req,
 		if (placeable(c, it.endpoint, &k, now_ms, t)) {
 			if (owned_ok(c, o, it.endpoint) &&
 			    start_ok(c, &k, o, it.endpoint)) {
-				/* a new key: by load if clearly lighter */
-				uint32_t x = warm_idx == UINT32_MAX ?
+				/* A new key: by load if clearly lighter.
+				 * Behind several HAProxies, a later turn's
+				 * key without an entry was placed by
+				 * another: its rendezvous choice is the
+				 * one both can have made. */
+				uint32_t x = warm_idx == UINT32_MAX &&
+					     (c->alone || req->turn < 2) ?
 					     place_by_load(c, &k, o, ov.placed,
 							   it.endpoint, v->n, now_ms, t) :
 					     it.endpoint;

@@ -727,6 +727,71 @@ START_TEST(prefix_window_keeps_the_conversation)
 }
 END_TEST
 
+/* The first rendezvous choice of a new key of session h (no load). */
+static int first_choice(struct fx *f, uint64_t h)
+{
+	struct core_request rq = fx_session(h);
+	struct core_rng copy = f->rng;
+	struct core_decision d;
+	static struct core_trace t;
+	ck_assert_int_eq(core_explain(f->c, &rq, f->now, &copy, &d, &t), 0);
+	ck_assert_uint_gt(t.n_rank, 0);
+	return t.rank[0].endpoint;
+}
+
+/* Behind several HAProxies, a key with no entry whose request is a later
+ * turn was placed by another HAProxy: it goes to its rendezvous choice,
+ * the one the other can have made too, not to a candidate this HAProxy
+ * counts as clearly lighter (place_load_z). A first turn still goes by
+ * load, and routing alone, a later turn too. */
+START_TEST(later_turn_by_rendezvous_behind_several)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.routers = CORE_ROUTERS_SEVERAL;
+	p.explore_share = 0;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	for (int i = 0; i < 4; i++)
+		fx_warm(&f, f.ep[i], 100, 30);
+	unsigned by_load = 0, n = 0;
+	for (uint64_t h = 1; h <= 64; h++) {
+		uint64_t key = h * 0x9e3779b97f4a7c15ull;
+		int x = first_choice(&f, key);
+		/* x holds 5 in flight (under load_floor), the others none */
+		for (int i = 0; i < 4; i++)
+			ck_assert_int_eq(core_endpoint_sync(f.c, f.ep[i], CORE_ADMIN_ENABLED,
+							    f.ep[i] == x ? 5 : 0, f.now), 0);
+		struct core_request rq = fx_session(key);
+		rq.turn = (uint16_t)(h % 2 ? 1 : 3);
+		struct core_decision d = fx_decide(&f, &rq);
+		ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+		if (rq.turn == 1)
+			by_load += d.endpoint != x;
+		else
+			ck_assert_int_eq(d.endpoint, x);
+		ck_assert_int_eq(fx_feedback(&f, &d, 200, 100, false), 0);
+		n++;
+		f.now += 1000;
+	}
+	ck_assert_uint_eq(n, 64);
+	ck_assert_uint_eq(by_load, 32);
+
+	/* Routing alone, a later turn goes by load too. */
+	p.routers = CORE_ROUTERS_ONE;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	uint64_t key = 0xfeed;
+	int x = first_choice(&f, key);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(core_endpoint_sync(f.c, f.ep[i], CORE_ADMIN_ENABLED,
+						    f.ep[i] == x ? 5 : 0, f.now), 0);
+	struct core_request rq = fx_session(key);
+	rq.turn = 3;
+	ck_assert_int_ne(fx_decide(&f, &rq).endpoint, x);
+	fx_finish(&f);
+}
+END_TEST
+
 /* A victim's session (model m1) and another caller sending the same
  * x-session-id with model m2, under scope: does the victim keep its warm
  * entry? Returns the victim's reason after the other caller's turn; sets
@@ -3306,6 +3371,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, key_fallback_least_recently_failed);
 	tcase_add_test(tc, ladder_order);
 	tcase_add_test(tc, prefix_window_keeps_the_conversation);
+	tcase_add_test(tc, later_turn_by_rendezvous_behind_several);
 	tcase_add_test(tc, session_scoped_to_caller);
 	suite_add_tcase(s, tc);
 
