@@ -458,6 +458,9 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 				       t->by_long ? "place_long_z: a long prompt" : "place_load_z");
 		if (t->by_slots)
 			ctl_out_printf(o, "   a new key: every slot of its choice busy, to the first with one free (place_slots)\n");
+		if (t->by_turn)
+			ctl_out_printf(o, "   a later turn's key, new here: its rendezvous choice, "
+				       "where another HAProxy can have placed it (not by load)\n");
 		ctl_out_printf(o, "   load bound: in_flight + 1 <= ceil(load_factor ");
 			       ctl_out_num(o, t->load_factor, false);
 			       ctl_out_printf(o, " x (in flight %" PRIu64 " + 1) x weight / ", t->total_in_flight);

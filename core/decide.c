@@ -924,11 +924,13 @@ void decide(struct core *c, const struct core_request *req,
 				 * key without an entry was placed by
 				 * another: its rendezvous choice is the
 				 * one both can have made. */
-				uint32_t x = warm_idx == UINT32_MAX &&
-					     (c->alone || req->turn < 2) ?
+				bool later = !c->alone && req->turn >= 2;
+				uint32_t x = warm_idx == UINT32_MAX && !later ?
 					     place_by_load(c, &k, o, ov.placed,
 							   it.endpoint, v->n, now_ms, t) :
 					     it.endpoint;
+				if (t != NULL)
+					t->by_turn = warm_idx == UINT32_MAX && later;
 				place_commit(c, x, CORE_REASON_HASH, o, now_ms, out);
 				return;
 			}

@@ -90,6 +90,9 @@ struct core_trace {
 				    * candidate instead (place_load_z) */
 	bool by_long;              /* by_load, held to place_long_z: a long
 				    * prompt (place_long_kib) */
+	bool by_turn;              /* a later turn's key new here, behind
+				    * several HAProxies: its rendezvous
+				    * choice, not by load */
 	bool by_slots;             /* a new key sent to a free slot: every
 				    * slot of its choice was busy (place_slots) */
 	/* Step 5: the two random choices and their costs. */

@@ -776,6 +776,24 @@ START_TEST(later_turn_by_rendezvous_behind_several)
 	}
 	ck_assert_uint_eq(n, 64);
 	ck_assert_uint_eq(by_load, 32);
+	/* explain says so */
+	uint64_t later = 0xabcdef;
+	int lx = first_choice(&f, later);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(core_endpoint_sync(f.c, f.ep[i], CORE_ADMIN_ENABLED,
+						    f.ep[i] == lx ? 5 : 0, f.now), 0);
+	struct core_request lq = fx_session(later);
+	lq.turn = 2;
+	struct core_rng copy = f.rng;
+	struct core_decision ld;
+	static struct core_trace lt;
+	ck_assert_int_eq(core_explain(f.c, &lq, f.now, &copy, &ld, &lt), 0);
+	ck_assert(lt.by_turn && !lt.by_load);
+	ck_assert_int_eq(ld.endpoint, lx);
+	lq.turn = 1;
+	copy = f.rng;
+	ck_assert_int_eq(core_explain(f.c, &lq, f.now, &copy, &ld, &lt), 0);
+	ck_assert(!lt.by_turn && lt.by_load);
 
 	/* Routing alone, a later turn goes by load too. */
 	p.routers = CORE_ROUTERS_ONE;
