@@ -281,6 +281,14 @@ void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
 	a->slots[j] = (struct affinity_slot){ (uint32_t)(h >> 32), ent + 1 };
 }
 
+void affinity_put_entry(struct affinity *a, const struct affinity_entry *x)
+{
+	affinity_put(a, x->key, x->endpoint, x->gen, affinity_ms(x), affinity_turn(x));
+	uint32_t i = find_slot(a, x->key);
+	assert(i != AFFINITY_NIL);
+	a->e[a->slots[i].ref - 1].stamp |= x->stamp & AFFINITY_SHARED;
+}
+
 bool affinity_refresh(struct affinity *a, uint64_t key, uint32_t endpoint,
 		      uint32_t gen, uint64_t last_ms)
 {

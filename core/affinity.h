@@ -110,6 +110,9 @@ bool affinity_get_turn(struct affinity *a, uint64_t key, uint64_t now_ms,
  * lookup; also gives the entry's last refresh. */
 bool affinity_peek(const struct affinity *a, uint64_t key, uint64_t now_ms,
 		   uint32_t *endpoint, uint32_t *gen, uint64_t *last_ms);
+/* affinity_put of what x (another map's entry) holds, its mark of a key
+ * whose turns failed to step forward too (AFFINITY_SHARED). */
+void affinity_put_entry(struct affinity *a, const struct affinity_entry *x);
 /* As affinity_peek, and *turn is the turn the entry holds: 0 when unknown
  * or when the key's turns ever failed to step forward (AFFINITY_SHARED:
  * perhaps not one conversation's). */

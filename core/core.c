@@ -214,9 +214,7 @@ static void map_move(struct affinity *n, struct affinity *from)
 {
 	for (uint32_t i = affinity_oldest(from); i != AFFINITY_NIL;
 	     i = affinity_newer(from, i)) {
-		const struct affinity_entry *x = &from->e[i];
-		affinity_put(n, x->key, x->endpoint, x->gen, affinity_ms(x),
-			     affinity_turn(x));
+		affinity_put_entry(n, &from->e[i]);
 	}
 	n->hits = from->hits;
 	n->misses = from->misses;

@@ -294,6 +294,21 @@ START_TEST(map_turn_back_is_shared)
 	ck_assert(affinity_get_turn(&a, 1, t0 + 60, 5, &ep, &gen, &last, &prev));
 	ck_assert(affinity_peek_turn(&a, 1, t0 + 60, &ep, &gen, &last, &turn));
 	ck_assert_uint_eq(turn, 0);
+	/* Moved into another map (a resize), an entry keeps its mark and
+	 * its turn. */
+	affinity_put(&a, 2, 3, 7, t0 + 70, 6);
+	struct affinity b;
+	ck_assert_int_eq(affinity_init(&b, 32, 100000), 0);
+	for (uint32_t i = affinity_oldest(&a); i != AFFINITY_NIL; i = affinity_newer(&a, i))
+		affinity_put_entry(&b, &a.e[i]);
+	ck_assert(affinity_peek_turn(&b, 1, t0 + 80, &ep, &gen, &last, &turn));
+	ck_assert_uint_eq(turn, 0);
+	ck_assert_uint_eq(last, t0 + 50);
+	ck_assert(affinity_peek_turn(&b, 2, t0 + 80, &ep, &gen, &last, &turn));
+	ck_assert_uint_eq(turn, 6);
+	ck_assert(affinity_get_turn(&b, 1, t0 + 80, 0, &ep, &gen, &last, &prev));
+	ck_assert_uint_eq(prev, 5);
+	affinity_finish(&b);
 	affinity_finish(&a);
 }
 END_TEST
