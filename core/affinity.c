@@ -234,8 +234,9 @@ uint32_t affinity_expire(struct affinity *a, uint64_t now_ms, uint32_t max)
 	return n;
 }
 
-void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
-		  uint32_t gen, uint64_t last_ms, uint16_t turn)
+struct affinity_entry *affinity_put(struct affinity *a, uint64_t key,
+				    uint32_t endpoint, uint32_t gen,
+				    uint64_t last_ms, uint16_t turn)
 {
 	assert(endpoint != AFFINITY_NIL); /* the free-entry mark */
 	uint32_t i = find_slot(a, key);
@@ -250,7 +251,7 @@ void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
 			lru_unlink(a, ent);
 			lru_push_head(a, ent);
 		}
-		return;
+		return x;
 	}
 	/* A little housekeeping per insert keeps expired entries from
 	 * occupying the map until it fills. */
@@ -279,14 +280,13 @@ void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
 	while (a->slots[j].ref != 0)
 		j = (j + 1) & a->mask;
 	a->slots[j] = (struct affinity_slot){ (uint32_t)(h >> 32), ent + 1 };
+	return &a->e[ent];
 }
 
 void affinity_put_entry(struct affinity *a, const struct affinity_entry *x)
 {
-	affinity_put(a, x->key, x->endpoint, x->gen, affinity_ms(x), affinity_turn(x));
-	uint32_t i = find_slot(a, x->key);
-	assert(i != AFFINITY_NIL);
-	a->e[a->slots[i].ref - 1].stamp |= x->stamp & AFFINITY_SHARED;
+	affinity_put(a, x->key, x->endpoint, x->gen, affinity_ms(x),
+		     affinity_turn(x))->stamp |= x->stamp & AFFINITY_SHARED;
 }
 
 bool affinity_refresh(struct affinity *a, uint64_t key, uint32_t endpoint,

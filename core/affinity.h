@@ -208,9 +208,10 @@ AFFINITY_PREFETCH_FN void affinity_prefetch_links(const struct affinity *a,
 /* Maps key to endpoint/gen, fresh at last_ms, most recently used, and to
  * turn unless that is 0 (an entry's turn is kept then; a new entry's is
  * 0). A full map first drops its least recently used entry. Never
- * allocates. */
-void affinity_put(struct affinity *a, uint64_t key, uint32_t endpoint,
-		  uint32_t gen, uint64_t last_ms, uint16_t turn);
+ * allocates. Returns the entry. */
+struct affinity_entry *affinity_put(struct affinity *a, uint64_t key,
+				    uint32_t endpoint, uint32_t gen,
+				    uint64_t last_ms, uint16_t turn);
 
 /* Refreshes key's entry to last_ms (most recently used) only when it is
  * live at last_ms and points to endpoint/gen; never inserts, never moves

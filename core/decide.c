@@ -81,10 +81,9 @@ bool core_identity(const struct core *c, const struct core_request *req,
  * window's, which a conversation keeps from turn to turn. A shorter
  * window is shared by conversations that open alike (a system prompt), a
  * caller's or an install's by all its conversations at once. */
-static bool turn_keyed(const struct core *c, const struct core_request *req)
+static bool turn_keyed(const struct core_request *req, const struct core_id *id,
+		       enum core_rung r)
 {
-	enum core_rung r;
-	const struct core_id *id = ladder_first(c, req, &r);
 	return id != NULL && (r == CORE_RUNG_SESSION || id == &req->prefix[2]);
 }
 
@@ -97,12 +96,11 @@ static bool turn_keyed(const struct core *c, const struct core_request *req)
  * came last). Returns the window's index, with its entry's endpoint,
  * generation and last refresh, or -1. */
 static int prior_window(const struct core *c, const struct core_request *req,
+			const struct core_id *id, enum core_rung r,
 			uint64_t now_ms, uint32_t *ep, uint32_t *gen,
 			uint64_t *last_ms)
 {
-	enum core_rung r;
-	const struct core_id *id = ladder_first(c, req, &r);
-	if (req->turn < 2 || r != CORE_RUNG_PREFIX)
+	if (id == NULL || req->turn < 2 || r != CORE_RUNG_PREFIX)
 		return -1;
 	for (int k = (int)(id - req->prefix) - 1; k >= 0; k--) {
 		uint16_t turn;
@@ -745,7 +743,10 @@ void decide(struct core *c, const struct core_request *req,
 		return;
 	}
 
-	/* 3. The key's warm entry, if any. */
+	/* 3. The key's warm entry, if any. A request's turn says more
+	 * about the rung its key is on (turn_keyed, prior_window). */
+	enum core_rung rung = CORE_RUNG_SESSION;
+	const struct core_id *kid = req->turn != 0 ? ladder_first(c, req, &rung) : NULL;
 	uint32_t warm_idx = UINT32_MAX;
 	uint32_t ep, gen;
 	uint64_t warm_ms = 0;
@@ -758,35 +759,27 @@ void decide(struct core *c, const struct core_request *req,
 			warm_idx = ep;
 		else if (t == NULL) /* its endpoint was removed */
 			affinity_remove(&c->aff, out->akey, ep);
-		if (t != NULL) {
-			t->entry = true;
-			t->entry_endpoint = (int)ep;
-			t->entry_idle_ms = now_ms > warm_ms ? now_ms - warm_ms : 0;
-			t->entry_stale = warm_idx == UINT32_MAX;
-		}
+		if (t != NULL)
+			trace_entry_found(t, ep, -1, warm_ms, now_ms,
+					  warm_idx == UINT32_MAX);
 	}
-	if (warm_idx == UINT32_MAX && out->has_akey && c->alone) {
+	if (warm_idx == UINT32_MAX && c->alone) {
 		/* 3'. The conversation's previous turn, under a shorter
 		 * window (prior_window), where this HAProxy routes its turns
 		 * alone: behind several, another's sees only its own, and
 		 * the two would keep the conversation in two places. */
-		int w = prior_window(c, req, now_ms, &ep, &gen, &warm_ms);
+		int w = prior_window(c, req, kid, rung, now_ms, &ep, &gen, &warm_ms);
 		const struct pool_endpoint *e = w < 0 ? NULL : pool_get(pool, (int)ep);
 		if (e != NULL && e->gen == gen) {
 			warm_idx = ep;
 			c->decide_window = t == NULL;
-			if (t != NULL) {
-				t->entry = true;
-				t->entry_window = w;
-				t->entry_endpoint = (int)ep;
-				t->entry_idle_ms = now_ms > warm_ms ? now_ms - warm_ms : 0;
-				t->entry_stale = false;
-			}
+			if (t != NULL)
+				trace_entry_found(t, ep, w, warm_ms, now_ms, false);
 		}
 	}
 	/* The turns say whether other HAProxies route this key's requests
 	 * only where a conversation keeps its key (turn_keyed). */
-	if (c->decide_turn != 0 && turn_keyed(c, req) &&
+	if (c->decide_turn != 0 && turn_keyed(req, kid, rung) &&
 	    routers_turn(&c->routers, prev_turn, c->decide_turn,
 			 routers_caller(req->caller.present, req->caller.hash),
 			 now_ms))

@@ -120,6 +120,16 @@ void trace_p2c(const struct core *c, const struct pick *k, uint32_t a,
 	t->p2c_check_b = c->pool.ep[b].check_slow;
 }
 
+void trace_entry_found(struct core_trace *t, uint32_t ep, int window,
+		       uint64_t last_ms, uint64_t now_ms, bool stale)
+{
+	t->entry = true;
+	t->entry_window = window;
+	t->entry_endpoint = (int)ep;
+	t->entry_idle_ms = now_ms > last_ms ? now_ms - last_ms : 0;
+	t->entry_stale = stale;
+}
+
 /* Step 3 for t: warm_usable's conditions one by one. */
 void trace_entry(struct core *c, const struct view *v, uint32_t idx,
 		 const struct pick *k, struct core_trace *t)

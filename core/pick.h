@@ -270,6 +270,10 @@ void trace_walked(const struct core *c, const struct pick *k, uint32_t idx,
 		  bool fast, uint64_t now_ms, struct core_trace *t);
 void trace_p2c(const struct core *c, const struct pick *k, uint32_t a,
 	       uint32_t b, uint64_t now_ms, struct core_trace *t);
+/* Step 3: the entry found for the key, its own (window -1) or a shorter
+ * prefix window's (prior_window), at ep, refreshed at last_ms. */
+void trace_entry_found(struct core_trace *t, uint32_t ep, int window,
+		       uint64_t last_ms, uint64_t now_ms, bool stale);
 void trace_entry(struct core *c, const struct view *v, uint32_t idx,
 		 const struct pick *k, struct core_trace *t);
 
