@@ -291,25 +291,46 @@ static inline bool owned_ok(const struct core *c, const struct owned_view *o,
 			   o->inc);
 }
 
-/* Whether idx is slow from its first answers against the decision's
- * other candidates (slowstart.h), O(candidates); *slowest gets the
- * comparable peer it was judged against, UINT32_MAX if none. */
-static bool slow_from_start(const struct core *c, const struct pick *k,
-			    uint32_t idx, uint32_t *slowest)
+/* idx's answers of kind `kind` judged against the decision's other
+ * candidates' (slowstart.h), O(candidates); *slowest gets the comparable
+ * peer it was judged against, UINT32_MAX if none. */
+static struct slowstart_judge judge_start(const struct core *c, const struct pick *k,
+					  uint32_t idx, unsigned kind, uint32_t *slowest)
 {
 	const struct pool_endpoint *x = &c->pool.ep[idx];
-	struct slowstart_judge j = { .x = &x->first[k->kind] };
+	struct slowstart_judge j = { .x = &x->first[kind] };
 	*slowest = UINT32_MAX;
 	for (uint32_t i = 0; i < k->v->n; i++) {
 		uint32_t yi = k->v->cand[i];
 		const struct pool_endpoint *y = &c->pool.ep[yi];
 		uint32_t peers = j.peers;
 		double before = j.slowest;
-		slowstart_judge_peer(&j, &y->first[k->kind], y->weight * x->inv_weight);
+		slowstart_judge_peer(&j, &y->first[kind], y->weight * x->inv_weight);
 		if (j.peers > peers && (peers == 0 || j.slowest > before))
 			*slowest = yi;
 	}
-	return slowstart_slow(&j, c->p.sticky_tolerance, c->p.slow_start);
+	return j;
+}
+
+/* Whether idx is slow from its first answers of the decision's kind
+ * (slowstart.h), and not shown otherwise by its answers of the other
+ * kind: a server slow from its start is slow whatever it is asked, and
+ * one whose answers of a kind are as fast as its peers' was given the
+ * costlier work in the other (a cold fleet's first long prompts; on four
+ * llama-servers whose clients stream half their turns, its warm keys
+ * then left it: docs/policy-v2.md, section 44). *slowest gets the
+ * comparable peer of the decision's kind it was judged against. */
+_Static_assert(CORE_KIND_COUNT == 2, "slow_from_start: the other kind is 1 - kind");
+static bool slow_from_start(const struct core *c, const struct pick *k,
+			    uint32_t idx, uint32_t *slowest)
+{
+	double tolerance = c->p.sticky_tolerance, z = c->p.slow_start;
+	struct slowstart_judge j = judge_start(c, k, idx, k->kind, slowest);
+	if (!slowstart_slow(&j, tolerance, z))
+		return false;
+	uint32_t other;
+	struct slowstart_judge o = judge_start(c, k, idx, 1u - k->kind, &other);
+	return !slowstart_judged(&o) || slowstart_slow(&o, tolerance, z);
 }
 
 /* Whether idx may take a key placed by the ranking for its speed: its

@@ -21,7 +21,7 @@ void slowstart_add(struct slowstart *s, double tr_ms, uint32_t first, double alp
 bool slowstart_slow(const struct slowstart_judge *j, double tolerance, double z)
 {
 	const struct slowstart *x = j->x;
-	if (z <= 0 || x->n < SLOWSTART_ANSWERS || tolerance <= 1 || j->peers == 0)
+	if (z <= 0 || tolerance <= 1 || !slowstart_judged(j))
 		return false;
 	double d = x->mean - j->slowest;
 	return d > log(tolerance) && d > z * sqrt(x->var / (double)x->n);

@@ -95,4 +95,11 @@ static inline void slowstart_judge_peer(struct slowstart_judge *j, const struct 
  * peer; z <= 0: off. */
 bool slowstart_slow(const struct slowstart_judge *j, double tolerance, double z);
 
+/* Whether j can say anything: its x has SLOWSTART_ANSWERS and a
+ * comparable peer with as many. */
+static inline bool slowstart_judged(const struct slowstart_judge *j)
+{
+	return j->x->n >= SLOWSTART_ANSWERS && j->peers > 0;
+}
+
 #endif

@@ -787,13 +787,20 @@ END_TEST
  * server's answers, base x the prompt's factor. */
 static const int64_t prompt_factor[8] = { 1, 3, 1, 6, 2, 1, 4, 2 };
 
-/* Answers of endpoint ep, n of them, base_ms x the prompt factors (plain
- * requests, no key: only the endpoint's statistics learn). */
-static void answers(struct fx *f, int ep, int64_t base_ms, int n)
+/* Answers of endpoint ep, n of them, base_ms x the prompt factors
+ * (requests of one kind, streamed or not, no key: only the endpoint's
+ * statistics learn). */
+static void answers_of(struct fx *f, int ep, int64_t base_ms, int n, bool stream)
 {
 	for (int i = 0; i < n; i++)
 		ck_assert_int_eq(fx_observe(f, ep, 200, base_ms * prompt_factor[i % 8],
-					    false, 0, false), 0);
+					    false, 0, stream), 0);
+}
+
+/* answers_of plain requests. */
+static void answers(struct fx *f, int ep, int64_t base_ms, int n)
+{
+	answers_of(f, ep, base_ms, n, false);
 }
 
 /* 20 new sessions whose first rendezvous choice is endpoint 0 (x), after
@@ -869,6 +876,52 @@ START_TEST(slow_start_judges_comparable_peers_only)
 	ck_assert_int_eq(new_keys_to_x(2, -1500, 8, 100), 0);
 	/* Within sticky_tolerance of them (400 ms): kept. */
 	ck_assert_int_eq(new_keys_to_x(2, -400, 8, 100), 20);
+}
+END_TEST
+
+/* 20 new plain sessions whose first rendezvous choice is endpoint 0
+ * (x), after 8 answers of each kind from every endpoint (prefill-bound,
+ * the prompt factors): x's plain ones at x_plain, its streamed ones at
+ * x_stream, every peer's at 100 ms. Returns how many x got. */
+static int new_keys_to_x_by_kind(int64_t x_plain, int64_t x_stream)
+{
+	uint64_t keys[20];
+	sessions_homed_on(0, keys, 20);
+	struct core_params p;
+	core_params_defaults(&p);
+	p.owned_bound = -1;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	ck_assert_int_eq(f.ep[0], 0);
+	answers_of(&f, 0, x_plain, 8, false);
+	answers_of(&f, 0, x_stream, 8, true);
+	for (int e = 1; e < 4; e++) {
+		answers_of(&f, f.ep[e], 100, 8, false);
+		answers_of(&f, f.ep[e], 100, 8, true);
+	}
+	int got = 0;
+	for (int i = 0; i < 20; i++) {
+		struct core_request r = fx_session(keys[i]);
+		struct core_decision d = fx_decide(&f, &r);
+		got += d.endpoint == 0;
+		ck_assert_int_eq(fx_feedback(&f, &d, 200, d.endpoint == 0 ? x_plain : 100, false), 0);
+		core_endpoint_complete(f.c, d.endpoint);
+		f.now += 1000;
+	}
+	fx_finish(&f);
+	return got;
+}
+
+START_TEST(slow_start_in_every_kind)
+{
+	/* x's plain answers 5x its peers', its streamed ones as fast as
+	 * theirs: it was given the costlier plain work (a cold fleet's first
+	 * long prompts), it is not slow from its start. */
+	ck_assert_int_eq(new_keys_to_x_by_kind(500, 100), 20);
+	/* 5x slower in both kinds: slow from its start. */
+	ck_assert_int_eq(new_keys_to_x_by_kind(500, 500), 0);
+	/* Its streamed answers 3x (over sticky_tolerance) agree. */
+	ck_assert_int_eq(new_keys_to_x_by_kind(500, 300), 0);
 }
 END_TEST
 
@@ -982,6 +1035,7 @@ static Suite *policy_suite(void)
 	tc = tcase_create("slow start");
 	tcase_add_test(tc, slow_start_passes_over_new_keys);
 	tcase_add_test(tc, slow_start_judges_comparable_peers_only);
+	tcase_add_test(tc, slow_start_in_every_kind);
 	tcase_add_test(tc, slow_start_leave_moves_warm_keys);
 	suite_add_tcase(s, tc);
 	return s;
