@@ -317,11 +317,12 @@ uint32_t explore_reclaim(struct core *c, struct pick *k, uint64_t akey,
 		uint32_t idx = x->reclaim[j];
 		struct pool_endpoint *e = &c->pool.ep[idx];
 		if (now_ms >= x->reclaim_until_ms[j] || !e->live ||
-		    e->gen != x->reclaim_gen[j]) {
+		    e->gen != x->reclaim_gen[j] || e->left_n != x->reclaim_left[j]) {
 			x->reclaim_n--;
 			x->reclaim[j] = x->reclaim[x->reclaim_n];
 			x->reclaim_gen[j] = x->reclaim_gen[x->reclaim_n];
 			x->reclaim_until_ms[j] = x->reclaim_until_ms[x->reclaim_n];
+			x->reclaim_left[j] = x->reclaim_left[x->reclaim_n];
 			continue;
 		}
 		j++;
@@ -336,7 +337,7 @@ uint32_t explore_reclaim(struct core *c, struct pick *k, uint64_t akey,
 }
 
 /* Keys warm elsewhere that rank idx first may come back to it until
- * now_ms + idle_reset (at least a minute). */
+ * now_ms + idle_reset (at least a minute), unless it is left again. */
 static void reclaim_add(struct core *c, uint32_t idx, uint64_t now_ms)
 {
 	struct explore *x = &c->explore;
@@ -352,6 +353,7 @@ static void reclaim_add(struct core *c, uint32_t idx, uint64_t now_ms)
 	x->reclaim[j] = idx;
 	x->reclaim_gen[j] = c->pool.ep[idx].gen;
 	x->reclaim_until_ms[j] = now_ms + ms;
+	x->reclaim_left[j] = c->pool.ep[idx].left_n;
 }
 
 /* Whether e's end-to-end EWMA of signal sig is warm and over the

@@ -22,15 +22,15 @@
  * answers, counted from RETRIAL_SAMPLES: a verdict from a still slow
  * endpoint's lucky answers is undone in a few), it is fit again, and, if
  * it was left, keys warm elsewhere that rank it first come back to it
- * for one idle_reset (explore_reclaim). One slow answer
- * more than the fast ones is the verdict "still slow". An endpoint whose
- * spread would need more answers than a re-trial takes is not explored,
- * nor one whose end-to-end EWMA says slow while its times to headers do
- * not (the verdict needs it fast, and only idle_reset's re-trial, which
- * probes would put off, forgets it). One whose headers said slow too is
- * explored: once its probes' headers are fast, their own ends judge it
- * (explore_end), and the verdict "recovered" restarts the stale
- * end-to-end EWMA from its peers' median.
+ * for one idle_reset, unless it is left again (explore_reclaim). One
+ * slow answer more than the fast ones is the verdict "still slow". An
+ * endpoint whose spread would need more answers than a re-trial takes is
+ * not explored, nor one whose end-to-end EWMA says slow while its times
+ * to headers do not (the verdict needs it fast, and only idle_reset's
+ * re-trial, which probes would put off, forgets it). One whose headers
+ * said slow too is explored: once its probes' headers are fast, their
+ * own ends judge it (explore_end), and the verdict "recovered" restarts
+ * the stale end-to-end EWMA from its peers' median.
  * Every answer also goes to the EWMA as any success does; failures go to
  * the breaker as any do. */
 #ifndef WARMLANE_CORE_EXPLORE_H
@@ -80,6 +80,7 @@ struct explore {
 	uint32_t reclaim[EXPLORE_RECLAIM_MAX];           /* slot indices */
 	uint32_t reclaim_gen[EXPLORE_RECLAIM_MAX];       /* and generations */
 	uint64_t reclaim_until_ms[EXPLORE_RECLAIM_MAX];
+	uint32_t reclaim_left[EXPLORE_RECLAIM_MAX];      /* its left_n then */
 };
 
 /* A decision was committed: the clock probes are spaced on. */
@@ -97,7 +98,11 @@ uint32_t explore_pick(struct core *c, const struct pick *k, uint64_t akey,
 
 /* A key warm on warm_idx: the recovered endpoint it goes back to (one
  * ranked before warm_idx for akey, fit, closed and within the load
- * bound), or UINT32_MAX. */
+ * bound), or UINT32_MAX. An endpoint left again since its verdict takes
+ * no more keys back: the verdict was undone, and a key that came back
+ * would leave at its next request, or at the next after the fleet's
+ * median moved (on four llama-servers sharing two cores, conversations
+ * went back and forth at every turn: docs/policy-v2.md, section 44). */
 uint32_t explore_reclaim(struct core *c, struct pick *k, uint64_t akey,
 			 uint32_t warm_idx, uint64_t now_ms);
 

@@ -154,6 +154,15 @@ static inline bool within_warm_bound(const struct core *c,
 	       ceil((fair + slack) * (1 - 1e-12));
 }
 
+/* e is left as slow; left_n counts the times it was (a verdict
+ * "recovered" it undoes ends that verdict's reclaim: explore_reclaim). */
+static inline void mark_left(struct pool_endpoint *e)
+{
+	if (e->suspect != POOL_LEFT)
+		e->left_n++;
+	e->suspect = POOL_LEFT;
+}
+
 /* Whether e is fit to keep or take a key: on every signal in use, its
  * EWMA is within sticky_tolerance of the candidates' median (slow_limit:
  * two candidates' is the other's EWMA, view_median_peer); for the time
@@ -174,7 +183,7 @@ static inline bool fast_enough(struct core *c, struct pool_endpoint *e,
 {
 	bool all_warm = true, suspect = false;
 	if (slow_run_left(c, e) && !e->check_vouch) {
-		e->suspect = POOL_LEFT; /* queue_judge's run */
+		mark_left(e); /* queue_judge's run */
 		return false;
 	}
 	for (unsigned s = 0; s < 2; s++) {
@@ -191,7 +200,7 @@ static inline bool fast_enough(struct core *c, struct pool_endpoint *e,
 			continue;
 		if (e->check_vouch)
 			continue; /* kept: a health check found it recovered */
-		e->suspect = POOL_LEFT;
+		mark_left(e);
 		return false;
 	}
 	if (suspect) {

@@ -233,6 +233,8 @@ struct pool_endpoint {
 	 * not taken for spare capacity (trusted_idle in decide.c). */
 	uint64_t down_ms;
 	uint64_t rejoin_until_ms;
+	uint32_t left_n;        /* times fast_enough left it (the verdicts
+				 * of recovery it undid: explore_reclaim) */
 };
 
 /* The slots in use: configured, else HAProxy's maxconn, else the most

@@ -211,6 +211,78 @@ START_TEST(explore_recovered_takes_keys_back)
 }
 END_TEST
 
+/* 40 sessions whose first rendezvous choice is endpoint x of a fresh
+ * four-endpoint fleet. */
+static void sessions_on(int x, uint64_t *keys)
+{
+	struct fx g;
+	fx_init(&g, 4, NULL);
+	int homed = 0;
+	for (uint64_t k = 100000; homed < 40; k++) {
+		struct core_request r = fx_session(k);
+		struct core_decision d = fx_decide(&g, &r);
+		core_endpoint_complete(g.c, d.endpoint);
+		if (d.endpoint == x)
+			keys[homed++] = k;
+	}
+	fx_finish(&g);
+}
+
+/* One request of each of the 40 sessions, answered in FAST_MS; moved[i]
+ * (if not NULL) says whether session i went elsewhere than x. Returns
+ * how many went to x. */
+static int sessions_turn(struct fx *f, int x, const uint64_t *keys, bool *moved)
+{
+	int on_x = 0;
+	for (int i = 0; i < 40; i++) {
+		struct core_request r = fx_session(keys[i]);
+		struct core_decision d = fx_decide(f, &r);
+		on_x += d.endpoint == x;
+		if (moved != NULL)
+			moved[i] = d.endpoint != x;
+		f->now += FAST_MS;
+		ck_assert_int_eq(fx_feedback(f, &d, 200, FAST_MS, false), 0);
+		ck_assert_int_eq(core_endpoint_complete(f->c, d.endpoint), 0);
+	}
+	return on_x;
+}
+
+START_TEST(explore_reclaim_ends_when_left_again)
+{
+	/* As above, x's sessions moved while it was slow, and its probes'
+	 * verdict says it recovered; but before they come back it is slow
+	 * and left again, and then its peers turn slower still, so that it
+	 * is within the tolerance of their median. The verdict was undone:
+	 * the sessions stay where they are (a probe may take one). Without
+	 * that, they went back and forth with the fleet's median (four
+	 * llama-servers sharing two cores). */
+	struct fx f;
+	int x = setup(&f, 0.25);
+	uint64_t keys[40];
+	sessions_on(x, keys);
+	uint64_t s = 1;
+	int last;
+	run(&f, x, true, &s, 200, 1, &last);
+	ck_assert_int_le(sessions_turn(&f, x, keys, NULL), 1);
+	struct core_stats cs;
+	int i = 0;
+	for (core_stats(f.c, &cs); cs.explore_recovered == 0; core_stats(f.c, &cs)) {
+		run(&f, x, false, &s, 1, 1, &last);
+		ck_assert_int_lt(++i, 5000);
+	}
+	/* slow again: left by the decisions that judge it */
+	run(&f, x, true, &s, 100, 1, &last);
+	for (int k = 0; k < 4; k++)
+		if (f.ep[k] != x)
+			fx_warm(&f, f.ep[k], 10 * SLOW_MS, 80);
+	int back = sessions_turn(&f, x, keys, NULL);
+	printf("# recovered after %d requests, left again: %d of 40 sessions back on x\n",
+	       i, back);
+	ck_assert_int_le(back, 1);
+	fx_finish(&f);
+}
+END_TEST
+
 /* Like run, x's answers irregular: one in ten 2,000 ms, the others 10 ms
  * (x `times` slower). */
 static int run_irregular(struct fx *f, int x, int times, uint64_t *from, int n)
@@ -803,6 +875,7 @@ static Suite *explore_suite(void)
 	tcase_add_test(tc, explore_still_slow_bounded);
 	tcase_add_test(tc, explore_recovered_gets_share_back);
 	tcase_add_test(tc, explore_recovered_takes_keys_back);
+	tcase_add_test(tc, explore_reclaim_ends_when_left_again);
 	tcase_add_test(tc, explore_not_irregular);
 	tcase_add_test(tc, explore_sized_alone);
 	tcase_add_loop_test(tc, explore_probe_answered_by_its_key, 0, 2);
