@@ -312,24 +312,27 @@ static struct slowstart_judge judge_start(const struct core *c, const struct pic
 	return j;
 }
 
+_Static_assert(CORE_KIND_COUNT == 2, "slow_from_start: the other kind is 1 - kind");
+
 /* Whether idx is slow from its first answers of the decision's kind
  * (slowstart.h), and not shown otherwise by its answers of the other
  * kind: a server slow from its start is slow whatever it is asked, and
  * one whose answers of a kind are as fast as its peers' was given the
  * costlier work in the other (a cold fleet's first long prompts; on four
  * llama-servers whose clients stream half their turns, its warm keys
- * then left it: docs/policy-v2.md, section 44). *slowest gets the
- * comparable peer of the decision's kind it was judged against. */
-_Static_assert(CORE_KIND_COUNT == 2, "slow_from_start: the other kind is 1 - kind");
+ * then left it: docs/policy-v2.md, section 44). slowest[kind] gets the
+ * comparable peer each kind was judged against, UINT32_MAX if none or
+ * not judged. */
 static bool slow_from_start(const struct core *c, const struct pick *k,
-			    uint32_t idx, uint32_t *slowest)
+			    uint32_t idx, uint32_t slowest[CORE_KIND_COUNT])
 {
 	double tolerance = c->p.sticky_tolerance, z = c->p.slow_start;
-	struct slowstart_judge j = judge_start(c, k, idx, k->kind, slowest);
+	unsigned other = 1u - k->kind;
+	slowest[other] = UINT32_MAX;
+	struct slowstart_judge j = judge_start(c, k, idx, k->kind, &slowest[k->kind]);
 	if (!slowstart_slow(&j, tolerance, z))
 		return false;
-	uint32_t other;
-	struct slowstart_judge o = judge_start(c, k, idx, 1u - k->kind, &other);
+	struct slowstart_judge o = judge_start(c, k, idx, other, &slowest[other]);
 	return !slowstart_judged(&o) || slowstart_slow(&o, tolerance, z);
 }
 
@@ -341,42 +344,58 @@ static bool start_ok(const struct core *c, const struct pick *k,
 		     const struct owned_view *o, uint32_t idx)
 {
 	const struct pool_endpoint *e = &c->pool.ep[idx];
-	uint32_t slowest;
+	uint32_t slowest[CORE_KIND_COUNT];
 	if (e->check_slow)
 		return false;
 	if (o != NULL && idx == o->placed)
 		return true;
 	return c->p.slow_start <= 0 || e->first[k->kind].n < SLOWSTART_ANSWERS ||
-	       e->check_vouch || !slow_from_start(c, k, idx, &slowest);
+	       e->check_vouch || !slow_from_start(c, k, idx, slowest);
+}
+
+/* Whether idx's answers of kind `kind` are within tolerance of its
+ * witness's of that kind (the peer it was last judged against: the
+ * slowest comparable one), so that slow_from_start would find it not
+ * slow in that kind. O(1). */
+static bool start_witnessed(const struct core *c, const struct pick *k,
+			    uint32_t idx, unsigned kind)
+{
+	const struct pool_endpoint *x = &c->pool.ep[idx];
+	const struct slowstart *s = &x->first[kind];
+	uint32_t w = x->start_witness[kind];
+	if (s->n < SLOWSTART_ANSWERS || w == 0 || w - 1 == idx ||
+	    w - 1 >= c->pool.end || !view_has(k->v, w - 1))
+		return false;
+	const struct pool_endpoint *y = &c->pool.ep[w - 1];
+	const struct slowstart *ys = &y->first[kind];
+	double ratio = y->weight * x->inv_weight;
+	return y->live && ys->n >= SLOWSTART_ANSWERS && slowstart_comparable(s, ys) &&
+	       ratio > 0 &&
+	       s->mean - ys->mean - (ratio == 1 ? 0 : log(ratio)) <= c->log_tolerance;
 }
 
 /* Whether a key warm on idx stays there by the same judgement
- * (policy.slow_start_leave). On the hit path the peer it was last judged
- * against (its witness: the slowest comparable one, which showed it
- * within tolerance) is tried first, O(1) while the fleet is even; only a
- * judgement it fails walks the candidates. */
+ * (policy.slow_start_leave). On the hit path the witnesses are tried
+ * first, the decision's kind's and then the other's (whose verdict "not
+ * slow" is enough: slow_from_start), O(1) while the fleet is even; only
+ * a judgement both fail walks the candidates, and leaves each kind the
+ * witness it found. */
 static bool start_keeps(struct core *c, const struct pick *k, uint32_t idx)
 {
 	struct pool_endpoint *x = &c->pool.ep[idx];
-	const struct slowstart *s = &x->first[k->kind];
 	if (!c->p.slow_start_leave || c->p.slow_start <= 0 ||
-	    s->n < SLOWSTART_ANSWERS || x->check_vouch)
+	    x->first[k->kind].n < SLOWSTART_ANSWERS || x->check_vouch)
 		return true;
-	uint32_t w = x->start_witness[k->kind];
-	if (w != 0 && w - 1 != idx && w - 1 < c->pool.end && view_has(k->v, w - 1)) {
-		const struct pool_endpoint *y = &c->pool.ep[w - 1];
-		const struct slowstart *ys = &y->first[k->kind];
-		double ratio = y->weight * x->inv_weight;
-		if (y->live && ys->n >= SLOWSTART_ANSWERS && slowstart_comparable(s, ys) &&
-		    ratio > 0 &&
-		    s->mean - ys->mean - (ratio == 1 ? 0 : log(ratio)) <= c->log_tolerance)
-			return true;
-	}
-	uint32_t slowest;
-	if (slow_from_start(c, k, idx, &slowest))
+	unsigned other = 1u - k->kind;
+	if (start_witnessed(c, k, idx, k->kind) || start_witnessed(c, k, idx, other))
+		return true;
+	uint32_t slowest[CORE_KIND_COUNT];
+	if (slow_from_start(c, k, idx, slowest))
 		return false;
-	x->start_witness[k->kind] =
-		slowest < UINT16_MAX ? (uint16_t)(slowest + 1) : 0;
+	for (unsigned kind = 0; kind < CORE_KIND_COUNT; kind++)
+		if (kind == k->kind || slowest[kind] != UINT32_MAX)
+			x->start_witness[kind] = slowest[kind] < UINT16_MAX ?
+						 (uint16_t)(slowest[kind] + 1) : 0;
 	return true;
 }
 

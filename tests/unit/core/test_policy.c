@@ -912,26 +912,16 @@ static int new_keys_to_x_by_kind(int64_t x_plain, int64_t x_stream)
 	return got;
 }
 
-START_TEST(slow_start_in_every_kind)
-{
-	/* x's plain answers 5x its peers', its streamed ones as fast as
-	 * theirs: it was given the costlier plain work (a cold fleet's first
-	 * long prompts), it is not slow from its start. */
-	ck_assert_int_eq(new_keys_to_x_by_kind(500, 100), 20);
-	/* 5x slower in both kinds: slow from its start. */
-	ck_assert_int_eq(new_keys_to_x_by_kind(500, 500), 0);
-	/* Its streamed answers 3x (over sticky_tolerance) agree. */
-	ck_assert_int_eq(new_keys_to_x_by_kind(500, 300), 0);
-}
-END_TEST
 
 /* n sessions (at most 4) whose rendezvous choice is endpoint 0 (x),
  * placed there before x answered anything and answered at x_ms x the
  * prompt factors, then x's more answers (8 in all) and each peer's 8 at
- * peer_ms x the same factors. Returns how many of their second turns
- * stay on x (a warm hit; one placed there again fails the test). */
-static int warm_turns_stay_on(bool leave, int64_t x_ms, int64_t peer_ms, int n,
-			      double owned_bound)
+ * peer_ms x the same factors; with x_stream > 0, 8 streamed answers of
+ * x's at x_stream and of each peer's at peer_ms too. Returns how many of
+ * their second turns stay on x (a warm hit; one placed there again
+ * fails the test). */
+static int warm_turns_stay_on_kinds(bool leave, int64_t x_ms, int64_t x_stream,
+				    int64_t peer_ms, int n, double owned_bound)
 {
 	uint64_t keys[4];
 	sessions_homed_on(0, keys, 4);
@@ -955,6 +945,11 @@ static int warm_turns_stay_on(bool leave, int64_t x_ms, int64_t peer_ms, int n,
 					    false, 0, false), 0);
 	for (int e = 1; e < 4; e++)
 		answers(&f, f.ep[e], peer_ms, 8);
+	if (x_stream > 0) {
+		answers_of(&f, 0, x_stream, 8, true);
+		for (int e = 1; e < 4; e++)
+			answers_of(&f, f.ep[e], peer_ms, 8, true);
+	}
 	int stayed = 0;
 	for (int i = 0; i < n; i++) {
 		struct core_request r = fx_session(keys[i]);
@@ -982,10 +977,34 @@ static int warm_turns_stay_on(bool leave, int64_t x_ms, int64_t peer_ms, int n,
 	return stayed;
 }
 
+static int warm_turns_stay_on(bool leave, int64_t x_ms, int64_t peer_ms, int n,
+			      double owned_bound)
+{
+	return warm_turns_stay_on_kinds(leave, x_ms, 0, peer_ms, n, owned_bound);
+}
+
 static int warm_turns_stay_on_x(bool leave, int64_t x_ms, int64_t peer_ms)
 {
 	return warm_turns_stay_on(leave, x_ms, peer_ms, 4, -1);
 }
+
+START_TEST(slow_start_in_every_kind)
+{
+	/* x's plain answers 5x its peers', its streamed ones as fast as
+	 * theirs: it was given the costlier plain work (a cold fleet's first
+	 * long prompts), it is not slow from its start. */
+	ck_assert_int_eq(new_keys_to_x_by_kind(500, 100), 20);
+	/* 5x slower in both kinds: slow from its start. */
+	ck_assert_int_eq(new_keys_to_x_by_kind(500, 500), 0);
+	/* Its streamed answers 3x (over sticky_tolerance) agree. */
+	ck_assert_int_eq(new_keys_to_x_by_kind(500, 300), 0);
+	/* Warm keys by the same judgement (slow_start_leave): the first
+	 * hit walks the candidates, the next ones pass on the streamed
+	 * answers' witness. */
+	ck_assert_int_eq(warm_turns_stay_on_kinds(true, 500, 100, 100, 4, -1), 4);
+	ck_assert_int_eq(warm_turns_stay_on_kinds(true, 500, 500, 100, 4, -1), 0);
+}
+END_TEST
 
 START_TEST(slow_start_leave_moves_warm_keys)
 {
