@@ -156,61 +156,6 @@ START_TEST(explore_recovered_gets_share_back)
 }
 END_TEST
 
-START_TEST(explore_recovered_takes_keys_back)
-{
-	/* Sessions whose first rendezvous choice is x, moved elsewhere while
-	 * it was slow, come back to it once the probes' verdict says it
-	 * recovered. */
-	struct fx f;
-	int x = setup(&f, 0.25);
-	/* 40 sessions, confirmed where they are placed while x is left */
-	uint64_t keys[40];
-	int homed = 0;
-	struct fx g;
-	fx_init(&g, 4, NULL);
-	for (uint64_t k = 100000; homed < 40; k++) {
-		struct core_request r = fx_session(k);
-		struct core_decision d = fx_decide(&g, &r);
-		core_endpoint_complete(g.c, d.endpoint);
-		if (d.endpoint == x)
-			keys[homed++] = k;
-	}
-	fx_finish(&g);
-	uint64_t s = 1;
-	int last;
-	run(&f, x, true, &s, 200, 1, &last);
-	bool moved[40];
-	int n_moved = 0;
-	for (int i = 0; i < 40; i++) {
-		struct core_request r = fx_session(keys[i]);
-		struct core_decision d = fx_decide(&f, &r);
-		/* a probe may take one of them */
-		moved[i] = d.endpoint != x;
-		n_moved += moved[i];
-		f.now += FAST_MS;
-		ck_assert_int_eq(fx_feedback(&f, &d, 200, FAST_MS, false), 0);
-		ck_assert_int_eq(core_endpoint_complete(f.c, d.endpoint), 0);
-	}
-	/* fast again: new keys until the verdict (the first probe of a
-	 * just-left endpoint comes after 8 x 64 decisions), then the 40
-	 * sessions */
-	run(&f, x, false, &s, 500, 1, &last);
-	int back = 0;
-	for (int i = 0; i < 40; i++) {
-		struct core_request r = fx_session(keys[i]);
-		struct core_decision d = fx_decide(&f, &r);
-		back += moved[i] && d.endpoint == x;
-		f.now += FAST_MS;
-		ck_assert_int_eq(fx_feedback(&f, &d, 200, FAST_MS, false), 0);
-		ck_assert_int_eq(core_endpoint_complete(f.c, d.endpoint), 0);
-	}
-	printf("# %d of the %d sessions homed on x and moved back on it\n", back, n_moved);
-	ck_assert_int_ge(n_moved, 36);
-	ck_assert_int_eq(back, n_moved);
-	fx_finish(&f);
-}
-END_TEST
-
 /* 40 sessions whose first rendezvous choice is endpoint x of a fresh
  * four-endpoint fleet. */
 static void sessions_on(int x, uint64_t *keys)
@@ -228,24 +173,66 @@ static void sessions_on(int x, uint64_t *keys)
 	fx_finish(&g);
 }
 
-/* One request of each of the 40 sessions, answered in FAST_MS; moved[i]
- * (if not NULL) says whether session i went elsewhere than x. Returns
- * how many went to x. */
-static int sessions_turn(struct fx *f, int x, const uint64_t *keys, bool *moved)
+/* One request of each of the 40 sessions, answered in FAST_MS; on[i]
+ * (if not NULL) says whether session i went to x. Returns how many
+ * did. */
+static int sessions_turn(struct fx *f, int x, const uint64_t *keys, bool *on)
 {
 	int on_x = 0;
 	for (int i = 0; i < 40; i++) {
 		struct core_request r = fx_session(keys[i]);
 		struct core_decision d = fx_decide(f, &r);
 		on_x += d.endpoint == x;
-		if (moved != NULL)
-			moved[i] = d.endpoint != x;
+		if (on != NULL)
+			on[i] = d.endpoint == x;
 		f->now += FAST_MS;
 		ck_assert_int_eq(fx_feedback(f, &d, 200, FAST_MS, false), 0);
 		ck_assert_int_eq(core_endpoint_complete(f->c, d.endpoint), 0);
 	}
 	return on_x;
 }
+
+/* setup(): x left as slow, then one request of each of the 40 sessions
+ * whose rendezvous choice is x (keys): placed elsewhere, but a probe may
+ * take one; on[i] as sessions_turn, *s the next new session. Returns x
+ * and how many went to x (*on_x). */
+static int sessions_moved_off(struct fx *f, uint64_t *keys, uint64_t *s,
+			      bool *on, int *on_x)
+{
+	int x = setup(f, 0.25);
+	sessions_on(x, keys);
+	*s = 1;
+	int last;
+	run(f, x, true, s, 200, 1, &last);
+	*on_x = sessions_turn(f, x, keys, on);
+	return x;
+}
+
+START_TEST(explore_recovered_takes_keys_back)
+{
+	/* Sessions whose first rendezvous choice is x, moved elsewhere while
+	 * it was slow, come back to it once the probes' verdict says it
+	 * recovered. */
+	struct fx f;
+	uint64_t keys[40], s;
+	bool stayed[40], on[40];
+	int on_x, last;
+	int x = sessions_moved_off(&f, keys, &s, stayed, &on_x);
+	int n_moved = 40 - on_x;
+	/* fast again: new keys until the verdict (the first probe of a
+	 * just-left endpoint comes after 8 x 64 decisions), then the 40
+	 * sessions */
+	run(&f, x, false, &s, 500, 1, &last);
+	sessions_turn(&f, x, keys, on);
+	int back = 0;
+	for (int i = 0; i < 40; i++)
+		back += !stayed[i] && on[i];
+	printf("# %d of the %d sessions homed on x and moved back on it\n", back, n_moved);
+	ck_assert_int_ge(n_moved, 36);
+	ck_assert_int_eq(back, n_moved);
+	fx_finish(&f);
+}
+END_TEST
 
 START_TEST(explore_reclaim_ends_when_left_again)
 {
@@ -257,13 +244,10 @@ START_TEST(explore_reclaim_ends_when_left_again)
 	 * that, they went back and forth with the fleet's median (four
 	 * llama-servers sharing two cores). */
 	struct fx f;
-	int x = setup(&f, 0.25);
-	uint64_t keys[40];
-	sessions_on(x, keys);
-	uint64_t s = 1;
-	int last;
-	run(&f, x, true, &s, 200, 1, &last);
-	ck_assert_int_le(sessions_turn(&f, x, keys, NULL), 1);
+	uint64_t keys[40], s;
+	int on_x, last;
+	int x = sessions_moved_off(&f, keys, &s, NULL, &on_x);
+	ck_assert_int_le(on_x, 1);
 	struct core_stats cs;
 	int i = 0;
 	for (core_stats(f.c, &cs); cs.explore_recovered == 0; core_stats(f.c, &cs)) {
