@@ -454,8 +454,11 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 		if (t->candidates > t->n_rank)
 			ctl_out_printf(o, "   (%u more not listed)\n", t->candidates - t->n_rank);
 		if (t->by_load)
-			ctl_out_printf(o, "   a new key: to the first clearly less loaded (%s)\n",
-				       t->by_long ? "place_long_z: a long prompt" : "place_load_z");
+			ctl_out_printf(o, "   a new key: to the first %s (%s)\n",
+				       t->by_rare ? "less loaded" : "clearly less loaded",
+				       t->by_long ? "place_long_z: a long prompt" :
+				       t->by_rare ? "keys rarely come back here: nothing to keep on its choice" :
+						    "place_load_z");
 		if (t->by_slots)
 			ctl_out_printf(o, "   a new key: every slot of its choice busy, to the first with one free (place_slots)\n");
 		if (t->by_turn)

@@ -61,7 +61,12 @@ int affinity_init(struct affinity *a, uint32_t cap, uint64_t ttl_ms)
 	a->e_mem = calloc_lines((size_t)cap * sizeof(*a->e), (void **)&a->e);
 	a->slots_mem = calloc_lines((size_t)n * sizeof(*a->slots),
 				    (void **)&a->slots);
-	if (a->e_mem == NULL || a->slots_mem == NULL) {
+	uint32_t g = 1;
+	while (g < cap && g < AFFINITY_GHOSTS)
+		g *= 2;
+	a->ghost = calloc(g, sizeof(*a->ghost));
+	a->ghost_mask = g - 1;
+	if (a->e_mem == NULL || a->slots_mem == NULL || a->ghost == NULL) {
 		affinity_finish(a);
 		return -ENOMEM;
 	}
@@ -80,6 +85,7 @@ void affinity_finish(struct affinity *a)
 {
 	free(a->e_mem);
 	free(a->slots_mem);
+	free(a->ghost);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -122,6 +128,18 @@ static uint32_t find_slot(const struct affinity *a, uint64_t key)
 	}
 }
 
+/* An entry's outcome (struct affinity, back). */
+static void outcome(struct affinity *a, bool back)
+{
+	const double keep = 1 - 1 / AFFINITY_BACK_MEMORY;
+	a->back_w = a->back_w * keep + back;
+	a->lapsed_w = a->lapsed_w * keep + !back;
+	if (back)
+		a->back++;
+	else
+		a->lapsed++;
+}
+
 /* Empties slot i (backward shift: no tombstones, probes stay short), and
  * returns its entry to the free list. */
 static void remove_at(struct affinity *a, uint32_t i)
@@ -147,6 +165,41 @@ static void remove_at(struct affinity *a, uint32_t i)
 		}
 	}
 	a->slots[i] = (struct affinity_slot){ 0, 0 };
+}
+
+/* A key's place in the ghosts (struct affinity, ghost) and its tag
+ * there (never 0). */
+static inline uint32_t *ghost_of(const struct affinity *a, uint64_t h,
+				 uint32_t *tag)
+{
+	*tag = (uint32_t)(h >> 32) | 1u;
+	return &a->ghost[(uint32_t)h & a->ghost_mask];
+}
+
+/* remove_at of an entry that expired or was evicted: lapsed, unless its
+ * key came back, and remembered among the ghosts. */
+static void lapse_at(struct affinity *a, uint32_t i)
+{
+	const struct affinity_entry *x = &a->e[a->slots[i].ref - 1];
+	if (!(x->stamp & AFFINITY_BACK)) {
+		outcome(a, false);
+		uint32_t tag, *g = ghost_of(a, mix64(x->key), &tag);
+		*g = tag;
+	}
+	remove_at(a, i);
+}
+
+/* A new entry for a key (hash h) stored again after it lapsed: its
+ * outcome was back after all. */
+static void ghost_back(struct affinity *a, uint64_t h)
+{
+	uint32_t tag, *g = ghost_of(a, h, &tag);
+	if (*g != tag)
+		return;
+	*g = 0;
+	a->lapsed_w = a->lapsed_w > 1 ? a->lapsed_w - 1 : 0;
+	a->lapsed--;
+	outcome(a, true);
 }
 
 static bool expired(const struct affinity *a, const struct affinity_entry *x,
@@ -183,13 +236,17 @@ bool affinity_get_turn(struct affinity *a, uint64_t key, uint64_t now_ms,
 			*gen = x->gen;
 			*last_ms = affinity_ms(x);
 			*prev = affinity_turn(x);
+			if (!(x->stamp & AFFINITY_BACK)) {
+				x->stamp |= AFFINITY_BACK;
+				outcome(a, true);
+			}
 			if (turn != 0)
 				x->stamp = affinity_stamp(x, *last_ms, turn) |
 					   (turn <= *prev ? AFFINITY_SHARED : 0);
 			a->hits++;
 			return true;
 		}
-		remove_at(a, i);
+		lapse_at(a, i);
 		a->expirations++;
 	}
 	a->misses++;
@@ -227,7 +284,7 @@ uint32_t affinity_expire(struct affinity *a, uint64_t now_ms, uint32_t max)
 	       expired(a, &a->e[a->lru_tail], now_ms)) {
 		uint32_t i = find_slot(a, a->e[a->lru_tail].key);
 		assert(i != AFFINITY_NIL);
-		remove_at(a, i);
+		lapse_at(a, i);
 		a->expirations++;
 		n++;
 	}
@@ -259,7 +316,7 @@ struct affinity_entry *affinity_put(struct affinity *a, uint64_t key,
 	if (a->used == a->cap) {
 		uint32_t s = find_slot(a, a->e[a->lru_tail].key);
 		assert(s != AFFINITY_NIL);
-		remove_at(a, s);
+		lapse_at(a, s);
 		a->evictions++;
 	}
 	uint32_t ent;
@@ -276,6 +333,7 @@ struct affinity_entry *affinity_put(struct affinity *a, uint64_t key,
 	lru_push_head(a, ent);
 	a->used++;
 	uint64_t h = mix64(key);
+	ghost_back(a, h);
 	uint32_t j = (uint32_t)h & a->mask;
 	while (a->slots[j].ref != 0)
 		j = (j + 1) & a->mask;
@@ -286,7 +344,7 @@ struct affinity_entry *affinity_put(struct affinity *a, uint64_t key,
 void affinity_put_entry(struct affinity *a, const struct affinity_entry *x)
 {
 	affinity_put(a, x->key, x->endpoint, x->gen, affinity_ms(x),
-		     affinity_turn(x))->stamp |= x->stamp & AFFINITY_SHARED;
+		     affinity_turn(x))->stamp |= x->stamp & (AFFINITY_SHARED | AFFINITY_BACK);
 }
 
 bool affinity_refresh(struct affinity *a, uint64_t key, uint32_t endpoint,

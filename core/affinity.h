@@ -15,7 +15,8 @@
 struct affinity_entry {
 	uint64_t key;
 	uint64_t stamp;     /* the last refresh in ms (its low AFFINITY_MS_BITS),
-			     * whether the key's turns ever went back
+			     * whether the key came back (AFFINITY_BACK),
+			     * whether its turns ever went back
 			     * (AFFINITY_SHARED) and the turn of its last
 			     * request (the top 16 bits; 0: unknown):
 			     * affinity_ms, affinity_turn */
@@ -25,15 +26,17 @@ struct affinity_entry {
 	uint32_t gen;       /* endpoint generation when stored */
 };
 
-/* A millisecond clock fits 47 bits for 4,400 years; of the 17 left, one
- * says a request's turn (core_request.turn) did not step forward from the
- * key's last (the same turn again, or an earlier one: conversations that
- * open alike share the key, or one was retried or edited), the 16 others
- * hold the last request's turn, where a 33rd byte would cost the entry its
- * own cache line. */
-#define AFFINITY_MS_BITS 47
+/* A millisecond clock fits 46 bits for 2,200 years; of the 18 left, one
+ * says the key came back (a lookup found the entry live: affinity_back),
+ * one that a request's turn (core_request.turn) did not step forward from
+ * the key's last (the same turn again, or an earlier one: conversations
+ * that open alike share the key, or one was retried or edited), the 16
+ * others hold the last request's turn, where a 33rd byte would cost the
+ * entry its own cache line. */
+#define AFFINITY_MS_BITS 46
 #define AFFINITY_MS_MASK ((UINT64_C(1) << AFFINITY_MS_BITS) - 1)
-#define AFFINITY_SHARED (UINT64_C(1) << AFFINITY_MS_BITS)
+#define AFFINITY_BACK (UINT64_C(1) << AFFINITY_MS_BITS)
+#define AFFINITY_SHARED (UINT64_C(1) << 47)
 #define AFFINITY_TURN_SHIFT 48
 
 static inline uint64_t affinity_ms(const struct affinity_entry *x)
@@ -46,12 +49,13 @@ static inline uint16_t affinity_turn(const struct affinity_entry *x)
 	return (uint16_t)(x->stamp >> AFFINITY_TURN_SHIFT);
 }
 
-/* A stamp of ms and turn, keeping x's AFFINITY_SHARED (x NULL: none). */
+/* A stamp of ms and turn, keeping x's AFFINITY_SHARED and AFFINITY_BACK
+ * (x NULL: none). */
 static inline uint64_t affinity_stamp(const struct affinity_entry *x,
 				      uint64_t ms, uint16_t turn)
 {
 	return (ms & AFFINITY_MS_MASK) | (uint64_t)turn << AFFINITY_TURN_SHIFT |
-	       (x != NULL ? x->stamp & AFFINITY_SHARED : 0);
+	       (x != NULL ? x->stamp & (AFFINITY_SHARED | AFFINITY_BACK) : 0);
 }
 
 /* One slot of the open-addressing index: 8 bytes, at most half full. */
@@ -72,8 +76,38 @@ struct affinity {
 	uint32_t lru_tail;      /* least recent */
 	uint64_t ttl_ms;
 	uint64_t hits, misses, evictions, expirations;
+	/* Whether keys come back (affinity_back): each entry stored once has
+	 * one outcome, back (its first lookup that found it live) or lapsed
+	 * (expired or evicted before that; not removed by the caller). Both
+	 * counted, and the last outcomes' weights, each older one's decayed
+	 * by 1 - 1 / AFFINITY_BACK_MEMORY. */
+	uint64_t back, lapsed;
+	double back_w, lapsed_w;
+	/* The last lapsed keys' tags, one per place (a direct-mapped set of
+	 * up to AFFINITY_GHOSTS): a key stored again while its tag is here
+	 * came back after its entry's TTL, its outcome back after all. */
+	uint32_t *ghost;
+	uint32_t ghost_mask;
 	void *e_mem, *slots_mem;    /* what was allocated (e, slots inside) */
 };
+
+/* The outcomes affinity_back weighs, about: the last few hundred keys. */
+#define AFFINITY_BACK_MEMORY 512.0
+/* Lapsed keys remembered (at most; no more than the map's capacity):
+ * about what a fleet's prefix caches hold, so that a key back after
+ * them finds no cache to keep anyway (16 KiB). */
+#define AFFINITY_GHOSTS 4096u
+
+/* The share of the last outcomes (about AFFINITY_BACK_MEMORY) that came
+ * back, *n their weight (fewer at the start). An entry's outcome is known
+ * at its first return, or when its idle TTL ends without one (and turned
+ * back if the key is stored again while still among the ghosts): the
+ * first outcomes lean "back". */
+static inline double affinity_back(const struct affinity *a, double *n)
+{
+	*n = a->back_w + a->lapsed_w;
+	return *n > 0 ? a->back_w / *n : 0;
+}
 
 /* Bytes the map holds per entry of capacity (entry plus its index
  * share). */
@@ -110,8 +144,9 @@ bool affinity_get_turn(struct affinity *a, uint64_t key, uint64_t now_ms,
  * lookup; also gives the entry's last refresh. */
 bool affinity_peek(const struct affinity *a, uint64_t key, uint64_t now_ms,
 		   uint32_t *endpoint, uint32_t *gen, uint64_t *last_ms);
-/* affinity_put of what x (another map's entry) holds, its mark of a key
- * whose turns failed to step forward too (AFFINITY_SHARED). */
+/* affinity_put of what x (another map's entry) holds, its marks of a key
+ * whose turns failed to step forward (AFFINITY_SHARED) and of one that
+ * came back (AFFINITY_BACK) too. */
 void affinity_put_entry(struct affinity *a, const struct affinity_entry *x);
 /* As affinity_peek, and *turn is the turn the entry holds: 0 when unknown
  * or when the key's turns ever failed to step forward (AFFINITY_SHARED:

@@ -220,6 +220,10 @@ static void map_move(struct affinity *n, struct affinity *from)
 	n->misses = from->misses;
 	n->evictions += from->evictions;
 	n->expirations += from->expirations;
+	n->back += from->back;
+	n->lapsed += from->lapsed;
+	n->back_w += from->back_w;
+	n->lapsed_w += from->lapsed_w;
 	affinity_finish(from);
 	*from = *n;
 }

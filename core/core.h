@@ -361,6 +361,8 @@ struct core_stats {
 	uint64_t affinity_misses;
 	uint64_t affinity_evictions;   /* LRU, map full */
 	uint64_t affinity_expirations; /* idle past affinity_ttl */
+	uint64_t affinity_back;        /* keys that came back (affinity_back) */
+	uint64_t affinity_lapsed;      /* keys expired or evicted before that */
 	uint64_t hints[CORE_HINT_COUNT]; /* decisions by what became of their hint */
 	uint64_t hints_own;            /* of them, hints this HAProxy wrote (not
 					* mismatch): no sign of a shared table */

@@ -551,6 +551,29 @@ static inline bool place_long(const struct core *c, const struct pick *k,
 	       c->pool.ep[x].first[k->kind].n >= SLOWSTART_ANSWERS;
 }
 
+/* Whether this agent's keys rarely come back: of its last outcomes
+ * (affinity_back: at least KEYS_BACK_MIN), under KEYS_BACK_RARE. A new
+ * key's rendezvous choice is kept against a lighter candidate so that
+ * its later requests, here or at another HAProxy, find it where its
+ * cache is; keys that do not come back have nothing there to keep, and
+ * go to any lighter candidate (place_load_z's noise allowance is for
+ * agreement). One key in 64 back here is at most one in 8 back anywhere
+ * for 8 HAProxies sharing nothing (each sees 1 / 8 of a key's later
+ * requests): the simulated Mooncake trace keeps 0.04-0.06 of its keys
+ * coming back to each of 8 agents (0.33 to one), the mixed workload's
+ * unique documents 0.002 (docs/policy-v2.md, section 45). An entry's
+ * outcome is known only at its first return or when its idle TTL ends
+ * without one, so the first outcomes lean "back": a workload starts on
+ * the rendezvous choice. */
+#define KEYS_BACK_MIN 64.0
+#define KEYS_BACK_RARE (1.0 / 64)
+
+static inline bool keys_rarely_back(const struct core *c)
+{
+	double n, q = affinity_back(&c->aff, &n);
+	return n >= KEYS_BACK_MIN && q < KEYS_BACK_RARE;
+}
+
 /* A new key's endpoint: its rendezvous choice x (items[0, n) the
  * ranking, intact), or another by load (place_load_z, place_long_z),
  * else by slots (place_slots), if it can take the key as x could. A key
@@ -568,9 +591,11 @@ static uint32_t place_by_load(struct core *c, const struct pick *k,
 		return x;
 	bool by_slots = false;
 	bool lng = place_long(c, k, x);
+	bool rare = !lng && c->place_z > 0 && keys_rarely_back(c);
 	uint32_t y = UINT32_MAX;
 	if (lng || c->place_z > 0)
-		y = lighter(c, x, n, lng ? c->p.place_long_z : c->place_z,
+		y = lighter(c, x, n,
+			    lng ? c->p.place_long_z : rare ? 0 : c->place_z,
 			    lng, k->kind, now_ms);
 	if (y == UINT32_MAX && c->p.place_slots && slots_busy(&c->pool.ep[x])) {
 		y = free_slot(c, n, now_ms);
@@ -585,6 +610,7 @@ static uint32_t place_by_load(struct core *c, const struct pick *k,
 	if (t != NULL) {
 		t->by_load = !by_slots;
 		t->by_long = !by_slots && lng;
+		t->by_rare = !by_slots && rare;
 		t->by_slots = by_slots;
 	}
 	return y;

@@ -34,11 +34,14 @@ void core_stats(const struct core *c, struct core_stats *out)
 		.affinity_capacity = c->aff.cap,
 		.homes_entries = c->homes.used,
 		.affinity_bytes = (uint64_t)c->aff.cap * sizeof(struct affinity_entry) +
-				  ((uint64_t)c->aff.mask + 1) * sizeof(struct affinity_slot),
+				  ((uint64_t)c->aff.mask + 1) * sizeof(struct affinity_slot) +
+				  ((uint64_t)c->aff.ghost_mask + 1) * sizeof(*c->aff.ghost),
 		.affinity_hits = c->aff.hits,
 		.affinity_misses = c->aff.misses,
 		.affinity_evictions = c->aff.evictions,
 		.affinity_expirations = c->aff.expirations,
+		.affinity_back = c->aff.back,
+		.affinity_lapsed = c->aff.lapsed,
 		.explore_probes = c->explore.probes,
 		.explore_recovered = c->explore.recovered,
 		.check_recovered = c->explore.check_recovered,

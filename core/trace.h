@@ -90,6 +90,9 @@ struct core_trace {
 				    * candidate instead (place_load_z) */
 	bool by_long;              /* by_load, held to place_long_z: a long
 				    * prompt (place_long_kib) */
+	bool by_rare;              /* by_load, to any lighter candidate:
+				    * keys rarely come back here
+				    * (decide.c, keys_rarely_back) */
 	bool by_turn;              /* a later turn's key new here, behind
 				    * several HAProxies: its rendezvous
 				    * choice, not by load */

@@ -712,10 +712,17 @@ START_TEST(affinity_gauge_live_only)
 					    .has_akey = d.has_akey, .akey = d.akey };
 		ck_assert_int_eq(core_observe(c, &fb, t0 + i), 0);
 	}
+	/* The last key comes back once. */
+	struct core_request again = { .session = { true, 0x1000 + 20 } };
+	struct core_decision ad;
+	core_decide(c, &again, t0 + 21, &rng, &ad);
+	ck_assert_int_eq(ad.reason, CORE_REASON_AFFINITY);
 	struct metrics_text t = { 0 };
 	ck_assert_int_eq(metrics_render(&t, &h.srv, t0 + 5000), 0);
 	ck_assert_double_eq(sample(t.p, "warmlane_affinity_entries"), 21);
 	ck_assert_double_eq(sample(t.p, "warmlane_affinity_expirations_total"), 0);
+	ck_assert_double_eq(sample(t.p, "warmlane_affinity_keys_back_total"), 1);
+	ck_assert_double_eq(sample(t.p, "warmlane_affinity_keys_lapsed_total"), 0);
 	metrics_text_finish(&t);
 
 	/* Past the TTL of the first 10 only. */
@@ -730,6 +737,8 @@ START_TEST(affinity_gauge_live_only)
 	ck_assert_int_eq(metrics_render(&t, &h.srv, t0 + 60000), 0);
 	ck_assert_double_eq(sample(t.p, "warmlane_affinity_entries"), 0);
 	ck_assert_double_eq(sample(t.p, "warmlane_affinity_expirations_total"), 21);
+	ck_assert_double_eq(sample(t.p, "warmlane_affinity_keys_back_total"), 1);
+	ck_assert_double_eq(sample(t.p, "warmlane_affinity_keys_lapsed_total"), 20);
 	metrics_text_finish(&t);
 
 	/* A backlog over the per-scrape bound (8192) is dropped over two

@@ -219,7 +219,7 @@ START_TEST(map_turn_beside_the_time)
 	uint32_t ep, gen;
 	uint64_t last;
 	uint16_t prev;
-	const uint64_t t0 = (UINT64_C(1) << 46) + 5; /* near the top of 47 bits */
+	const uint64_t t0 = (UINT64_C(1) << 45) + 5; /* near the top of 46 bits */
 	ck_assert_int_eq(affinity_init(&a, 16, 1000), 0);
 	affinity_put(&a, 1, 3, 7, t0, 2);
 	ck_assert(affinity_get_turn(&a, 1, t0 + 10, 5, &ep, &gen, &last, &prev));
@@ -264,7 +264,7 @@ START_TEST(map_turn_back_is_shared)
 	uint32_t ep, gen;
 	uint64_t last;
 	uint16_t prev, turn;
-	const uint64_t t0 = (UINT64_C(1) << 46) + 5;
+	const uint64_t t0 = (UINT64_C(1) << 45) + 5;
 	ck_assert_int_eq(affinity_init(&a, 16, 100000), 0);
 	affinity_put(&a, 1, 3, 7, t0, 1);
 	for (uint16_t t = 2; t <= 4; t++) {
@@ -313,13 +313,72 @@ START_TEST(map_turn_back_is_shared)
 }
 END_TEST
 
+START_TEST(map_keys_back_or_lapsed)
+{
+	/* Each stored key has one outcome: back at its first lookup that
+	 * finds it live, whatever the lookups after; lapsed when it expires
+	 * or is evicted before that, turned back if it is stored again while
+	 * among the ghosts; a key the caller removes has none. The mark
+	 * survives refreshes and a move into another map. */
+	struct affinity a;
+	uint32_t ep, gen;
+	double n;
+	const uint64_t t0 = (UINT64_C(1) << 45) + 5;
+	ck_assert_int_eq(affinity_init(&a, 8, 1000), 0);
+	ck_assert_double_eq(affinity_back(&a, &n), 0);
+	ck_assert_double_eq(n, 0);
+	for (uint64_t k = 1; k <= 4; k++)
+		affinity_put(&a, k, 0, 0, t0, 0);
+	for (int i = 0; i < 3; i++) {
+		ck_assert(affinity_get(&a, 1, t0 + 10, &ep, &gen));
+		affinity_put(&a, 1, 0, 0, t0 + 10, 0); /* refreshed, still back */
+	}
+	ck_assert(affinity_remove(&a, 2, AFFINITY_NIL));
+	ck_assert_uint_eq(a.back, 1);
+	ck_assert_uint_eq(a.lapsed, 0);
+	/* 3 and 4 expire unseen (one on its lookup, one by housekeeping);
+	 * 1 expires too, but came back. */
+	ck_assert(!affinity_get(&a, 3, t0 + 1000, &ep, &gen));
+	ck_assert_uint_eq(affinity_expire(&a, t0 + 2000, 10), 2);
+	ck_assert_uint_eq(a.back, 1);
+	ck_assert_uint_eq(a.lapsed, 2);
+	ck_assert_double_eq_tol(affinity_back(&a, &n), 1.0 / 3, 0.01);
+	ck_assert_double_eq_tol(n, 3, 0.01);
+	/* 3 is stored again: back after all. 2 (removed) and 9 (new) are
+	 * not outcomes yet. */
+	affinity_put(&a, 3, 0, 0, t0 + 3000, 0);
+	affinity_put(&a, 2, 0, 0, t0 + 3000, 0);
+	affinity_put(&a, 9, 0, 0, t0 + 3000, 0);
+	ck_assert_uint_eq(a.back, 2);
+	ck_assert_uint_eq(a.lapsed, 1);
+	ck_assert_double_eq_tol(affinity_back(&a, &n), 2.0 / 3, 0.01);
+	/* Eviction lapses too: 8 more keys push out 3 (a new entry, its
+	 * own outcome), 2 and 9, none of them looked up. */
+	for (uint64_t k = 100; k < 108; k++)
+		affinity_put(&a, k, 0, 0, t0 + 3100, 0);
+	ck_assert_uint_eq(a.evictions, 3);
+	ck_assert_uint_eq(a.lapsed, 4);
+	/* Moved into another map, an entry that came back stays back. */
+	ck_assert(affinity_get(&a, 100, t0 + 3200, &ep, &gen));
+	struct affinity b;
+	ck_assert_int_eq(affinity_init(&b, 32, 1000), 0);
+	for (uint32_t i = affinity_oldest(&a); i != AFFINITY_NIL; i = affinity_newer(&a, i))
+		affinity_put_entry(&b, &a.e[i]);
+	ck_assert(affinity_get(&b, 100, t0 + 3300, &ep, &gen));
+	ck_assert(affinity_get(&b, 101, t0 + 3300, &ep, &gen));
+	ck_assert_uint_eq(b.back, 1);
+	affinity_finish(&b);
+	affinity_finish(&a);
+}
+END_TEST
+
 int main(void)
 {
 	const TTest *const tests[] = {
 		map_put_get_remove, map_ttl_expiry, map_lru_eviction, map_bytes_per_entry,
 		map_random_ops_match_model, map_prefetch_changes_nothing,
 		map_prefetch_reaches_displaced_keys, map_turn_beside_the_time,
-		map_turn_back_is_shared
+		map_turn_back_is_shared, map_keys_back_or_lapsed
 	};
 
 	return unit_run(unit_suite("core-affinity", "map", tests,

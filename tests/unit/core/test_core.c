@@ -751,8 +751,8 @@ START_TEST(prefix_window_keeps_the_conversation)
 END_TEST
 
 /* The first rendezvous choice of a new key of session h, which then
- * holds 5 in flight (under load_floor), the other endpoints none. */
-static int loaded_choice(struct fx *f, uint64_t h)
+ * holds load in flight, the other endpoints none. */
+static int choice_holding(struct fx *f, uint64_t h, uint32_t load)
 {
 	struct core_request rq = fx_session(h);
 	struct core_rng copy = f->rng;
@@ -763,9 +763,86 @@ static int loaded_choice(struct fx *f, uint64_t h)
 	int x = t.rank[0].endpoint;
 	for (int i = 0; i < f->n; i++)
 		ck_assert_int_eq(core_endpoint_sync(f->c, f->ep[i], CORE_ADMIN_ENABLED,
-						    f->ep[i] == x ? 5 : 0, f->now), 0);
+						    f->ep[i] == x ? load : 0, f->now), 0);
 	return x;
 }
+
+/* loaded_choice: 5 in flight (under load_floor). */
+static int loaded_choice(struct fx *f, uint64_t h)
+{
+	return choice_holding(f, h, 5);
+}
+
+/* Where a new key with one request more on its rendezvous choice than on
+ * the others goes, and whether explain says it went by keys_rarely_back. */
+static bool one_more_moves(struct fx *f, uint64_t key, bool *rare)
+{
+	int x = choice_holding(f, key, 1);
+	struct core_request rq = fx_session(key);
+	struct core_rng copy = f->rng;
+	struct core_decision d;
+	static struct core_trace t;
+	ck_assert_int_eq(core_explain(f->c, &rq, f->now, &copy, &d, &t), 0);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	*rare = t.by_rare;
+	ck_assert(!t.by_rare || t.by_load);
+	return d.endpoint != x;
+}
+
+/* Placed and answered keys [from, to), then their entries' TTL passed
+ * (back: each looked up again first). */
+static void keys_lapse(struct fx *f, uint64_t from, uint64_t to, bool back)
+{
+	for (uint64_t h = from; h < to; h++) {
+		struct core_request rq = fx_session(h * 0x9e3779b97f4a7c15ull);
+		struct core_decision d = fx_decide(f, &rq);
+		ck_assert_int_eq(fx_feedback(f, &d, 200, 100, false), 0);
+		if (back) {
+			d = fx_decide(f, &rq);
+			ck_assert_int_eq(d.reason, CORE_REASON_AFFINITY);
+			ck_assert_int_eq(fx_feedback(f, &d, 200, 100, false), 0);
+		}
+		f->now += 1001; /* the next put expires this one */
+	}
+}
+
+/* Where this agent's keys rarely come back (keys_rarely_back: 64
+ * outcomes, under 1 in 64 back), a new key goes to any lighter
+ * candidate: one request more on its rendezvous choice is a gap
+ * place_load_z keeps as noise. Before enough outcomes, or once keys come
+ * back, it stays. */
+START_TEST(new_key_by_any_gap_where_keys_do_not_come_back)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.routers = CORE_ROUTERS_SEVERAL;
+	p.explore_share = 0;
+	p.affinity_ttl_ms = 1000;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	for (int i = 0; i < 4; i++)
+		fx_warm(&f, f.ep[i], 100, 30);
+	bool rare;
+	keys_lapse(&f, 1, 60, false); /* 59 lapsed: too few to judge */
+	ck_assert(!one_more_moves(&f, 0xabc, &rare));
+	ck_assert(!rare);
+	keys_lapse(&f, 60, 80, false);
+	ck_assert(one_more_moves(&f, 0xabd, &rare));
+	ck_assert(rare);
+	/* Behind one HAProxy too. */
+	p.routers = CORE_ROUTERS_ONE;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	ck_assert(one_more_moves(&f, 0xabe, &rare));
+	ck_assert(rare);
+	/* Keys that come back: 3 in 80 are enough. */
+	p.routers = CORE_ROUTERS_SEVERAL;
+	ck_assert_int_eq(core_set_params(f.c, &p), 0);
+	keys_lapse(&f, 80, 83, true);
+	ck_assert(!one_more_moves(&f, 0xabf, &rare));
+	ck_assert(!rare);
+	fx_finish(&f);
+}
+END_TEST
 
 /* Behind several HAProxies, a key with no entry whose request is a later
  * turn was placed by another HAProxy: it goes to its rendezvous choice,
@@ -3406,6 +3483,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, ladder_order);
 	tcase_add_test(tc, prefix_window_keeps_the_conversation);
 	tcase_add_test(tc, later_turn_by_rendezvous_behind_several);
+	tcase_add_test(tc, new_key_by_any_gap_where_keys_do_not_come_back);
 	tcase_add_test(tc, session_scoped_to_caller);
 	suite_add_tcase(s, tc);
 
