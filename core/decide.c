@@ -575,8 +575,10 @@ static inline bool keys_rarely_back(const struct core *c)
 }
 
 /* A new key's endpoint: its rendezvous choice x (items[0, n) the
- * ranking, intact), or another by load (place_load_z, place_long_z),
- * else by slots (place_slots), if it can take the key as x could. A key
+ * ranking, intact), or another by load (place_load_z, place_long_z, any
+ * gap where keys rarely come back unless the request names its session:
+ * a session id is the client's word that it will), else by slots
+ * (place_slots), if it can take the key as x could. A key
  * with requests placed before its first answer (placed: its endpoint,
  * else UINT32_MAX) keeps the rendezvous choice: moving its next request
  * too would split it, and sending it after the first whatever the load
@@ -584,14 +586,14 @@ static inline bool keys_rarely_back(const struct core *c)
  * 0.2945). */
 static uint32_t place_by_load(struct core *c, const struct pick *k,
 			      const struct owned_view *o, uint32_t placed,
-			      uint32_t x, uint32_t n, uint64_t now_ms,
-			      struct core_trace *t)
+			      uint32_t x, uint32_t n, bool session,
+			      uint64_t now_ms, struct core_trace *t)
 {
 	if (placed != UINT32_MAX)
 		return x;
 	bool by_slots = false;
 	bool lng = place_long(c, k, x);
-	bool rare = !lng && c->place_z > 0 && keys_rarely_back(c);
+	bool rare = !lng && !session && c->place_z > 0 && keys_rarely_back(c);
 	uint32_t y = UINT32_MAX;
 	if (lng || c->place_z > 0)
 		y = lighter(c, x, n,
@@ -986,7 +988,9 @@ void decide(struct core *c, const struct core_request *req,
 				bool later = !c->alone && req->turn >= 2;
 				uint32_t x = warm_idx == UINT32_MAX && !later ?
 					     place_by_load(c, &k, o, ov.placed,
-							   it.endpoint, v->n, now_ms, t) :
+							   it.endpoint, v->n,
+							   req->session.present,
+							   now_ms, t) :
 					     it.endpoint;
 				if (t != NULL)
 					t->by_turn = warm_idx == UINT32_MAX && later;

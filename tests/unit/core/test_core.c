@@ -750,15 +750,23 @@ START_TEST(prefix_window_keeps_the_conversation)
 }
 END_TEST
 
-/* The first rendezvous choice of a new key of session h, which then
- * holds load in flight, the other endpoints none. */
-static int choice_holding(struct fx *f, uint64_t h, uint32_t load)
+/* A request whose only identity is its 8 KiB prefix window h. */
+static struct core_request window8(uint64_t h)
 {
-	struct core_request rq = fx_session(h);
+	struct core_request rq = { 0 };
+	rq.prefix[2] = (struct core_id){ true, h };
+	return rq;
+}
+
+/* The first rendezvous choice of a new key of rq, which then holds load
+ * in flight, the other endpoints none. */
+static int choice_of_holding(struct fx *f, const struct core_request *rq,
+			     uint32_t load)
+{
 	struct core_rng copy = f->rng;
 	struct core_decision d;
 	static struct core_trace t;
-	ck_assert_int_eq(core_explain(f->c, &rq, f->now, &copy, &d, &t), 0);
+	ck_assert_int_eq(core_explain(f->c, rq, f->now, &copy, &d, &t), 0);
 	ck_assert_uint_gt(t.n_rank, 0);
 	int x = t.rank[0].endpoint;
 	for (int i = 0; i < f->n; i++)
@@ -767,18 +775,20 @@ static int choice_holding(struct fx *f, uint64_t h, uint32_t load)
 	return x;
 }
 
-/* loaded_choice: 5 in flight (under load_floor). */
+/* The first rendezvous choice of a new key of session h, which then
+ * holds 5 in flight (under load_floor), the other endpoints none. */
 static int loaded_choice(struct fx *f, uint64_t h)
 {
-	return choice_holding(f, h, 5);
+	struct core_request rq = fx_session(h);
+	return choice_of_holding(f, &rq, 5);
 }
 
-/* Where a new key with one request more on its rendezvous choice than on
- * the others goes, and whether explain says it went by keys_rarely_back. */
-static bool one_more_moves(struct fx *f, uint64_t key, bool *rare)
+/* Where a new key (rq) with one request more on its rendezvous choice
+ * than on the others goes, and whether explain says it went by
+ * keys_rarely_back. */
+static bool one_more_moves(struct fx *f, struct core_request rq, bool *rare)
 {
-	int x = choice_holding(f, key, 1);
-	struct core_request rq = fx_session(key);
+	int x = choice_of_holding(f, &rq, 1);
 	struct core_rng copy = f->rng;
 	struct core_decision d;
 	static struct core_trace t;
@@ -794,7 +804,7 @@ static bool one_more_moves(struct fx *f, uint64_t key, bool *rare)
 static void keys_lapse(struct fx *f, uint64_t from, uint64_t to, bool back)
 {
 	for (uint64_t h = from; h < to; h++) {
-		struct core_request rq = fx_session(h * 0x9e3779b97f4a7c15ull);
+		struct core_request rq = window8(h * 0x9e3779b97f4a7c15ull);
 		struct core_decision d = fx_decide(f, &rq);
 		ck_assert_int_eq(fx_feedback(f, &d, 200, 100, false), 0);
 		if (back) {
@@ -809,8 +819,8 @@ static void keys_lapse(struct fx *f, uint64_t from, uint64_t to, bool back)
 /* Where this agent's keys rarely come back (keys_rarely_back: 64
  * outcomes, under 1 in 64 back), a new key goes to any lighter
  * candidate: one request more on its rendezvous choice is a gap
- * place_load_z keeps as noise. Before enough outcomes, or once keys come
- * back, it stays. */
+ * place_load_z keeps as noise. Before enough outcomes, once keys come
+ * back, or for a request that names its session, it stays. */
 START_TEST(new_key_by_any_gap_where_keys_do_not_come_back)
 {
 	struct core_params p;
@@ -824,21 +834,23 @@ START_TEST(new_key_by_any_gap_where_keys_do_not_come_back)
 		fx_warm(&f, f.ep[i], 100, 30);
 	bool rare;
 	keys_lapse(&f, 1, 60, false); /* 59 lapsed: too few to judge */
-	ck_assert(!one_more_moves(&f, 0xabc, &rare));
+	ck_assert(!one_more_moves(&f, window8(0xabc), &rare));
 	ck_assert(!rare);
 	keys_lapse(&f, 60, 80, false);
-	ck_assert(one_more_moves(&f, 0xabd, &rare));
+	ck_assert(one_more_moves(&f, window8(0xabd), &rare));
 	ck_assert(rare);
+	ck_assert(!one_more_moves(&f, fx_session(0xabd), &rare));
+	ck_assert(!rare);
 	/* Behind one HAProxy too. */
 	p.routers = CORE_ROUTERS_ONE;
 	ck_assert_int_eq(core_set_params(f.c, &p), 0);
-	ck_assert(one_more_moves(&f, 0xabe, &rare));
+	ck_assert(one_more_moves(&f, window8(0xabe), &rare));
 	ck_assert(rare);
 	/* Keys that come back: 3 in 80 are enough. */
 	p.routers = CORE_ROUTERS_SEVERAL;
 	ck_assert_int_eq(core_set_params(f.c, &p), 0);
 	keys_lapse(&f, 80, 83, true);
-	ck_assert(!one_more_moves(&f, 0xabf, &rare));
+	ck_assert(!one_more_moves(&f, window8(0xabf), &rare));
 	ck_assert(!rare);
 	fx_finish(&f);
 }
