@@ -18,7 +18,7 @@ engine's real previous reply. Phases, each asserting behaviour only:
             response headers fails (streams the kill cut are counted and
             printed), and the victim's conversations continue elsewhere;
   restart   the victim, restarted with an empty cache, gets at least 10% of
-            40 new conversations;
+            40 new conversations, sent one at a time;
   leastconn the affinity phase's traffic on a cold fleet with the agent
             stopped (HAProxy's leastconn): its cached share is printed next
             to warmlane's, not asserted.
@@ -309,7 +309,15 @@ def run(env, fleet, binary):
     s.wait_healthy()
     wait_up(env, victim)
     h.wait_until("the agent to see it", lambda: agent_sees_up(env, victim), timeout=10)
-    n = drive(env, dict(conversations=40, turns=1, seed=3, new_only=True, prefix="n"),
+    # One conversation at a time: with four at once, new keys follow load,
+    # and a server restarted with a cold cache answers its first (the
+    # shared system prompt's prefill) several times slower than its warm
+    # peers, so in a phase of about a second its share swung around the
+    # bar (2-9 of 40, the bar 4: a flaky test). One at a time, every
+    # decision finds the fleet idle and places by the keys' hash: what
+    # the phase asks is whether anything still keeps the victim out.
+    n = drive(env, dict(conversations=40, turns=1, seed=3, new_only=True, prefix="n",
+                        concurrency=1),
               "restart")
     report(n, "warmlane restart")
     assert_ok(n, "restart")
