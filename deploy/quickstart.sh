@@ -330,14 +330,10 @@ read -r p1 p2 p3 p4 < <(python3 -c 'import json, sys; print(*(i["port"] for i in
 # requests (policy.routers auto; docs/engine-load.md): on the engine
 # benchmark's fleet, 96 conversations of 8 turns, the cached share rose
 # from 77.1% to 80.2% over six runs (docs/policy-v2.md, section 45).
-slots= em1= em2= em3= em4=
-if [ "$fake" -eq 0 ]; then
-	slots=", slots: 1"
-	em1=", engine_metrics: \"http://127.0.0.1:$p1/metrics\""
-	em2=", engine_metrics: \"http://127.0.0.1:$p2/metrics\""
-	em3=", engine_metrics: \"http://127.0.0.1:$p3/metrics\""
-	em4=", engine_metrics: \"http://127.0.0.1:$p4/metrics\""
-fi
+# engine_fields PORT: an endpoint's slots and engine_metrics (none for the fakes)
+engine_fields() {
+	[ "$fake" -eq 1 ] || printf ', slots: 1, engine_metrics: "http://127.0.0.1:%s/metrics"' "$1"
+}
 cat >"$tmp/warmlane.yaml" <<EOF
 log_level: info
 listen: ["unix:$tmp/spoa.sock,mode=0660"]
@@ -350,10 +346,10 @@ log_input: { path: "$tmp/log.sock" }
 # 401/403s only make a key suspect: HAProxy's probe frontend checks it
 key_probe: { target: "unix:$tmp/probe.sock" }
 endpoints:
-  - { backend: llm, server: s1, models: [$model], weight: 1, keys: [k1]$slots$em1 }
-  - { backend: llm, server: s2, models: [$model, fake-large], weight: 1, keys: [k1]$slots$em2 }
-  - { backend: llm, server: s3, models: [$model], weight: 1, keys: [k1]$slots$em3 }
-  - { backend: llm, server: s4, models: [$model, fake-large], weight: 1, keys: [k1]$slots$em4 }
+  - { backend: llm, server: s1, models: [$model], weight: 1, keys: [k1]$(engine_fields $p1) }
+  - { backend: llm, server: s2, models: [$model, fake-large], weight: 1, keys: [k1]$(engine_fields $p2) }
+  - { backend: llm, server: s3, models: [$model], weight: 1, keys: [k1]$(engine_fields $p3) }
+  - { backend: llm, server: s4, models: [$model, fake-large], weight: 1, keys: [k1]$(engine_fields $p4) }
 EOF
 agent_pid=
 start_agent() {
