@@ -314,8 +314,9 @@ def run(env, fleet, binary):
     # shared system prompt's prefill) several times slower than its warm
     # peers, so in a phase of about a second its share swung around the
     # bar (2-9 of 40, the bar 4: a flaky test). One at a time, every
-    # decision finds the fleet idle and places by the keys' hash: what
-    # the phase asks is whether anything still keeps the victim out.
+    # decision finds the fleet idle and places by the keys' hash (5-6 of
+    # 40 to the victim in eight runs): what the phase asks is whether
+    # anything still keeps the victim out.
     n = drive(env, dict(conversations=40, turns=1, seed=3, new_only=True, prefix="n",
                         concurrency=1),
               "restart")
