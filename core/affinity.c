@@ -220,15 +220,18 @@ bool affinity_get_last(struct affinity *a, uint64_t key, uint64_t now_ms,
 		       uint32_t *endpoint, uint32_t *gen, uint64_t *last_ms)
 {
 	uint16_t prev;
-	return affinity_get_turn(a, key, now_ms, 0, endpoint, gen, last_ms, &prev);
+	bool shared;
+	return affinity_get_turn(a, key, now_ms, 0, endpoint, gen, last_ms, &prev,
+				 &shared);
 }
 
 bool affinity_get_turn(struct affinity *a, uint64_t key, uint64_t now_ms,
 		       uint16_t turn, uint32_t *endpoint, uint32_t *gen,
-		       uint64_t *last_ms, uint16_t *prev)
+		       uint64_t *last_ms, uint16_t *prev, bool *shared)
 {
 	uint32_t i = find_slot(a, key);
 	*prev = 0;
+	*shared = false;
 	if (i != AFFINITY_NIL) {
 		struct affinity_entry *x = &a->e[a->slots[i].ref - 1];
 		if (!expired(a, x, now_ms)) {
@@ -243,6 +246,7 @@ bool affinity_get_turn(struct affinity *a, uint64_t key, uint64_t now_ms,
 			if (turn != 0)
 				x->stamp = affinity_stamp(x, *last_ms, turn) |
 					   (turn <= *prev ? AFFINITY_SHARED : 0);
+			*shared = (x->stamp & AFFINITY_SHARED) != 0;
 			a->hits++;
 			return true;
 		}
@@ -267,6 +271,18 @@ bool affinity_peek_turn(const struct affinity *a, uint64_t key,
 	*gen = x->gen;
 	*last_ms = affinity_ms(x);
 	*turn = x->stamp & AFFINITY_SHARED ? 0 : affinity_turn(x);
+	return true;
+}
+
+bool affinity_peek_shared(const struct affinity *a, uint64_t key,
+			  uint64_t now_ms, uint32_t *endpoint, uint32_t *gen,
+			  uint64_t *last_ms, bool *shared)
+{
+	uint16_t turn;
+	if (!affinity_peek_turn(a, key, now_ms, endpoint, gen, last_ms, &turn))
+		return false;
+	uint32_t i = find_slot(a, key);
+	*shared = (a->e[a->slots[i].ref - 1].stamp & AFFINITY_SHARED) != 0;
 	return true;
 }
 

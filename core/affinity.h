@@ -135,10 +135,11 @@ bool affinity_get_last(struct affinity *a, uint64_t key, uint64_t now_ms,
 
 /* As affinity_get_last for a request of turn turn (0: unknown): *prev is
  * the turn the entry held (0: unknown), and from now on the entry holds
- * turn, unless that is 0. */
+ * turn, unless that is 0; *shared: the key's turns ever failed to step
+ * forward, this one's included (AFFINITY_SHARED). */
 bool affinity_get_turn(struct affinity *a, uint64_t key, uint64_t now_ms,
 		       uint16_t turn, uint32_t *endpoint, uint32_t *gen,
-		       uint64_t *last_ms, uint16_t *prev);
+		       uint64_t *last_ms, uint16_t *prev, bool *shared);
 /* affinity_get without a side effect (the command socket's show and
  * explain): no hit or miss counted, an expired entry left for the next
  * lookup; also gives the entry's last refresh. */
@@ -148,6 +149,11 @@ bool affinity_peek(const struct affinity *a, uint64_t key, uint64_t now_ms,
  * whose turns failed to step forward (AFFINITY_SHARED) and of one that
  * came back (AFFINITY_BACK) too. */
 void affinity_put_entry(struct affinity *a, const struct affinity_entry *x);
+/* As affinity_peek, and *shared as affinity_get_turn's (without this
+ * request's turn). */
+bool affinity_peek_shared(const struct affinity *a, uint64_t key,
+			  uint64_t now_ms, uint32_t *endpoint, uint32_t *gen,
+			  uint64_t *last_ms, bool *shared);
 /* As affinity_peek, and *turn is the turn the entry holds: 0 when unknown
  * or when the key's turns ever failed to step forward (AFFINITY_SHARED:
  * perhaps not one conversation's). */

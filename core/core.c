@@ -85,7 +85,7 @@ static int check_params(const struct core_params *p)
 		return -EINVAL;
 	if (!isfinite(p->slow_start) || !finite_ge(p->place_load_z, 0) ||
 	    !finite_ge(p->place_long_z, 0) ||
-	    !finite_ge(p->alone_place_load_z, 0) ||
+	    !finite_ge(p->alone_place_load_z, 0) || !finite_ge(p->hot_share, 0) ||
 	    (unsigned)p->routers >= CORE_ROUTERS_COUNT)
 		return -EINVAL;
 	return 0;
@@ -104,6 +104,7 @@ void routers_apply(struct core *c)
 	c->aff.ttl_ms = c->alone && c->p.alone_affinity_ttl_ms > c->p.affinity_ttl_ms ?
 			c->p.alone_affinity_ttl_ms : c->p.affinity_ttl_ms;
 	c->homes.ttl_ms = c->aff.ttl_ms;
+	c->twins.ttl_ms = c->aff.ttl_ms;
 	double share = routers_share(&c->routers);
 	c->floor_scale = c->alone || share <= 0 ? 1 :
 			 share >= 1 ? 1 :
@@ -127,6 +128,11 @@ static void routers_tick(struct core *c, uint64_t now_ms)
 	routers_update(&c->routers, decided, hinted, hinted - c->hints_own, now_ms,
 		       c->p.idle_reset_ms > 0 ? c->p.idle_reset_ms : 60 * 1000);
 }
+
+/* The twins map's capacity: hot keys are a share of the traffic each
+ * (hot_share of a server's part at least), so a few dozen at once; the
+ * map keeps the last ones of an affinity TTL, at 48 bytes each. */
+#define TWINS_CAP 1024u
 
 /* The homes map's size for an affinity map of cap entries: an eighth,
  * at least 1,024 (or cap). */
@@ -159,12 +165,16 @@ int core_create(struct core **out, const struct core_params *p)
 	c->p = *p;
 	c->log_tolerance = log(p->sticky_tolerance);
 	owned_init(&c->owned, p->owned_half_life_ms, 0);
+	hot_init(&c->hot, 0);
 	pool_init(&c->pool);
 	rc = affinity_init(&c->aff, p->affinity_max_entries, p->affinity_ttl_ms);
 	if (rc == 0)
 		rc = affinity_init(&c->homes, homes_cap(p->affinity_max_entries),
 				   p->affinity_ttl_ms);
+	if (rc == 0)
+		rc = affinity_init(&c->twins, TWINS_CAP, p->affinity_ttl_ms);
 	if (rc < 0) {
+		affinity_finish(&c->homes);
 		affinity_finish(&c->aff);
 		free(c);
 		return rc;
@@ -180,6 +190,7 @@ void core_destroy(struct core *c)
 		return;
 	affinity_finish(&c->aff);
 	affinity_finish(&c->homes);
+	affinity_finish(&c->twins);
 	pool_finish(&c->pool);
 	free(c->items);
 	for (int v = 0; v < VIEW_SLOTS; v++) {

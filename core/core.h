@@ -370,6 +370,12 @@ struct core_stats {
 	uint64_t explore_recovered;    /* its verdicts "recovered" */
 	uint64_t check_recovered;      /* health checks' verdicts "recovered"
 					* (core_endpoint_check) */
+	uint64_t twin_sends;           /* a hot key's requests sent to its
+					* second warm endpoint, the cheaper
+					* (policy.hot_share) */
+	uint64_t twin_spreads;         /* a hot key sent off its only warm
+					* endpoint, over the load bound, to
+					* warm a second */
 };
 
 /* Persistent statistics of an endpoint (state snapshot). Times are

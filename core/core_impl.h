@@ -10,6 +10,7 @@
 #include "breaker.h"
 #include "core.h"
 #include "explore.h"
+#include "hot.h"
 #include "owned.h"
 #include "pool.h"
 #include "rendezvous.h"
@@ -109,6 +110,14 @@ struct core {
 	 * goes back (learn.c, homes_note; decide.c, step 3). A smaller map:
 	 * only keys that failed over have an entry. */
 	struct affinity homes;
+	/* A hot key's second warm endpoint, its twin (policy.hot_share;
+	 * decide.c, step 3c; learn.c, twins_note): the endpoint it was on
+	 * before the one its entry names. TWINS_CAP entries: a key is hot
+	 * at a share of the traffic, so few are at once. */
+	struct affinity twins;
+	struct hot hot;          /* each key's share of the decisions */
+	uint64_t twin_sends;     /* core_stats.twin_sends */
+	uint64_t twin_spreads;   /* core_stats.twin_spreads */
 	uint64_t version;        /* bumped by anything that changes candidacy */
 	uint64_t map_rebuilds;   /* core_set_params rebuilt the map: walks restart */
 	/* Bumped by every change of an EWMA of that signal (pool_sig): a

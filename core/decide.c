@@ -660,6 +660,64 @@ static enum core_hint_use hint_step(struct core *c, const struct core_hint *h,
 	return CORE_HINT_REFUSED;
 }
 
+/* A key's twin (struct core, twins): the second endpoint it is warm on,
+ * when v has it and it may take the key as a warm entry's endpoint would;
+ * UINT32_MAX otherwise. *leaving: the twin named is warm_idx itself, the
+ * key being spread from it (its new endpoint has not answered yet). */
+static uint32_t twin_of(struct core *c, const struct view *v, uint64_t akey,
+			uint32_t warm_idx, const struct pick *k, uint64_t now_ms,
+			bool *leaving)
+{
+	uint32_t ep, gen;
+	uint64_t last;
+	*leaving = false;
+	if (c->twins.used == 0 ||
+	    !affinity_peek(&c->twins, akey, now_ms, &ep, &gen, &last))
+		return UINT32_MAX;
+	if (ep == warm_idx) {
+		*leaving = gen == c->pool.ep[warm_idx].gen;
+		return UINT32_MAX;
+	}
+	const struct pool_endpoint *e = pool_get(&c->pool, (int)ep);
+	return e != NULL && e->gen == gen && warm_usable(c, v, ep, k) ?
+	       ep : UINT32_MAX;
+}
+
+/* Step 3c (policy.hot_share): a key warm on its entry's endpoint warm_idx
+ * (usable: it may take the request, warm_usable) and on a twin goes to
+ * the cheaper of the two that can take it; the returned endpoint, or
+ * UINT32_MAX. *spread is set when the key should leave warm_idx through
+ * the ranking instead, to warm a second endpoint: it has no usable twin,
+ * it is hot (share, of the decisions, over hot_share x warm_idx's part
+ * of the weight), its turns go back (a prefix shared by many callers,
+ * not one conversation), and warm_idx, which could take it, is over the
+ * load bound (not only the warm slack's); *again, when an earlier
+ * request was spread so and the endpoint it went to has not answered
+ * yet. */
+static uint32_t twin_step(struct core *c, const struct view *v,
+			  uint64_t akey, uint32_t warm_idx, bool usable,
+			  bool shared, double share, const struct pick *k,
+			  uint64_t now_ms, bool *spread, bool *again,
+			  struct core_trace *t)
+{
+	*spread = false;
+	uint32_t tw = twin_of(c, v, akey, warm_idx, k, now_ms, again);
+	const struct pool_endpoint *e = &c->pool.ep[warm_idx];
+	if (t != NULL) {
+		t->hot_share = share;
+		t->twin_endpoint = tw == UINT32_MAX ? -1 : (int)tw;
+	}
+	if (tw != UINT32_MAX)
+		return !usable || p2c_cost(c, &c->pool.ep[tw], k, now_ms) <
+				  p2c_cost(c, e, k, now_ms) ? tw : UINT32_MAX;
+	*spread = usable && shared &&
+		  share > c->p.hot_share * e->weight / v->total_w &&
+		  !within_bound(c, e, k);
+	if (t != NULL)
+		t->twin_spread = *spread;
+	return UINT32_MAX;
+}
+
 /* Whether a key warm on slot idx, a candidate of all in a worse tier than
  * the decision may use, stays there: the hysteresis of tier_keeps, its
  * breaker CLOSED (no probe slot of a recovering worse endpoint is spent
@@ -810,6 +868,11 @@ void decide(struct core *c, const struct core_request *req,
 		       CORE_REASON_P2C, now_ms, out);
 		return;
 	}
+	/* The key's share of the keyed decisions (hot.h, step 3c). */
+	double share = 0;
+	if (c->p.hot_share > 0)
+		share = t != NULL ? hot_peek(&c->hot, out->akey, now_ms)
+				  : hot_note(&c->hot, out->akey, now_ms);
 
 	/* 3. The key's warm entry, if any. A request's turn says more
 	 * about the rung its key is on (turn_keyed, prior_window). */
@@ -819,9 +882,11 @@ void decide(struct core *c, const struct core_request *req,
 	uint32_t ep, gen;
 	uint64_t warm_ms = 0;
 	uint16_t prev_turn = 0;
-	if (t != NULL ? affinity_peek(&c->aff, out->akey, now_ms, &ep, &gen, &warm_ms)
+	bool shared = false;
+	if (t != NULL ? affinity_peek_shared(&c->aff, out->akey, now_ms, &ep, &gen,
+					     &warm_ms, &shared)
 		      : affinity_get_turn(&c->aff, out->akey, now_ms, c->decide_turn,
-					  &ep, &gen, &warm_ms, &prev_turn)) {
+					  &ep, &gen, &warm_ms, &prev_turn, &shared)) {
 		const struct pool_endpoint *e = pool_get(pool, (int)ep);
 		if (e != NULL && e->gen == gen)
 			warm_idx = ep;
@@ -887,7 +952,28 @@ void decide(struct core *c, const struct core_request *req,
 			return;
 		}
 	}
-	if (warm_idx != UINT32_MAX && warm_usable(c, v, warm_idx, &k)) {
+	/* 3c. A hot key warm on two endpoints: the cheaper one; on one
+	 * that is over the load bound, off to the ranking, to warm a second
+	 * (twin_step). Not a session's: a session is one conversation. */
+	bool usable = warm_idx != UINT32_MAX && warm_usable(c, v, warm_idx, &k);
+	bool spread = false;
+	if (warm_idx != UINT32_MAX && c->p.hot_share > 0 && !req->session.present) {
+		bool again;
+		uint32_t tw = twin_step(c, v, out->akey, warm_idx, usable, shared,
+					share, &k, now_ms, &spread, &again, t);
+		if (tw != UINT32_MAX) {
+			if (t == NULL)
+				c->twin_sends++;
+			commit(c, tw, CORE_REASON_AFFINITY, now_ms, out);
+			return;
+		}
+		if (spread && !again && t == NULL) {
+			c->twin_spreads++;
+			affinity_put(&c->twins, out->akey, warm_idx,
+				     pool->ep[warm_idx].gen, now_ms, 0);
+		}
+	}
+	if (usable && !spread) {
 		commit(c, warm_idx, CORE_REASON_AFFINITY, now_ms, out);
 		return;
 	}

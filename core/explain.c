@@ -174,7 +174,8 @@ int core_explain(struct core *c, const struct core_request *req,
 
 	*t = (struct core_trace){ .model = MODEL_NONE, .entry_endpoint = -1,
 				  .entry_window = -1,
-				  .home_endpoint = -1, .p2c_a = -1, .p2c_b = -1 };
+				  .home_endpoint = -1, .twin_endpoint = -1,
+				  .p2c_a = -1, .p2c_b = -1 };
 	t->has_akey = has_akey;
 	t->akey = akey;
 	if (req->model.len > 0 && pool->live > 0) {

@@ -396,13 +396,29 @@ static void homes_note(struct core *c, uint64_t akey, uint32_t idx,
 		affinity_put(&c->homes, akey, ep, gen, now_ms, 0);
 }
 
+/* Before akey's success on idx is recorded: a key served by its twin
+ * (decide.c, step 3c) swaps the two, the endpoint its entry named
+ * becoming its twin; both stay warm. */
+static void twins_note(struct core *c, uint64_t akey, uint32_t idx,
+		       uint64_t now_ms)
+{
+	uint32_t ep, gen, tw, tw_gen;
+	uint64_t last;
+	if (affinity_peek(&c->twins, akey, now_ms, &tw, &tw_gen, &last) &&
+	    tw == idx && affinity_peek(&c->aff, akey, now_ms, &ep, &gen, &last) &&
+	    ep != idx)
+		affinity_put(&c->twins, akey, ep, gen, now_ms, 0);
+}
+
 /* akey's request of turn turn succeeded on idx: its entry (and, tiered,
- * its home). */
+ * its home; hot, its twin). */
 static void remember(struct core *c, uint64_t akey, uint32_t idx,
 		     const struct pool_endpoint *e, uint16_t turn, uint64_t now_ms)
 {
 	if (c->tiered)
 		homes_note(c, akey, idx, e, now_ms);
+	if (c->twins.used > 0)
+		twins_note(c, akey, idx, now_ms);
 	affinity_put(&c->aff, akey, idx, e->gen, now_ms, turn);
 }
 

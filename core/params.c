@@ -23,6 +23,7 @@ void core_params_defaults(struct core_params *p)
 		.load_floor = 6,
 		.load_floor_e2e = 8,
 		.warm_slack = 6,
+		.hot_share = 0.5,
 		.place_choices = 1,
 		.place_load_z = 1.5,
 		.routers = CORE_ROUTERS_AUTO,

@@ -166,6 +166,22 @@ struct core_params {
 	 * slow server's queue on average over idle_reset (pick.h, queued).
 	 * 0: the bound alone. */
 	uint32_t warm_slack;               /* 6 */
+	/* A key is hot while its share of the last minute's keyed
+	 * decisions (hot.h) is over hot_share x its warm endpoint's part of
+	 * the candidates' weight: one key that alone is worth half a
+	 * server's traffic, a system prompt shared by many callers. When
+	 * its requests go back to the same turn (a shared prefix, not one
+	 * conversation: AFFINITY_SHARED) and carry no session id, and its
+	 * endpoint is over the load bound (within_bound, not the warm
+	 * slack), it is sent once by the rendezvous ranking to warm a
+	 * second endpoint, its twin; from then on each of its requests
+	 * goes to the cheaper of the two (p2c_cost), both warm. One
+	 * endpoint serving a key of a quarter of the traffic keeps a batch
+	 * around each of its hits that the TTFT p90 measures (groups:
+	 * warmlane 37.2 ms against chash-bounded's 35.1, which spreads it
+	 * over four at 0.018 of hit rate). Measured (docs/policy-v2.md,
+	 * section 47). 0: off. */
+	double hot_share;                  /* 0.5 */
 	/* A key without a warm entry (new, expired, or its endpoint left)
 	 * goes to the cheapest (pick.h, p2c_cost: in flight x latency /
 	 * weight) of the first place_choices rendezvous candidates that are

@@ -46,6 +46,8 @@ void core_stats(const struct core *c, struct core_stats *out)
 		.explore_recovered = c->explore.recovered,
 		.check_recovered = c->explore.check_recovered,
 		.hints_own = c->hints_own,
+		.twin_sends = c->twin_sends,
+		.twin_spreads = c->twin_spreads,
 	};
 	memcpy(out->decisions, c->decisions, sizeof(out->decisions));
 	memcpy(out->tier_decisions, c->tier_decisions, sizeof(out->tier_decisions));
@@ -57,6 +59,7 @@ void core_stats(const struct core *c, struct core_stats *out)
 uint32_t core_affinity_expire(struct core *c, uint64_t now_ms, uint32_t max)
 {
 	affinity_expire(&c->homes, now_ms, max);
+	affinity_expire(&c->twins, now_ms, max);
 	return affinity_expire(&c->aff, now_ms, max);
 }
 

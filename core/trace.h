@@ -78,6 +78,11 @@ struct core_trace {
 	bool entry_start;         /* not slow from its start (slow_start_leave) */
 	int home_endpoint;        /* back from a worse tier to its home: the
 				   * endpoint; -1 none, or it cannot take it */
+	double hot_share;         /* the key's share of the decisions (hot.h) */
+	int twin_endpoint;        /* its second warm endpoint (step 3c); -1
+				   * none, or it cannot take it */
+	bool twin_spread;         /* off its only warm endpoint, to warm a
+				   * second (policy.hot_share) */
 	/* Step 4. */
 	bool ranked;
 	uint32_t n_rank;

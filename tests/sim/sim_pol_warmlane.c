@@ -108,6 +108,7 @@ static void *wl_create(const struct sim_policy_env *env)
 		{ "prior_ttfb_ms", &p.prior_ttfb_ms, NULL },
 		{ "cost_weight_per_ms", &p.cost_weight_per_ms, NULL },
 		{ "owned_bound", &p.owned_bound, NULL },
+		{ "hot_share", &p.hot_share, NULL },
 		{ "place_load_z", &p.place_load_z, NULL },
 		{ "alone_place_load_z", &p.alone_place_load_z, NULL },
 		{ "alone_affinity_ttl_ms", NULL, &p.alone_affinity_ttl_ms },

@@ -219,36 +219,37 @@ START_TEST(map_turn_beside_the_time)
 	uint32_t ep, gen;
 	uint64_t last;
 	uint16_t prev;
+	bool shared;
 	const uint64_t t0 = (UINT64_C(1) << 45) + 5; /* near the top of 46 bits */
 	ck_assert_int_eq(affinity_init(&a, 16, 1000), 0);
 	affinity_put(&a, 1, 3, 7, t0, 2);
-	ck_assert(affinity_get_turn(&a, 1, t0 + 10, 5, &ep, &gen, &last, &prev));
+	ck_assert(affinity_get_turn(&a, 1, t0 + 10, 5, &ep, &gen, &last, &prev, &shared));
 	ck_assert_uint_eq(prev, 2);
 	ck_assert_uint_eq(last, t0);
 	ck_assert_uint_eq(ep, 3);
 	ck_assert_uint_eq(gen, 7);
 	/* Turn 0 (unknown) reads it and leaves it. */
-	ck_assert(affinity_get_turn(&a, 1, t0 + 20, 0, &ep, &gen, &last, &prev));
+	ck_assert(affinity_get_turn(&a, 1, t0 + 20, 0, &ep, &gen, &last, &prev, &shared));
 	ck_assert_uint_eq(prev, 5);
-	ck_assert(affinity_get_turn(&a, 1, t0 + 30, 0, &ep, &gen, &last, &prev));
+	ck_assert(affinity_get_turn(&a, 1, t0 + 30, 0, &ep, &gen, &last, &prev, &shared));
 	ck_assert_uint_eq(prev, 5);
 	/* A refresh and a put of turn 0 keep it; a put of another sets it. */
 	ck_assert(affinity_refresh(&a, 1, 3, 7, t0 + 500));
 	affinity_put(&a, 1, 3, 7, t0 + 600, 0);
 	ck_assert(affinity_get_last(&a, 1, t0 + 700, &ep, &gen, &last));
 	ck_assert_uint_eq(last, t0 + 600);
-	ck_assert(affinity_get_turn(&a, 1, t0 + 700, 0, &ep, &gen, &last, &prev));
+	ck_assert(affinity_get_turn(&a, 1, t0 + 700, 0, &ep, &gen, &last, &prev, &shared));
 	ck_assert_uint_eq(prev, 5);
 	affinity_put(&a, 1, 4, 7, t0 + 800, UINT16_MAX);
-	ck_assert(affinity_get_turn(&a, 1, t0 + 900, 0, &ep, &gen, &last, &prev));
+	ck_assert(affinity_get_turn(&a, 1, t0 + 900, 0, &ep, &gen, &last, &prev, &shared));
 	ck_assert_uint_eq(prev, UINT16_MAX);
 	ck_assert_uint_eq(last, t0 + 800);
 	ck_assert_uint_eq(ep, 4);
 	/* The TTL runs from the time alone; a new entry knows no turn. */
-	ck_assert(!affinity_get_turn(&a, 1, t0 + 1800, 9, &ep, &gen, &last, &prev));
+	ck_assert(!affinity_get_turn(&a, 1, t0 + 1800, 9, &ep, &gen, &last, &prev, &shared));
 	ck_assert_uint_eq(prev, 0);
 	affinity_put(&a, 1, 4, 7, t0 + 1800, 0);
-	ck_assert(affinity_get_turn(&a, 1, t0 + 1801, 0, &ep, &gen, &last, &prev));
+	ck_assert(affinity_get_turn(&a, 1, t0 + 1801, 0, &ep, &gen, &last, &prev, &shared));
 	ck_assert_uint_eq(prev, 0);
 	affinity_finish(&a);
 }
@@ -264,23 +265,32 @@ START_TEST(map_turn_back_is_shared)
 	uint32_t ep, gen;
 	uint64_t last;
 	uint16_t prev, turn;
+	bool shared;
 	const uint64_t t0 = (UINT64_C(1) << 45) + 5;
 	ck_assert_int_eq(affinity_init(&a, 16, 100000), 0);
 	affinity_put(&a, 1, 3, 7, t0, 1);
 	for (uint16_t t = 2; t <= 4; t++) {
-		ck_assert(affinity_get_turn(&a, 1, t0 + t, t, &ep, &gen, &last, &prev));
-		ck_assert(affinity_get_turn(&a, 1, t0 + t, 0, &ep, &gen, &last, &prev));
+		ck_assert(affinity_get_turn(&a, 1, t0 + t, t, &ep, &gen, &last, &prev, &shared));
+		ck_assert(!shared);
+		ck_assert(affinity_get_turn(&a, 1, t0 + t, 0, &ep, &gen, &last, &prev, &shared));
+		ck_assert(!shared);
 		ck_assert(affinity_peek_turn(&a, 1, t0 + t, &ep, &gen, &last, &turn));
 		ck_assert_uint_eq(turn, t);
+		ck_assert(affinity_peek_shared(&a, 1, t0 + t, &ep, &gen, &last, &shared));
+		ck_assert(!shared);
 	}
-	ck_assert(affinity_get_turn(&a, 1, t0 + 10, 2, &ep, &gen, &last, &prev));
+	/* The lookup that goes back says so itself. */
+	ck_assert(affinity_get_turn(&a, 1, t0 + 10, 2, &ep, &gen, &last, &prev, &shared));
+	ck_assert(shared);
+	ck_assert(affinity_peek_shared(&a, 1, t0 + 10, &ep, &gen, &last, &shared));
+	ck_assert(shared);
 	ck_assert_uint_eq(prev, 4);
 	ck_assert(affinity_peek_turn(&a, 1, t0 + 10, &ep, &gen, &last, &turn));
 	ck_assert_uint_eq(turn, 0);
 	ck_assert_uint_eq(last, t0); /* a lookup refreshes nothing */
 	ck_assert(affinity_refresh(&a, 1, 3, 7, t0 + 20));
 	affinity_put(&a, 1, 3, 7, t0 + 30, 3);
-	ck_assert(affinity_get_turn(&a, 1, t0 + 40, 4, &ep, &gen, &last, &prev));
+	ck_assert(affinity_get_turn(&a, 1, t0 + 40, 4, &ep, &gen, &last, &prev, &shared));
 	ck_assert_uint_eq(prev, 3);
 	ck_assert(affinity_peek_turn(&a, 1, t0 + 40, &ep, &gen, &last, &turn));
 	ck_assert_uint_eq(turn, 0);
@@ -291,7 +301,7 @@ START_TEST(map_turn_back_is_shared)
 	affinity_put(&a, 1, 3, 7, t0 + 50, 5);
 	ck_assert(affinity_peek_turn(&a, 1, t0 + 50, &ep, &gen, &last, &turn));
 	ck_assert_uint_eq(turn, 5);
-	ck_assert(affinity_get_turn(&a, 1, t0 + 60, 5, &ep, &gen, &last, &prev));
+	ck_assert(affinity_get_turn(&a, 1, t0 + 60, 5, &ep, &gen, &last, &prev, &shared));
 	ck_assert(affinity_peek_turn(&a, 1, t0 + 60, &ep, &gen, &last, &turn));
 	ck_assert_uint_eq(turn, 0);
 	/* Moved into another map (a resize), an entry keeps its mark and
@@ -306,8 +316,11 @@ START_TEST(map_turn_back_is_shared)
 	ck_assert_uint_eq(last, t0 + 50);
 	ck_assert(affinity_peek_turn(&b, 2, t0 + 80, &ep, &gen, &last, &turn));
 	ck_assert_uint_eq(turn, 6);
-	ck_assert(affinity_get_turn(&b, 1, t0 + 80, 0, &ep, &gen, &last, &prev));
+	ck_assert(affinity_get_turn(&b, 1, t0 + 80, 0, &ep, &gen, &last, &prev, &shared));
 	ck_assert_uint_eq(prev, 5);
+	ck_assert(shared);
+	ck_assert(affinity_peek_shared(&b, 2, t0 + 80, &ep, &gen, &last, &shared));
+	ck_assert(!shared);
 	affinity_finish(&b);
 	affinity_finish(&a);
 }

@@ -1025,6 +1025,150 @@ START_TEST(slow_start_leave_moves_warm_keys)
 }
 END_TEST
 
+/* Hot keys (policy.hot_share): how one prefix key's requests of turn
+ * turn (0: unknown) go, on a pool of 4 with load_floor 0 so that the load
+ * bound speaks at a request or two, after `others` requests of other
+ * keys, each answered. Its first request is answered on x; its second
+ * goes there too (nothing in flight); its third, with the second still
+ * out, finds x over the bound (2 > ceil(1.5 x 2 / 4)). Returns the third
+ * one's endpoint, x in *x; *spreads the core's count. */
+static struct core_request hot_req(uint64_t h, uint16_t turn, bool session)
+{
+	return (struct core_request){ .prefix = { { true, h } }, .turn = turn,
+				      .session = { session, h } };
+}
+
+static int hot_third(double hot_share, uint16_t turn_step, bool session,
+		     int others, int *x, uint64_t *spreads)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.load_floor = 0;
+	p.hot_share = hot_share;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	for (int i = 0; i < others; i++, f.now += 10) {
+		struct core_request o = hot_req(1000 + (uint64_t)i, 1, false);
+		struct core_decision d = fx_decide(&f, &o);
+		ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
+		core_endpoint_complete(f.c, d.endpoint);
+	}
+	uint16_t turn = 1;
+	struct core_request a = hot_req(7, turn, session);
+	struct core_decision d1 = fx_decide(&f, &a);
+	ck_assert_int_eq(fx_feedback(&f, &d1, 200, 40, false), 0);
+	core_endpoint_complete(f.c, d1.endpoint);
+	*x = d1.endpoint;
+	f.now += 10;
+	a.turn = turn += turn_step;
+	struct core_decision d2 = fx_decide(&f, &a);
+	ck_assert_int_eq(d2.endpoint, *x);
+	ck_assert_int_eq(d2.reason, CORE_REASON_AFFINITY);
+	a.turn = turn += turn_step;
+	struct core_decision d3 = fx_decide(&f, &a);
+	struct core_stats cs;
+	core_stats(f.c, &cs);
+	*spreads = cs.twin_spreads;
+	fx_finish(&f);
+	return d3.endpoint;
+}
+
+START_TEST(hot_key_spreads_only_when_hot_and_shared)
+{
+	/* The third request leaves x only for a key that is hot (all the
+	 * traffic here), whose turns go back (1, 1, 1) and that has no
+	 * session id; with hot_share 0, turns that step forward (one
+	 * conversation), a session id, or a share under hot_share x 1/4
+	 * (3 of 43 requests: 7%, under 12.5%) it keeps its warm entry
+	 * within the warm slack. */
+	int x;
+	uint64_t spreads;
+	int e = hot_third(0.5, 0, false, 0, &x, &spreads);
+	ck_assert_int_ne(e, x);
+	ck_assert_uint_eq(spreads, 1);
+	e = hot_third(0, 0, false, 0, &x, &spreads);
+	ck_assert_int_eq(e, x);
+	ck_assert_uint_eq(spreads, 0);
+	e = hot_third(0.5, 1, false, 0, &x, &spreads);
+	ck_assert_int_eq(e, x);
+	ck_assert_uint_eq(spreads, 0);
+	e = hot_third(0.5, 0, true, 0, &x, &spreads);
+	ck_assert_int_eq(e, x);
+	ck_assert_uint_eq(spreads, 0);
+	e = hot_third(0.5, 0, false, 40, &x, &spreads);
+	ck_assert_int_eq(e, x);
+	ck_assert_uint_eq(spreads, 0);
+}
+END_TEST
+
+START_TEST(hot_key_goes_to_the_cheaper_twin)
+{
+	/* A hot key spread from x to y (hot_third's first case), answered
+	 * there: both warm, each later request goes to the one with fewer
+	 * in flight (equal latencies; a tie keeps the entry's), reason
+	 * affinity, and an answer from the twin swaps the two. */
+	struct core_params p;
+	core_params_defaults(&p);
+	p.load_floor = 0;
+	struct fx f;
+	fx_init(&f, 4, &p);
+	struct core_request a = hot_req(7, 1, false);
+	struct core_decision d = fx_decide(&f, &a);
+	ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
+	core_endpoint_complete(f.c, d.endpoint);
+	int x = d.endpoint;
+	f.now += 10;
+	struct core_decision d2 = fx_decide(&f, &a); /* x: 1 in flight */
+	ck_assert_int_eq(d2.endpoint, x);
+	/* explain says so first, and changes nothing */
+	struct core_trace t;
+	struct core_decision de;
+	struct core_rng rng = f.rng;
+	ck_assert_int_eq(core_explain(f.c, &a, f.now, &rng, &de, &t), 0);
+	ck_assert(t.twin_spread);
+	ck_assert_int_eq(t.twin_endpoint, -1);
+	ck_assert(t.hot_share > 0.99);
+	ck_assert_int_ne(de.endpoint, x);
+	struct core_decision d3 = fx_decide(&f, &a); /* spread */
+	ck_assert_int_eq(d3.endpoint, de.endpoint);
+	int y = d3.endpoint;
+	ck_assert_int_ne(y, x);
+	ck_assert_int_eq(d3.reason, CORE_REASON_HASH);
+	ck_assert_int_eq(fx_feedback(&f, &d3, 200, 40, false), 0);
+	core_endpoint_complete(f.c, y);
+	/* x 1 in flight, y 0: y (its entry now) */
+	struct core_decision d4 = fx_decide(&f, &a);
+	ck_assert_int_eq(d4.endpoint, y);
+	ck_assert_int_eq(d4.reason, CORE_REASON_AFFINITY);
+	/* 1 and 1: a tie keeps the entry's, y */
+	struct core_decision d5 = fx_decide(&f, &a);
+	ck_assert_int_eq(d5.endpoint, y);
+	/* y 2, x 1: its twin x */
+	rng = f.rng;
+	ck_assert_int_eq(core_explain(f.c, &a, f.now, &rng, &de, &t), 0);
+	ck_assert(!t.twin_spread);
+	ck_assert_int_eq(t.twin_endpoint, x);
+	ck_assert_int_eq(de.endpoint, x);
+	struct core_decision d6 = fx_decide(&f, &a);
+	ck_assert_int_eq(d6.endpoint, x);
+	ck_assert_int_eq(d6.reason, CORE_REASON_AFFINITY);
+	struct core_stats cs;
+	core_stats(f.c, &cs);
+	ck_assert_uint_eq(cs.twin_sends, 1);
+	ck_assert_uint_eq(cs.twin_spreads, 1);
+	/* x answers it: the entry names x, y is the twin; with y lighter
+	 * (its two complete) the next goes to y. */
+	ck_assert_int_eq(fx_feedback(&f, &d6, 200, 40, false), 0);
+	core_endpoint_complete(f.c, y);
+	core_endpoint_complete(f.c, y);
+	struct core_decision d7 = fx_decide(&f, &a);
+	ck_assert_int_eq(d7.endpoint, y);
+	core_stats(f.c, &cs);
+	ck_assert_uint_eq(cs.twin_sends, 2);
+	fx_finish(&f);
+}
+END_TEST
+
 static Suite *policy_suite(void)
 {
 	Suite *s = suite_create("core-policy");
@@ -1050,6 +1194,10 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, owned_counts_a_key_once);
 	tcase_add_test(tc, owned_counts_concurrent_requests_once);
 	tcase_add_test(tc, owned_bound_rejects_bad_params);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("hot keys");
+	tcase_add_test(tc, hot_key_spreads_only_when_hot_and_shared);
+	tcase_add_test(tc, hot_key_goes_to_the_cheaper_twin);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("slow start");
 	tcase_add_test(tc, slow_start_passes_over_new_keys);
