@@ -124,6 +124,9 @@ void config_check_policy(struct config_check *s, const struct raw_policy *rp,
 			 &p->load_floor_e2e);
 	config_check_u32(s, "policy.warm_slack", rp->warm_slack, 0, 1000000,
 			 &p->warm_slack);
+	/* 0: off (core_params.hot_share). */
+	config_check_double(s, "policy.hot_share", rp->hot_share, 0, true, 100,
+			    &p->hot_share);
 	config_check_u32(s, "policy.place_choices", rp->place_choices, 1, 64,
 			 &p->place_choices);
 	/* 0: off (core_params.place_load_z). */

@@ -100,6 +100,7 @@ static const cyaml_schema_field_t policy_fields[] = {
 	INT("load_floor", struct raw_policy, load_floor),
 	INT("load_floor_e2e", struct raw_policy, load_floor_e2e),
 	INT("warm_slack", struct raw_policy, warm_slack),
+	FLT("hot_share", struct raw_policy, hot_share),
 	INT("place_choices", struct raw_policy, place_choices),
 	FLT("place_load_z", struct raw_policy, place_load_z),
 	STR("routers", struct raw_policy, routers),

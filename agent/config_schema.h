@@ -90,6 +90,7 @@ struct raw_policy {
 	double *load_floor;
 	double *load_floor_e2e;
 	double *warm_slack;
+	double *hot_share;
 	double *place_choices;
 	double *place_load_z;
 	char *routers;

@@ -419,6 +419,16 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 				ctl_out_printf(o, "slow from its start (slow_start_leave)\n");
 			else
 				ctl_out_printf(o, "warm hit\n");
+			if (t->twin_endpoint >= 0) {
+				ctl_out_printf(o, "   hot key (%.1f%% of the requests): "
+					       "twin -> ", 100 * t->hot_share);
+				ctl_out_ep_name(o, core, t->twin_endpoint, false);
+				ctl_out_printf(o, ", the cheaper of the two takes it\n");
+			} else if (t->twin_spread) {
+				ctl_out_printf(o, "   hot key (%.1f%% of the requests) over "
+					       "the load bound: off to warm a second "
+					       "server (hot_share)\n", 100 * t->hot_share);
+			}
 		}
 	}
 	if (t->ranked) {
@@ -535,6 +545,11 @@ static void explain_json(struct ctl_cmd *cmd, const struct core *core,
 			       t->entry_bounded ? "true" : "false",
 			       t->entry_start ? "true" : "false");
 		ctl_out_ep_name(o, core, t->home_endpoint, true);
+		ctl_out_printf(o, ",\"hot_share\":");
+		ctl_out_num(o, t->hot_share, true);
+		ctl_out_printf(o, ",\"twin\":");
+		ctl_out_ep_name(o, core, t->twin_endpoint, true);
+		ctl_out_printf(o, ",\"twin_spread\":%s", t->twin_spread ? "true" : "false");
 		if (t->entry_window >= 0)
 			ctl_out_printf(o, ",\"prefix\":%d", t->entry_window + 1);
 		else

@@ -46,6 +46,7 @@ static void assert_params_eq(const struct core_params *a,
 	ck_assert_uint_eq(a->load_floor, b->load_floor);
 	ck_assert_uint_eq(a->load_floor_e2e, b->load_floor_e2e);
 	ck_assert_uint_eq(a->warm_slack, b->warm_slack);
+	ck_assert(a->hot_share == b->hot_share);
 	ck_assert_uint_eq(a->place_choices, b->place_choices);
 	ck_assert(a->owned_bound == b->owned_bound);
 	ck_assert(a->place_load_z == b->place_load_z);
@@ -149,6 +150,7 @@ static const char full_yaml[] =
 	"  load_floor: 2\n"
 	"  load_floor_e2e: 6\n"
 	"  warm_slack: 3\n"
+	"  hot_share: 1.5\n"
 	"  place_choices: 3\n"
 	"  owned_bound: 0.25\n"
 	"  place_load_z: 2.5\n"
@@ -225,6 +227,7 @@ START_TEST(full_file)
 	ck_assert_uint_eq(p->load_floor, 2);
 	ck_assert_uint_eq(p->load_floor_e2e, 6);
 	ck_assert_uint_eq(p->warm_slack, 3);
+	ck_assert(p->hot_share == 1.5);
 	ck_assert_uint_eq(p->place_choices, 3);
 	ck_assert(p->owned_bound == 0.25);
 	ck_assert(p->place_load_z == 2.5);
@@ -829,6 +832,10 @@ START_TEST(semantic_session_scope)
 	assert_has(err, "t.yaml:1:30: policy.alone_place_load_z: must be in [0, 100], got -1");
 	ck_assert_int_eq(load(&cfg, "policy: {alone_affinity_ttl: 0s}\n"), -EINVAL);
 	assert_has(err, "t.yaml:1:30: policy.alone_affinity_ttl: must be between 1s and");
+	ck_assert_int_eq(load(&cfg, "policy: {hot_share: -0.5}\n"), -EINVAL);
+	assert_has(err, "t.yaml:1:21: policy.hot_share: must be in [0, 100], got -0.5");
+	ck_assert_int_eq(load(&cfg, "policy: {hot_share: 0}\n"), 0);
+	ck_assert(cfg.params.hot_share == 0);
 	config_finish(&cfg);
 }
 END_TEST
