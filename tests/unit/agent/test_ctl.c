@@ -720,6 +720,59 @@ START_TEST(test_explain_long_prompt)
 }
 END_TEST
 
+/* policy.hot_share through explain: one prefix key, turn 1 each time (a
+ * system prompt many callers share), all the traffic. Answered on x and
+ * then held there, it is over the load bound: explain says it goes off
+ * to warm a second server; once that one answered, explain names it as
+ * the twin, text and JSON. */
+static uint64_t hot_decide(struct fix *f, struct route_decision *out)
+{
+	struct route_request req;
+	memset(&req, 0, sizeof(req));
+	for (int i = 0; i < ROUTE_ARG_COUNT; i++)
+		req.args[i] = spop_data_null();
+	req.args[ROUTE_ARG_PREFIX1] = spop_data_int64(7);
+	req.args[ROUTE_ARG_TURN] = spop_data_int64(1);
+	req.now_ms = uv_now(&f->h.loop);
+	route_decide(&f->h.srv.route, &req, out);
+	return out->akey;
+}
+
+START_TEST(test_explain_hot_key)
+{
+	struct fix f;
+	fix_abc(&f, "load_floor: 0, owned_bound: -1, explore_share: 0");
+	struct route_decision d1, d2, d3;
+	hot_decide(&f, &d1);
+	char x[64];
+	snprintf(x, sizeof(x), "%s/%s", d1.backend, d1.server);
+	feedback(&f, x, 200, 100, &d1);
+	core_endpoint_complete(f.h.srv.route.core, d1.endpoint);
+	hot_decide(&f, &d2); /* x, held */
+	ck_assert_str_eq(d2.server, d1.server);
+	char *a = talk(&f, "explain prefix1=7 turn=1\n");
+	ck_assert_msg(strstr(a, "of the requests) over the load bound: off to warm "
+			     "a second server (hot_share)\n") != NULL, "%s", a);
+	ck_assert_msg(strstr(a, " reason=hash\n") != NULL, "%s", a);
+	hot_decide(&f, &d3);
+	ck_assert_str_ne(d3.server, d1.server);
+	char y[64];
+	snprintf(y, sizeof(y), "%s/%s", d3.backend, d3.server);
+	feedback(&f, y, 200, 100, &d3);
+	a = talk(&f, "explain prefix1=7 turn=1\n");
+	fprintf(stderr, "# warmlanectl explain prefix1=7 turn=1\n%s", a);
+	char want[128];
+	snprintf(want, sizeof(want), ": twin -> %s, the cheaper of the two takes it\n", x);
+	ck_assert_msg(strstr(a, want) != NULL, "%s", a);
+	a = talk(&f, "explain prefix1=7 turn=1 -json\n");
+	snprintf(want, sizeof(want), "\"twin\":{\"backend\":\"%s\",\"server\":\"%s\",",
+		 d1.backend, d1.server);
+	ck_assert_msg(strstr(a, want) != NULL, "%s", a);
+	ck_assert_msg(strstr(a, "\"twin_spread\":false") != NULL, "%s", a);
+	fix_finish(&f);
+}
+END_TEST
+
 /* A server holding a slow server's queue on average: a at 3 in flight
  * and b and c at 0 for a minute of runtime polls, the anonymous
  * requests of each poll to b and c; explain says a's load floor does not
@@ -945,6 +998,7 @@ static Suite *ctl_suite(void)
 	tcase_add_test(tc, test_explain_spill);
 	tcase_add_test(tc, test_explain_p2c_margin);
 	tcase_add_test(tc, test_explain_long_prompt);
+	tcase_add_test(tc, test_explain_hot_key);
 	tcase_add_test(tc, test_explain_floor_lifted);
 	suite_add_tcase(s, tc);
 	TCase *bad = tcase_create("bad input");
