@@ -1852,6 +1852,65 @@ def turns(binary, version):
             f"one caller's turns made the verdict: {after}"
 
 
+def hotkey(binary, version):
+    """policy.hot_share (docs/policy-v2.md, section 47), the defaults: one
+    system prompt of 2 KiB that every request shares, a short question of
+    its own after it (one user message: HAProxy's turn argument is 1 for
+    each, so the key's turns go back), no session id. Its 1 KiB prefix
+    key is all the traffic: hot. 12 at a time on four servers whose
+    answers stream for 0.4 s: its server holds more than the load floor
+    (6) and the bound, and the key is sent once to warm a second one
+    (warmlane_twin_spreads_total 1); then each request goes to the
+    cheaper of the two. The same prompt with a session id, 8 at a time
+    (over the bound, within the warm slack: fair share + 6), stays on
+    one server: a session is one conversation. Counts, not times."""
+    with fe.FleetEnv("hotkey", version) as env:
+        env.start([fe.instance(n, fast=False, base_ms=10.0, prefill_ms_per_block=0.0,
+                               decode_ms_per_token=10.0) for n in ("s1", "s2", "s3", "s4")],
+                  binary)
+        system = f"hot {version}: " + "You answer questions about the manual. " * 52
+
+        def ask(i, session=None):
+            body = json.dumps({"model": "m1", "max_tokens": 40, "stream": True,
+                               "messages": [{"role": "system", "content": system},
+                                            {"role": "user", "content": short(i, "hq")}]},
+                              separators=(",", ":")).encode()
+            assert 1024 <= len(body) < 4096, f"body of {len(body)} bytes: not one window"
+            return body, {"x-session-id": session} if session else {}, "hot"
+
+        def metric(name):
+            return fe.metric_sum(fe.parse_metrics(env.metrics_text()[0]), name)
+        first = fe.drive(env.port, lambda i: ask(i), n=1, concurrency=1)
+        fe.assert_all_ok(first, "the first request")
+        recs = fe.drive(env.port, lambda i: ask(i + 1), n=120, concurrency=12)
+        fe.assert_all_ok(recs, "the shared prompt")
+        summary(env, recs, "one shared system prompt, 12 at a time")
+        per = fe.by(recs, "served")
+        spreads = metric("warmlane_twin_spreads_total")
+        sends = metric("warmlane_twin_sends_total")
+        log(f"shared prompt: {fe.fmt_counts(per)}; spreads {spreads:.0f}, "
+            f"sent to the twin {sends:.0f}")
+        sess = fe.drive(env.port, lambda i: ask(1000 + i, "one-conversation"), n=80,
+                        concurrency=8)
+        fe.assert_all_ok(sess, "the session")
+        # Its first 8, sent before its first answer, are a new key's
+        # (reason hash, the load bound); from then on its warm entry's.
+        warm = [r for r in sess if r.reason == "affinity"]
+        sess_per = fe.by(warm, "served")
+        log(f"with a session id: {fe.fmt_counts(fe.by(sess, 'served'))}, "
+            f"of them by its warm entry {fe.fmt_counts(sess_per)}")
+        env.stop_agent_checked()
+        assert spreads == 1, f"{spreads:.0f} spreads, not one: {fe.fmt_counts(per)}"
+        assert len(per) == 2, f"the hot key on {fe.fmt_counts(per)}, not two servers"
+        assert min(per.values()) >= 120 // 5, \
+            f"the twin took too little: {fe.fmt_counts(per)}"
+        assert sends >= 1, "no request went to the twin"
+        assert all(r.reason == "affinity" for r in recs[len(recs) // 2:]), \
+            f"late reasons {fe.fmt_counts(fe.by(recs[len(recs) // 2:], 'reason'))}"
+        assert len(warm) >= 60 and len(sess_per) == 1, \
+            f"a session's warm requests on {fe.fmt_counts(sess_per)}"
+
+
 SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimit, "breaker": breaker,
              "deadkey": deadkey, "maint": maint, "haproxyown": haproxyown, "models": models,
              "sessionscope": sessionscope, "sizedrecover": sizedrecover,
@@ -1859,7 +1918,7 @@ SCENARIOS = {"affinity": affinity, "agentloop": agentloop, "ratelimit": ratelimi
              "slowleave2": slowleave2,
              "recover": recover, "recovercheck": recovercheck, "tiers": tiers, "tiersrestart": tiers_restart, "slowstart": slowstart,
              "longprompt": longprompt, "spread": spread, "slowfail": slowfail,
-             "slowqueue": slowqueue, "turns": turns}
+             "slowqueue": slowqueue, "turns": turns, "hotkey": hotkey}
 
 if __name__ == "__main__":
     sys.exit(h.main(SCENARIOS))
