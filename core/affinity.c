@@ -257,33 +257,45 @@ bool affinity_get_turn(struct affinity *a, uint64_t key, uint64_t now_ms,
 	return false;
 }
 
+/* key's live entry without a side effect, its endpoint, generation and
+ * last refresh set; NULL when it has none: every peek's lookup. */
+static const struct affinity_entry *peek_entry(const struct affinity *a,
+					       uint64_t key, uint64_t now_ms,
+					       uint32_t *endpoint, uint32_t *gen,
+					       uint64_t *last_ms)
+{
+	uint32_t i = find_slot(a, key);
+	if (i == AFFINITY_NIL)
+		return NULL;
+	const struct affinity_entry *x = &a->e[a->slots[i].ref - 1];
+	if (expired(a, x, now_ms))
+		return NULL;
+	*endpoint = x->endpoint;
+	*gen = x->gen;
+	*last_ms = affinity_ms(x);
+	return x;
+}
+
 bool affinity_peek_turn(const struct affinity *a, uint64_t key,
 			uint64_t now_ms, uint32_t *endpoint, uint32_t *gen,
 			uint64_t *last_ms, uint16_t *turn)
 {
-	uint32_t i = find_slot(a, key);
-	if (i == AFFINITY_NIL)
-		return false;
-	const struct affinity_entry *x = &a->e[a->slots[i].ref - 1];
-	if (expired(a, x, now_ms))
-		return false;
-	*endpoint = x->endpoint;
-	*gen = x->gen;
-	*last_ms = affinity_ms(x);
-	*turn = x->stamp & AFFINITY_SHARED ? 0 : affinity_turn(x);
-	return true;
+	const struct affinity_entry *x = peek_entry(a, key, now_ms, endpoint, gen,
+						    last_ms);
+	if (x != NULL)
+		*turn = x->stamp & AFFINITY_SHARED ? 0 : affinity_turn(x);
+	return x != NULL;
 }
 
 bool affinity_peek_shared(const struct affinity *a, uint64_t key,
 			  uint64_t now_ms, uint32_t *endpoint, uint32_t *gen,
 			  uint64_t *last_ms, bool *shared)
 {
-	uint16_t turn;
-	if (!affinity_peek_turn(a, key, now_ms, endpoint, gen, last_ms, &turn))
-		return false;
-	uint32_t i = find_slot(a, key);
-	*shared = (a->e[a->slots[i].ref - 1].stamp & AFFINITY_SHARED) != 0;
-	return true;
+	const struct affinity_entry *x = peek_entry(a, key, now_ms, endpoint, gen,
+						    last_ms);
+	if (x != NULL)
+		*shared = (x->stamp & AFFINITY_SHARED) != 0;
+	return x != NULL;
 }
 
 bool affinity_peek(const struct affinity *a, uint64_t key, uint64_t now_ms,
