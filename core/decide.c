@@ -868,11 +868,16 @@ void decide(struct core *c, const struct core_request *req,
 		       CORE_REASON_P2C, now_ms, out);
 		return;
 	}
-	/* The key's share of the keyed decisions (hot.h, step 3c). */
+	/* The key's share of the keyed decisions (hot.h), for step 3c,
+	 * which never spreads a session (one conversation): every keyed
+	 * decision counts in the total, a session's key takes no place. */
+	bool twin_rule = c->p.hot_share > 0 && !req->session.present;
 	double share = 0;
-	if (c->p.hot_share > 0)
+	if (twin_rule)
 		share = t != NULL ? hot_peek(&c->hot, out->akey, now_ms)
 				  : hot_note(&c->hot, out->akey, now_ms);
+	else if (c->p.hot_share > 0 && t == NULL)
+		hot_tick(&c->hot, now_ms);
 
 	/* 3. The key's warm entry, if any. A request's turn says more
 	 * about the rung its key is on (turn_keyed, prior_window). */
@@ -954,10 +959,10 @@ void decide(struct core *c, const struct core_request *req,
 	}
 	/* 3c. A hot key warm on two endpoints: the cheaper one; on one
 	 * that is over the load bound, off to the ranking, to warm a second
-	 * (twin_step). Not a session's: a session is one conversation. */
+	 * (twin_step). */
 	bool usable = warm_idx != UINT32_MAX && warm_usable(c, v, warm_idx, &k);
 	bool spread = false;
-	if (warm_idx != UINT32_MAX && c->p.hot_share > 0 && !req->session.present) {
+	if (warm_idx != UINT32_MAX && twin_rule) {
 		bool again;
 		uint32_t tw = twin_step(c, v, out->akey, warm_idx, usable, shared,
 					share, &k, now_ms, &spread, &again, t);

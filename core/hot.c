@@ -30,7 +30,8 @@ static inline double count_in(struct hot_slot *s, uint64_t key, double inc)
 	return s->n;
 }
 
-double hot_note(struct hot *h, uint64_t key, uint64_t now_ms)
+/* Counts one decision in the total at now_ms; returns its weight. */
+static double tick(struct hot *h, uint64_t now_ms)
 {
 	double rescale, inc = owned_increment(&h->clk, now_ms, &rescale);
 	if (rescale != 1) {
@@ -39,6 +40,17 @@ double hot_note(struct hot *h, uint64_t key, uint64_t now_ms)
 		h->total *= rescale;
 	}
 	h->total += inc;
+	return inc;
+}
+
+void hot_tick(struct hot *h, uint64_t now_ms)
+{
+	tick(h, now_ms);
+}
+
+double hot_note(struct hot *h, uint64_t key, uint64_t now_ms)
+{
+	double inc = tick(h, now_ms);
 	return count_in(&h->slot[place_of(key)], key, inc) / h->total;
 }
 

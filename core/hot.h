@@ -36,6 +36,10 @@ void hot_init(struct hot *h, uint64_t now_ms);
  * allocation: O(1), but once every 40 half-lives O(HOT_SLOTS). */
 double hot_note(struct hot *h, uint64_t key, uint64_t now_ms);
 
+/* Counts one decision whose key's share is never asked (a session's:
+ * decide.c, step 3c) in the total only: it takes no place. */
+void hot_tick(struct hot *h, uint64_t now_ms);
+
 /* What hot_note would return, without counting (core_explain). */
 double hot_peek(const struct hot *h, uint64_t key, uint64_t now_ms);
 

@@ -1,5 +1,6 @@
 /* test_hot.c - core: the hot keys' table (hot.c): a large share keeps its
- * place against rare keys, shares decay, peek says what note returns. */
+ * place against rare keys, shares decay, peek says what note returns,
+ * a tick counts in the total only. */
 #include <check.h>
 #include <stdlib.h>
 
@@ -75,6 +76,22 @@ START_TEST(hot_peek_is_the_next_note)
 }
 END_TEST
 
+START_TEST(hot_tick_counts_in_the_total_only)
+{
+	/* A decision of no key of interest (a session's) halves the share
+	 * of a key that had all of them, and takes no place from it. */
+	struct hot h;
+	hot_init(&h, 0);
+	double alone = 0;
+	for (int i = 0; i < 50; i++)
+		alone = hot_note(&h, 42, 1000);
+	ck_assert_double_eq_tol(alone, 1.0, 1e-9);
+	for (int i = 0; i < 50; i++)
+		hot_tick(&h, 1000);
+	ck_assert_double_eq_tol(hot_peek(&h, 42, 1000), 51.0 / 101.0, 1e-9);
+}
+END_TEST
+
 static Suite *hot_suite(void)
 {
 	Suite *s = suite_create("hot");
@@ -82,6 +99,7 @@ static Suite *hot_suite(void)
 	tcase_add_test(tc, hot_share_of_a_large_key);
 	tcase_add_test(tc, hot_share_decays);
 	tcase_add_test(tc, hot_peek_is_the_next_note);
+	tcase_add_test(tc, hot_tick_counts_in_the_total_only);
 	suite_add_tcase(s, tc);
 	return s;
 }
