@@ -834,6 +834,10 @@ START_TEST(semantic_session_scope)
 	assert_has(err, "t.yaml:1:30: policy.alone_affinity_ttl: must be between 1s and");
 	ck_assert_int_eq(load(&cfg, "policy: {hot_share: -0.5}\n"), -EINVAL);
 	assert_has(err, "t.yaml:1:21: policy.hot_share: must be in [0, 100], got -0.5");
+	ck_assert_int_eq(load(&cfg, "policy: {hot_share: .nan}\n"), -EINVAL);
+	assert_has(err, "t.yaml:1:21: policy.hot_share: \".nan\" is not a number");
+	ck_assert_int_eq(load(&cfg, "policy: {hot_share: 101}\n"), -EINVAL);
+	assert_has(err, "t.yaml:1:21: policy.hot_share: must be in [0, 100], got 101");
 	ck_assert_int_eq(load(&cfg, "policy: {hot_share: 0}\n"), 0);
 	ck_assert(cfg.params.hot_share == 0);
 	config_finish(&cfg);

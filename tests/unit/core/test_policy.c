@@ -1101,6 +1101,27 @@ START_TEST(hot_key_spreads_only_when_hot_and_shared)
 }
 END_TEST
 
+START_TEST(hot_share_rejects_bad_params)
+{
+	/* Not a finite share of 0 or more: refused at creation and by a
+	 * reload, which keeps the value in force. */
+	struct core_params p;
+	core_params_defaults(&p);
+	struct core *c = NULL;
+	const double bad[] = { NAN, INFINITY, -0.5 };
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		p.hot_share = bad[i];
+		ck_assert_int_eq(core_create(&c, &p), -EINVAL);
+	}
+	p.hot_share = 0; /* off */
+	ck_assert_int_eq(core_create(&c, &p), 0);
+	p.hot_share = NAN;
+	ck_assert_int_eq(core_set_params(c, &p), -EINVAL);
+	ck_assert(core_params(c)->hot_share == 0);
+	core_destroy(c);
+}
+END_TEST
+
 START_TEST(hot_key_goes_to_the_cheaper_twin)
 {
 	/* A hot key spread from x to y (hot_third's first case), answered
@@ -1198,6 +1219,7 @@ static Suite *policy_suite(void)
 	tc = tcase_create("hot keys");
 	tcase_add_test(tc, hot_key_spreads_only_when_hot_and_shared);
 	tcase_add_test(tc, hot_key_goes_to_the_cheaper_twin);
+	tcase_add_test(tc, hot_share_rejects_bad_params);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("slow start");
 	tcase_add_test(tc, slow_start_passes_over_new_keys);
