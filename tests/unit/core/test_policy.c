@@ -1025,6 +1025,33 @@ START_TEST(slow_start_leave_moves_warm_keys)
 }
 END_TEST
 
+/* A prefix key's request of turn turn (0: unknown), with a session id
+ * of the same hash if session. */
+static struct core_request hot_req(uint64_t h, uint16_t turn, bool session)
+{
+	return (struct core_request){ .prefix = { { true, h } }, .turn = turn,
+				      .session = { session, h } };
+}
+
+/* One request of r, answered at 40 ms and completed: its endpoint. */
+static int hot_answered(struct fx *f, const struct core_request *r)
+{
+	struct core_decision d = fx_decide(f, r);
+	ck_assert_int_eq(fx_feedback(f, &d, 200, 40, false), 0);
+	core_endpoint_complete(f->c, d.endpoint);
+	return d.endpoint;
+}
+
+/* The pool of 4 the hot key tests run on: load_floor 0, hot_share. */
+static void hot_pool(struct fx *f, double hot_share)
+{
+	struct core_params p;
+	core_params_defaults(&p);
+	p.load_floor = 0;
+	p.hot_share = hot_share;
+	fx_init(f, 4, &p);
+}
+
 /* Hot keys (policy.hot_share): how one prefix key's requests of turn
  * turn (0: unknown) go, on a pool of 4 with load_floor 0 so that the load
  * bound speaks at a request or two, after `others` requests of other
@@ -1032,33 +1059,18 @@ END_TEST
  * goes there too (nothing in flight); its third, with the second still
  * out, finds x over the bound (2 > ceil(1.5 x 2 / 4)). Returns the third
  * one's endpoint, x in *x; *spreads the core's count. */
-static struct core_request hot_req(uint64_t h, uint16_t turn, bool session)
-{
-	return (struct core_request){ .prefix = { { true, h } }, .turn = turn,
-				      .session = { session, h } };
-}
-
 static int hot_third(double hot_share, uint16_t turn_step, bool session,
 		     int others, int *x, uint64_t *spreads)
 {
-	struct core_params p;
-	core_params_defaults(&p);
-	p.load_floor = 0;
-	p.hot_share = hot_share;
 	struct fx f;
-	fx_init(&f, 4, &p);
+	hot_pool(&f, hot_share);
 	for (int i = 0; i < others; i++, f.now += 10) {
 		struct core_request o = hot_req(1000 + (uint64_t)i, 1, false);
-		struct core_decision d = fx_decide(&f, &o);
-		ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
-		core_endpoint_complete(f.c, d.endpoint);
+		hot_answered(&f, &o);
 	}
 	uint16_t turn = 1;
 	struct core_request a = hot_req(7, turn, session);
-	struct core_decision d1 = fx_decide(&f, &a);
-	ck_assert_int_eq(fx_feedback(&f, &d1, 200, 40, false), 0);
-	core_endpoint_complete(f.c, d1.endpoint);
-	*x = d1.endpoint;
+	*x = hot_answered(&f, &a);
 	f.now += 10;
 	a.turn = turn += turn_step;
 	struct core_decision d2 = fx_decide(&f, &a);
@@ -1128,16 +1140,10 @@ START_TEST(hot_key_goes_to_the_cheaper_twin)
 	 * there: both warm, each later request goes to the one with fewer
 	 * in flight (equal latencies; a tie keeps the entry's), reason
 	 * affinity, and an answer from the twin swaps the two. */
-	struct core_params p;
-	core_params_defaults(&p);
-	p.load_floor = 0;
 	struct fx f;
-	fx_init(&f, 4, &p);
+	hot_pool(&f, 0.5);
 	struct core_request a = hot_req(7, 1, false);
-	struct core_decision d = fx_decide(&f, &a);
-	ck_assert_int_eq(fx_feedback(&f, &d, 200, 40, false), 0);
-	core_endpoint_complete(f.c, d.endpoint);
-	int x = d.endpoint;
+	int x = hot_answered(&f, &a);
 	f.now += 10;
 	struct core_decision d2 = fx_decide(&f, &a); /* x: 1 in flight */
 	ck_assert_int_eq(d2.endpoint, x);
