@@ -469,7 +469,10 @@ static void explain_text(struct ctl_cmd *cmd, const struct core *core,
 				       t->by_long ? "place_long_z: a long prompt" :
 				       t->by_rare ? "keys rarely come back here: nothing to keep on its choice" :
 						    "place_load_z");
-		if (t->by_slots)
+		if (t->by_wait)
+			ctl_out_printf(o, "   a new key: every slot of its choice busy and none free, "
+				       "to the first with fewer waiting (place_slots)\n");
+		else if (t->by_slots)
 			ctl_out_printf(o, "   a new key: every slot of its choice busy, to the first with one free (place_slots)\n");
 		if (t->by_turn)
 			ctl_out_printf(o, "   a later turn's key, new here: its rendezvous choice, "

@@ -251,8 +251,13 @@ struct core_params {
 	 * place_load_z allows for cannot tell a busy one-slot engine (1 in
 	 * flight) from an idle one (0): this rule needs no statistics, only
 	 * the engine's size, and agents that see the same counts still pick
-	 * the same candidate (docs/policy-v2.md, section 13). Endpoints
-	 * without slots are never left by it. false: off. */
+	 * the same candidate (docs/policy-v2.md, section 13). No slot free
+	 * anywhere, to the first with the fewest requests waiting for one,
+	 * fewer than X has: between two polls the agent counts its own
+	 * decisions and not yet the answers, so every one-slot engine looks
+	 * busy just after a round of answers, and the hash alone put three
+	 * of four new keys on one (section 48). Endpoints without slots are
+	 * never left by it. false: off. */
 	bool place_slots;                  /* true */
 	/* A key placed by the rendezvous ranking (no usable warm entry)
 	 * passes over candidates that already own more than (1 + owned_bound)

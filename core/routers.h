@@ -279,6 +279,17 @@ static inline bool routers_turn(struct routers *r, uint16_t prev, uint16_t turn,
 	return r->turns_alone != was;
 }
 
+/* Whether other HAProxies are shown routing these engines' traffic
+ * without sharing placements: the engines' counts at a share under
+ * ROUTERS_SEVERAL, or the turns skipping as often as ROUTERS_TURN_SEVERAL
+ * once ROUTERS_TURN_MIN have counted. Not before either shows it: not
+ * shown is not alone. */
+static inline bool routers_several(const struct routers *r)
+{
+	return (r->engine >= ROUTERS_MIN && r->own < ROUTERS_SEVERAL * r->engine) ||
+	       (r->turns >= ROUTERS_TURN_MIN && r->skips >= ROUTERS_TURN_SEVERAL);
+}
+
 /* The turns' skip share; -1 before ROUTERS_TURN_MIN turns counted. */
 static inline double routers_skips(const struct routers *r)
 {

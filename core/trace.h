@@ -103,6 +103,8 @@ struct core_trace {
 				    * choice, not by load */
 	bool by_slots;             /* a new key sent to a free slot: every
 				    * slot of its choice was busy (place_slots) */
+	bool by_wait;              /* by_slots, none free: to the fewest
+				    * waiting for one */
 	/* Step 5: the two random choices and their costs. */
 	bool p2c;
 	int p2c_a, p2c_b;

@@ -276,6 +276,8 @@ static const char *wl_detail(const struct core_trace *t)
 			return t->entry ? "stale-other" : "new-other";
 		if (t->by_load)
 			return t->entry ? "stale-by-load" : "new-by-load";
+		if (t->by_wait)
+			return t->entry ? "stale-by-wait" : "new-by-wait";
 		if (t->by_slots)
 			return t->entry ? "stale-by-slots" : "new-by-slots";
 		if (t->n_rank > 0 && t->rank[0].endpoint == d->endpoint)

@@ -2107,7 +2107,7 @@ static int place_slots_decide(const struct core_request *r, bool on,
 	struct core_rng copy = f.rng;
 	struct core_decision e;
 	ck_assert_int_eq(core_explain(f.c, r, f.now, &copy, &e, &t), 0);
-	ck_assert(!t.by_load);
+	ck_assert(!t.by_load && !t.by_wait);
 	ck_assert_int_eq(t.by_slots, e.endpoint != x);
 	struct core_decision d = fx_decide(&f, r);
 	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
@@ -2168,6 +2168,83 @@ START_TEST(place_slots_new_keys_to_a_free_slot)
 		ck_assert_int_eq(place_slots_decide(&r, false, one, x, 1, y, 0, false), x);
 		ck_assert_int_eq(place_slots_decide(&r, true, x_only, x, 1, y, 0, false), y);
 		ck_assert_int_eq(place_slots_decide(&r, true, x_only, x, 1, y, 1, false), z);
+	}
+}
+END_TEST
+
+/* A new key r on fx_init_slots's pool (slots[i] slots each), endpoint i
+ * holding load[i] requests, one failure in f_idx's breaker window (-1:
+ * none), x its rendezvous choice, policy.routers routers: where it goes
+ * with place_slots on. */
+static int place_slots_busy_as(const struct core_request *r, int x,
+			       const uint32_t slots[4], const uint32_t load[4],
+			       int f_idx, enum core_routers routers)
+{
+	struct core_params p;
+	new_key_params(&p);
+	p.routers = routers;
+	struct fx f;
+	fx_init_slots(&f, &p, slots);
+	if (f_idx >= 0)
+		fx_observe(&f, f_idx, 500, 10, false, 0, false);
+	for (int i = 0; i < 4; i++)
+		core_endpoint_sync(f.c, i, CORE_ADMIN_ENABLED, load[i], f.now);
+	struct core_trace t;
+	struct core_rng copy = f.rng;
+	struct core_decision e;
+	ck_assert_int_eq(core_explain(f.c, r, f.now, &copy, &e, &t), 0);
+	ck_assert(!t.by_load);
+	struct core_decision d = fx_decide(&f, r);
+	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
+	ck_assert_int_eq(d.endpoint, e.endpoint);
+	ck_assert_int_eq(t.by_slots, d.endpoint != x);
+	uint32_t s = slots[d.endpoint], l = load[d.endpoint];
+	ck_assert_int_eq(t.by_wait, t.by_slots && (s > 0 ? l >= s : l > 0));
+	fx_finish(&f);
+	return d.endpoint;
+}
+
+static int place_slots_busy(const struct core_request *r, int x,
+			    const uint32_t slots[4], const uint32_t load[4],
+			    int f_idx)
+{
+	return place_slots_busy_as(r, x, slots, load, f_idx, CORE_ROUTERS_AUTO);
+}
+
+START_TEST(place_slots_new_keys_to_the_shortest_wait)
+{
+	/* Every slot busy (a view between two polls: this agent's own
+	 * decisions since the last are counted, the answers not yet): a new
+	 * key whose choice x has more waiting than another goes to the one
+	 * with the fewest waiting, the best ranked of them; a wait as long
+	 * everywhere keeps x (a queue everywhere is no reason to leave the
+	 * hash); a candidate with a failure in its window is not taken;
+	 * slots unknown, x. Behind several HAProxies that share nothing
+	 * (configured, or shown: routers.h), a free slot only: x. */
+	static const uint32_t one[4] = { 1, 1, 1, 1 };
+	static const uint32_t none[4] = { 0, 0, 0, 0 };
+	for (uint64_t key = 1; key <= 40; key++) {
+		struct core_request r = fx_session(key * 0x9e3779b97f4a7c15ull);
+		int x, y, z;
+		first_three_choices(&r, &x, &y, &z);
+		int w = 6 - x - y - z;
+		uint32_t load[4];
+#define LOADS(lx, ly, lz, lw) \
+	(load[x] = (lx), load[y] = (ly), load[z] = (lz), load[w] = (lw), load)
+		ck_assert_int_eq(place_slots_busy(&r, x, one, LOADS(2, 1, 1, 1), -1), y);
+		ck_assert_int_eq(place_slots_busy(&r, x, one, LOADS(2, 2, 1, 1), -1), z);
+		ck_assert_int_eq(place_slots_busy(&r, x, one, LOADS(3, 2, 2, 1), -1), w);
+		ck_assert_int_eq(place_slots_busy(&r, x, one, LOADS(1, 1, 1, 1), -1), x);
+		ck_assert_int_eq(place_slots_busy(&r, x, one, LOADS(2, 2, 2, 2), -1), x);
+		ck_assert_int_eq(place_slots_busy(&r, x, one, LOADS(2, 1, 1, 1), y), z);
+		ck_assert_int_eq(place_slots_busy(&r, x, none, LOADS(2, 1, 1, 1), -1), x);
+		ck_assert_int_eq(place_slots_busy_as(&r, x, one, LOADS(2, 1, 1, 1), -1,
+						     CORE_ROUTERS_SEVERAL), x);
+		ck_assert_int_eq(place_slots_busy_as(&r, x, one, LOADS(2, 1, 1, 0), -1,
+						     CORE_ROUTERS_SEVERAL), w);
+		ck_assert_int_eq(place_slots_busy_as(&r, x, one, LOADS(2, 1, 1, 1), -1,
+						     CORE_ROUTERS_ONE), y);
+#undef LOADS
 	}
 }
 END_TEST
@@ -3531,6 +3608,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, place_long_prompts_on_a_smaller_gap);
 	tcase_add_test(tc, place_load_keeps_warm_keys);
 	tcase_add_test(tc, place_slots_new_keys_to_a_free_slot);
+	tcase_add_test(tc, place_slots_new_keys_to_the_shortest_wait);
 	tcase_add_test(tc, slots_sources);
 	tcase_add_test(tc, spill_when_all_hashed_choices_fail);
 	tcase_add_test(tc, p2c_spreads_without_identity);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "fixture.h"
+#include "routers.h"
 #include "trace.h"
 
 static struct core_completion end_of(int ep)
@@ -270,6 +271,33 @@ static void turn_round(struct fx *f, uint64_t key, uint16_t turn, bool prefix)
  * HAProxy routes the conversations' other turns. Turn 2 after 1, a
  * retry, a fork, a key shared by conversations (a short prefix window)
  * say nothing. */
+/* routers_several: other HAProxies shown by the engines' counts (a share
+ * under 0.6 once there is load to judge) or by the turns (a skip share of
+ * 0.10 once 50 have counted); neither before there is enough of either. */
+START_TEST(routers_several_when_shown)
+{
+	struct routers r = { .at_ms = 0 };
+	ck_assert(!routers_several(&r));
+	routers_note(&r, 5, 10);
+	ck_assert(!routers_several(&r)); /* 10 of the 20 engine requests */
+	routers_note(&r, 5, 10);
+	ck_assert(routers_several(&r));  /* 0.5 of 20 */
+	routers_note(&r, 30, 20);
+	ck_assert(!routers_several(&r)); /* 40 of 40 */
+
+	struct routers t = { .at_ms = 0 };
+	uint16_t turn = 3;
+	for (unsigned i = 0; i < ROUTERS_TURN_MIN - 1; i++, turn++)
+		routers_turn(&t, turn - 2, turn, 0, 1000); /* every one skips */
+	ck_assert(!routers_several(&t));
+	routers_turn(&t, turn - 2, turn, 0, 1000);
+	ck_assert(routers_several(&t));
+	for (unsigned i = 0; i < 200; i++, turn++)
+		routers_turn(&t, turn - 1, turn, 0, 1000); /* none skips */
+	ck_assert(!routers_several(&t));
+}
+END_TEST
+
 START_TEST(routers_alone_by_the_turns)
 {
 	struct fx f;
@@ -516,6 +544,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(tc, own_count_survives_engine_view);
 	tcase_add_test(tc, foreign_load_steers_placement);
 	tcase_add_test(tc, routers_alone_by_the_engines_counts);
+	tcase_add_test(tc, routers_several_when_shown);
 	tcase_add_test(tc, routers_alone_by_the_turns);
 	tcase_add_loop_test(tc, routers_turns_one_caller_at_most_half, 0, 2);
 	tcase_add_loop_test(tc, floor_is_this_agents_share, 0, 2);
