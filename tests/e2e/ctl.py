@@ -172,7 +172,11 @@ def slots(binary, version):
     session T whose first choice is some server X holds X's one slot with
     a long answer; a new session S whose first choice is X too is then
     explained as leaving it for a free slot, and goes where explain says,
-    reason hash. Ordered by waits on what the agent shows, never by time."""
+    reason hash. Then no slot is free: a long answer holds each other
+    server, T's next turn waits in X's queue in HAProxy (X: 2 in flight,
+    the others 1), and a new session S2 whose first choice is X too is
+    explained as leaving it for the fewest waiting, and goes there.
+    Ordered by waits on what the agent shows, never by time."""
     ctl = h.ctl_binary()
     with fe.FleetEnv("ctl-slots", version) as env:
         sock = env.path("ctl.sock")
@@ -196,30 +200,47 @@ def slots(binary, version):
             assert m, out
             return m.group(1), out
 
+        def first_choices(want):
+            """{server: [n sessions whose first choice it is]} for want
+            {server: n}, explained on an idle fleet"""
+            found = {sv: [] for sv in want}
+            for i in range(600):
+                sv, _ = decided(f"conv-slots-K{i}")
+                if sv in found and len(found[sv]) < want[sv]:
+                    found[sv].append(f"conv-slots-K{i}")
+                if all(len(found[k]) == want[k] for k in want):
+                    return found
+            raise AssertionError(f"600 sessions: {found} against {want}")
+
+        held = {}
+
+        def hold(name, session, tokens):
+            def go():
+                c = fe.Client(env.port, timeout=90)
+                try:
+                    held[name] = c.post(fe.chat_body(f"hold {name}", max_tokens=tokens),
+                                        {"x-session-id": session}, i=0, tag=name)
+                finally:
+                    c.close()
+            th = threading.Thread(target=go, daemon=True)
+            th.start()
+            return th
+
         for sv in servers:
             env.admin(f"set maxconn server llm/{sv} 1")
         h.wait_until("maxconn 1 as every server's slots",
                      lambda: all(e["slots"] == 1 for e in endpoints().values()))
         x, out = decided("conv-slots-S")
         assert "every slot of its choice busy" not in out, out
-        t = next((f"conv-slots-T{i}" for i in range(300)
-                  if decided(f"conv-slots-T{i}")[0] == x), None)
-        assert t is not None, f"no session of 300 has {x} first"
-        log(f"S and {t} both have {x} first; {t} holds its slot")
+        others = [sv for sv in servers if sv != x]
+        found = first_choices({x: 2, **{sv: 1 for sv in others}})
+        t, s2 = found[x]
+        u = {sv: found[sv][0] for sv in others}
+        log(f"S, {t} and {s2} have {x} first; {t} holds its slot")
 
-        held = {}
-
-        def hold():
-            c = fe.Client(env.port, timeout=60)
-            try:
-                held["r"] = c.post(fe.chat_body("hold the slot", max_tokens=600),
-                                   {"x-session-id": t}, i=0, tag="hold")
-            finally:
-                c.close()
-        th = threading.Thread(target=hold, daemon=True)
-        th.start()
-        h.wait_until(f"{x} busy", lambda: endpoints()[x]["in_flight"] >= 1 or "r" in held)
-        assert "r" not in held, f"the long answer ended before S was explained: {held}"
+        threads = [hold("T", t, 2400)]
+        h.wait_until(f"{x} busy", lambda: endpoints()[x]["in_flight"] >= 1 or "T" in held)
+        assert "T" not in held, f"the long answer ended before S was explained: {held}"
         y, out = decided("conv-slots-S")
         log(out.rstrip())
         assert y != x and "every slot of its choice busy, to the first with one free" in out, out
@@ -229,10 +250,35 @@ def slots(binary, version):
         cl.close()
         assert (r.status, r.served, r.reason) == (200, y, "hash"), \
             f"explain said {y} (x {x} busy): {r}"
-        th.join(60)
-        assert not th.is_alive() and held["r"].status == 200 and held["r"].served == x, held
-        log(f"slots: S went to {y} while {x} was busy (reason {r.reason}); T answered by "
-            f"{held['r'].served}")
+        log(f"slots: S went to {y} while {x} was busy (reason {r.reason})")
+
+        # No slot free: each other server held, T's next turn queued on X.
+        for sv in others:
+            threads.append(hold(sv, u[sv], 1600))
+        h.wait_until("every server busy",
+                     lambda: all(e["in_flight"] >= 1 for e in endpoints().values()) or
+                     len(held) > 0)
+        threads.append(hold("T2", t, 1))
+        h.wait_until(f"T's next turn waiting on {x}",
+                     lambda: endpoints()[x]["in_flight"] >= 2 or len(held) > 0)
+        assert not held, f"a long answer ended before S2 was explained: {held}"
+        z, out = decided(s2)
+        log(out.rstrip())
+        assert z != x and "every slot of its choice busy and none free, to the first with " \
+            "fewer waiting" in out, out
+        cl = fe.Client(env.port, timeout=90)
+        r = cl.post(fe.chat_body("no slot free"), {"x-session-id": s2}, i=2, tag="wait")
+        cl.close()
+        assert (r.status, r.served, r.reason) == (200, z, "hash"), \
+            f"explain said {z} (every slot busy, {x} 2 in flight): {r}"
+        for th in threads:
+            th.join(90)
+            assert not th.is_alive(), held
+        assert all(v.status == 200 for v in held.values()), held
+        assert held["T"].served == x and held["T2"].served == x, held
+        assert all(held[sv].served == sv for sv in others), held
+        log(f"slots: S2 went to {z} while every slot was busy and {x} had one waiting "
+            f"(reason {r.reason}); T's turns answered by {x}")
         env.stop_agent_checked()
 
 
