@@ -253,7 +253,9 @@ struct core_params {
 	 * the engine's size, and agents that see the same counts still pick
 	 * the same candidate (docs/policy-v2.md, section 13). No slot free
 	 * anywhere, to the first with the fewest requests waiting for one,
-	 * fewer than X has: between two polls the agent counts its own
+	 * at least X's slots fewer than X has (a wait shorter by a whole
+	 * request), unless other HAProxies that share no placements are
+	 * configured or shown: between two polls the agent counts its own
 	 * decisions and not yet the answers, so every one-slot engine looks
 	 * busy just after a round of answers, and the hash alone put three
 	 * of four new keys on one (section 48). Endpoints without slots are

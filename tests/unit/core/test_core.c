@@ -2218,11 +2218,14 @@ START_TEST(place_slots_new_keys_to_the_shortest_wait)
 	 * key whose choice x has more waiting than another goes to the one
 	 * with the fewest waiting, the best ranked of them; a wait as long
 	 * everywhere keeps x (a queue everywhere is no reason to leave the
-	 * hash); a candidate with a failure in its window is not taken;
+	 * hash); at four slots, only a candidate with four fewer waiting (x's
+	 * wait longer by a whole request); a candidate with a failure in its
+	 * window is not taken;
 	 * slots unknown, x. Behind several HAProxies that share nothing
 	 * (configured, or shown: routers.h), a free slot only: x. */
 	static const uint32_t one[4] = { 1, 1, 1, 1 };
 	static const uint32_t none[4] = { 0, 0, 0, 0 };
+	static const uint32_t four[4] = { 4, 4, 4, 4 };
 	for (uint64_t key = 1; key <= 40; key++) {
 		struct core_request r = fx_session(key * 0x9e3779b97f4a7c15ull);
 		int x, y, z;
@@ -2238,6 +2241,9 @@ START_TEST(place_slots_new_keys_to_the_shortest_wait)
 		ck_assert_int_eq(place_slots_busy(&r, x, one, LOADS(2, 2, 2, 2), -1), x);
 		ck_assert_int_eq(place_slots_busy(&r, x, one, LOADS(2, 1, 1, 1), y), z);
 		ck_assert_int_eq(place_slots_busy(&r, x, none, LOADS(2, 1, 1, 1), -1), x);
+		ck_assert_int_eq(place_slots_busy(&r, x, four, LOADS(8, 4, 4, 4), -1), y);
+		ck_assert_int_eq(place_slots_busy(&r, x, four, LOADS(8, 5, 4, 4), -1), z);
+		ck_assert_int_eq(place_slots_busy(&r, x, four, LOADS(7, 4, 4, 4), -1), x);
 		ck_assert_int_eq(place_slots_busy_as(&r, x, one, LOADS(2, 1, 1, 1), -1,
 						     CORE_ROUTERS_SEVERAL), x);
 		ck_assert_int_eq(place_slots_busy_as(&r, x, one, LOADS(2, 1, 1, 0), -1,
