@@ -284,16 +284,22 @@ static inline bool routers_turn(struct routers *r, uint16_t prev, uint16_t turn,
  * ROUTERS_SEVERAL, or the turns skipping as often as ROUTERS_TURN_SEVERAL
  * once ROUTERS_TURN_MIN have counted. Not before either shows it: not
  * shown is not alone. */
-static inline bool routers_several(const struct routers *r)
-{
-	return (r->engine >= ROUTERS_MIN && r->own < ROUTERS_SEVERAL * r->engine) ||
-	       (r->turns >= ROUTERS_TURN_MIN && r->skips >= ROUTERS_TURN_SEVERAL);
-}
-
 /* The turns' skip share; -1 before ROUTERS_TURN_MIN turns counted. */
 static inline double routers_skips(const struct routers *r)
 {
 	return r->turns >= ROUTERS_TURN_MIN ? r->skips : -1;
+}
+
+/* Whether other HAProxies are shown routing these engines' traffic
+ * without sharing placements: this agent's share of the engines' load
+ * (routers_share) under ROUTERS_SEVERAL, or the turns' skip share
+ * (routers_skips) at ROUTERS_TURN_SEVERAL or more. Not before either
+ * can judge: not shown is not alone. */
+static inline bool routers_several(const struct routers *r)
+{
+	double share = routers_share(r);
+	return (share >= 0 && share < ROUTERS_SEVERAL) ||
+	       routers_skips(r) >= ROUTERS_TURN_SEVERAL;
 }
 
 #endif
