@@ -2064,10 +2064,6 @@ START_TEST(place_long_prompts_on_a_smaller_gap)
 }
 END_TEST
 
-/* A new key r on a pool of 4 named as fx_init's, each with slots[i]
- * slots, the load bound out of the way (load_floor 1000), x holding
- * x_load requests, y y_load and one failure in its breaker window when
- * y_failed: where it goes with place_slots on. */
 /* fx_init's pool of 4 (the same names, so the same rankings), endpoint i
  * with slots[i] slots (NULL: unknown). */
 static void fx_init_slots(struct fx *f, const struct core_params *p,
@@ -2088,32 +2084,52 @@ static void fx_init_slots(struct fx *f, const struct core_params *p,
 	f->n = 4;
 }
 
-static int place_slots_decide(const struct core_request *r, bool on,
-			      const uint32_t slots[4], int x, uint32_t x_load,
-			      int y, uint32_t y_load, bool y_failed)
+/* A new key r on fx_init_slots's pool (slots[i] slots each), endpoint i
+ * holding load[i] requests, one failure in f_idx's breaker window (-1:
+ * none), x its rendezvous choice, policy.place_slots on, policy.routers
+ * routers: where it goes. Explain names the rule whenever the key left x
+ * (every gap here is within place_load_z's noise), and says by_wait
+ * exactly when the endpoint taken had no slot free. */
+static int place_slots_run(const struct core_request *r, bool on,
+			   enum core_routers routers, const uint32_t slots[4],
+			   const uint32_t load[4], int x, int f_idx)
 {
 	struct core_params p;
 	new_key_params(&p);
 	p.place_slots = on;
+	p.routers = routers;
 	struct fx f;
 	fx_init_slots(&f, &p, slots);
-	if (y_failed)
-		fx_observe(&f, y, 500, 10, false, 0, false);
-	core_endpoint_sync(f.c, x, CORE_ADMIN_ENABLED, x_load, f.now);
-	core_endpoint_sync(f.c, y, CORE_ADMIN_ENABLED, y_load, f.now);
-	/* explain names the rule whenever the key left x: 1 in flight
-	 * against 0 is within place_load_z's noise */
+	if (f_idx >= 0)
+		fx_observe(&f, f_idx, 500, 10, false, 0, false);
+	for (int i = 0; i < 4; i++)
+		core_endpoint_sync(f.c, i, CORE_ADMIN_ENABLED, load[i], f.now);
 	struct core_trace t;
 	struct core_rng copy = f.rng;
 	struct core_decision e;
 	ck_assert_int_eq(core_explain(f.c, r, f.now, &copy, &e, &t), 0);
-	ck_assert(!t.by_load && !t.by_wait);
-	ck_assert_int_eq(t.by_slots, e.endpoint != x);
+	ck_assert(!t.by_load);
 	struct core_decision d = fx_decide(&f, r);
 	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
 	ck_assert_int_eq(d.endpoint, e.endpoint);
+	ck_assert_int_eq(t.by_slots, d.endpoint != x);
+	uint32_t s = slots[d.endpoint], l = load[d.endpoint];
+	ck_assert_int_eq(t.by_wait, t.by_slots && (s > 0 ? l >= s : l > 0));
 	fx_finish(&f);
 	return d.endpoint;
+}
+
+/* place_slots_run with x holding x_load requests, y y_load (and one
+ * failure in its window when y_failed), the others none. */
+static int place_slots_decide(const struct core_request *r, bool on,
+			      const uint32_t slots[4], int x, uint32_t x_load,
+			      int y, uint32_t y_load, bool y_failed)
+{
+	uint32_t load[4] = { 0, 0, 0, 0 };
+	load[x] = x_load;
+	load[y] = y_load;
+	return place_slots_run(r, on, CORE_ROUTERS_AUTO, slots, load, x,
+			       y_failed ? y : -1);
 }
 
 START_TEST(slots_sources)
@@ -2172,43 +2188,11 @@ START_TEST(place_slots_new_keys_to_a_free_slot)
 }
 END_TEST
 
-/* A new key r on fx_init_slots's pool (slots[i] slots each), endpoint i
- * holding load[i] requests, one failure in f_idx's breaker window (-1:
- * none), x its rendezvous choice, policy.routers routers: where it goes
- * with place_slots on. */
-static int place_slots_busy_as(const struct core_request *r, int x,
-			       const uint32_t slots[4], const uint32_t load[4],
-			       int f_idx, enum core_routers routers)
-{
-	struct core_params p;
-	new_key_params(&p);
-	p.routers = routers;
-	struct fx f;
-	fx_init_slots(&f, &p, slots);
-	if (f_idx >= 0)
-		fx_observe(&f, f_idx, 500, 10, false, 0, false);
-	for (int i = 0; i < 4; i++)
-		core_endpoint_sync(f.c, i, CORE_ADMIN_ENABLED, load[i], f.now);
-	struct core_trace t;
-	struct core_rng copy = f.rng;
-	struct core_decision e;
-	ck_assert_int_eq(core_explain(f.c, r, f.now, &copy, &e, &t), 0);
-	ck_assert(!t.by_load);
-	struct core_decision d = fx_decide(&f, r);
-	ck_assert_int_eq(d.reason, CORE_REASON_HASH);
-	ck_assert_int_eq(d.endpoint, e.endpoint);
-	ck_assert_int_eq(t.by_slots, d.endpoint != x);
-	uint32_t s = slots[d.endpoint], l = load[d.endpoint];
-	ck_assert_int_eq(t.by_wait, t.by_slots && (s > 0 ? l >= s : l > 0));
-	fx_finish(&f);
-	return d.endpoint;
-}
-
 static int place_slots_busy(const struct core_request *r, int x,
 			    const uint32_t slots[4], const uint32_t load[4],
 			    int f_idx)
 {
-	return place_slots_busy_as(r, x, slots, load, f_idx, CORE_ROUTERS_AUTO);
+	return place_slots_run(r, true, CORE_ROUTERS_AUTO, slots, load, x, f_idx);
 }
 
 START_TEST(place_slots_new_keys_to_the_shortest_wait)
@@ -2244,12 +2228,12 @@ START_TEST(place_slots_new_keys_to_the_shortest_wait)
 		ck_assert_int_eq(place_slots_busy(&r, x, four, LOADS(8, 4, 4, 4), -1), y);
 		ck_assert_int_eq(place_slots_busy(&r, x, four, LOADS(8, 5, 4, 4), -1), z);
 		ck_assert_int_eq(place_slots_busy(&r, x, four, LOADS(7, 4, 4, 4), -1), x);
-		ck_assert_int_eq(place_slots_busy_as(&r, x, one, LOADS(2, 1, 1, 1), -1,
-						     CORE_ROUTERS_SEVERAL), x);
-		ck_assert_int_eq(place_slots_busy_as(&r, x, one, LOADS(2, 1, 1, 0), -1,
-						     CORE_ROUTERS_SEVERAL), w);
-		ck_assert_int_eq(place_slots_busy_as(&r, x, one, LOADS(2, 1, 1, 1), -1,
-						     CORE_ROUTERS_ONE), y);
+		ck_assert_int_eq(place_slots_run(&r, true, CORE_ROUTERS_SEVERAL, one,
+						 LOADS(2, 1, 1, 1), x, -1), x);
+		ck_assert_int_eq(place_slots_run(&r, true, CORE_ROUTERS_SEVERAL, one,
+						 LOADS(2, 1, 1, 0), x, -1), w);
+		ck_assert_int_eq(place_slots_run(&r, true, CORE_ROUTERS_ONE, one,
+						 LOADS(2, 1, 1, 1), x, -1), y);
 #undef LOADS
 	}
 }
