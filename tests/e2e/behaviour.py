@@ -1773,7 +1773,8 @@ def turns(binary, version):
     Python's spaces after the colons; the first user message 9 KiB of
     the conversation's own, so that its 8 KiB prefix key is. While alone,
     conversations whose bodies grow past the prefix windows keep their
-    server. Counts, not times."""
+    server (on 2.6, each turn sent once the agent has read the log line
+    of the one before, its only feedback there). Counts, not times."""
     with fe.FleetEnv("turns", version) as env:
         env.start([fe.instance(n) for n in ("s1", "s2", "s3", "s4")], binary)
         c = fe.Client(env.port)
@@ -1816,8 +1817,16 @@ def turns(binary, version):
                 msgs.append({"role": "user", "content": f"turn {turn}: " + "w" * 1900})
                 text = json.dumps({"messages": msgs, "model": "m1", "max_tokens": 1},
                                   separators=(",", ":"))
+                lines = metric("warmlane_log_lines_total")
                 r = c.post(text.encode(), i=turn, tag=f"g{conv}")
                 fe.assert_all_ok([r], f"growing conversation {conv}, turn {turn}")
+                if version == "2.6":
+                    # 2.6 tells the answer by its log line only: the next
+                    # turn waits until the agent has read it (a turn sent
+                    # before is placed as new: docs/policy-v2.md, "What
+                    # is left of issue 12").
+                    h.wait_until(f"turn {turn}'s log line read",
+                                 lambda: metric("warmlane_log_lines_total") > lines)
                 first = first or r.served
                 if r.served != first:
                     moved.append((conv, turn, len(text), first, r.served, r.reason))
